@@ -1,0 +1,3 @@
+from hubkit.cli import main
+
+main()

@@ -1,0 +1,60 @@
+"""`hubkit` command line. This package only wires: each command group lives in its own module and
+calls the library; user errors (`HubkitError`) become one line on stderr and exit status 1.
+
+    $ hubkit hub serve --root ./hub            # a local Hub on 127.0.0.1
+    $ hubkit push --run-id RUN --repo-id me/qwen3-4b-gdpo
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from hubkit.errors import HubkitError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hubkit")
+def cli() -> None:
+    """Publish GRPO training runs (TRL, verl) to the Hugging Face Hub."""
+
+
+def _register() -> None:
+    # Imported here so that `hubkit --help` stays fast and each group's heavy imports stay lazy.
+    from hubkit.cli import hub
+
+    cli.add_command(hub.hub)
+    for name in ("push", "merge"):
+        try:
+            module = __import__(f"hubkit.cli.{name}", fromlist=[name])
+        except ModuleNotFoundError as e:
+            if e.name != f"hubkit.cli.{name}":
+                raise
+            continue
+        cli.add_command(getattr(module, name))
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI, mapping user errors to one line and exit status 1."""
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except HubkitError as e:
+        if os.environ.get("HUBKIT_DEBUG") == "1":
+            raise
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Fixtures: the local Hub and tiny models published to it."""

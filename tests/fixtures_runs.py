@@ -1,0 +1,1 @@
+"""Fixtures: real TRL and verl training runs on the tiny model."""
