@@ -23,10 +23,7 @@ def cli() -> None:
 
 def _register() -> None:
     # Imported here so that `hubkit --help` stays fast and each group's heavy imports stay lazy.
-    from hubkit.cli import hub
-
-    cli.add_command(hub.hub)
-    for name in ("push", "merge"):
+    for name in ("hub", "push", "merge"):
         try:
             module = __import__(f"hubkit.cli.{name}", fromlist=[name])
         except ModuleNotFoundError as e:
