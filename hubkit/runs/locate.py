@@ -1,0 +1,53 @@
+"""Finding a run directory from a run id or a path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hubkit.errors import RunNotFoundError
+
+RUNS_DIR_ENV = "HUBKIT_RUNS_DIR"
+DEFAULT_RUNS_DIR = "runs"
+
+
+def default_runs_dir() -> Path:
+    """Where runs live unless told otherwise: ``$HUBKIT_RUNS_DIR``, else ``runs/`` in the current directory."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or DEFAULT_RUNS_DIR)
+
+
+def find_run_dir(
+    run_id: str | None = None,
+    runs_dir: str | Path | None = None,
+    run_dir: str | Path | None = None,
+) -> Path:
+    """The directory of a run, named by id (looked up under `runs_dir`) or given directly.
+
+    Args:
+        run_id: the run's id, a directory name under `runs_dir`.
+        runs_dir: where runs live; default ``$HUBKIT_RUNS_DIR`` or ``runs/``.
+        run_dir: the run directory itself (takes precedence over `run_id`).
+
+    Returns:
+        The run directory, resolved to an absolute path.
+
+    Raises:
+        RunNotFoundError: neither argument given, an invalid id, or no such directory (the message says
+            where it looked).
+    """
+    if run_dir is not None:
+        path = Path(run_dir).expanduser()
+        if not path.is_dir():
+            raise RunNotFoundError(f"run directory {path} does not exist: check --run-dir")
+        return path.resolve()
+    if not run_id:
+        raise RunNotFoundError("no run given: pass --run-id RUN (looked up under runs/) or --run-dir PATH")
+    if "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise RunNotFoundError(f"run id {run_id!r} must be a plain directory name; use --run-dir for a path")
+    base = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    path = base / run_id
+    if not path.is_dir():
+        raise RunNotFoundError(
+            f"no run {run_id!r} in {base.resolve()}: check the id, or set --runs-dir / ${RUNS_DIR_ENV}"
+        )
+    return path.resolve()

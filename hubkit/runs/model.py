@@ -1,0 +1,178 @@
+"""The framework-neutral view of a training run: `Run`, its `Checkpoint`s and its `Metrics`.
+
+Framework readers (`hubkit.runs.trl`, `hubkit.runs.verl`) build these from their own layouts; everything
+downstream (adapters, cards, publishing) reads only these dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hubkit.manifest import LoraSettings, Manifest
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One saved training step.
+
+    Args:
+        step: the global training step it was saved at.
+        path: the step's directory (TRL ``checkpoint-N/``, verl ``global_step_N/``).
+        complete: True once the framework has marked the save as finished; incomplete steps are still
+            being written (or were interrupted) and must not be published.
+        adapter_dir: where the framework saved a PEFT adapter for this step, if it did (verl's
+            ``actor/lora_adapter/`` may be missing or empty; `hubkit.adapters` then rebuilds it).
+        tokenizer_dir: where the tokenizer and chat template files of this step are, if anywhere.
+    """
+
+    step: int
+    path: Path
+    complete: bool
+    adapter_dir: Path | None = None
+    tokenizer_dir: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """How the Hub layout names this step (``global_step_N``), whatever the framework."""
+        return f"global_step_{self.step}"
+
+
+@dataclass(frozen=True)
+class MetricsRow:
+    """The metrics logged at one step, by name (framework names kept as they are)."""
+
+    step: int
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A run's logged metrics, one row per step, sorted by step."""
+
+    rows: tuple[MetricsRow, ...] = ()
+
+    @classmethod
+    def from_entries(cls, entries: list[tuple[int, dict[str, float]]]) -> Metrics:
+        """Merge entries logged at the same step (e.g. train and eval logs) and sort by step.
+
+        Args:
+            entries: (step, values) pairs in logging order; later values win on a name clash.
+
+        Returns:
+            The merged metrics.
+        """
+        merged: dict[int, dict[str, float]] = {}
+        for step, values in entries:
+            merged.setdefault(step, {}).update(values)
+        return cls(tuple(MetricsRow(step, merged[step]) for step in sorted(merged)))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every metric name that appears in any row, sorted."""
+        return tuple(sorted({name for row in self.rows for name in row.values}))
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        """The (step, value) points of one metric, in step order; steps that did not log it are left out."""
+        return [(row.step, row.values[name]) for row in self.rows if name in row.values]
+
+    def to_jsonl(self) -> str:
+        """Framework-neutral JSON lines, ``{"step": N, "<metric>": value, ...}`` per step, sorted by step.
+
+        Non-finite values (a NaN loss) are written as ``null`` so that every line is valid JSON.
+        """
+        lines = []
+        for row in self.rows:
+            record: dict[str, float | int | None] = {"step": row.step}
+            for name in sorted(row.values):
+                value = row.values[name]
+                record[name] = value if math.isfinite(value) else None
+            lines.append(json.dumps(record, allow_nan=False))
+        return "".join(line + "\n" for line in lines)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A training run read from its directory.
+
+    Args:
+        run_dir: the run directory.
+        manifest: the run's manifest (read from ``hubkit.json``, or inferred for runs without one).
+        checkpoints: the complete checkpoints, sorted by step.
+        pending: checkpoints that exist but are not complete yet (a run still training), sorted by step.
+        metrics: the logged metrics.
+        finished: True when the manifest records an end time or the framework says training ended.
+    """
+
+    run_dir: Path
+    manifest: Manifest
+    checkpoints: tuple[Checkpoint, ...]
+    pending: tuple[Checkpoint, ...]
+    metrics: Metrics
+    finished: bool
+
+    @property
+    def framework(self) -> str:
+        return self.manifest.framework
+
+    @property
+    def latest(self) -> Checkpoint | None:
+        """The newest complete checkpoint (the one published at the repo root), if any."""
+        return self.checkpoints[-1] if self.checkpoints else None
+
+    def checkpoint(self, step: int) -> Checkpoint:
+        """The complete checkpoint saved at `step`.
+
+        Raises:
+            KeyError: no complete checkpoint at that step.
+        """
+        for checkpoint in self.checkpoints:
+            if checkpoint.step == step:
+                return checkpoint
+        raise KeyError(step)
+
+    def tokenizer_dir(self, checkpoint: Checkpoint | None = None) -> Path | None:
+        """Where the tokenizer and chat template files are for `checkpoint` (default: the latest).
+
+        Returns:
+            A directory holding ``tokenizer_config.json``, or None when the run saved no tokenizer.
+        """
+        checkpoint = checkpoint or self.latest
+        return checkpoint.tokenizer_dir if checkpoint else None
+
+
+@dataclass(frozen=True)
+class RunContents:
+    """What a framework reader finds in a run directory (the manifest is read separately)."""
+
+    checkpoints: tuple[Checkpoint, ...]
+    metrics: Metrics
+    training_ended: bool
+
+
+@dataclass(frozen=True)
+class InferredSettings:
+    """What a reader can tell about a run that has no ``hubkit.json``."""
+
+    base_model: str | None
+    lora: LoraSettings | None
+
+
+@dataclass(frozen=True)
+class FrameworkReader:
+    """One framework's layout, as functions with the same signatures for every framework.
+
+    Args:
+        name: the manifest's ``framework`` value.
+        looks_like: whether a checkpoints directory is in this framework's layout.
+        read: the checkpoints, metrics and end-of-training flag of a run.
+        infer: base model and LoRA settings recorded by the framework itself (for runs without a manifest).
+    """
+
+    name: str
+    looks_like: Callable[[Path], bool]
+    read: Callable[[Path, Manifest], RunContents]
+    infer: Callable[[Path], InferredSettings]

@@ -1,0 +1,142 @@
+"""Reader for runs saved by TRL (transformers `Trainer` checkpoints).
+
+Layout (TRL 1.16, PEFT LoRA, ``save_steps=N``)::
+
+    <checkpoints_dir>/
+      checkpoint-N/   adapter_config.json, adapter_model.safetensors, tokenizer files,
+                      trainer_state.json (with log_history), optimizer.pt, scheduler.pt, rng_state.pth, ...
+
+A checkpoint is complete once its ``trainer_state.json`` exists and records ``global_step == N``: the
+Trainer writes it after the adapter and optimizer state. Metrics come from the newest ``log_history``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.runs.model import (
+    Checkpoint,
+    FrameworkReader,
+    InferredSettings,
+    Metrics,
+    RunContents,
+)
+
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+TRAINER_STATE = "trainer_state.json"
+ADAPTER_CONFIG = "adapter_config.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None when it is missing or half-written (a save in progress)."""
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _checkpoint_dirs(root: Path) -> list[tuple[int, Path]]:
+    found = []
+    if root.is_dir():
+        for child in root.iterdir():
+            match = _CHECKPOINT_RE.match(child.name)
+            if match and child.is_dir():
+                found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def looks_like(root: Path) -> bool:
+    """True when `root` holds TRL ``checkpoint-N/`` directories."""
+    return bool(_checkpoint_dirs(root))
+
+
+def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
+    state = _read_json(path / TRAINER_STATE)
+    complete = state is not None and state.get("global_step") == step
+    if (path / TOKENIZER_CONFIG).is_file():
+        tokenizer_dir: Path | None = path
+    elif (root / TOKENIZER_CONFIG).is_file():
+        tokenizer_dir = root  # Trainer.save_model() at the end writes the tokenizer to the output dir
+    else:
+        tokenizer_dir = None
+    return Checkpoint(step=step, path=path, complete=complete, adapter_dir=path, tokenizer_dir=tokenizer_dir)
+
+
+def _newest_state(root: Path, checkpoints: list[Checkpoint]) -> dict[str, Any] | None:
+    """The trainer state with the highest global_step: the newest complete checkpoint's or the output dir's."""
+    candidates = [_read_json(c.path / TRAINER_STATE) for c in checkpoints if c.complete]
+    candidates.append(_read_json(root / TRAINER_STATE))  # written by trainer.save_state()
+    states = [s for s in candidates if s is not None and isinstance(s.get("global_step"), int)]
+    return max(states, key=lambda s: s["global_step"]) if states else None
+
+
+def _metrics(state: dict[str, Any] | None) -> Metrics:
+    entries: list[tuple[int, dict[str, float]]] = []
+    for record in (state or {}).get("log_history") or []:
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            continue
+        values = {
+            name: float(value)
+            for name, value in record.items()
+            if name != "step" and isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        if values:
+            entries.append((record["step"], values))
+    return Metrics.from_entries(entries)
+
+
+def read(run_dir: Path, manifest: Manifest) -> RunContents:
+    """Checkpoints, metrics and whether training ended, from a TRL run.
+
+    Args:
+        run_dir: the run directory.
+        manifest: its manifest (``checkpoints_dir`` says where the ``checkpoint-N/`` directories are).
+
+    Returns:
+        The run's contents; checkpoints sorted by step, complete or not.
+    """
+    root = run_dir / manifest.checkpoints_dir
+    checkpoints = [_checkpoint(root, step, path) for step, path in _checkpoint_dirs(root)]
+    state = _newest_state(root, checkpoints)
+    max_steps = (state or {}).get("max_steps")
+    ended = bool(state and isinstance(max_steps, int) and max_steps > 0 and state["global_step"] >= max_steps)
+    return RunContents(checkpoints=tuple(checkpoints), metrics=_metrics(state), training_ended=ended)
+
+
+def infer(root: Path) -> InferredSettings:
+    """Base model and LoRA settings from the newest ``adapter_config.json`` (runs without a manifest).
+
+    The base model is only taken when it is a Hub id, never a local path.
+    """
+    for _, path in reversed(_checkpoint_dirs(root)):
+        config = _read_json(path / ADAPTER_CONFIG)
+        if config is None:
+            continue
+        base = config.get("base_model_name_or_path")
+        base_model = base if isinstance(base, str) and is_hub_id(base) and not Path(base).exists() else None
+        return InferredSettings(base_model=base_model, lora=lora_from_adapter_config(config))
+    return InferredSettings(base_model=None, lora=None)
+
+
+def lora_from_adapter_config(config: dict[str, Any]) -> LoraSettings | None:
+    """LoRA settings from a PEFT ``adapter_config.json`` dict; None when r or alpha is missing or zero."""
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(r, int) or not isinstance(alpha, int | float) or r <= 0 or alpha <= 0:
+        return None
+    targets = config.get("target_modules") or ()
+    return LoraSettings(
+        r=r,
+        alpha=alpha,
+        target_modules=tuple(sorted(targets)) if isinstance(targets, list) else (str(targets),),
+        dropout=float(config.get("lora_dropout") or 0.0),
+        use_rslora=bool(config.get("use_rslora")),
+    )
+
+
+READER = FrameworkReader(name="trl", looks_like=looks_like, read=read, infer=infer)

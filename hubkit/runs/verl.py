@@ -1,0 +1,200 @@
+"""Reader for runs saved by verl (FSDP / FSDP2 checkpoints).
+
+Layout (verl 0.6.1; research: verl.md §1.2)::
+
+    <checkpoints_dir>/
+      latest_checkpointed_iteration.txt      the newest finished save, e.g. "200"
+      global_step_N/actor/
+        model_world_size_W_rank_R.pt         FSDP shards of the PeftModel (base + LoRA)
+        fsdp_config.json                     {"FSDP_version": 2, "world_size": W}
+        huggingface/                         config + tokenizer files
+        lora_adapter/                        PEFT adapter (v0.6/0.7 only; may be EMPTY with PEFT >= 0.21)
+        lora_train_meta.json                 {"r", "lora_alpha", "task_type"} (verl >= 0.8)
+
+A step is complete only when it is <= the number in ``latest_checkpointed_iteration.txt`` (verl writes it
+after every rank has saved) and its shards are all there. Metrics come from verl's ``file`` logger JSONL,
+``{"step": N, "data": {...}}`` per line (manifest ``metrics_file``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from hubkit.errors import ManifestError
+from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.runs.model import (
+    Checkpoint,
+    FrameworkReader,
+    InferredSettings,
+    Metrics,
+    RunContents,
+)
+from hubkit.runs.trl import lora_from_adapter_config
+
+_STEP_RE = re.compile(r"^global_step_(\d+)$")
+LATEST_FILE = "latest_checkpointed_iteration.txt"
+FSDP_CONFIG = "fsdp_config.json"
+LORA_META = "lora_train_meta.json"
+DEFAULT_METRICS_FILE = "metrics.jsonl"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _step_dirs(root: Path) -> list[tuple[int, Path]]:
+    found = []
+    if root.is_dir():
+        for child in root.iterdir():
+            match = _STEP_RE.match(child.name)
+            if match and (child / "actor").is_dir():
+                found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def looks_like(root: Path) -> bool:
+    """True when `root` holds verl ``global_step_N/actor/`` directories."""
+    return bool(_step_dirs(root))
+
+
+def latest_saved_step(root: Path) -> int | None:
+    """The step in ``latest_checkpointed_iteration.txt``, or None when verl has not finished a save yet."""
+    try:
+        return int((root / LATEST_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def world_size(actor_dir: Path) -> int | None:
+    """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json``."""
+    config = _read_json(actor_dir / FSDP_CONFIG)
+    size = (config or {}).get("world_size")
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
+    """The model shard files of every rank, in rank order (they may not all exist)."""
+    return [actor_dir / f"model_world_size_{size}_rank_{rank}.pt" for rank in range(size)]
+
+
+def _checkpoint(step: int, path: Path, latest: int | None) -> Checkpoint:
+    actor = path / "actor"
+    size = world_size(actor)
+    complete = (
+        latest is not None
+        and step <= latest
+        and size is not None
+        and all(p.is_file() for p in model_shard_paths(actor, size))
+    )
+    hf_dir = actor / "huggingface"
+    lora_dir = actor / "lora_adapter"
+    return Checkpoint(
+        step=step,
+        path=path,
+        complete=complete,
+        adapter_dir=lora_dir if lora_dir.is_dir() else None,
+        tokenizer_dir=hf_dir if (hf_dir / "tokenizer_config.json").is_file() else None,
+    )
+
+
+def _metrics_path(run_dir: Path, manifest: Manifest) -> Path | None:
+    if manifest.metrics_file:
+        return run_dir / manifest.metrics_file
+    default = run_dir / DEFAULT_METRICS_FILE
+    return default if default.is_file() else None
+
+
+def read_metrics_jsonl(path: Path) -> Metrics:
+    """Metrics from verl's file-logger JSONL (``{"step": N, "data": {...}}``) or hubkit's neutral form.
+
+    A last line without its newline is a write in progress and is skipped.
+
+    Raises:
+        ManifestError: a complete line is not a JSON object with an integer ``step``.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return Metrics()
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        lines = lines[:-1]  # the logger is still writing this line
+    entries: list[tuple[int, dict[str, float]]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"metrics file {path.name} line {number} is not JSON ({e.msg})") from e
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ManifestError(f"metrics file {path.name} line {number} has no integer 'step'")
+        data = record["data"] if isinstance(record.get("data"), dict) else record
+        values = {
+            name: float(value)
+            for name, value in data.items()
+            if name != "step" and isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        entries.append((record["step"], values))
+    return Metrics.from_entries(entries)
+
+
+def read(run_dir: Path, manifest: Manifest) -> RunContents:
+    """Checkpoints, metrics and whether training ended, from a verl run.
+
+    Training counts as ended when the manifest's ``hyperparameters.total_training_steps`` has been saved.
+
+    Args:
+        run_dir: the run directory.
+        manifest: its manifest (``checkpoints_dir``, ``metrics_file``).
+
+    Returns:
+        The run's contents; checkpoints sorted by step, complete or not.
+    """
+    root = run_dir / manifest.checkpoints_dir
+    latest = latest_saved_step(root)
+    checkpoints = tuple(_checkpoint(step, path, latest) for step, path in _step_dirs(root))
+    metrics_path = _metrics_path(run_dir, manifest)
+    total = manifest.hyperparameters.get("total_training_steps")
+    ended = isinstance(total, int) and latest is not None and latest >= total
+    return RunContents(
+        checkpoints=checkpoints,
+        metrics=read_metrics_jsonl(metrics_path) if metrics_path else Metrics(),
+        training_ended=ended,
+    )
+
+
+def lora_from_meta(actor_dir: Path) -> LoraSettings | None:
+    """LoRA settings from ``lora_train_meta.json`` (verl >= 0.8), or None when absent or alpha is 0."""
+    meta = _read_json(actor_dir / LORA_META)
+    if meta is None:
+        return None
+    return lora_from_adapter_config({"r": meta.get("r"), "lora_alpha": meta.get("lora_alpha")})
+
+
+def infer(root: Path) -> InferredSettings:
+    """Base model and LoRA settings recorded by verl itself, from the newest step that has them."""
+    base_model: str | None = None
+    lora: LoraSettings | None = None
+    for _, path in reversed(_step_dirs(root)):
+        actor = path / "actor"
+        config = _read_json(actor / "lora_adapter" / "adapter_config.json")
+        if config is not None and base_model is None:
+            base = config.get("base_model_name_or_path")
+            if isinstance(base, str) and is_hub_id(base) and not Path(base).exists():
+                base_model = base
+        if lora is None:
+            lora = lora_from_meta(actor) or (lora_from_adapter_config(config) if config else None)
+        if base_model and lora:
+            break
+    return InferredSettings(base_model=base_model, lora=lora)
+
+
+READER = FrameworkReader(name="verl", looks_like=looks_like, read=read, infer=infer)
