@@ -1,0 +1,390 @@
+"""PEFT adapter normalization and validation, before anything is uploaded.
+
+`prepare_adapter` turns one checkpoint's adapter (TRL's, verl's ``lora_adapter/``, or one rebuilt from verl's
+FSDP shards) into a directory holding exactly ``adapter_config.json`` + ``adapter_model.safetensors`` in PEFT
+form, and refuses adapters that would not load or would load as a no-op. `check_against_base` then checks
+its module names and shapes against the base model's architecture, built on the meta device from the
+base's ``config.json`` alone (no weights downloaded).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
+from hubkit.manifest import LoraSettings
+from hubkit.runs.model import Checkpoint, Run
+from hubkit.runs.verl import lora_from_meta
+
+logger = logging.getLogger(__name__)
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+PICKLED_WEIGHTS = "adapter_model.bin"
+PEFT_PREFIX = "base_model.model."
+# base_model.model.<module path>.lora_{A,B}.weight: the only keys a plain LoRA adapter holds.
+_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+
+
+@dataclass(frozen=True)
+class PreparedAdapter:
+    """A normalized, validated adapter on disk, ready to upload.
+
+    Args:
+        step: the training step it comes from.
+        dir: a directory holding exactly ``adapter_config.json`` and ``adapter_model.safetensors``.
+        config: the normalized adapter config (as written).
+        num_modules: how many modules it adapts (lora_A/lora_B pairs).
+        rebuilt: True when it was rebuilt from verl's FSDP shards rather than taken from a saved adapter.
+    """
+
+    step: int
+    dir: Path
+    config: dict[str, Any]
+    num_modules: int
+    rebuilt: bool
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+def _check_safetensors_length(path: Path, label: str) -> None:
+    """Refuse a safetensors file whose size disagrees with its header (a truncated copy or save)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw_length = f.read(8)
+        if len(raw_length) < 8:
+            raise CheckpointError(f"{label}: {path.name} is truncated ({size} bytes): re-save the checkpoint")
+        (header_length,) = struct.unpack("<Q", raw_length)
+        if 8 + header_length > size:
+            raise CheckpointError(f"{label}: {path.name} is truncated (header runs past the end of the file)")
+        try:
+            header = json.loads(f.read(header_length))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{label}: {path.name} has a corrupt header: re-save the checkpoint") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{label}: {path.name} has a corrupt header: re-save the checkpoint")
+    data_end = max(
+        (entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"),
+        default=0,
+    )
+    if size != 8 + header_length + data_end:
+        raise CheckpointError(
+            f"{label}: {path.name} is truncated ({size} bytes, its header describes {8 + header_length + data_end})"
+        )
+
+
+def _read_config(adapter_dir: Path, label: str) -> dict[str, Any]:
+    path = adapter_dir / ADAPTER_CONFIG
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise AdapterError(
+            f"{label}: no {ADAPTER_CONFIG} in the adapter: the checkpoint cannot be loaded"
+        ) from e
+    except json.JSONDecodeError as e:
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e.msg})") from e
+    if not isinstance(config, dict):
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object")
+    return config
+
+
+def _read_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tensor]:
+    path = adapter_dir / ADAPTER_WEIGHTS
+    if not path.is_file():
+        if (adapter_dir / PICKLED_WEIGHTS).is_file():
+            raise CheckpointError(
+                f"{label}: only {PICKLED_WEIGHTS} (a pickle, never loaded by hubkit) is saved: "
+                "re-save the adapter with safe_serialization=True"
+            )
+        raise CheckpointError(f"{label}: no {ADAPTER_WEIGHTS} in the adapter: the checkpoint is incomplete")
+    _check_safetensors_length(path, label)
+    return load_file(path)
+
+
+def normalize_key(key: str) -> str:
+    """A LoRA key in PEFT's saved form: adapter name and FSDP wrapper names removed, PEFT prefix present.
+
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight`` →
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``.
+    """
+    key = key.replace("_fsdp_wrapped_module.", "")
+    key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
+    return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+def _module_pairs(
+    tensors: dict[str, torch.Tensor], label: str
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """lora_A/lora_B per module, refusing foreign keys, unpaired weights, NaN/Inf and no-op adapters."""
+    if not tensors:
+        raise AdapterError(
+            f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
+            "it would load as a no-op"
+        )
+    halves: dict[str, dict[str, torch.Tensor]] = {}
+    for key, tensor in tensors.items():
+        match = _LORA_KEY_RE.match(key)
+        if match is None:
+            raise AdapterError(
+                f"{label}: unexpected tensor {key!r}: only plain LoRA adapters can be published"
+            )
+        if not torch.isfinite(tensor).all():
+            raise AdapterError(
+                f"{label}: {key} contains NaN or Inf: training diverged at or before this step"
+            )
+        halves.setdefault(match["module"], {})[match["part"]] = tensor
+    pairs = {}
+    for module, parts in sorted(halves.items()):
+        if set(parts) != {"A", "B"}:
+            raise AdapterError(f"{label}: module {module} has lora_{next(iter(parts))} but not its pair")
+        a, b = parts["A"], parts["B"]
+        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1]:
+            raise AdapterError(
+                f"{label}: module {module} has mismatched LoRA shapes A{tuple(a.shape)} B{tuple(b.shape)}"
+            )
+        pairs[module] = (a, b)
+    if all(not b.any() for _, b in pairs.values()):
+        raise AdapterError(
+            f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
+        )
+    return pairs
+
+
+def _check_rank(
+    pairs: dict[str, tuple[torch.Tensor, torch.Tensor]], config: dict[str, Any], label: str
+) -> None:
+    if config.get("rank_pattern"):
+        return  # per-module ranks: the A/B pairing check already holds
+    r = config.get("r")
+    for module, (a, _) in pairs.items():
+        if a.shape[0] != r:
+            raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={r}")
+
+
+def _alpha(config: dict[str, Any], lora: LoraSettings | None, label: str) -> float:
+    alpha = config.get("lora_alpha")
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or alpha <= 0:
+        raise AdapterError(
+            f"{label}: lora_alpha is {alpha!r}: the adapter would load as a no-op; set the real alpha"
+        )
+    if lora is not None and float(alpha) != float(lora.alpha):
+        raise AdapterError(
+            f"{label}: {ADAPTER_CONFIG} says lora_alpha={alpha} but hubkit.json says {lora.alpha}: fix the manifest"
+        )
+    return alpha
+
+
+# --- building the normalized adapter --------------------------------------------------------------
+
+
+def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[str, Any]:
+    """The saved config with what publishing needs: Hub base id and revision, real alpha, CAUSAL_LM."""
+    peft_type = config.get("peft_type", "LORA")
+    normalized = dict(config)
+    normalized.update(
+        peft_type=peft_type,
+        base_model_name_or_path=run.manifest.base_model,  # never the local path training used
+        revision=run.manifest.base_model_revision,
+        lora_alpha=alpha,
+        task_type="CAUSAL_LM",
+        inference_mode=True,
+    )
+    if isinstance(normalized.get("target_modules"), set | tuple):
+        normalized["target_modules"] = sorted(normalized["target_modules"])
+    return normalized
+
+
+def _rebuilt_config(pairs: dict[str, Any], lora: LoraSettings, run: Run) -> dict[str, Any]:
+    """A LoRA config for tensors rebuilt from verl's shards (verl builds LoRA with these fixed settings)."""
+    return {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": run.manifest.base_model,
+        "revision": run.manifest.base_model_revision,
+        "r": lora.r,
+        "lora_alpha": lora.alpha,
+        "lora_dropout": lora.dropout,
+        "use_rslora": lora.use_rslora,
+        "bias": "none",
+        "target_modules": sorted({module.rsplit(".", 1)[-1] for module in pairs}),
+        "inference_mode": True,
+        "fan_in_fan_out": False,
+        "use_dora": False,
+        "init_lora_weights": True,
+        "modules_to_save": None,
+    }
+
+
+def _validated_saved_adapter(
+    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str
+) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
+    config = _read_config(adapter_dir, label)
+    if config.get("peft_type", "LORA") != "LORA":
+        raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
+    tensors = {normalize_key(k): v for k, v in _read_weights(adapter_dir, label).items()}
+    pairs = _module_pairs(tensors, label)
+    _check_rank(pairs, config, label)
+    alpha = _alpha(config, lora, label)
+    return tensors, _normalized_config(config, run, alpha), len(pairs)
+
+
+def _rebuilt_adapter(
+    checkpoint: Checkpoint, run: Run, label: str
+) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
+    # Imported here: only verl runs need torch.distributed's DTensor classes.
+    from hubkit.verl_shards import load_lora_tensors
+
+    actor_dir = checkpoint.path / "actor"
+    lora = lora_from_meta(actor_dir) or run.manifest.lora
+    if lora is None:
+        raise CheckpointError(
+            f"{label}: its adapter must be rebuilt from the FSDP shards but LoRA r/alpha are unknown "
+            "(no lora_train_meta.json): add lora to hubkit.json"
+        )
+    tensors = {normalize_key(k): v for k, v in load_lora_tensors(actor_dir, label).items()}
+    pairs = _module_pairs(tensors, label)
+    config = _rebuilt_config(pairs, lora, run)
+    _check_rank(pairs, config, label)
+    return tensors, config, len(pairs)
+
+
+def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> PreparedAdapter:
+    """Normalize and validate one checkpoint's adapter into `out_dir`.
+
+    verl checkpoints use the saved ``actor/lora_adapter/`` when it is valid and are otherwise rebuilt from
+    the FSDP shards (LoRA settings from ``lora_train_meta.json`` or the manifest's ``lora``).
+
+    Args:
+        run: the run the checkpoint belongs to (base model id and revision, LoRA settings).
+        checkpoint: a complete checkpoint of that run.
+        out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
+            not hold other files).
+
+    Returns:
+        The prepared adapter.
+
+    Raises:
+        CheckpointError: an incomplete, truncated or pickle-only checkpoint, or missing LoRA settings.
+        AdapterError: a missing config, NaN/Inf, all-zero lora_B, lora_alpha 0, foreign keys or bad shapes.
+    """
+    label = f"checkpoint {checkpoint.name} of run {run.manifest.run_id}"
+    if not checkpoint.complete:
+        raise CheckpointError(
+            f"{label} is not complete yet (still being saved?): wait for the save to finish"
+        )
+    rebuilt = False
+    if run.framework == "verl":
+        try:
+            if checkpoint.adapter_dir is None:
+                raise CheckpointError(f"{label}: verl saved no lora_adapter/")
+            tensors, config, num_modules = _validated_saved_adapter(
+                checkpoint.adapter_dir, run, run.manifest.lora, label
+            )
+        except (AdapterError, CheckpointError) as reason:
+            logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
+            tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
+            rebuilt = True
+    else:
+        tensors, config, num_modules = _validated_saved_adapter(
+            checkpoint.adapter_dir or checkpoint.path, run, run.manifest.lora, label
+        )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    strays = sorted(p.name for p in out_dir.iterdir() if p.name not in (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
+    if strays:
+        raise ValueError(f"prepare_adapter needs an empty output directory; {out_dir} holds {strays}")
+    save_file(tensors, out_dir / ADAPTER_WEIGHTS, metadata={"format": "pt"})
+    (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return PreparedAdapter(
+        step=checkpoint.step, dir=out_dir, config=config, num_modules=num_modules, rebuilt=rebuilt
+    )
+
+
+# --- checking against the base model --------------------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _base_linear_shapes(base_model: str, revision: str | None) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config_path = hf_hub_download(base_model, "config.json", revision=revision)
+    except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as e:
+        at = f" at revision {revision}" if revision else ""
+        raise BaseModelMismatchError(
+            f"base model {base_model}{at} has no config.json on the Hub: check the base model id"
+        ) from e
+    config = AutoConfig.from_pretrained(Path(config_path).parent)
+    with torch.device("meta"):  # architecture only: no memory for weights, nothing downloaded
+        model = AutoModelForCausalLM.from_config(config)
+    return {
+        name: (module.in_features, module.out_features)
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
+
+
+def check_against_base(
+    adapter_dir: Path, base_model: str, revision: str | None = None, *, label: str | None = None
+) -> None:
+    """Check that every adapted module exists in the base model, with matching shapes.
+
+    Only the base's ``config.json`` is downloaded (``hf_hub_download``); the model is built on the meta
+    device. Repeated checks against the same base reuse that model's shapes.
+
+    Args:
+        adapter_dir: a prepared adapter directory (see `prepare_adapter`).
+        base_model: the base model's Hub id.
+        revision: the base model revision, if pinned.
+        label: how errors name the checkpoint; default the directory name.
+
+    Raises:
+        BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
+        CheckpointError: the adapter weights file is missing or truncated.
+    """
+    label = label or adapter_dir.name
+    path = Path(adapter_dir) / ADAPTER_WEIGHTS
+    if not path.is_file():
+        raise CheckpointError(f"{label}: no {ADAPTER_WEIGHTS} in {adapter_dir.name}/")
+    _check_safetensors_length(path, label)
+    linears = _base_linear_shapes(base_model, revision)
+    with safe_open(path, framework="pt") as f:
+        for key in f.keys():  # noqa: SIM118 - safe_open handles are not iterable
+            match = _LORA_KEY_RE.match(key)
+            if match is None:
+                raise BaseModelMismatchError(
+                    f"{label}: {key!r} is not a LoRA weight of a {base_model} module"
+                )
+            module = match["module"]
+            if module not in linears:
+                raise BaseModelMismatchError(
+                    f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"
+                )
+            in_features, out_features = linears[module]
+            shape = tuple(f.get_slice(key).get_shape())
+            expected_dim, actual_dim = (
+                (in_features, shape[1]) if match["part"] == "A" else (out_features, shape[0])
+            )
+            if actual_dim != expected_dim:
+                raise BaseModelMismatchError(
+                    f"{label}: {module}.lora_{match['part']} has shape {shape} but {base_model}'s {module} "
+                    f"is {in_features}->{out_features}: was it trained on another base?"
+                )
