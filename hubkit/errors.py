@@ -53,6 +53,10 @@ class PublishError(HubkitError):
     """The Hub refused a repo operation, or the remote moved while pushing."""
 
 
+class UnsafeFileError(PublishError):
+    """A planned file is never publishable (optimizer/RNG state, pickles) or holds a secret or local path."""
+
+
 # --- Rewards ------------------------------------------------------------------------------------
 
 

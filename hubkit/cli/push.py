@@ -1,0 +1,161 @@
+"""`hubkit push`: publish a run's checkpoints to an adapter repo on the Hub."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from hubkit.cli.options import endpoint_option, quiet_option, run_options
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+    from hubkit.adapters import PreparedAdapter
+    from hubkit.publish import CommitResult, PushPlan, RepoDiff
+
+
+def _parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        steps = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated step numbers like 20,40, got {value!r}") from None
+    if not steps or min(steps) < 0:
+        raise click.BadParameter(f"expected comma-separated step numbers like 20,40, got {value!r}")
+    return steps
+
+
+def _size(num_bytes: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if num_bytes < 1000 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def describe_plan(plan: PushPlan) -> str:
+    """The dry-run listing: each repo, then each file with its size and step."""
+    lines = []
+    for repo in plan.repos:
+        visibility = "private" if repo.private else "public"
+        lines.append(
+            f"{repo.repo_id} ({repo.repo_type}, {visibility} if created): {len(repo.files)} files, {_size(repo.total_size)}"
+        )
+        lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
+        for planned in repo.files:
+            lines.append(f"  {planned.path_in_repo:<60} {_size(planned.size):>10}")
+    lines.append(
+        "Dry run: the Hub was not contacted; a push uploads only the files that differ from the remote."
+    )
+    return "\n".join(lines)
+
+
+def _describe_result(result: CommitResult, endpoint: str) -> str:
+    if result.commit_sha is None:
+        return f"{result.repo_id}: up to date, nothing uploaded"
+    steps = f"steps {', '.join(str(s) for s in result.steps)}; " if result.steps else ""
+    return (
+        f"{result.repo_id}: committed {result.commit_sha[:10]} ({steps}{result.uploaded_files} files, "
+        f"{_size(result.uploaded_bytes)}) {endpoint.rstrip('/')}/{result.repo_id}"
+    )
+
+
+def _push_once(api: HfApi, plan: PushPlan, console: Console) -> tuple[CommitResult, ...]:
+    from hubkit.publish import commit_push, diff_push
+
+    diffs: tuple[RepoDiff, ...] = diff_push(api, plan)
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, TimeRemainingColumn(), console=console, disable=console.quiet) as progress:
+        task = progress.add_task("uploading", total=sum(d.upload_size for d in diffs))
+        results = commit_push(api, diffs, on_uploaded=lambda f: progress.advance(task, f.size))
+    for result in results:
+        console.print(_describe_result(result, api.endpoint), highlight=False)
+    return results
+
+
+@click.command()
+@run_options
+@click.option("--repo-id", required=True, metavar="OWNER/NAME", help="The adapter repo to publish to.")
+@click.option("--steps", callback=_parse_steps, metavar="N,M,...", help="Publish only these steps.")
+@click.option("--every", type=click.IntRange(min=1), help="Publish only steps that are multiples of N.")
+@click.option("--private", is_flag=True, help="Create the repo private (if the push creates it).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (repos, files, sizes); send nothing.")
+@click.option(
+    "--watch", is_flag=True, help="Keep pushing new checkpoints until the run finishes (Ctrl-C stops)."
+)
+@click.option(
+    "--watch-interval",
+    type=click.FloatRange(min=0.05),
+    default=30.0,
+    show_default=True,
+    help="Seconds between looks.",
+)
+@endpoint_option
+@quiet_option
+def push(
+    run_id: str | None,
+    runs_dir: Path | None,
+    run_dir: Path | None,
+    base_model: str | None,
+    repo_id: str,
+    steps: tuple[int, ...] | None,
+    every: int | None,
+    private: bool,
+    dry_run: bool,
+    watch: bool,
+    watch_interval: float,
+    endpoint: str,
+    quiet: bool,
+) -> None:
+    """Publish a run's checkpoints as one adapter repo.
+
+    Every chosen step goes to checkpoints/global_step_N/, the newest also to the root, with the
+    tokenizer, hubkit.json, metrics.jsonl and a model card. Only files that differ from the remote
+    are uploaded, in one commit.
+
+    \b
+        $ hubkit push --run-id RUN --repo-id me/qwen3-4b-grpo
+        $ hubkit push --run-dir runs/RUN --repo-id me/qwen3-4b-grpo --every 100 --dry-run
+    """
+    from hubkit.publish import hub_client, plan_push, prepare_adapters, resolve_token, select_checkpoints
+    from hubkit.publish.plan import check_repo_id
+    from hubkit.runs import find_run_dir, load_run
+
+    if dry_run and watch:
+        raise click.UsageError("--dry-run and --watch cannot be combined")
+    console = Console(quiet=quiet, soft_wrap=True)
+    path = find_run_dir(run_id, runs_dir, run_dir)
+    check_repo_id(repo_id)
+    token = resolve_token(endpoint, required=not dry_run)
+    api = None if dry_run else hub_client(endpoint, token)
+    prepared: dict[int, PreparedAdapter] = {}
+    with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
+        while True:
+            run = load_run(path, base_model=base_model)
+            # While watching, listed steps that do not exist yet are simply not due yet.
+            chosen = select_checkpoints(run, None if watch else steps, every)
+            chosen = tuple(c for c in chosen if not (watch and steps) or c.step in steps)
+            if chosen or not watch:
+                adapters = prepare_adapters(run, chosen, Path(staging), prepared)
+                plan = plan_push(run, repo_id, adapters, private=private, token=token)
+                if api is None:
+                    console.print(describe_plan(plan), highlight=False)
+                    return
+                _push_once(api, plan, console)
+            if not watch or (run.finished and not run.pending):
+                return
+            time.sleep(watch_interval)

@@ -1,0 +1,198 @@
+"""The adapter repo's plan, from a run: every chosen checkpoint under `checkpoints/global_step_N/`,
+the newest one (and the tokenizer) at the root, the manifest, the metrics and the card.
+
+    checkpoints/global_step_20/{adapter_model.safetensors, adapter_config.json}
+    checkpoints/global_step_40/{...}
+    adapter_model.safetensors, adapter_config.json, tokenizer files   (= step 40)
+    hubkit.json, metrics.jsonl, README.md
+
+Adapters are validated (and verl's rebuilt) by `hubkit.adapters.prepare_adapter` while the plan is
+built, so a bad checkpoint stops the push before anything is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.cards import render_adapter_card
+from hubkit.errors import CheckpointError
+from hubkit.manifest import MANIFEST_NAME, Manifest
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.runs import Checkpoint, Run
+
+if TYPE_CHECKING:
+    from hubkit.adapters import PreparedAdapter
+
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
+# What `AutoTokenizer.from_pretrained(repo_id)` reads; anything else in a tokenizer dir stays local.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+METRICS_NAME = "metrics.jsonl"
+CHECKPOINTS_DIR = "checkpoints"
+
+
+def select_checkpoints(
+    run: Run, steps: Sequence[int] | None = None, every: int | None = None
+) -> tuple[Checkpoint, ...]:
+    """The complete checkpoints to publish: all of them, the listed steps, or every N-th step.
+
+    Args:
+        run: the run.
+        steps: exact steps to publish; each must be a complete checkpoint.
+        every: publish steps that are multiples of this.
+
+    Returns:
+        The chosen checkpoints, sorted by step (may be empty for a run still starting, with `every`).
+
+    Raises:
+        CheckpointError: a listed step is missing or still being written, or `every` is not positive.
+    """
+    if every is not None and every <= 0:
+        raise CheckpointError(f"--every must be a positive number of steps, got {every}")
+    complete = {c.step: c for c in run.checkpoints}
+    if steps:
+        missing = sorted(set(steps) - set(complete))
+        if missing:
+            available = ", ".join(str(s) for s in complete) or "none"
+            raise CheckpointError(
+                f"run {run.manifest.run_id} has no complete checkpoint at step(s) {', '.join(map(str, missing))} "
+                f"(complete: {available}): fix --steps"
+            )
+        chosen = [complete[s] for s in sorted(set(steps))]
+    else:
+        chosen = list(run.checkpoints)
+    if every is not None:
+        chosen = [c for c in chosen if c.step % every == 0]
+    return tuple(chosen)
+
+
+def prepare_adapters(
+    run: Run,
+    checkpoints: Sequence[Checkpoint],
+    staging_dir: Path,
+    cache: dict[int, PreparedAdapter] | None = None,
+) -> list[PreparedAdapter]:
+    """Normalize and validate each checkpoint's adapter into `staging_dir/global_step_N/`.
+
+    Args:
+        run: the run.
+        checkpoints: from `select_checkpoints`.
+        staging_dir: a scratch directory that lives until the push is done.
+        cache: adapters already prepared in this directory (a watching push re-plans often).
+
+    Returns:
+        One prepared adapter per checkpoint, in the same order.
+
+    Raises:
+        AdapterError: whatever `prepare_adapter` refuses (empty, NaN, alpha 0, wrong base ...).
+    """
+    from hubkit.adapters import prepare_adapter  # needs torch/peft: imported only when publishing
+
+    cache = {} if cache is None else cache
+    prepared = []
+    for checkpoint in checkpoints:
+        if checkpoint.step not in cache:
+            cache[checkpoint.step] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name)
+        prepared.append(cache[checkpoint.step])
+    return prepared
+
+
+def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
+    """`hubkit.json` as published: its local-layout fields rewritten to describe the Hub repo."""
+    published = replace(
+        manifest, checkpoints_dir=CHECKPOINTS_DIR, metrics_file=METRICS_NAME if has_metrics else None
+    )
+    return (json.dumps(published.to_dict(), indent=2) + "\n").encode()
+
+
+def plan_adapter_repo(
+    run: Run,
+    repo_id: str,
+    adapters: Sequence[PreparedAdapter],
+    *,
+    private: bool = False,
+    token: str | None = None,
+) -> RepoPlan:
+    """The adapter repo's desired files, checked for training state, local paths and tokens.
+
+    Args:
+        run: the run the adapters come from.
+        repo_id: "owner/name".
+        adapters: prepared adapters (at least one); the highest step goes to the root.
+        private: create the repo private (applies only when the push creates it).
+        token: the token in use, so that a file containing it is refused.
+
+    Returns:
+        The plan; nothing is read from or sent to the network.
+
+    Raises:
+        PublishError: an invalid repo id, or no adapters.
+        UnsafeFileError: a planned file is training state, a pickle, or holds a local path or token.
+    """
+    check_repo_id(repo_id)
+    if not adapters:
+        raise CheckpointError(f"run {run.manifest.run_id} has no complete checkpoint to publish yet")
+    ordered = sorted(adapters, key=lambda a: a.step)
+    final = ordered[-1]
+    files: list[PlannedFile] = []
+    for adapter in ordered:
+        for name in ADAPTER_FILES:
+            path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
+            files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
+    files += [PlannedFile.from_path(name, final.dir / name) for name in ADAPTER_FILES]
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(final.step))
+    tokenizer_files = (
+        [
+            PlannedFile.from_path(n, tokenizer_dir / n)
+            for n in TOKENIZER_FILES
+            if (tokenizer_dir / n).is_file()
+        ]
+        if tokenizer_dir is not None
+        else []
+    )
+    files += tokenizer_files
+    has_metrics = bool(run.metrics.rows)
+    files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
+    if has_metrics:
+        files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
+    card = render_adapter_card(
+        run.manifest, repo_id, [a.step for a in ordered], has_tokenizer=bool(tokenizer_files)
+    )
+    files.append(PlannedFile.from_bytes("README.md", card.encode()))
+    check_file_names(files)
+    check_file_contents(files, run.run_dir, Path.home(), token)
+    return RepoPlan(
+        repo_id=repo_id, files=tuple(files), private=private, title=f"hubkit push {run.manifest.run_id}"
+    )
+
+
+def plan_push(
+    run: Run,
+    repo_id: str,
+    adapters: Sequence[PreparedAdapter],
+    *,
+    private: bool = False,
+    token: str | None = None,
+) -> PushPlan:
+    """The whole push: today the adapter repo; a merged-model repo would be one more `RepoPlan` here.
+
+    Args and Raises: as `plan_adapter_repo`.
+
+    Returns:
+        The push plan.
+    """
+    return PushPlan(repos=(plan_adapter_repo(run, repo_id, adapters, private=private, token=token),))

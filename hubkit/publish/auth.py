@@ -1,0 +1,58 @@
+"""The token and client for one endpoint. The token is passed to the client only: never printed,
+logged or written anywhere by hubkit."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from huggingface_hub import HfApi, constants, get_token
+
+from hubkit.errors import AuthError
+
+HUB_ENDPOINT = "https://huggingface.co"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_local_endpoint(endpoint: str) -> bool:
+    """True for a Hub served on this machine (`hubkit hub serve`), which may run without tokens."""
+    host = urlsplit(endpoint).hostname or ""
+    return host in _LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def resolve_token(endpoint: str, *, required: bool = True) -> str | None:
+    """The token for `endpoint`: `HF_TOKEN`, else the one stored by `hf auth login`.
+
+    Args:
+        endpoint: the Hub URL the push goes to.
+        required: refuse a missing token for a remote Hub (False for a dry run, which sends nothing).
+
+    Returns:
+        The token, or None for a local Hub without one (it answers 401 if it wants one, which
+        `hubkit.publish.commit` reports as an `AuthError`).
+
+    Raises:
+        AuthError: no token for a remote Hub.
+    """
+    token = get_token()
+    if token is None and required and not is_local_endpoint(endpoint):
+        raise AuthError(
+            f"no Hugging Face token for {endpoint}: set HF_TOKEN or run `hf auth login`, then retry"
+        )
+    return token
+
+
+def hub_client(endpoint: str, token: str | None) -> HfApi:
+    """A client bound to `endpoint` and `token`.
+
+    Args:
+        endpoint: the Hub URL.
+        token: from `resolve_token`.
+
+    Returns:
+        The client.
+    """
+    if is_local_endpoint(endpoint):
+        # The local Hub speaks the classic LFS protocol, not Xet; huggingface_hub >=1.20 uses Xet
+        # unconditionally unless this is set (it is read on each upload, see research/hub.md §2.2).
+        constants.HF_HUB_DISABLE_XET = True
+    return HfApi(endpoint=endpoint, token=token if token is not None else False)

@@ -1,0 +1,62 @@
+"""Compare a repo plan with the remote: which planned files are new or changed.
+
+A remote LFS file is compared by sha256, a regular file by git blob sha1 (the ids the Hub reports
+in its tree listing). Remote files the plan does not mention are left alone: a push only adds and
+updates, so pushing a subset of steps never deletes the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteFile, RemoteRepo
+
+
+@dataclass(frozen=True)
+class RepoDiff:
+    """What one commit must upload to bring `remote` to `plan`."""
+
+    plan: RepoPlan
+    remote: RemoteRepo
+    changed: tuple[PlannedFile, ...]  # new or different content, in plan order
+    unchanged: tuple[PlannedFile, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.changed
+
+    @property
+    def upload_size(self) -> int:
+        return sum(f.size for f in self.changed)
+
+    @property
+    def changed_steps(self) -> tuple[int, ...]:
+        return tuple(sorted({f.step for f in self.changed if f.step is not None}))
+
+
+def is_same_content(planned: PlannedFile, remote: RemoteFile | None) -> bool:
+    """True when the remote file holds exactly the planned bytes."""
+    if remote is None or remote.size != planned.size:
+        return False
+    if remote.lfs_sha256 is not None:
+        return remote.lfs_sha256 == planned.hashes.sha256
+    return remote.git_sha1 == planned.hashes.git_sha1
+
+
+def diff_repo(plan: RepoPlan, remote: RemoteRepo) -> RepoDiff:
+    """Split the plan's files into changed and unchanged against `remote`.
+
+    Args:
+        plan: the desired files.
+        remote: the repo's state, as read by `hubkit.publish.remote.read_remote`.
+
+    Returns:
+        The diff; `is_empty` means the push has nothing to do for this repo.
+    """
+    changed: list[PlannedFile] = []
+    unchanged: list[PlannedFile] = []
+    for planned in plan.files:
+        bucket = unchanged if is_same_content(planned, remote.files.get(planned.path_in_repo)) else changed
+        bucket.append(planned)
+    return RepoDiff(plan=plan, remote=remote, changed=tuple(changed), unchanged=tuple(unchanged))

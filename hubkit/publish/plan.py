@@ -1,0 +1,145 @@
+"""What a push wants each Hub repo to contain, built from local files only (no network).
+
+A `PushPlan` is a list of `RepoPlan`s (today the adapter repo; a merged-model repo is one more
+`RepoPlan`), each a list of `PlannedFile`s with the hashes the Hub uses to name content: the sha256
+of LFS files and the git blob sha1 of regular files. Everything here is frozen: uploading never
+mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from hubkit.errors import PublishError
+from hubkit.manifest import is_hub_id
+
+RepoType = Literal["model", "dataset", "space"]
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileHashes:
+    """Content identity of a file as the Hub sees it."""
+
+    size: int
+    sha256: str  # LFS oid
+    git_sha1: str  # git blob id (what the Hub reports for regular files)
+
+
+def hash_bytes(data: bytes) -> FileHashes:
+    """Hash in-memory content the way the Hub does (sha256 and git blob sha1)."""
+    git = hashlib.sha1(f"blob {len(data)}\0".encode())
+    git.update(data)
+    return FileHashes(size=len(data), sha256=hashlib.sha256(data).hexdigest(), git_sha1=git.hexdigest())
+
+
+def hash_file(path: Path) -> FileHashes:
+    """Hash a file on disk in chunks (adapters and shards can be large)."""
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    git = hashlib.sha1(f"blob {size}\0".encode())
+    with path.open("rb") as f:
+        while chunk := f.read(_READ_CHUNK):
+            sha256.update(chunk)
+            git.update(chunk)
+    return FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest())
+
+
+def _check_path_in_repo(path_in_repo: str) -> None:
+    parts = PurePosixPath(path_in_repo).parts
+    if (
+        not path_in_repo
+        or path_in_repo.startswith("/")
+        or "\\" in path_in_repo
+        or ".." in parts
+        or "." in parts
+    ):
+        raise PublishError(f"invalid path in repo {path_in_repo!r}: use a relative POSIX path")
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse anything but OWNER/NAME (a repo without a namespace would need a network call to resolve).
+
+    Raises:
+        PublishError: naming the bad id.
+    """
+    if repo_id.count("/") != 1 or not is_hub_id(repo_id):
+        raise PublishError(f"invalid repo id {repo_id!r}: use OWNER/NAME, e.g. me/qwen3-4b-grpo")
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file a repo should hold: where it goes, where its bytes come from, and its hashes.
+
+    Exactly one of `local_path` (a file on disk) and `content` (generated text such as the card)
+    is set.
+    """
+
+    path_in_repo: str
+    hashes: FileHashes
+    local_path: Path | None = None
+    content: bytes | None = field(default=None, repr=False)
+    step: int | None = None  # the checkpoint the file belongs to, for commit messages and listings
+
+    def __post_init__(self) -> None:
+        _check_path_in_repo(self.path_in_repo)
+        if (self.local_path is None) == (self.content is None):
+            raise ValueError("PlannedFile needs exactly one of local_path and content")
+
+    @classmethod
+    def from_path(cls, path_in_repo: str, local_path: Path, step: int | None = None) -> PlannedFile:
+        return cls(path_in_repo, hash_file(local_path), local_path=local_path, step=step)
+
+    @classmethod
+    def from_bytes(cls, path_in_repo: str, content: bytes, step: int | None = None) -> PlannedFile:
+        return cls(path_in_repo, hash_bytes(content), content=content, step=step)
+
+    @property
+    def size(self) -> int:
+        return self.hashes.size
+
+    def read_bytes(self) -> bytes:
+        """The file's content (for scanning text files; large files are read from disk by the uploader)."""
+        return self.content if self.content is not None else self.local_path.read_bytes()  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class RepoPlan:
+    """The desired content of one Hub repo. Files not listed are left as they are on the remote."""
+
+    repo_id: str
+    files: tuple[PlannedFile, ...]
+    repo_type: RepoType = "model"
+    private: bool = False
+    title: str = "hubkit push"  # first words of the commit message
+
+    def __post_init__(self) -> None:
+        check_repo_id(self.repo_id)
+        seen: set[str] = set()
+        for planned in self.files:
+            if planned.path_in_repo in seen:
+                raise PublishError(f"{planned.path_in_repo} is planned twice for {self.repo_id}")
+            seen.add(planned.path_in_repo)
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        return tuple(sorted({f.step for f in self.files if f.step is not None}))
+
+
+@dataclass(frozen=True)
+class PushPlan:
+    """Everything one `hubkit push` wants to publish, one `RepoPlan` per repo."""
+
+    repos: tuple[RepoPlan, ...]
+
+    def __post_init__(self) -> None:
+        ids = [r.repo_id for r in self.repos]
+        if len(set(ids)) != len(ids):
+            raise PublishError(f"a push plan names the same repo twice: {ids}")
