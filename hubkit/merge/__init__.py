@@ -1,0 +1,45 @@
+"""Streaming LoRA merge: fold a PEFT LoRA adapter into a base model's safetensors shards.
+
+The base is read one tensor at a time and each output shard is written as it is produced, so peak
+memory is about one weight plus the adapter whatever the model size. Every problem with the input
+(a missing or corrupt shard, an adapter for another base, a LoRA on a tied lm_head, DoRA) is found
+before anything is written.
+
+    result = merge_adapter(fetch_base_snapshot("Qwen/Qwen3-4B"), Path("adapter"), Path("merged"))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hubkit.merge.base_files import fetch_base_snapshot
+from hubkit.merge.lora_adapter import load_lora_adapter
+from hubkit.merge.plan import plan_merge
+from hubkit.merge.stream import MergeResult, ProgressCallback, execute_plan
+
+__all__ = ["MergeResult", "fetch_base_snapshot", "merge_adapter"]
+
+
+def merge_adapter(
+    base_dir: Path, adapter_dir: Path, out_dir: Path, progress: ProgressCallback | None = None
+) -> MergeResult:
+    """Merge a LoRA adapter into a base model: W + scale * B @ A for every adapted Linear.
+
+    Args:
+        base_dir: the base model folder (from `fetch_base_snapshot` or a local copy).
+        adapter_dir: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors).
+        out_dir: where the merged model goes; must not exist or be empty. It appears only complete.
+        progress: called with (bytes done, total bytes) after each tensor.
+
+    Returns:
+        The merged folder, its shard names, the number of merged modules and the weights' dtype.
+
+    Raises:
+        MergeError: missing or corrupt base shards, a tied lm_head LoRA, DoRA or another unsupported
+            LoRA variant, a non-finite delta, or a non-empty `out_dir`.
+        BaseModelMismatchError: the adapter was trained on another base (missing module, shape).
+        AdapterError: the adapter folder is unreadable or holds no LoRA weights.
+    """
+    modules = load_lora_adapter(adapter_dir)
+    plan = plan_merge(base_dir, modules)
+    return execute_plan(plan, out_dir, progress)

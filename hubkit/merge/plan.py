@@ -1,0 +1,121 @@
+"""Check a base model and an adapter against each other and decide what the merge will do.
+
+Everything that can be wrong with the input is found here, before a single output byte is written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hubkit.errors import BaseModelMismatchError, MergeError
+from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
+from hubkit.merge.lora_adapter import LoraModule
+from hubkit.merge.shards import TORCH_DTYPES, ShardHeader, TensorInfo, read_header
+
+# The output head of the Qwen2/Qwen3/Llama family; with tied embeddings it has no weight of its own.
+LM_HEAD = "lm_head"
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What to merge where: the base shards in order, and the LoRA module for each targeted weight."""
+
+    base_dir: Path
+    shards: tuple[ShardHeader, ...]
+    index: dict | None  # the parsed model.safetensors.index.json, None for a single-file model
+    targets: dict[str, LoraModule]  # base weight name -> the LoRA module merged into it
+    carried: tuple[Path, ...]  # config, generation config, tokenizer, chat template, license
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for shard in self.shards for t in shard.tensors)
+
+
+def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
+    """Read the base's headers and config and match every LoRA module to a base weight.
+
+    Args:
+        base_dir: the base model folder (config.json, safetensors shards, tokenizer files).
+        modules: the adapter's LoRA modules.
+
+    Returns:
+        The plan, covering every module of the adapter.
+
+    Raises:
+        MergeError: a shard is missing or corrupt, the base has no safetensors weights, or the adapter
+            targets a tied lm_head or a non-floating-point weight.
+        BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ.
+    """
+    carried = carried_files(base_dir)
+    config = json.loads((base_dir / "config.json").read_text())
+    index = _read_index(base_dir)
+    shard_names = sorted(set(index["weight_map"].values())) if index else [SINGLE_SHARD]
+    shards = tuple(read_header(base_dir / name) for name in shard_names)
+    weights = {t.name: t for shard in shards for t in shard.tensors}
+    if index:
+        _check_index(index, shards)
+
+    tied = bool(config.get("tie_word_embeddings")) or f"{LM_HEAD}.weight" not in weights
+    targets = {}
+    for module in modules:
+        if module.module == LM_HEAD and tied:
+            raise MergeError(
+                "the adapter has a LoRA on lm_head but the base model ties lm_head to the embeddings; "
+                "train without lm_head in target_modules (or with ensure_weight_tying) and merge again"
+            )
+        info = weights.get(module.weight_name)
+        if info is None:
+            raise BaseModelMismatchError(
+                f"the adapter targets {module.module}, which the base model does not have; "
+                "is the adapter for another base model?"
+            )
+        _check_shapes(module, info)
+        targets[module.weight_name] = module
+    return MergePlan(base_dir=base_dir, shards=shards, index=index, targets=targets, carried=tuple(carried))
+
+
+def _read_index(base_dir: Path) -> dict | None:
+    path = base_dir / SHARD_INDEX
+    if not path.is_file():
+        if not (base_dir / SINGLE_SHARD).is_file():
+            raise MergeError(
+                f"the base model folder {base_dir.name} has no {SINGLE_SHARD} or {SHARD_INDEX}; "
+                "hubkit merges safetensors weights only"
+            )
+        return None
+    try:
+        index = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise MergeError(f"{SHARD_INDEX} is not valid JSON ({e}); re-download the base model") from e
+    if (
+        not isinstance(index, dict)
+        or not isinstance(index.get("weight_map"), dict)
+        or not index["weight_map"]
+    ):
+        raise MergeError(f"{SHARD_INDEX} has no weight_map; re-download the base model")
+    return index
+
+
+def _check_index(index: dict, shards: tuple[ShardHeader, ...]) -> None:
+    located = {t.name: shard.path.name for shard in shards for t in shard.tensors}
+    for name, shard_name in index["weight_map"].items():
+        if located.get(name) != shard_name:
+            raise MergeError(
+                f"{SHARD_INDEX} puts {name} in {shard_name}, which does not hold it; re-download it"
+            )
+
+
+def _check_shapes(module: LoraModule, info: TensorInfo) -> None:
+    if info.dtype not in TORCH_DTYPES:
+        raise MergeError(
+            f"base weight {info.name} is {info.dtype}; hubkit merges into F32, F16 or BF16 weights only "
+            "(use the unquantized base model)"
+        )
+    expected = (module.lora_b.shape[0], module.lora_a.shape[1])
+    if len(info.shape) != 2 or tuple(info.shape) != expected:
+        raise BaseModelMismatchError(
+            f"the adapter's {module.module} has shape {expected} but the base weight is {info.shape}; "
+            "the adapter was trained on another base model"
+        )
