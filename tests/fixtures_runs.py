@@ -1,1 +1,131 @@
-"""Fixtures: real TRL and verl training runs on the tiny model."""
+"""Fixtures: real TRL and verl training runs on the tiny model, in the hubkit run layout.
+
+`make_trl_run` and `make_verl_run` are plain functions so that other tests and benchmarks can make runs
+of other lengths; the session fixtures `trl_run_dir` and `verl_run_dir` make one of each and are reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from hubkit.manifest import Hardware, LoraSettings, Manifest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"
+VERL_TORCHRUN = REPO_ROOT / ".venv-verl" / "bin" / "torchrun"
+VERL_SCRIPTS = Path(__file__).resolve().parent / "verl_scripts"
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_R = 8
+LORA_ALPHA = 16
+TRL_STEPS = 3
+VERL_STEPS = 4
+VERL_SAVE_FREQ = 2
+# Short arithmetic prompts: the tiny random model answers nonsense, the reward only needs text to score.
+PROMPTS = [
+    f"What is {a} + {b}?" for a, b in [(2, 3), (7, 5), (11, 4), (9, 9), (6, 1), (8, 13), (3, 14), (10, 2)]
+]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def even_token_reward(completion_ids: list[list[int]], **_: object) -> list[float]:
+    """Share of even token ids in each completion.
+
+    A random model's 0/1 rewards are constant within a group, so the group-normalized advantage (and the
+    gradient) would be zero; this content-dependent score varies between completions (research: trl.md §5).
+    """
+    return [sum(1 for i in ids if i % 2 == 0) / max(len(ids), 1) for ids in completion_ids]
+
+
+def make_trl_run(
+    run_dir: Path, model_dir: Path, base_model: str, steps: int = TRL_STEPS, seed: int = 0
+) -> Path:
+    """Train `steps` real GRPO steps with TRL + PEFT LoRA on CPU, saving a checkpoint every step.
+
+    Args:
+        run_dir: the run directory to create (``hubkit.json`` + ``checkpoints/checkpoint-N/``).
+        model_dir: a local model directory (config, weights, tokenizer with chat template).
+        base_model: the Hub id the run is published against (the manifest names it, not `model_dir`).
+        steps: training steps (one checkpoint each).
+        seed: the training seed (LoRA init and sampling).
+
+    Returns:
+        `run_dir`.
+    """
+    import trl
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    hyperparameters: dict[str, float | int | str] = {
+        "learning_rate": 5e-3,
+        "max_steps": steps,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "seed": seed,
+    }
+    manifest = Manifest(
+        run_id=run_dir.name,
+        framework="trl",
+        framework_version=trl.__version__,
+        base_model=base_model,
+        lora=LoraSettings(r=LORA_R, alpha=LORA_ALPHA, target_modules=LORA_TARGETS),
+        hyperparameters=hyperparameters,
+        hardware=Hardware(accelerator="cpu", count=1, nodes=1),
+        started_at=_now(),
+        checkpoints_dir="checkpoints",
+    )
+    manifest.save(run_dir)
+    config = GRPOConfig(
+        output_dir=str(run_dir / "checkpoints"),
+        max_steps=steps,
+        save_steps=1,
+        logging_steps=1,
+        learning_rate=hyperparameters["learning_rate"],
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=12,
+        use_cpu=True,
+        bf16=False,
+        optim="adamw_torch",
+        gradient_checkpointing=False,
+        report_to="none",
+        seed=seed,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=[even_token_reward],
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+        peft_config=LoraConfig(
+            r=LORA_R,
+            lora_alpha=LORA_ALPHA,
+            lora_dropout=0.0,
+            target_modules=list(LORA_TARGETS),
+            task_type="CAUSAL_LM",
+        ),
+    )
+    trainer.train()
+    manifest.with_updates(finished_at=_now()).save(run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def trl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3) -> Path:
+    """A real 3-step TRL GRPO run (checkpoint every step) on the tiny Qwen3, manifest naming its Hub id."""
+    run_dir = tmp_path_factory.mktemp("trl-runs") / "tiny-qwen3-trl-grpo"
+    return make_trl_run(run_dir, Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)
