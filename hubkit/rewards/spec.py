@@ -1,7 +1,13 @@
-"""`RewardSpec`: the reward a run was trained with, as data (never as code to execute)."""
+"""`RewardSpec`: the reward a run was trained with, as data (never as code to execute).
+
+A recipe stores the spec in the run manifest (``hubkit.json``, via `to_dict`/`from_dict`); cards print
+`RewardSpec.formula()`; `hubkit.rewards.build.build` turns a spec back into hubkit's own implementations.
+Only the component names in `COMPONENTS` are accepted, each with the parameters listed there.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -13,13 +19,38 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
+class ComponentInfo:
+    """What a component name means: its parameters (name → type), which are required, its formula symbol."""
+
+    params: dict[str, type]
+    required: tuple[str, ...] = ()
+    symbol: str = ""
+
+
+# The components hubkit implements (hubkit.rewards.build maps each name to its function).
+COMPONENTS: dict[str, ComponentInfo] = {
+    "math_correctness": ComponentInfo(params={"timeout_s": int}, symbol="correctness"),
+    "length_penalty": ComponentInfo(
+        params={"max_completion_length": int}, required=("max_completion_length",), symbol="(−tokens/{L})"
+    ),
+    "gsm8k_correctness": ComponentInfo(params={}, symbol="gsm8k_correctness"),
+    "gsm8k_strict_format": ComponentInfo(params={}, symbol="strict_format"),
+    "gsm8k_soft_format": ComponentInfo(params={}, symbol="soft_format"),
+    "gsm8k_number_only": ComponentInfo(params={}, symbol="number_only"),
+}
+
+
+@dataclass(frozen=True)
 class RewardComponent:
     """One named reward term and its weight in the combination.
 
     Args:
-        name: a component hubkit implements (e.g. ``math_correctness``, ``length_penalty``).
+        name: a component hubkit implements (a key of `COMPONENTS`).
         weight: its weight wᵢ in Σ wᵢ·rᵢ (λ for the length penalty).
         params: JSON scalars the component takes (e.g. ``{"max_completion_length": 15000}``).
+
+    Raises:
+        RewardSpecError: unknown name, unknown or missing parameter, wrong type, non-finite weight.
     """
 
     name: str
@@ -29,6 +60,30 @@ class RewardComponent:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise RewardSpecError(f"reward component name must be a non-empty string, got {self.name!r}")
+        info = COMPONENTS.get(self.name)
+        if info is None:
+            raise RewardSpecError(f"unknown reward component {self.name!r}: use one of {sorted(COMPONENTS)}")
+        if (
+            isinstance(self.weight, bool)
+            or not isinstance(self.weight, int | float)
+            or not math.isfinite(self.weight)
+        ):
+            raise RewardSpecError(f"weight of {self.name!r} must be a finite number, got {self.weight!r}")
+        unknown = sorted(set(self.params) - set(info.params))
+        if unknown:
+            raise RewardSpecError(f"{self.name!r} takes parameters {sorted(info.params)}, not {unknown}")
+        for key in info.required:
+            if key not in self.params:
+                raise RewardSpecError(f"{self.name!r} needs the parameter {key!r}")
+        for key, value in self.params.items():
+            if info.params[key] is int and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise RewardSpecError(f"{self.name}.{key} must be a positive integer, got {value!r}")
+
+    def symbol(self) -> str:
+        """How the component appears in `RewardSpec.formula`."""
+        return COMPONENTS[self.name].symbol.format(L=self.params.get("max_completion_length", "L"))
 
 
 @dataclass(frozen=True)
@@ -36,11 +91,14 @@ class RewardSpec:
     """Components, weights and how their scores become advantages within each group of rollouts.
 
     Args:
-        components: the reward terms.
+        components: the reward terms (names unique).
         aggregation: ``sum_then_normalize`` (GRPO on Σ wᵢ·rᵢ) or ``normalize_then_sum`` (GDPO).
         std: ``unbiased`` (N-1, as TRL and verl) or ``biased`` (N).
-        epsilon: added to the group std before dividing.
-        batch_whiten: for ``normalize_then_sum``: whiten the weighted sum over the batch (GDPO paper, verl).
+        epsilon: added to the group std before dividing (TRL uses 1e-4, verl 1e-6).
+        batch_whiten: for ``normalize_then_sum``: whiten the weighted sum over the batch (GDPO paper, TRL, verl).
+
+    Raises:
+        RewardSpecError: any field is invalid (the message says which).
     """
 
     components: tuple[RewardComponent, ...]
@@ -53,20 +111,73 @@ class RewardSpec:
     def __post_init__(self) -> None:
         if not self.components:
             raise RewardSpecError("a reward spec needs at least one component")
+        names = [c.name for c in self.components]
+        if len(set(names)) != len(names):
+            raise RewardSpecError(f"reward component names must be unique, got {names}")
         if self.aggregation not in AGGREGATIONS:
             raise RewardSpecError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
         if self.std not in ("unbiased", "biased"):
             raise RewardSpecError(f"std must be 'unbiased' or 'biased', got {self.std!r}")
+        if not isinstance(self.epsilon, int | float) or not (0 <= self.epsilon < math.inf):
+            raise RewardSpecError(f"epsilon must be a non-negative number, got {self.epsilon!r}")
+        if self.batch_whiten and self.aggregation != "normalize_then_sum":
+            raise RewardSpecError("batch_whiten applies to aggregation 'normalize_then_sum' only")
         if self.schema_version > SCHEMA_VERSION:
             raise RewardSpecError(
                 f"reward spec schema {self.schema_version} is newer than this hubkit ({SCHEMA_VERSION}): upgrade hubkit"
             )
 
+    @property
+    def weights(self) -> dict[str, float]:
+        """Component name → weight."""
+        return {c.name: float(c.weight) for c in self.components}
+
+    def component(self, name: str) -> RewardComponent | None:
+        """The component called `name`, or None."""
+        return next((c for c in self.components if c.name == name), None)
+
+    def formula(self) -> str:
+        """The reward and its aggregation in one human-readable line (printed by model cards).
+
+        Returns:
+            e.g. ``correctness + 0.5·(−tokens/15000), z-normalized within each group (sum_then_normalize;
+            unbiased std, ε = 1e-06)``.
+        """
+
+        def wrap(symbol: str) -> str:
+            if self.aggregation == "sum_then_normalize":
+                return symbol
+            return "z" + symbol if symbol.startswith("(") else f"z({symbol})"
+
+        parts: list[str] = []
+        for c in self.components:
+            term = wrap(c.symbol())
+            if abs(c.weight) != 1:
+                term = f"{abs(c.weight):g}·{term}"
+            sign = "−" if c.weight < 0 else "+"
+            parts.append((f"−{term}" if sign == "−" else term) if not parts else f"{sign} {term}")
+        total = " ".join(parts)
+        if self.aggregation == "sum_then_normalize":
+            how = "z-normalized within each group"
+        else:
+            how = "each term z-normalized within its group"
+            if self.batch_whiten:
+                how += ", the sum then whitened over the batch"
+        return f"{total}, {how} ({self.aggregation}; {self.std} std, ε = {self.epsilon:g})"
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as JSON-ready data (the form stored in ``hubkit.json``)."""
+        data = asdict(self)
+        data["components"] = [asdict(c) for c in self.components]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewardSpec:
+        """Rebuild a spec from `to_dict`'s form.
+
+        Raises:
+            RewardSpecError: the data is not a valid spec.
+        """
         if not isinstance(data, dict):
             raise RewardSpecError(f"reward spec must be a JSON object, got {type(data).__name__}")
         try:
@@ -75,3 +186,54 @@ class RewardSpec:
             return cls(components=components, **rest)
         except (KeyError, TypeError) as e:
             raise RewardSpecError(f"invalid reward spec: {e}") from e
+
+
+# --- Presets: the two seed runs -------------------------------------------------------------------
+
+
+def deepscaler_length_penalty(
+    lam: float = 0.5,
+    max_len: int = 15000,
+    aggregation: Aggregation = "sum_then_normalize",
+    *,
+    batch_whiten: bool | None = None,
+    epsilon: float = 1e-6,
+) -> RewardSpec:
+    """The verl DeepScaleR run: math correctness (0/1) plus λ·(−tokens/max_len).
+
+    Args:
+        lam: λ, the weight of the length penalty.
+        max_len: the maximum completion length in tokens.
+        aggregation: ``sum_then_normalize`` (the seed run) or ``normalize_then_sum`` (GDPO).
+        batch_whiten: whiten over the batch after ``normalize_then_sum``; defaults to True there (GDPO)
+            and must stay False for ``sum_then_normalize``.
+        epsilon: verl's GRPO epsilon by default.
+
+    Returns:
+        The spec.
+    """
+    if batch_whiten is None:
+        batch_whiten = aggregation == "normalize_then_sum"
+    return RewardSpec(
+        components=(
+            RewardComponent("math_correctness", 1.0),
+            RewardComponent("length_penalty", lam, {"max_completion_length": max_len}),
+        ),
+        aggregation=aggregation,
+        epsilon=epsilon,
+        batch_whiten=batch_whiten,
+    )
+
+
+def gsm8k_seed() -> RewardSpec:
+    """The TRL GSM8K run: the seed's four rewards, weight 1 each, TRL's default aggregation and epsilon."""
+    return RewardSpec(
+        components=(
+            RewardComponent("gsm8k_correctness"),
+            RewardComponent("gsm8k_strict_format"),
+            RewardComponent("gsm8k_soft_format"),
+            RewardComponent("gsm8k_number_only"),
+        ),
+        aggregation="sum_then_normalize",
+        epsilon=1e-4,  # TRL adds 1e-4 to the group std (grpo_trainer.py, "std_rewards + 1e-4")
+    )
