@@ -1,0 +1,133 @@
+"""Handlers for reading files: tree listing, paths-info, resolve (download) and the LFS "CDN"."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from hubkit.localhub import errors
+from hubkit.localhub.context import HubContext
+from hubkit.localhub.exceptions import StorageError
+from hubkit.localhub.messages import Request, Response, json_response
+from hubkit.localhub.repos import FileEntry, FolderEntry, check_path
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def _entry_json(entry: FileEntry | FolderEntry) -> dict:
+    if isinstance(entry, FolderEntry):
+        return {"type": "directory", "oid": entry.tree_sha, "size": 0, "path": entry.path}
+    item: dict = {"type": "file", "oid": entry.blob_sha, "size": entry.size, "path": entry.path}
+    if entry.lfs:
+        item["lfs"] = {"oid": entry.lfs.oid, "size": entry.size, "pointerSize": len(entry.lfs.to_bytes())}
+    return item
+
+
+def _clean_path(path: str) -> str:
+    try:
+        return check_path(path) if path else ""
+    except StorageError as e:
+        raise errors.from_storage(e) from e
+
+
+def list_tree(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str, path: str = ""
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    commit = repo.resolve(revision)
+    entries = repo.tree(commit, _clean_path(path.strip("/")), recursive=req.flag("recursive"))
+    return json_response([_entry_json(e) for e in entries])
+
+
+def paths_info(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    body = req.body.read()
+    if "json" in req.headers.get("Content-Type", ""):
+        try:
+            paths = json.loads(body or b"{}").get("paths", [])
+        except (ValueError, AttributeError) as e:
+            raise errors.bad_request("paths-info expects a form or a JSON object with 'paths'.") from e
+    else:
+        paths = parse_qs(body.decode(), keep_blank_values=True).get("paths", [])
+    entries = repo.paths_info(repo.resolve(revision), [_clean_path(p.strip("/")) for p in paths])
+    return json_response([_entry_json(e) for e in entries])
+
+
+def _byte_range(req: Request, size: int) -> tuple[int, int] | None:
+    """(start, length) of a `Range: bytes=a-b` header, None for the whole file; 416 when unsatisfiable."""
+    header = req.headers.get("Range")
+    if not header:
+        return None
+    match = _RANGE.match(header.strip())
+    if not match or match.groups() == ("", ""):
+        raise errors.range_not_satisfiable(size)
+    first, last = match.groups()
+    if first == "":  # suffix range: the last N bytes
+        start = max(0, size - int(last))
+        end = size - 1
+    else:
+        start = int(first)
+        end = min(int(last), size - 1) if last else size - 1
+    if start >= size or end < start:
+        raise errors.range_not_satisfiable(size)
+    return start, end - start + 1
+
+
+def _file_response(
+    req: Request, headers: dict[str, str], size: int, file: Path | None, data: bytes
+) -> Response:
+    """200 or 206 for the bytes of `file` (or `data`), honouring a Range header."""
+    headers = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **headers}
+    span = _byte_range(req, size)
+    status, (start, length) = (200, (0, size)) if span is None else (206, span)
+    if span is not None:
+        headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{size}"
+    if file is not None:
+        return Response(status, headers, file=file, offset=start, length=length)
+    return Response(status, headers, data[start : start + length])
+
+
+def _cdn_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
+    return f"/lfs-objects/{repo_type}s/{namespace}/{name}/{oid}"
+
+
+def resolve(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str, path: str
+) -> Response:
+    """A file at a revision: regular files inline, LFS files by a 302 to the CDN (as huggingface.co does)."""
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    commit = repo.resolve(revision)
+    entry = repo.file(commit, _clean_path(path))
+    headers = {"X-Repo-Commit": commit}
+    if entry.lfs is None:
+        headers["ETag"] = f'"{entry.blob_sha}"'
+        return _file_response(req, headers, entry.size, None, repo.read(entry))
+    headers.update(
+        {
+            "ETag": f'"{entry.lfs.oid}"',
+            "X-Linked-Etag": f'"{entry.lfs.oid}"',
+            "X-Linked-Size": str(entry.size),
+        }
+    )
+    if ctx.cdn_endpoint:
+        cdn_path = _cdn_path(repo_type, namespace, name, entry.lfs.oid)
+        headers["Location"] = f"{ctx.cdn_endpoint}{cdn_path}?sig={ctx.sign(cdn_path)}"
+        return Response(302, headers)
+    return _file_response(req, headers, entry.size, repo.lfs.path(entry.lfs.oid), b"")
+
+
+def cdn_object(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
+) -> Response:
+    """An LFS object by signed URL (no token: the signature is the permission)."""
+    if not ctx.signature_ok(_cdn_path(repo_type, namespace, name, oid), req.param("sig")):
+        raise errors.forbidden("Invalid or missing signature for this download URL.")
+    repo = ctx.repo(repo_type, namespace, name, authenticated=True)
+    size = repo.lfs.size(oid)
+    if size is None:
+        raise errors.not_found(f"LFS object {oid} not found.")
+    return _file_response(req, {"ETag": f'"{oid}"'}, size, repo.lfs.path(oid), b"")

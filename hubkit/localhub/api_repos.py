@@ -1,0 +1,212 @@
+"""Handlers for repositories and refs: create, delete, info, settings, refs, branches, tags, commits."""
+
+from __future__ import annotations
+
+import time
+
+from hubkit.localhub import errors
+from hubkit.localhub.cards import card_data
+from hubkit.localhub.context import HubContext
+from hubkit.localhub.exceptions import StorageError
+from hubkit.localhub.messages import Request, Response, json_response
+from hubkit.localhub.repos import (
+    SPACE_SDKS,
+    FileEntry,
+    RepoMeta,
+    RepoRef,
+    default_initial_files,
+)
+
+
+def iso_time(timestamp: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(timestamp))
+
+
+def _ref_from_body(ctx: HubContext, data: dict) -> RepoRef:
+    try:
+        return RepoRef(
+            data.get("type") or "model", data.get("organization") or ctx.settings.user, data.get("name")
+        )
+    except StorageError as e:
+        raise errors.from_storage(e) from e
+
+
+def create_repo(ctx: HubContext, req: Request) -> Response:
+    data = req.body.json()
+    ref = _ref_from_body(ctx, data)
+    url = ctx.repo_url(ref)
+    if ctx.store.exists(ref):
+        # The client reads "url" even from a 409 when exist_ok=True.
+        raise errors.conflict(f"You already created this {ref.repo_type} repo", url=url)
+    sdk = data.get("sdk")
+    if ref.repo_type == "space" and sdk not in SPACE_SDKS:
+        raise errors.bad_request(f"A Space needs an sdk, one of {', '.join(SPACE_SDKS)}; got {sdk!r}.")
+    private = bool(data.get("private")) or data.get("visibility") in ("private", "protected")
+    meta = RepoMeta(private=private, sdk=sdk if ref.repo_type == "space" else None)
+    ctx.store.create(ref, meta, default_initial_files(ref, meta.sdk), ctx.author)
+    return json_response({"url": url, "name": ref.repo_id})
+
+
+def delete_repo(ctx: HubContext, req: Request) -> Response:
+    ctx.store.delete(_ref_from_body(ctx, req.body.json()))
+    return json_response({})
+
+
+def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    data = req.body.json()
+    meta = repo.meta
+    if "private" in data:
+        meta.private = bool(data["private"])
+    if "visibility" in data:
+        meta.private = data["visibility"] in ("private", "protected")
+    repo.save_meta(meta)
+    return json_response({})
+
+
+def whoami(ctx: HubContext, req: Request) -> Response:
+    if ctx.settings.token and not req.authenticated:
+        raise errors.unauthorized()
+    user = ctx.settings.user
+    return json_response(
+        {
+            "type": "user",
+            "id": user,
+            "name": user,
+            "fullname": user,
+            "orgs": [],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "local", "role": "write"}},
+        }
+    )
+
+
+def list_repos(ctx: HubContext, req: Request, repo_type: str) -> Response:
+    author, search = req.param("author"), req.param("search") or ""
+    refs = [
+        r
+        for r in ctx.store.list(repo_type)
+        if (author is None or r.namespace == author) and search.lower() in r.repo_id.lower()
+    ]
+    return json_response([{"id": r.repo_id, "_id": r.repo_id, "author": r.namespace} for r in refs])
+
+
+def _sibling(entry: FileEntry, with_blobs: bool) -> dict:
+    sibling: dict = {"rfilename": entry.path}
+    if with_blobs:
+        sibling.update(size=entry.size, blobId=entry.blob_sha)
+        if entry.lfs:
+            pointer_size = len(entry.lfs.to_bytes())
+            sibling["lfs"] = {"sha256": entry.lfs.oid, "size": entry.size, "pointerSize": pointer_size}
+    return sibling
+
+
+def _space_runtime(meta: RepoMeta, paths: set[str]) -> dict:
+    # Spaces never run here: the stage only says whether there is an app to run.
+    app_file = {"gradio": "app.py", "streamlit": "app.py", "static": "index.html", "docker": "Dockerfile"}
+    stage = "RUNNING" if app_file.get(meta.sdk or "") in paths else "NO_APP_FILE"
+    return {
+        "stage": stage,
+        "hardware": {"current": "cpu-basic", "requested": "cpu-basic"},
+        "storage": None,
+        "gcTimeout": 172800,
+        "replicas": {"current": 1, "requested": 1},
+    }
+
+
+def repo_info(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str = "main"
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    commit = repo.commit_info(repo.resolve(revision))
+    files = repo.files(commit.sha)
+    meta = repo.meta
+    info: dict = {
+        "_id": f"{repo_type}/{namespace}/{name}",
+        "id": repo.ref.repo_id,
+        "author": namespace,
+        "sha": commit.sha,
+        "lastModified": iso_time(commit.timestamp),
+        "createdAt": iso_time(meta.created_at),
+        "private": meta.private,
+        "disabled": False,
+        "gated": False,
+        "downloads": 0,
+        "likes": 0,
+        "tags": [],
+        "siblings": [_sibling(e, req.flag("blobs")) for e in files.values()],
+        "usedStorage": sum(e.size for e in files.values()),
+    }
+    if repo_type == "model":
+        info["modelId"] = repo.ref.repo_id
+    if repo_type == "space":
+        info["sdk"] = meta.sdk
+        info["runtime"] = _space_runtime(meta, set(files))
+    if "README.md" in files:
+        data = card_data(repo.read(files["README.md"]).decode("utf-8", "replace"))
+        if data is not None:
+            info["cardData"] = data
+    return json_response(info)
+
+
+def list_refs(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+
+    def refs(kind: str, names: dict[str, str]) -> list[dict]:
+        return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": sha} for n, sha in names.items()]
+
+    answer = {"branches": refs("heads", repo.branches()), "converts": [], "tags": refs("tags", repo.tags())}
+    if req.flag("include_prs"):
+        answer["pullRequests"] = refs("pr", repo.pull_requests())
+    return json_response(answer)
+
+
+def list_commits(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    return json_response(
+        [
+            {
+                "id": c.sha,
+                "title": c.title,
+                "message": c.body,
+                "authors": [{"user": c.author.split(" <")[0]}],
+                "date": iso_time(c.timestamp),
+            }
+            for c in repo.log(revision)
+        ]
+    )
+
+
+def create_branch(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, branch: str
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    data = req.body.json()
+    repo.create_branch(branch, data.get("startingPoint"), bool(data.get("emptyBranch")), ctx.author)
+    return json_response({})
+
+
+def delete_branch(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, branch: str
+) -> Response:
+    ctx.repo(repo_type, namespace, name, req.authenticated).delete_ref("heads", branch)
+    return json_response({})
+
+
+def create_tag(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
+) -> Response:
+    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    data = req.body.json()
+    if not isinstance(data.get("tag"), str):
+        raise errors.bad_request("Missing 'tag' in the request body.")
+    repo.create_tag(data["tag"], revision)
+    return json_response({})
+
+
+def delete_tag(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, tag: str
+) -> Response:
+    ctx.repo(repo_type, namespace, name, req.authenticated).delete_ref("tags", tag)
+    return json_response({})

@@ -1,0 +1,101 @@
+"""The Hub's error responses, one named builder each.
+
+huggingface_hub maps the `X-Error-Code` header to its exception classes (`RepoNotFound` →
+RepositoryNotFoundError, `RevisionNotFound` → RevisionNotFoundError, `EntryNotFound` →
+RemoteEntryNotFoundError), so each builder sets the code the real Hub sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hubkit.localhub import exceptions as storage
+from hubkit.localhub.messages import Response, json_response
+
+
+class HubHTTPError(Exception):
+    """An error answer; raised by handlers, turned into a response by the dispatcher."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+        if code:
+            self.headers["X-Error-Code"] = code
+        self.headers["X-Error-Message"] = message.encode("ascii", "replace").decode()
+        self.extra = extra or {}
+
+    def to_response(self) -> Response:
+        return json_response({"error": self.message, **self.extra}, self.status, self.headers)
+
+
+def bad_request(message: str) -> HubHTTPError:
+    return HubHTTPError(400, message)
+
+
+def unauthorized() -> HubHTTPError:
+    return HubHTTPError(401, "Invalid credentials in Authorization header")
+
+
+def forbidden(message: str) -> HubHTTPError:
+    return HubHTTPError(403, message)
+
+
+def not_found(message: str) -> HubHTTPError:
+    return HubHTTPError(404, message)
+
+
+def repo_not_found(message: str) -> HubHTTPError:
+    return HubHTTPError(404, message, code="RepoNotFound")
+
+
+def revision_not_found(message: str) -> HubHTTPError:
+    return HubHTTPError(404, message, code="RevisionNotFound")
+
+
+def entry_not_found(message: str, commit: str | None) -> HubHTTPError:
+    # With X-Repo-Commit the client caches the miss under `.no_exist/<commit>/`.
+    headers = {"X-Repo-Commit": commit} if commit else {}
+    return HubHTTPError(404, message, code="EntryNotFound", headers=headers)
+
+
+def conflict(message: str, **extra: Any) -> HubHTTPError:
+    return HubHTTPError(409, message, extra=extra)
+
+
+def precondition_failed(message: str) -> HubHTTPError:
+    return HubHTTPError(412, message)
+
+
+def range_not_satisfiable(size: int) -> HubHTTPError:
+    return HubHTTPError(416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{size}"})
+
+
+def not_implemented(message: str) -> HubHTTPError:
+    return HubHTTPError(501, message)
+
+
+def from_storage(error: storage.StorageError) -> HubHTTPError:
+    """The Hub's answer to a refusal by the repository store."""
+    message = str(error)
+    match error:
+        case storage.RepoNotFoundError():
+            return repo_not_found(message)
+        case storage.RevisionNotFoundError():
+            return revision_not_found(message)
+        case storage.EntryNotFoundError():
+            return entry_not_found(message, error.commit)
+        case storage.RepoExistsError() | storage.RefExistsError():
+            return conflict(message)
+        case storage.ParentCommitMismatchError():
+            return precondition_failed(message)
+        case _:
+            return bad_request(message)

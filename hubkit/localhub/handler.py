@@ -1,0 +1,78 @@
+"""The socket side: turn an HTTP/1.1 request into a `Request`, send back a `Response`."""
+
+from __future__ import annotations
+
+import logging
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs
+
+from hubkit.localhub import errors
+from hubkit.localhub.messages import CHUNK, Body, Request, Response
+from hubkit.localhub.routes import dispatch
+
+logger = logging.getLogger(__name__)
+
+
+class HubRequestHandler(BaseHTTPRequestHandler):
+    """One connection (keep-alive). `self.server` is a `HubHTTPServer` carrying `context` and `request_log`."""
+
+    protocol_version = "HTTP/1.1"
+    # Seconds a connection may stall mid-request before it is dropped (a stalled upload counts as truncated).
+    timeout = 120
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
+
+    def _handle(self) -> None:
+        raw_path, _, query = self.path.partition("?")
+        body = Body(self.rfile, self.headers)
+        request = Request(
+            method=self.command,
+            segments=[s for s in raw_path.split("/") if s],
+            query=parse_qs(query, keep_blank_values=True),
+            headers=self.headers,
+            body=body,
+        )
+        try:
+            response = dispatch(self.server.context, request)
+        except Exception:
+            # A bug in a handler must not take the server down: log it with its traceback, answer 500.
+            logger.exception("local Hub failed on %s %s", self.command, raw_path)
+            response = errors.HubHTTPError(
+                500, "Internal error in the local Hub (see its log)."
+            ).to_response()
+        if not body.consumed and (body.chunked or body.length):
+            # The body was never read (the request was refused first): the connection cannot be reused.
+            self.close_connection = True
+            response.headers["Connection"] = "close"
+        self.server.request_log.append((self.command, raw_path, response.status))
+        try:
+            self._send(response)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _send(self, response: Response) -> None:
+        self.send_response(response.status)
+        for key, value in response.headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(response.content_length))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if response.file is None:
+            self.wfile.write(response.body)
+            return
+        with response.file.open("rb") as f:
+            f.seek(response.offset)
+            left = response.length
+            while left > 0:
+                block = f.read(min(CHUNK, left))
+                if not block:
+                    break
+                self.wfile.write(block)
+                left -= len(block)
+
+    def log_message(self, format: str, *args: object) -> None:
+        logger.debug("%s - %s", self.address_string(), format % args)

@@ -1,0 +1,146 @@
+"""Git LFS object storage: content addressed by sha256, written streamed and verified.
+
+Objects live in the git-lfs layout inside the bare repository (`lfs/objects/ab/cd/<sha256>`);
+git itself stores only the small pointer file that names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hubkit.localhub.exceptions import InvalidInputError
+
+_OID = re.compile(r"^[0-9a-f]{64}$")
+_POINTER = re.compile(
+    rb"^version https://git-lfs\.github\.com/spec/v1\noid sha256:([0-9a-f]{64})\nsize (\d+)\n$"
+)
+# Blobs bigger than this cannot be pointers; skip parsing them.
+MAX_POINTER_SIZE = 200
+
+
+@dataclass(frozen=True)
+class LfsPointer:
+    """What a git LFS pointer file says: the content's sha256 and size."""
+
+    oid: str
+    size: int
+
+    def to_bytes(self) -> bytes:
+        return (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.oid}\nsize {self.size}\n".encode()
+        )
+
+    @classmethod
+    def parse(cls, data: bytes) -> LfsPointer | None:
+        """The pointer `data` encodes, or None when `data` is ordinary content."""
+        if len(data) > MAX_POINTER_SIZE:
+            return None
+        match = _POINTER.match(data)
+        return cls(match.group(1).decode(), int(match.group(2))) if match else None
+
+
+def check_oid(oid: str) -> str:
+    """Return `oid` if it is a lowercase hex sha256. Raises InvalidInputError otherwise."""
+    if not isinstance(oid, str) or not _OID.match(oid):
+        raise InvalidInputError(f"Invalid LFS oid {oid!r}: expected a 64-character lowercase hex sha256.")
+    return oid
+
+
+class LfsStore:
+    """The LFS objects of one repository."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.base = git_dir / "lfs"
+
+    def path(self, oid: str) -> Path:
+        check_oid(oid)
+        return self.base / "objects" / oid[:2] / oid[2:4] / oid
+
+    def size(self, oid: str) -> int | None:
+        """Size of a stored object, or None if it is not stored."""
+        try:
+            return self.path(oid).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def write(self, oid: str, size: int, chunks: Iterable[bytes]) -> None:
+        """Stream `chunks` into the store as object `oid`.
+
+        The bytes go to a temporary file while their sha256 is computed; the object appears only once
+        both size and hash match. Raises InvalidInputError (nothing stored) on any mismatch.
+        """
+        target = self.path(oid)
+        tmp_dir = self.base / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=tmp_dir)
+        digest, written = hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    written += len(chunk)
+                    f.write(chunk)
+            if written != size:
+                raise InvalidInputError(
+                    f"LFS upload of {oid} is truncated or too long: got {written} of {size} bytes."
+                )
+            if digest.hexdigest() != oid:
+                raise InvalidInputError(
+                    f"LFS upload does not match its oid: sha256 is {digest.hexdigest()}, expected {oid}."
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    # --- multipart -------------------------------------------------------------------------------
+
+    def _parts_dir(self, oid: str) -> Path:
+        return self.base / "incomplete" / check_oid(oid)
+
+    def write_part(self, oid: str, part_number: int, chunks: Iterable[bytes]) -> str:
+        """Store one part of a multipart upload; return its etag (the part's sha256)."""
+        parts = self._parts_dir(oid)
+        parts.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=parts, prefix=".tmp-")
+        digest = hashlib.sha256()
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    f.write(chunk)
+            os.replace(tmp, parts / str(part_number))
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return digest.hexdigest()
+
+    def complete_multipart(self, oid: str, size: int, etags: list[str]) -> None:
+        """Join parts 1..N (their etags must match `etags`) into object `oid`, verified like `write`."""
+        parts = self._parts_dir(oid)
+        files = [parts / str(n) for n in range(1, len(etags) + 1)]
+        if not all(f.is_file() for f in files):
+            raise InvalidInputError(f"Multipart upload of {oid} is missing parts; upload every part first.")
+
+        def chunks() -> Iterable[bytes]:
+            for file, etag in zip(files, etags, strict=True):
+                digest = hashlib.sha256()
+                with file.open("rb") as f:
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+                        yield block
+                if digest.hexdigest() != etag:
+                    raise InvalidInputError(
+                        f"Multipart upload of {oid}: part {file.name} does not match its etag."
+                    )
+
+        try:
+            self.write(oid, size, chunks())
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)

@@ -1,0 +1,465 @@
+"""Repositories on disk: one bare git repository (plus its LFS objects) per Hub repo.
+
+Storage only: nothing here knows about HTTP. Every change to a repository happens under that
+repository's lock, and a branch moves only after all of the commit's objects are written, so a
+crash or a refused request never leaves a half-made commit behind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hubkit.localhub.exceptions import (
+    EntryNotFoundError,
+    InvalidInputError,
+    ParentCommitMismatchError,
+    RefExistsError,
+    RepoExistsError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+)
+from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
+from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, blob_sha
+from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
+
+REPO_TYPES = ("model", "dataset", "space")
+SPACE_SDKS = ("gradio", "streamlit", "docker", "static")
+# The Hub's rule for user, org and repo names.
+_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
+_REF_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,200}$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_PR_REF = re.compile(r"^refs/pr/(\d+)$")
+
+
+def check_name(name: str, what: str) -> str:
+    """Return `name` if it is a valid Hub user/org/repo name. Raises InvalidInputError otherwise."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name or "--" in name:
+        raise InvalidInputError(
+            f"Invalid {what} {name!r}: use letters, digits, '-', '_' and '.', at most 96 characters, "
+            "no '--' or '..', not starting or ending with '-' or '.'."
+        )
+    return name
+
+
+def check_path(path: str) -> str:
+    """Return a normalized in-repo path. Raises InvalidInputError for absolute, `..`, `.git` or empty parts."""
+    if not isinstance(path, str) or not path or "\x00" in path or "\\" in path:
+        raise InvalidInputError(f"Invalid path in repo {path!r}.")
+    if path.startswith("/"):
+        raise InvalidInputError(f"Invalid path in repo {path!r}: paths are relative to the repo root.")
+    parts = path.removeprefix("./").split("/")
+    if any(p in ("", ".", "..", ".git") for p in parts):
+        raise InvalidInputError(f"Invalid path in repo {path!r}: no '..', '.', '.git' or empty segments.")
+    return "/".join(parts)
+
+
+def check_ref_name(name: str) -> str:
+    """Return `name` if git accepts it as a branch or tag name. Raises InvalidInputError otherwise."""
+    if (
+        not isinstance(name, str)
+        or not _REF_NAME.match(name)
+        or ".." in name
+        or "//" in name
+        or name.startswith(("/", "-", "."))
+        or name.endswith(("/", ".", ".lock"))
+        or _COMMIT_SHA.match(name)
+    ):
+        raise InvalidInputError(f"Invalid branch or tag name {name!r}.")
+    return name
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    """Which repository: type, namespace and name, validated."""
+
+    repo_type: str
+    namespace: str
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.repo_type not in REPO_TYPES:
+            raise InvalidInputError(
+                f"Invalid repo type {self.repo_type!r}: use one of {', '.join(REPO_TYPES)}."
+            )
+        check_name(self.namespace, "namespace")
+        check_name(self.name, "repo name")
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file in a commit. `oid` is what the Hub reports: the sha256 for LFS files, else the blob id."""
+
+    path: str
+    blob_sha: str
+    size: int
+    lfs: LfsPointer | None = None
+
+    @property
+    def oid(self) -> str:
+        return self.lfs.oid if self.lfs else self.blob_sha
+
+
+@dataclass(frozen=True)
+class FolderEntry:
+    """A directory in a commit."""
+
+    path: str
+    tree_sha: str
+
+
+# --- commit operations (one per NDJSON line of a Hub commit) --------------------------------------
+
+
+@dataclass(frozen=True)
+class AddContent:
+    path: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class AddLfs:
+    path: str
+    oid: str
+    size: int | None  # None for a copy: the stored object's size is used
+
+
+@dataclass(frozen=True)
+class DeleteFile:
+    path: str
+
+
+@dataclass(frozen=True)
+class DeleteFolder:
+    path: str
+
+
+Operation = AddContent | AddLfs | DeleteFile | DeleteFolder
+
+
+@dataclass
+class RepoMeta:
+    """What the Hub keeps beside the git data (stored as `<name>.meta.json`)."""
+
+    private: bool = False
+    sdk: str | None = None
+    created_at: int = field(default_factory=lambda: int(time.time()))
+
+
+class Repo:
+    """One repository: read snapshots, commit, manage refs. Safe to share between threads."""
+
+    def __init__(self, ref: RepoRef, git_path: Path) -> None:
+        self.ref = ref
+        self.git = GitDir(git_path)
+        self.lfs = LfsStore(git_path)
+        self.meta_path = git_path.with_suffix(".meta.json")
+        self.lock = threading.RLock()
+        self._blob_info: dict[str, tuple[int, LfsPointer | None]] = {}
+
+    @property
+    def meta(self) -> RepoMeta:
+        return RepoMeta(**json.loads(self.meta_path.read_text()))
+
+    def save_meta(self, meta: RepoMeta) -> None:
+        self.meta_path.write_text(json.dumps(asdict(meta)))
+
+    # --- revisions -------------------------------------------------------------------------------
+
+    def resolve(self, revision: str) -> str:
+        """The commit id of a branch, tag, `refs/...` name or full commit id. Raises RevisionNotFoundError."""
+        if _COMMIT_SHA.match(revision):
+            try:
+                if self.git.read_object(revision)[0] == "commit":
+                    return revision
+            except GitObjectMissingError:
+                pass
+        elif revision.startswith("refs/") and ".." not in revision:
+            if sha := self.git.read_ref(revision):
+                return sha
+        elif ".." not in revision and not revision.startswith("/"):
+            for prefix in ("refs/heads/", "refs/tags/"):
+                if sha := self.git.read_ref(prefix + revision):
+                    return sha
+        raise RevisionNotFoundError(f"Invalid rev id: {revision}")
+
+    def commit_info(self, sha: str) -> Commit:
+        return self.git.read_commit(sha)
+
+    def log(self, revision: str) -> list[Commit]:
+        """Commits reachable from `revision` by first parents, newest first."""
+        commits, sha = [], self.resolve(revision)
+        while sha:
+            commit = self.git.read_commit(sha)
+            commits.append(commit)
+            sha = commit.parents[0] if commit.parents else ""
+        return commits
+
+    def branches(self) -> dict[str, str]:
+        return self.git.list_refs("refs/heads/")
+
+    def tags(self) -> dict[str, str]:
+        return self.git.list_refs("refs/tags/")
+
+    def pull_requests(self) -> dict[str, str]:
+        return self.git.list_refs("refs/pr/")
+
+    # --- reading files ---------------------------------------------------------------------------
+
+    def _entry(self, path: str, blob_sha: str) -> FileEntry:
+        info = self._blob_info.get(blob_sha)
+        if info is None:
+            data = self.git.read_blob(blob_sha)
+            pointer = LfsPointer.parse(data)
+            info = (pointer.size if pointer else len(data), pointer)
+            self._blob_info[blob_sha] = info
+        return FileEntry(path, blob_sha, info[0], info[1])
+
+    def files(self, commit: str) -> dict[str, FileEntry]:
+        """Every file of a commit, by path."""
+        tree = self.git.read_commit(commit).tree
+        return {path: self._entry(path, sha) for path, sha in self.git.list_files(tree).items()}
+
+    def _find(self, commit: str, path: str) -> FileEntry | FolderEntry | None:
+        sha, is_tree = self.git.read_commit(commit).tree, True
+        for part in path.split("/") if path else []:
+            if not is_tree:
+                return None
+            entry = next((e for e in self.git.read_tree(sha) if e.name == part), None)
+            if entry is None:
+                return None
+            sha, is_tree = entry.sha, entry.is_tree
+        return FolderEntry(path, sha) if is_tree else self._entry(path, sha)
+
+    def file(self, commit: str, path: str) -> FileEntry:
+        """The file at `path`. Raises EntryNotFoundError (naming the commit) if there is none."""
+        entry = self._find(commit, path)
+        if not isinstance(entry, FileEntry):
+            raise EntryNotFoundError(f"Entry not found: {path}", commit=commit)
+        return entry
+
+    def read(self, entry: FileEntry) -> bytes:
+        """The content of a regular (non-LFS) file."""
+        return self.git.read_blob(entry.blob_sha)
+
+    def paths_info(self, commit: str, paths: list[str]) -> list[FileEntry | FolderEntry]:
+        """Entries for those of `paths` that exist (files or folders), in the order asked."""
+        found = (self._find(commit, path.strip("/")) for path in paths)
+        return [entry for entry in found if entry is not None]
+
+    def tree(self, commit: str, path: str, recursive: bool) -> list[FileEntry | FolderEntry]:
+        """The entries under folder `path` ("" for the root). Raises EntryNotFoundError if it is no folder."""
+        folder = self._find(commit, path)
+        if not isinstance(folder, FolderEntry):
+            raise EntryNotFoundError(f"Folder not found: {path}", commit=commit)
+        entries: list[FileEntry | FolderEntry] = []
+        pending = [(folder.tree_sha, f"{path}/" if path else "")]
+        while pending:
+            tree_sha, prefix = pending.pop(0)
+            for e in self.git.read_tree(tree_sha):
+                if e.is_tree:
+                    entries.append(FolderEntry(prefix + e.name, e.sha))
+                    if recursive:
+                        pending.append((e.sha, f"{prefix}{e.name}/"))
+                else:
+                    entries.append(self._entry(prefix + e.name, e.sha))
+        return entries
+
+    def lfs_patterns(self, commit: str) -> list[str]:
+        try:
+            return lfs_patterns(self.read(self.file(commit, ".gitattributes")).decode("utf-8", "replace"))
+        except EntryNotFoundError:
+            return []
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        branch: str,
+        operations: list[Operation],
+        message: str,
+        author: str,
+        parent_commit: str | None = None,
+        create_pr: bool = False,
+    ) -> tuple[str, str]:
+        """Apply `operations` on top of `branch` as one commit; return (commit id, ref it landed on).
+
+        Every operation is checked before the first object is written. With `create_pr`, the commit
+        lands on a new `refs/pr/N` started from the branch head.
+
+        Raises:
+            InvalidInputError: a bad path, an LFS object never uploaded, or a revision that is no branch.
+            EntryNotFoundError: a deletion of a path that does not exist.
+            ParentCommitMismatchError: `parent_commit` is not the branch head any more.
+            RevisionNotFoundError: the branch does not exist.
+        """
+        with self.lock:
+            ref = branch if _PR_REF.match(branch) else f"refs/heads/{branch}"
+            head = self.git.read_ref(ref)
+            if head is None:
+                if _COMMIT_SHA.match(branch) or self.git.read_ref(f"refs/tags/{branch}"):
+                    raise InvalidInputError(f"Cannot commit to {branch!r}: commits go to a branch.")
+                raise RevisionNotFoundError(f"Invalid rev id: {branch}")
+            if parent_commit is not None and parent_commit != head:
+                raise ParentCommitMismatchError(
+                    f"A commit has happened since {parent_commit}: the head of {branch} is now {head}."
+                )
+            files = {path: entry.blob_sha for path, entry in self.files(head).items()}
+            new_blobs = self._apply(files, operations, head)
+            for data in new_blobs:
+                self.git.write_blob(data)
+            tree = self.git.write_tree(files)
+            sha = self.git.write_commit(tree, [head], message, author, int(time.time()))
+            if create_pr:
+                number = 1 + max((int(n) for n in self.pull_requests()), default=0)
+                ref = f"refs/pr/{number}"
+            self.git.write_ref(ref, sha)
+            return sha, ref
+
+    def _apply(self, files: dict[str, str], operations: list[Operation], head: str) -> list[bytes]:
+        """Apply operations to the {path: blob} map in memory; return the blobs to write."""
+        blobs = []
+        for op in operations:
+            path = check_path(op.path)
+            if isinstance(op, AddContent | AddLfs):
+                if isinstance(op, AddContent):
+                    data = op.content
+                else:
+                    stored = self.lfs.size(check_oid(op.oid))
+                    if stored is None or (op.size is not None and op.size != stored):
+                        raise InvalidInputError(
+                            f"LFS object {op.oid} for {path} was not uploaded (or has another size): "
+                            "upload it through the LFS batch API first."
+                        )
+                    data = LfsPointer(op.oid, stored).to_bytes()
+                if any(p == path or p.startswith(path + "/") for p in files) and path not in files:
+                    raise InvalidInputError(f"Cannot add file {path}: a folder of that name exists.")
+                files[path] = blob_sha(data)
+                blobs.append(data)
+            elif isinstance(op, DeleteFile):
+                if files.pop(path, None) is None:
+                    raise EntryNotFoundError(f"A file with this name doesn't exist: {path}", commit=head)
+            else:
+                inside = [p for p in files if p.startswith(path + "/")]
+                if not inside:
+                    raise EntryNotFoundError(f"A folder with this name doesn't exist: {path}", commit=head)
+                for p in inside:
+                    del files[p]
+        return blobs
+
+    def create_branch(self, name: str, start: str | None, empty: bool, author: str) -> str:
+        """Create branch `name` at revision `start` (default: main), or on a new empty commit."""
+        with self.lock:
+            ref = f"refs/heads/{check_ref_name(name)}"
+            if self.git.read_ref(ref):
+                raise RefExistsError(f"Reference already exists: {ref}")
+            if empty:
+                sha = self.git.write_commit(
+                    self.git.write_tree({}), [], f"Create branch {name}", author, int(time.time())
+                )
+            else:
+                sha = self.resolve(start or "main")
+            self.git.write_ref(ref, sha)
+            return sha
+
+    def create_tag(self, name: str, revision: str) -> str:
+        with self.lock:
+            ref = f"refs/tags/{check_ref_name(name)}"
+            if self.git.read_ref(ref):
+                raise RefExistsError(f"Tag already exists: {name}")
+            sha = self.resolve(revision)
+            self.git.write_ref(ref, sha)
+            return sha
+
+    def delete_ref(self, kind: str, name: str) -> None:
+        """Delete branch (`kind="heads"`) or tag (`"tags"`) `name`. Raises RevisionNotFoundError."""
+        with self.lock:
+            ref = f"refs/{kind}/{check_ref_name(name)}"
+            if self.git.read_ref(ref) is None:
+                raise RevisionNotFoundError(f"Invalid rev id: {name}")
+            if ref == "refs/heads/main":
+                raise InvalidInputError("The main branch cannot be deleted.")
+            self.git.delete_ref(ref)
+
+
+class RepoStore:
+    """All repositories under `root/repos/{type}s/{namespace}/{name}.git`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+        self._open: dict[RepoRef, Repo] = {}
+
+    def _git_path(self, ref: RepoRef) -> Path:
+        return self.root / "repos" / f"{ref.repo_type}s" / ref.namespace / f"{ref.name}.git"
+
+    def get(self, ref: RepoRef) -> Repo:
+        """The repository `ref`. Raises RepoNotFoundError."""
+        with self._lock:
+            repo = self._open.get(ref)
+            if repo is None:
+                path = self._git_path(ref)
+                if not (path / "HEAD").is_file() or not path.with_suffix(".meta.json").is_file():
+                    raise RepoNotFoundError(f"Repository not found: {ref.repo_type}s/{ref.repo_id}")
+                repo = self._open[ref] = Repo(ref, path)
+            return repo
+
+    def exists(self, ref: RepoRef) -> bool:
+        return (self._git_path(ref) / "HEAD").is_file()
+
+    def create(self, ref: RepoRef, meta: RepoMeta, initial_files: dict[str, bytes], author: str) -> Repo:
+        """Create `ref` with one initial commit holding `initial_files`. Raises RepoExistsError."""
+        with self._lock:
+            path = self._git_path(ref)
+            if path.exists():
+                raise RepoExistsError(f"You already created this {ref.repo_type} repo: {ref.repo_id}")
+            staging = path.with_name(f".creating-{ref.name}")
+            shutil.rmtree(staging, ignore_errors=True)
+            git = GitDir.init(staging)
+            tree = git.write_tree({p: git.write_blob(data) for p, data in initial_files.items()})
+            git.write_ref(
+                "refs/heads/main", git.write_commit(tree, [], "initial commit", author, meta.created_at)
+            )
+            path.with_suffix(".meta.json").write_text(json.dumps(asdict(meta)))
+            # The repository appears whole or not at all.
+            staging.rename(path)
+            repo = self._open[ref] = Repo(ref, path)
+            return repo
+
+    def delete(self, ref: RepoRef) -> None:
+        """Delete `ref` and its LFS objects. Raises RepoNotFoundError."""
+        repo = self.get(ref)
+        with self._lock, repo.lock:
+            shutil.rmtree(repo.git.path)
+            repo.meta_path.unlink(missing_ok=True)
+            self._open.pop(ref, None)
+
+    def list(self, repo_type: str) -> list[RepoRef]:
+        base = self.root / "repos" / f"{repo_type}s"
+        return [
+            RepoRef(repo_type, p.parent.name, p.name.removesuffix(".git"))
+            for p in sorted(base.glob("*/*.git"))
+            if p.with_suffix(".meta.json").is_file()
+        ]
+
+
+def default_initial_files(ref: RepoRef, sdk: str | None) -> dict[str, bytes]:
+    """What the Hub puts in a new repo's first commit: .gitattributes, and a README for a Space."""
+    files = {".gitattributes": DEFAULT_GITATTRIBUTES.encode()}
+    if ref.repo_type == "space":
+        app_file = {"gradio": "app.py", "streamlit": "app.py"}.get(sdk or "")
+        front = [f"title: {ref.name}", "emoji: 🚀", f"sdk: {sdk}"]
+        if app_file:
+            front.append(f"app_file: {app_file}")
+        front.append("pinned: false")
+        files["README.md"] = ("---\n" + "\n".join(front) + "\n---\n").encode()
+    return files

@@ -1,0 +1,140 @@
+"""Which handler answers which request: the route table, authentication and error mapping."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from hubkit.localhub import api_files, api_repos, api_upload, errors
+from hubkit.localhub.context import HubContext
+from hubkit.localhub.errors import HubHTTPError
+from hubkit.localhub.exceptions import StorageError
+from hubkit.localhub.messages import Request, Response
+
+Handler = Callable[..., Response]
+_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+
+
+@dataclass(frozen=True)
+class Route:
+    """`pattern` segments: literals, `{name}` (one segment), `{types}` (models|datasets|spaces → repo_type),
+    `{name.git}` (a segment ending in .git → name), `{path*}`/`{path+}` (the rest, zero/one or more)."""
+
+    method: str
+    pattern: tuple[str, ...]
+    handler: Handler
+    write: bool = False  # needs the token when the Hub has one
+    signed: bool = False  # authorized by a URL signature instead of a token
+
+    def match(self, segments: list[str]) -> dict[str, str] | None:
+        params: dict[str, str] = {}
+        for i, part in enumerate(self.pattern):
+            if part in ("{path*}", "{path+}"):
+                rest = segments[i:]
+                if part == "{path+}" and not rest:
+                    return None
+                params["path"] = "/".join(unquote(s) for s in rest)
+                return params
+            if i >= len(segments):
+                return None
+            segment = segments[i]
+            if part == "{types}":
+                if segment not in _TYPES:
+                    return None
+                params["repo_type"] = _TYPES[segment]
+            elif part == "{name.git}":
+                if not segment.endswith(".git"):
+                    return None
+                params["name"] = unquote(segment.removesuffix(".git"))
+            elif part.startswith("{"):
+                params[part[1:-1]] = unquote(segment)
+            elif part != segment:
+                return None
+        return params if len(segments) == len(self.pattern) else None
+
+
+def _route(method: str, pattern: str, handler: Handler, **options: bool) -> Route:
+    return Route(method, tuple(pattern.strip("/").split("/")), handler, **options)
+
+
+def _model(handler: Handler) -> Handler:
+    """The same handler for routes where models carry no type prefix (resolve, git-lfs)."""
+    return functools.partial(handler, repo_type="model")
+
+
+REPO = "/api/{types}/{namespace}/{name}"
+ROUTES = [
+    _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
+    _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),
+    _route("GET", "/api/whoami-v2", api_repos.whoami),
+    _route("POST", "/api/validate-yaml", api_upload.validate_yaml),
+    _route("GET", "/api/{types}", api_repos.list_repos),
+    _route("GET", REPO, api_repos.repo_info),
+    _route("GET", REPO + "/revision/{revision}", api_repos.repo_info),
+    _route("PUT", REPO + "/settings", api_repos.update_settings, write=True),
+    _route("GET", REPO + "/refs", api_repos.list_refs),
+    _route("GET", REPO + "/commits/{revision}", api_repos.list_commits),
+    _route("POST", REPO + "/branch/{branch}", api_repos.create_branch, write=True),
+    _route("DELETE", REPO + "/branch/{branch}", api_repos.delete_branch, write=True),
+    _route("POST", REPO + "/tag/{revision}", api_repos.create_tag, write=True),
+    _route("DELETE", REPO + "/tag/{tag}", api_repos.delete_tag, write=True),
+    _route("GET", REPO + "/tree/{revision}/{path*}", api_files.list_tree),
+    _route("POST", REPO + "/paths-info/{revision}", api_files.paths_info),
+    _route("POST", REPO + "/preupload/{revision}", api_upload.preupload, write=True),
+    _route("POST", REPO + "/commit/{revision}", api_upload.commit, write=True),
+    _route("GET", REPO + "/xet-write-token/{revision}", api_upload.xet_token),
+    _route("GET", REPO + "/xet-read-token/{revision}", api_upload.xet_token),
+    _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/batch", api_upload.lfs_batch),
+    _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_upload.lfs_batch)),
+    _route(
+        "POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_upload.lfs_verify, write=True
+    ),
+    _route(
+        "POST", "/{namespace}/{name.git}/info/lfs/objects/verify", _model(api_upload.lfs_verify), write=True
+    ),
+    _route("PUT", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_upload.lfs_put, signed=True),
+    _route(
+        "PUT",
+        "/lfs-upload/{types}/{namespace}/{name}/{oid}/part/{part}",
+        api_upload.lfs_put_part,
+        signed=True,
+    ),
+    _route("POST", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_upload.lfs_complete, signed=True),
+    _route("GET", "/lfs-objects/{types}/{namespace}/{name}/{oid}", api_files.cdn_object, signed=True),
+    _route("GET", "/{types}/{namespace}/{name}/resolve/{revision}/{path+}", api_files.resolve),
+    _route("GET", "/{namespace}/{name}/resolve/{revision}/{path+}", _model(api_files.resolve)),
+]
+
+
+def _authenticate(ctx: HubContext, req: Request) -> bool:
+    """Whether the request carries the Hub's token. A wrong token is refused outright, as the Hub does."""
+    if not ctx.settings.token:
+        return True
+    header = req.headers.get("Authorization")
+    if header is None:
+        return False
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or token.strip() != ctx.settings.token:
+        raise errors.unauthorized()
+    return True
+
+
+def dispatch(ctx: HubContext, req: Request) -> Response:
+    """Answer one request; every refusal becomes the Hub's status code and error body."""
+    method = "GET" if req.method == "HEAD" else req.method
+    try:
+        for route in ROUTES:
+            if route.method != method or (params := route.match(req.segments)) is None:
+                continue
+            if not route.signed:
+                req.authenticated = _authenticate(ctx, req)
+                if route.write and not req.authenticated:
+                    raise errors.unauthorized()
+            return route.handler(ctx, req, **params)
+        raise errors.not_found(f"Not found: {req.method} /{'/'.join(req.segments)}")
+    except HubHTTPError as e:
+        return e.to_response()
+    except StorageError as e:
+        return errors.from_storage(e).to_response()

@@ -1,0 +1,105 @@
+"""Start and stop a local Hub: the API server, and a "CDN" for LFS downloads on 127.0.0.2.
+
+huggingface_hub ≥2.2 follows a redirect only when it stays on the Hub's origin (scheme, host and
+port), and 1.x compares host names only. Serving LFS objects from another loopback address keeps
+the client's behaviour the same as against huggingface.co: it stops at the 302, reads
+X-Linked-Etag/X-Linked-Size, then downloads from the CDN without the token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from hubkit.localhub.context import HubContext, HubSettings
+from hubkit.localhub.handler import HubRequestHandler
+from hubkit.localhub.repos import RepoStore
+
+logger = logging.getLogger(__name__)
+CDN_HOST = "127.0.0.2"
+
+
+class HubHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], context: HubContext, request_log: list) -> None:
+        super().__init__(address, HubRequestHandler)
+        self.context = context
+        self.request_log = request_log
+
+
+class LocalHub:
+    """A Hub-compatible server on a directory of bare git repositories.
+
+    Use as a context manager, or call `start()` and `stop()`:
+
+        with LocalHub(root) as hub:
+            os.environ["HF_ENDPOINT"] = hub.endpoint   # before importing huggingface_hub
+
+    Attributes:
+        root: the storage directory (repos survive restarts on the same root).
+        endpoint: the URL to use as HF_ENDPOINT, once started.
+        cdn_endpoint: where LFS downloads are redirected, or None when 127.0.0.2 could not be bound
+            (LFS files are then served directly with a 200).
+        request_log: (method, path, status) of every request answered, in order.
+        token: the token writes need, or None when any token (or none) is accepted.
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        cdn: bool = True,
+        settings: HubSettings | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.host, self.port = host, port
+        self.settings = settings or HubSettings(token=token)
+        if token and self.settings.token != token:
+            raise ValueError("Pass the token either as `token` or in `settings`, not both.")
+        self.token = self.settings.token
+        self.use_cdn = cdn
+        self.request_log: list[tuple[str, str, int]] = []
+        self.endpoint = ""
+        self.cdn_endpoint: str | None = None
+        self._servers: list[HubHTTPServer] = []
+
+    def start(self) -> LocalHub:
+        """Bind the servers and serve from background threads. Returns self."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        context = HubContext(RepoStore(self.root), self.settings)
+        api = HubHTTPServer((self.host, self.port), context, self.request_log)
+        self._servers = [api]
+        self.endpoint = context.endpoint = f"http://{self.host}:{api.server_address[1]}"
+        if self.use_cdn:
+            try:
+                cdn = HubHTTPServer((CDN_HOST, 0), context, self.request_log)
+            except OSError as e:
+                logger.warning("No CDN on %s (%s): LFS files are served directly.", CDN_HOST, e)
+            else:
+                self._servers.append(cdn)
+                self.cdn_endpoint = context.cdn_endpoint = f"http://{CDN_HOST}:{cdn.server_address[1]}"
+        for server in self._servers:
+            threading.Thread(
+                target=server.serve_forever, name=f"localhub-{server.server_address}", daemon=True
+            ).start()
+        logger.info("local Hub serving %s at %s", self.root, self.endpoint)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the sockets."""
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers = []
+
+    def __enter__(self) -> LocalHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
