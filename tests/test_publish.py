@@ -1,0 +1,315 @@
+"""Planning and diffing a push, and the refusals that happen before any connection (no Hub needed)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from safetensors.torch import load_file
+from test_publish_support import make_run, qwen3_shapes, write_checkpoint
+
+from hubkit.cli import main
+from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
+from hubkit.publish import RemoteFile, RemoteRepo, diff_repo, plan_push, prepare_adapters, select_checkpoints
+from hubkit.publish.commit import commit_message
+from hubkit.publish.plan import PlannedFile, RepoPlan, hash_file
+from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.runs import load_run
+
+BASE = "hubkit-test/tiny-qwen3"
+SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)
+
+
+@pytest.fixture
+def tokenizer_dir(tmp_path: Path) -> Path:
+    """Tokenizer-like files, including a vocabulary token that equals the home directory's name."""
+    path = tmp_path / "tok"
+    path.mkdir()
+    (path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 128}))
+    (path / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {str(Path.home()): 1, "a": 2}}}))
+    (path / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    return path
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, tokenizer_dir: Path) -> Path:
+    return make_run(tmp_path / "runs", (1, 2, 3), base_model=BASE, shapes=SHAPES, tokenizer_dir=tokenizer_dir)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Fail any attempt to open a socket connection; returns the attempts."""
+    attempts: list[tuple] = []
+
+    def refuse(self: socket.socket, address: tuple) -> None:
+        attempts.append(address)
+        raise AssertionError(f"unexpected connection to {address}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
+
+
+def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run"):
+    run = load_run(run_dir)
+    chosen = select_checkpoints(run, steps)
+    return plan_push(run, repo_id, prepare_adapters(run, chosen, tmp_path / "staging")).repos[0]
+
+
+def test_plan_lays_out_checkpoints_root_adapter_and_metadata(run_dir: Path, tmp_path: Path) -> None:
+    plan = _plan(run_dir, tmp_path)
+    by_path = {f.path_in_repo: f for f in plan.files}
+    assert set(by_path) == {
+        *(
+            f"checkpoints/global_step_{s}/{n}"
+            for s in (1, 2, 3)
+            for n in ("adapter_model.safetensors", "adapter_config.json")
+        ),
+        "adapter_model.safetensors",
+        "adapter_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "hubkit.json",
+        "metrics.jsonl",
+        "README.md",
+    }
+    # The root adapter is the newest step's; every checkpoint's weights are the checkpoint's own.
+    assert (
+        by_path["adapter_model.safetensors"].hashes
+        == by_path["checkpoints/global_step_3/adapter_model.safetensors"].hashes
+    )
+    for step in (1, 2, 3):
+        published = load_file(by_path[f"checkpoints/global_step_{step}/adapter_model.safetensors"].local_path)
+        saved = load_file(run_dir / f"checkpoint-{step}" / "adapter_model.safetensors")
+        assert published.keys() == saved.keys()
+        assert all((published[k] == saved[k]).all() for k in saved)
+    assert plan.steps == (1, 2, 3)
+    config = json.loads(by_path["adapter_config.json"].read_bytes())
+    assert config["base_model_name_or_path"] == BASE
+    manifest = json.loads(by_path["hubkit.json"].read_bytes())
+    assert manifest["run_id"] == "synthetic-run"
+    assert manifest["checkpoints_dir"] == "checkpoints" and manifest["metrics_file"] == "metrics.jsonl"
+    rows = [json.loads(line) for line in by_path["metrics.jsonl"].read_bytes().decode().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+
+
+def test_card_front_matter_and_usage_snippet(run_dir: Path, tmp_path: Path) -> None:
+    plan = _plan(run_dir, tmp_path, steps=(1, 3))
+    card = next(f for f in plan.files if f.path_in_repo == "README.md").read_bytes().decode()
+    front, body = card.removeprefix("---\n").split("\n---\n", 1)
+    metadata = yaml.safe_load(front)
+    assert metadata["base_model"] == BASE
+    assert metadata["library_name"] == "peft"
+    assert metadata["base_model_relation"] == "adapter"
+    assert metadata["pipeline_tag"] == "text-generation"
+    assert "trl" in metadata["tags"]
+    assert 'PeftModel.from_pretrained(base, "me/tiny-run")' in body
+    assert 'subfolder="checkpoints/global_step_3"' in body
+    assert "| 1 | `checkpoints/global_step_1` |" in body and "global_step_2" not in body
+
+
+def test_git_blob_sha1_matches_git(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(b'{"a": 1}\n' * 1000)
+    expected = subprocess.run(
+        ["git", "hash-object", str(path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert hash_file(path).git_sha1 == expected
+
+
+def test_diff_compares_lfs_by_sha256_and_regular_files_by_blob_sha1(run_dir: Path, tmp_path: Path) -> None:
+    plan = _plan(run_dir, tmp_path)
+    by_path = {f.path_in_repo: f for f in plan.files}
+    lfs_same = by_path["checkpoints/global_step_1/adapter_model.safetensors"]
+    regular_same = by_path["checkpoints/global_step_1/adapter_config.json"]
+    lfs_other = by_path["checkpoints/global_step_2/adapter_model.safetensors"]
+    remote = RemoteRepo(
+        repo_id=plan.repo_id,
+        head_sha="a" * 40,
+        files={
+            lfs_same.path_in_repo: RemoteFile(
+                lfs_same.path_in_repo, lfs_same.size, "0" * 40, lfs_same.hashes.sha256
+            ),
+            regular_same.path_in_repo: RemoteFile(
+                regular_same.path_in_repo, regular_same.size, regular_same.hashes.git_sha1
+            ),
+            # Same size, different content:
+            lfs_other.path_in_repo: RemoteFile(lfs_other.path_in_repo, lfs_other.size, "0" * 40, "f" * 64),
+            "unrelated.txt": RemoteFile("unrelated.txt", 3, "1" * 40),
+        },
+    )
+    diff = diff_repo(plan, remote)
+    assert {f.path_in_repo for f in diff.unchanged} == {lfs_same.path_in_repo, regular_same.path_in_repo}
+    assert lfs_other in diff.changed and len(diff.changed) == len(plan.files) - 2
+    assert diff.changed_steps == (2, 3)
+    summary, description = commit_message(diff)
+    assert summary == "hubkit push synthetic-run: steps 2, 3"
+    assert "- checkpoints/global_step_3/adapter_model.safetensors" in description.splitlines()
+    # Against itself, nothing changes.
+    same = RemoteRepo(
+        plan.repo_id,
+        "b" * 40,
+        {f.path_in_repo: RemoteFile(f.path_in_repo, f.size, f.hashes.git_sha1) for f in plan.files},
+    )
+    assert diff_repo(plan, same).is_empty
+
+
+def test_select_checkpoints(run_dir: Path) -> None:
+    run = load_run(run_dir)
+    assert [c.step for c in select_checkpoints(run)] == [1, 2, 3]
+    assert [c.step for c in select_checkpoints(run, every=2)] == [2]
+    assert [c.step for c in select_checkpoints(run, steps=(3, 1))] == [1, 3]
+    with pytest.raises(CheckpointError, match=r"no complete checkpoint at step\(s\) 5 \(complete: 1, 2, 3\)"):
+        select_checkpoints(run, steps=(1, 5))
+
+
+def test_unsafe_files_are_refused_by_name(tmp_path: Path) -> None:
+    for name in (
+        "optimizer.pt",
+        "rng_state.pth",
+        "training_args.bin",
+        "scheduler.pt",
+        "data.pkl",
+        "adapter_model.bin",
+    ):
+        planned = PlannedFile.from_bytes(f"checkpoints/global_step_1/{name}", b"x")
+        with pytest.raises(UnsafeFileError, match="never published"):
+            check_file_names([planned])
+    check_file_names([PlannedFile.from_bytes("adapter_model.safetensors", b"x")])
+
+
+@pytest.mark.parametrize(
+    ("text", "allowed"),
+    [
+        ('{"name_or_path": "RUN_DIR/checkpoint-3"}', False),
+        ('{"name_or_path": "RUN_DIR"}', False),
+        ('{"cache": "HOME/.cache/huggingface"}', False),
+        ('{"vocab": {"HOME": 1}}', True),  # the bare home dir name is an ordinary vocabulary token
+        ('{"token": "hf_' + "A1b2C3d4" * 5 + '"}', False),
+        ('{"name_or_path": "Qwen/Qwen3-4B"}', True),
+    ],
+)
+def test_text_files_are_scanned_for_local_paths_and_tokens(tmp_path: Path, text: str, allowed: bool) -> None:
+    run_dir = tmp_path / "runs" / "r"
+    home = tmp_path / "home"
+    planned = PlannedFile.from_bytes(
+        "tokenizer_config.json", text.replace("RUN_DIR", str(run_dir)).replace("HOME", str(home)).encode()
+    )
+    if allowed:
+        check_file_contents([planned], run_dir, home, token=None)
+    else:
+        with pytest.raises(UnsafeFileError, match=r"refusing to publish tokenizer_config\.json"):
+            check_file_contents([planned], run_dir, home, token=None)
+
+
+def test_the_token_in_use_is_refused_and_never_echoed(tmp_path: Path) -> None:
+    token = "secret-token-value-123"
+    planned = PlannedFile.from_bytes("notes.txt", f"token={token}".encode())
+    with pytest.raises(UnsafeFileError) as error:
+        check_file_contents([planned], tmp_path, tmp_path / "home", token=token)
+    assert token not in str(error.value)
+
+
+def test_plan_refuses_run_path_in_a_tokenizer_file(run_dir: Path, tmp_path: Path) -> None:
+    (run_dir / "checkpoint-3" / "tokenizer_config.json").write_text(
+        json.dumps({"name_or_path": str(run_dir)})
+    )
+    with pytest.raises(UnsafeFileError, match="local path"):
+        _plan(run_dir, tmp_path)
+
+
+def test_repo_plan_checks_ids_and_paths() -> None:
+    with pytest.raises(PublishError, match="use OWNER/NAME"):
+        RepoPlan(repo_id="no-namespace", files=())
+    with pytest.raises(PublishError, match="invalid path in repo"):
+        PlannedFile.from_bytes("../escape.txt", b"x")
+    twice = PlannedFile.from_bytes("a.txt", b"x")
+    with pytest.raises(PublishError, match="planned twice"):
+        RepoPlan(repo_id="me/x", files=(twice, twice))
+
+
+# --- the CLI, before any connection --------------------------------------------------------------
+
+
+def _cli(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv])
+        raise SystemExit(0)
+    return exited.value.code or 0
+
+
+def test_dry_run_prints_the_plan_and_opens_no_connection(
+    run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    code = _cli(
+        [
+            "push",
+            "--run-dir",
+            str(run_dir),
+            "--repo-id",
+            "me/tiny-run",
+            "--dry-run",
+            "--every",
+            "2",
+            "--endpoint",
+            "https://hub.invalid",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "me/tiny-run (model, public if created)" in out
+    assert "checkpoints/global_step_2/adapter_model.safetensors" in out
+    assert "global_step_1" not in out and "global_step_3" not in out
+    assert "optimizer" not in out and "training_args" not in out
+    assert no_network == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--run-id", "nope", "--runs-dir", "RUNS"], "no run 'nope'"),
+        (["--run-dir", "RUN", "--steps", "2,9"], "no complete checkpoint at step(s) 9"),
+        (["--run-dir", "RUN", "--repo-id", "bad//id"], "invalid repo id 'bad//id'"),
+        (["--run-dir", "RUN", "--endpoint", "https://huggingface.co"], "no Hugging Face token"),
+    ],
+)
+def test_refusals_before_any_connection(
+    run_dir: Path,
+    no_network: list,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+    message: str,
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no stored login either
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+    argv = [a.replace("RUNS", str(run_dir.parent)).replace("RUN", str(run_dir)) for a in argv]
+    if "--repo-id" not in argv:
+        argv += ["--repo-id", "me/tiny-run"]
+    if "--endpoint" not in argv:
+        argv += ["--endpoint", "http://127.0.0.1:9"]
+    code = _cli(["push", *argv])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("Error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert no_network == []
+
+
+def test_a_nan_adapter_is_refused_before_any_connection(
+    run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_checkpoint(run_dir, 4, base_model=BASE, shapes=SHAPES, fill=float("nan"))
+    code = _cli(
+        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "global_step_4" in err and "NaN" in err
+    assert no_network == []

@@ -1,0 +1,113 @@
+"""Synthetic TRL-layout runs for the publishing tests (holds no tests; the real training runs are fixtures).
+
+The adapters are real PEFT-format safetensors that `hubkit.adapters.prepare_adapter` validates; their
+shapes fit the tiny Qwen3 test model so that they also load with PEFT.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from hubkit.manifest import LoraSettings, Manifest
+
+TARGETS = ("q_proj", "v_proj")
+
+
+def write_checkpoint(
+    run_dir: Path,
+    step: int,
+    *,
+    base_model: str,
+    shapes: dict[str, tuple[int, int]],
+    rank: int = 4,
+    tokenizer_dir: Path | None = None,
+    seed: int | None = None,
+    fill: float | None = None,
+) -> Path:
+    """Write `checkpoint-<step>/` as TRL saves it: adapter, trainer_state.json, tokenizer files.
+
+    Args:
+        shapes: module path (e.g. "model.layers.0.self_attn.q_proj") -> (in_features, out_features).
+        fill: a constant for every weight (e.g. NaN) instead of random values.
+    """
+    path = run_dir / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    generator = torch.Generator().manual_seed(seed if seed is not None else step)
+    tensors = {}
+    for module, (fan_in, fan_out) in shapes.items():
+        a = torch.randn(rank, fan_in, generator=generator) * 0.2
+        b = torch.randn(fan_out, rank, generator=generator) * 0.2
+        if fill is not None:
+            a.fill_(fill)
+            b.fill_(fill)
+        tensors[f"base_model.model.{module}.lora_A.weight"] = a
+        tensors[f"base_model.model.{module}.lora_B.weight"] = b
+    save_file(tensors, path / "adapter_model.safetensors", metadata={"format": "pt"})
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": rank,
+        "lora_alpha": 2 * rank,
+        "lora_dropout": 0.0,
+        "target_modules": sorted({m.rsplit(".", 1)[-1] for m in shapes}),
+        "bias": "none",
+    }
+    (path / "adapter_config.json").write_text(json.dumps(config))
+    (path / "optimizer.pt").write_bytes(b"\x80\x04 pickled optimizer state")  # must never be published
+    (path / "training_args.bin").write_bytes(b"\x80\x04 pickled args")
+    if tokenizer_dir is not None:
+        for item in tokenizer_dir.iterdir():
+            if item.is_file():
+                shutil.copy(item, path / item.name)
+    state = {
+        "global_step": step,
+        "max_steps": 1000,
+        "log_history": [{"step": s, "loss": 0.1 * s, "reward": 0.5 + 0.01 * s} for s in range(1, step + 1)],
+    }
+    (path / "trainer_state.json").write_text(json.dumps(state))
+    return path
+
+
+def make_run(
+    root: Path,
+    steps: tuple[int, ...],
+    *,
+    base_model: str,
+    shapes: dict[str, tuple[int, int]],
+    tokenizer_dir: Path | None = None,
+    run_id: str = "synthetic-run",
+) -> Path:
+    """A TRL run directory with a manifest and one checkpoint per step."""
+    run_dir = root / run_id
+    run_dir.mkdir(parents=True)
+    Manifest(
+        run_id=run_id,
+        framework="trl",
+        base_model=base_model,
+        lora=LoraSettings(r=4, alpha=8, target_modules=TARGETS),
+        started_at="2026-01-01T00:00:00Z",
+    ).save(run_dir)
+    for step in steps:
+        write_checkpoint(run_dir, step, base_model=base_model, shapes=shapes, tokenizer_dir=tokenizer_dir)
+    return run_dir
+
+
+def finish_run(run_dir: Path) -> None:
+    """Record the end of training in the manifest (what a recipe does last)."""
+    manifest = Manifest.load(run_dir)
+    manifest.with_updates(finished_at="2026-01-01T01:00:00Z").save(run_dir)
+
+
+def qwen3_shapes(hidden: int, q_out: int, v_out: int, layers: int) -> dict[str, tuple[int, int]]:
+    """LoRA target shapes for q_proj and v_proj of a Qwen3-style model."""
+    shapes = {}
+    for layer in range(layers):
+        shapes[f"model.layers.{layer}.self_attn.q_proj"] = (hidden, q_out)
+        shapes[f"model.layers.{layer}.self_attn.v_proj"] = (hidden, v_out)
+    return shapes
