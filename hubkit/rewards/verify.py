@@ -54,19 +54,22 @@ class _Worker:
 
 
 def _stop(worker: _Worker, *, graceful: bool = True) -> None:
-    """End a worker: ask it to exit (when `graceful`), then terminate, then kill; always reap it."""
+    """End a worker and reap it: ask it to exit, then terminate, then kill; or kill at once (not `graceful`).
+
+    A stuck worker is killed without asking: it holds nothing worth cleaning up, and SIGTERM waits.
+    """
     if graceful:
         with contextlib.suppress(OSError, ValueError):  # the pipe is already gone: the process is dying
             worker.conn.send(None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(timeout=1.0)
+        if worker.process.poll() is None:
+            worker.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=1.0)
     if worker.process.poll() is None:
-        worker.process.terminate()
-        try:
-            worker.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+        worker.process.kill()
+        worker.process.wait()
     worker.conn.close()
 
 
@@ -200,6 +203,11 @@ class MathVerifier:
                 self._replace(worker, f"overran its {self.timeout_s} s budget")
             elif not worker.ready and now - worker.started_at > _STARTUP_TIMEOUT_S:
                 self._replace(worker, "did not start")
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the current workers."""
+        return [w.process.pid for w in self._workers]
 
     def close(self) -> None:
         """Stop the workers (idempotent)."""
