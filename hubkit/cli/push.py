@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from huggingface_hub.utils import disable_progress_bars
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -78,9 +79,12 @@ def _push_once(api: HfApi, plan: PushPlan, console: Console) -> tuple[CommitResu
     from hubkit.publish import commit_push, diff_push
 
     diffs: tuple[RepoDiff, ...] = diff_push(api, plan)
+    total = sum(d.upload_size for d in diffs)
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with Progress(*columns, TimeRemainingColumn(), console=console, disable=console.quiet) as progress:
-        task = progress.add_task("uploading", total=sum(d.upload_size for d in diffs))
+    with Progress(
+        *columns, TimeRemainingColumn(), console=console, disable=console.quiet or not total
+    ) as progress:
+        task = progress.add_task("uploading", total=total)
         results = commit_push(api, diffs, on_uploaded=lambda f: progress.advance(task, f.size))
     for result in results:
         console.print(_describe_result(result, api.endpoint), highlight=False)
@@ -138,6 +142,8 @@ def push(
     if dry_run and watch:
         raise click.UsageError("--dry-run and --watch cannot be combined")
     console = Console(quiet=quiet, soft_wrap=True)
+    # hubkit shows its own progress (one bar per push, not one per file).
+    disable_progress_bars()
     path = find_run_dir(run_id, runs_dir, run_dir)
     check_repo_id(repo_id)
     token = resolve_token(endpoint, required=not dry_run)

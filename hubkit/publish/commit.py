@@ -20,9 +20,10 @@ from hubkit.errors import AuthError, PublishError
 from hubkit.publish.diff import RepoDiff
 from hubkit.publish.plan import PlannedFile
 
-# Files at least this big get their own LFS upload (and progress tick) before the commit; smaller
-# ones travel with the commit call. The Hub stores files >= 10 MiB in LFS regardless of their kind.
+# Weights, and anything this big, get their own LFS upload (and progress tick) before the commit;
+# small text files travel with the commit call. The Hub stores files >= 10 MiB in LFS whatever they are.
 _SEPARATE_UPLOAD_MIN_BYTES = 1024 * 1024
+_WEIGHT_SUFFIXES = (".safetensors", ".gguf")
 _UPLOAD_THREADS = 4
 
 UploadCallback = Callable[[PlannedFile], None]
@@ -83,6 +84,22 @@ def _operation(planned: PlannedFile) -> CommitOperationAdd:
     return CommitOperationAdd(path_in_repo=planned.path_in_repo, path_or_fileobj=source)  # type: ignore[arg-type]
 
 
+def _separate_uploads(changed: tuple[PlannedFile, ...]) -> list[PlannedFile]:
+    """The files uploaded one by one before the commit: weights and large files, one per content.
+
+    A second file with the same content (the root adapter is a copy of the newest checkpoint's) is
+    left to the commit call, where the LFS batch finds the object already uploaded.
+    """
+    seen: set[str] = set()
+    separate = []
+    for planned in changed:
+        large = planned.size >= _SEPARATE_UPLOAD_MIN_BYTES or planned.path_in_repo.endswith(_WEIGHT_SUFFIXES)
+        if large and planned.hashes.sha256 not in seen:
+            seen.add(planned.hashes.sha256)
+            separate.append(planned)
+    return separate
+
+
 def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None = None) -> CommitResult:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
@@ -107,7 +124,7 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
             api.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
             parent = api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
-        big = [f for f in diff.changed if f.size >= _SEPARATE_UPLOAD_MIN_BYTES]
+        separate = _separate_uploads(diff.changed)
 
         def upload_one(planned: PlannedFile) -> None:
             api.preupload_lfs_files(
@@ -118,7 +135,7 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
 
         with ThreadPoolExecutor(max_workers=_UPLOAD_THREADS) as pool:
             # list() re-raises the first upload failure here.
-            list(pool.map(upload_one, big))
+            list(pool.map(upload_one, separate))
         summary, description = commit_message(diff)
         info = api.create_commit(
             plan.repo_id,
@@ -130,7 +147,7 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
         )
     if on_uploaded is not None:
         for planned in diff.changed:
-            if planned.size < _SEPARATE_UPLOAD_MIN_BYTES:
+            if planned not in separate:
                 on_uploaded(planned)
     return CommitResult(
         repo_id=plan.repo_id,
