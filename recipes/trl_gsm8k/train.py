@@ -1,0 +1,435 @@
+"""GRPO on GSM8K with TRL 1.16: the seed run's setup, writing a run directory that `hubkit push` publishes.
+
+Qwen/Qwen2.5-3B-Instruct, 4-bit QLoRA (r=32, alpha=32 on q,k,v,o,gate,up,down), the four GSM8K rewards of
+hubkit.rewards, 8 completions per prompt sampled with vLLM, lr 5e-6 cosine with 10 % warmup, 8-bit AdamW,
+prompts of at most 256 tokens, completions up to 768, 1000 steps, a checkpoint every 20, seed 3407.
+Only the GSM8K train split is ever loaded: loading a test split fails the run.
+
+    python recipes/trl_gsm8k/train.py                          # the seed run (one GPU, vLLM colocated)
+    accelerate launch --num_processes 4 recipes/trl_gsm8k/train.py   # same run, 4 GPUs
+    python recipes/trl_gsm8k/train.py --dry-run                # print the manifest and TRL settings
+    python recipes/trl_gsm8k/train.py --tiny --model ORG/TINY --problems-file problems.jsonl   # CPU smoke run
+
+The run goes to `runs/<run_id>/` (checkpoint-N/ and hubkit.json); publish it with
+`hubkit push --run-id <run_id> --repo-id <you>/qwen2.5-3b-grpo-gsm8k`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hubkit.errors import HubkitError
+from hubkit.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
+from hubkit.rewards.spec import gsm8k_seed
+
+logger = logging.getLogger("trl_gsm8k")
+
+# The seed run's system prompt (research: trl.md §6.1), verbatim.
+SYSTEM_PROMPT = """
+Respond in the following format:
+<reasoning>
+...
+</reasoning>
+<answer>
+...
+</answer>
+"""
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class RecipeError(HubkitError):
+    """The recipe cannot run as asked: a test split was loaded, no prompt fits, the batch does not divide."""
+
+
+@dataclass(frozen=True)
+class RecipeConfig:
+    """Every setting of the run; the manifest records all of them."""
+
+    model: str = "Qwen/Qwen2.5-3B-Instruct"
+    dataset_id: str = "openai/gsm8k"
+    dataset_config: str = "main"
+    dataset_revision: str | None = None
+    lora_r: int = 32
+    lora_alpha: int = 32
+    learning_rate: float = 5e-6
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.1
+    optimizer: str = "adamw_8bit"
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    weight_decay: float = 0.001
+    max_grad_norm: float = 0.1
+    num_generations: int = 8
+    # Unsloth silently turned the seed's batch of 1 into 1 prompt x 8 completions per step; written out here.
+    prompts_per_step: int = 1
+    max_prompt_length: int = 256
+    max_completion_length: int = 768
+    max_steps: int = 1000
+    save_steps: int = 20
+    seed: int = 3407
+    temperature: float = 1.0
+    kl_coef: float = 0.0
+    quantization: str = "4bit-nf4"  # or "none"
+    use_vllm: bool = True
+    vllm_gpu_memory_utilization: float = 0.5
+    gradient_checkpointing: bool = True
+    tiny: bool = False
+
+
+def tiny_config(model: str, max_steps: int) -> RecipeConfig:
+    """The CPU smoke-run variant: the given tiny model, no quantization, no vLLM, short completions."""
+    return replace(
+        RecipeConfig(),
+        model=model,
+        optimizer="adamw_torch",  # adamw_8bit needs bitsandbytes and a GPU
+        quantization="none",
+        use_vllm=False,
+        max_completion_length=16,
+        max_steps=max_steps,
+        save_steps=1,
+        learning_rate=5e-3,  # large enough that 3 steps visibly move a tiny adapter
+        gradient_checkpointing=False,
+        tiny=True,
+    )
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+
+def _refuse_test_split(split: Any) -> None:
+    """Raise unless `split` names the train split only (no split at all means every split, test included)."""
+    name = str(split).split("[")[0].strip() if split is not None else None
+    if name != "train":
+        raise RecipeError(f"refusing to load split {split!r}: this recipe trains on GSM8K's train split only")
+
+
+@contextlib.contextmanager
+def train_split_only() -> Iterator[None]:
+    """While active, any split other than "train" that the `datasets` library materializes fails the run.
+
+    `load_dataset` always goes through `DatasetBuilder.as_dataset` (or `as_streaming_dataset`), whoever
+    calls it and however it was imported, so the guard sits there: a test split cannot be loaded by a
+    callback or evaluation hook of the run without stopping it.
+    """
+    from datasets import DatasetBuilder
+
+    originals = {name: getattr(DatasetBuilder, name) for name in ("as_dataset", "as_streaming_dataset")}
+
+    def guard(original: Any) -> Any:
+        def guarded(self: Any, split: Any = None, *args: Any, **kwargs: Any) -> Any:
+            _refuse_test_split(split)
+            return original(self, split, *args, **kwargs)
+
+        return guarded
+
+    for name, original in originals.items():
+        setattr(DatasetBuilder, name, guard(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(DatasetBuilder, name, original)
+
+
+def load_problems(config: RecipeConfig, problems_file: Path | None) -> tuple[Any, str | None]:
+    """GSM8K's train split (or a local file of `question`/`answer` rows); returns it and the Hub revision."""
+    import datasets
+
+    if problems_file is not None:
+        data = datasets.load_dataset("json", data_files={"train": str(problems_file)}, split="train")
+        return data, None
+    from huggingface_hub import HfApi
+
+    revision = HfApi().dataset_info(config.dataset_id, revision=config.dataset_revision).sha
+    data = datasets.load_dataset(config.dataset_id, config.dataset_config, split="train", revision=revision)
+    return data, revision
+
+
+def to_prompts(problems: Any, tokenizer: Any, max_prompt_length: int) -> Any:
+    """Chat prompts (system + question) with the gold answer, keeping those of at most `max_prompt_length` tokens.
+
+    TRL 1.16 no longer truncates prompts (`max_prompt_length` was removed), so longer ones are dropped here.
+    """
+
+    def as_prompt(row: dict[str, Any]) -> dict[str, Any]:
+        prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["question"]}]
+        ids = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
+            ids = ids["input_ids"]
+        return {"prompt": prompt, "answer": row["answer"], "prompt_tokens": len(ids)}
+
+    mapped = problems.map(as_prompt, remove_columns=problems.column_names)
+    kept = mapped.filter(lambda row: row["prompt_tokens"] <= max_prompt_length)
+    if len(kept) == 0:
+        raise RecipeError(f"no prompt fits in {max_prompt_length} tokens")
+    return kept.remove_columns("prompt_tokens")
+
+
+def content_sha256(prompts: Any) -> str:
+    """A hash of what training sees (questions and gold answers, in order)."""
+    digest = hashlib.sha256()
+    for row in prompts:
+        line = json.dumps({"question": row["prompt"][-1]["content"], "answer": row["answer"]}, sort_keys=True)
+        digest.update(line.encode() + b"\n")
+    return digest.hexdigest()
+
+
+# --- TRL settings --------------------------------------------------------------------------------
+
+
+def world_size() -> int:
+    """Processes in the run (accelerate and torchrun set WORLD_SIZE)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def grpo_config_kwargs(config: RecipeConfig, output_dir: Path, world: int) -> dict[str, Any]:
+    """The `GRPOConfig` arguments, reward-independent part (hubkit.rewards.trl adds the reward's).
+
+    Raises:
+        RecipeError: the completions per step do not split evenly over the processes.
+    """
+    completions_per_step = config.prompts_per_step * config.num_generations
+    if completions_per_step % world:
+        raise RecipeError(f"{completions_per_step} completions per step do not split over {world} processes")
+    kwargs: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "seed": config.seed,
+        "max_steps": config.max_steps,
+        "learning_rate": config.learning_rate,
+        "lr_scheduler_type": config.lr_scheduler,
+        # transformers 5 removed warmup_ratio; a float below 1 is read as a fraction of the steps.
+        "warmup_steps": config.warmup_ratio,
+        "optim": config.optimizer,
+        "adam_beta1": config.adam_beta1,
+        "adam_beta2": config.adam_beta2,
+        "weight_decay": config.weight_decay,
+        "max_grad_norm": config.max_grad_norm,
+        "per_device_train_batch_size": completions_per_step // world,
+        "gradient_accumulation_steps": 1,
+        "num_generations": config.num_generations,
+        "max_completion_length": config.max_completion_length,
+        "temperature": config.temperature,
+        "beta": config.kl_coef,
+        "gradient_checkpointing": config.gradient_checkpointing,
+        "save_strategy": "steps",
+        "save_steps": config.save_steps,
+        "logging_steps": 1,
+        "report_to": "none",
+        # Keep the `answer` column: the correctness reward reads it.
+        "remove_unused_columns": False,
+    }
+    if config.use_vllm:
+        kwargs |= {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_max_model_length": config.max_prompt_length + config.max_completion_length,
+            "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
+        }
+    if config.tiny:
+        kwargs |= {"use_cpu": True, "bf16": False, "disable_tqdm": True}
+    else:
+        kwargs |= {"bf16": True, "model_init_kwargs": {"dtype": "bfloat16"}}
+    return kwargs
+
+
+def hyperparameters(config: RecipeConfig, world: int) -> dict[str, Any]:
+    """Every training setting as the manifest records it (model, data and LoRA have their own fields)."""
+    skip = {"model", "dataset_id", "dataset_config", "dataset_revision", "lora_r", "lora_alpha"}
+    values = {k: v for k, v in asdict(config).items() if k not in skip}
+    values["completions_per_step"] = config.prompts_per_step * config.num_generations
+    values["processes"] = world
+    values["rollout_engine"] = "vllm" if config.use_vllm else "transformers"
+    return values
+
+
+def _accelerator() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_manifest(
+    config: RecipeConfig, run_id: str, dataset: DatasetInfo, accelerator: str, world: int
+) -> Manifest:
+    """The run manifest written before training starts (finished_at is set when it ends)."""
+    import trl
+
+    return Manifest(
+        run_id=run_id,
+        framework="trl",
+        framework_version=trl.__version__,
+        base_model=config.model,
+        dataset=dataset,
+        reward=gsm8k_seed(),
+        lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha, target_modules=LORA_TARGETS),
+        hyperparameters=hyperparameters(config, world),
+        # torchrun/accelerate set GROUP_WORLD_SIZE to the number of nodes.
+        hardware=Hardware(
+            accelerator=accelerator, count=world, nodes=int(os.environ.get("GROUP_WORLD_SIZE", "1"))
+        ),
+        started_at=_now(),
+        system_prompt=SYSTEM_PROMPT,
+        checkpoints_dir=".",
+    )
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def tiny_signal_reward(completion_ids: list[list[int]], **_: Any) -> list[float]:
+    """Share of even token ids in a completion: a smoke-run-only learning signal.
+
+    A random tiny model scores 0 on every GSM8K reward, so every group has zero variance, the advantage is 0
+    and LoRA would not move. `--tiny` adds this reward (recorded in the manifest) so the steps really train.
+    """
+    return [sum(1 for i in ids if i % 2 == 0) / max(len(ids), 1) for ids in completion_ids]
+
+
+def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Path:
+    """Prepare the data, write the manifest, train, and mark the manifest finished.
+
+    Returns:
+        `run_dir`.
+    """
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoTokenizer, BitsAndBytesConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    from hubkit.rewards import trl as hubkit_trl
+
+    world = world_size()
+    with train_split_only():
+        problems, revision = load_problems(config, problems_file)
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        prompts = to_prompts(problems, tokenizer, config.max_prompt_length)
+
+        spec = gsm8k_seed()
+        reward_funcs = list(hubkit_trl.reward_functions(spec))
+        kwargs = grpo_config_kwargs(config, run_dir, world) | hubkit_trl.grpo_config_kwargs(spec)
+        if config.tiny:
+            reward_funcs.append(tiny_signal_reward)
+            if kwargs.get("reward_weights") is not None:
+                kwargs["reward_weights"] = [*kwargs["reward_weights"], 1.0]
+        args = GRPOConfig(**kwargs)
+
+        dataset = DatasetInfo(
+            id=config.dataset_id if problems_file is None else problems_file.name,
+            config=config.dataset_config if problems_file is None else None,
+            split="train",
+            revision=revision,
+            filter=f"prompt <= {config.max_prompt_length} tokens after the chat template",
+            num_rows=len(prompts),
+            content_sha256=content_sha256(prompts),
+        )
+        manifest = build_manifest(config, run_dir.name, dataset, _accelerator(), world)
+        if config.tiny:
+            manifest = manifest.with_updates(
+                hyperparameters={
+                    **manifest.hyperparameters,
+                    "extra_reward": "tiny_signal_reward (smoke run only)",
+                }
+            )
+        is_main = int(os.environ.get("RANK", "0")) == 0
+        if is_main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            manifest.save(run_dir)
+
+        quantization = None
+        if config.quantization == "4bit-nf4":
+            quantization = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_compute_dtype=torch.bfloat16,
+                bnb_4bit_use_double_quant=True,
+            )
+        trainer = GRPOTrainer(
+            model=config.model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=prompts,
+            processing_class=tokenizer,
+            quantization_config=quantization,
+            peft_config=LoraConfig(
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=0.0,
+                target_modules=list(LORA_TARGETS),
+                task_type="CAUSAL_LM",
+            ),
+        )
+        trainer.train()
+    if is_main:
+        manifest.with_updates(finished_at=_now()).save(run_dir)
+    return run_dir
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default=None, help="base model Hub id (default Qwen/Qwen2.5-3B-Instruct)")
+    parser.add_argument("--problems-file", type=Path, default=None, help="local question/answer JSON lines")
+    parser.add_argument("--dataset-revision", default=None, help="openai/gsm8k revision (default: main)")
+    parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("HUBKIT_RUNS_DIR", "runs")))
+    parser.add_argument("--run-id", default=None, help="default: <UTC time>_gsm8k_grpo")
+    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument(
+        "--tiny", action="store_true", help="CPU smoke run: needs --model and --problems-file"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the manifest and TRL settings, train nothing"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.tiny and (args.model is None or args.problems_file is None):
+        sys.exit("Error: --tiny needs --model (a tiny model's Hub id) and --problems-file")
+    if args.tiny:
+        config = tiny_config(args.model, args.max_steps or 3)
+    else:
+        config = RecipeConfig()
+        config = replace(
+            config,
+            model=args.model or config.model,
+            max_steps=args.max_steps or config.max_steps,
+            dataset_revision=args.dataset_revision,
+        )
+    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d_%H%M%S") + "_gsm8k_grpo"
+    run_dir = args.runs_dir.resolve() / run_id
+    try:
+        if args.dry_run:
+            dataset = DatasetInfo(id=config.dataset_id, config=config.dataset_config, split="train")
+            manifest = build_manifest(config, run_id, dataset, "unknown", world_size())
+            report = {
+                "manifest": manifest.to_dict(),
+                "grpo_config": grpo_config_kwargs(config, Path(run_id), world_size()),
+            }
+            print(json.dumps(report, indent=2))
+            return
+        train(config, run_dir, args.problems_file)
+    except HubkitError as e:
+        sys.exit(f"Error: {e}")
+    print(f"Run written to {run_dir}\nPublish it with: hubkit push --run-id {run_id} --repo-id <you>/<name>")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# DeepScaleR length-penalty GRPO/GDPO run on verl 0.6.1 (FSDP2 + vLLM rollouts, LoRA), the seed run's settings.
+#
+#   recipes/verl_gdpo/launch.sh                       # train; writes runs/<run_id>/ for `hubkit push`
+#   recipes/verl_gdpo/launch.sh --print-overrides     # print the Hydra overrides, one per line, and exit
+#   recipes/verl_gdpo/launch.sh trainer.val_before_train=True   # extra Hydra overrides go last and win
+#
+# Every setting below can be overridden from the environment, e.g. `LAMBDA=0.2 NNODES=2 recipes/verl_gdpo/launch.sh`.
+# Several nodes: start a Ray cluster first (README.md), then run this on the head node with NNODES set.
+set -euo pipefail
+
+PRINT_ONLY=0
+if [[ "${1:-}" == "--print-overrides" ]]; then PRINT_ONLY=1; shift; fi
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python3}"
+
+# --- what is trained ----------------------------------------------------------------------------------------
+MODEL="${MODEL:-Qwen/Qwen3-4B}"                              # a Hub id or a local copy of it
+BASE_MODEL_ID="${BASE_MODEL_ID:-$MODEL}"                     # the Hub id the manifest records (never a path)
+DATA_DIR="${DATA_DIR:-data/deepscaler_easy}"                # written by prepare_data.py
+TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/train.parquet}"
+VAL_FILE="${VAL_FILE:-$TRAIN_FILE}"                          # validation is off unless TEST_FREQ > 0
+# --- reward: correctness + LAMBDA * (-tokens / MAX_COMPLETION_LENGTH) -----------------------------------------
+LAMBDA="${LAMBDA:-0.5}"
+AGGREGATION="${AGGREGATION:-sum_then_normalize}"             # or normalize_then_sum (GDPO)
+REWARD_MANAGER="${REWARD_MANAGER:-hubkit}"                   # registered by hubkit/rewards/verl_reward.py
+# --- LoRA ---------------------------------------------------------------------------------------------------
+LORA_RANK="${LORA_RANK:-16}"
+LORA_ALPHA="${LORA_ALPHA:-16}"
+TARGET_MODULES="${TARGET_MODULES:-[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]}"
+# --- optimisation -------------------------------------------------------------------------------------------
+LR="${LR:-5e-5}"
+LR_SCHEDULER="${LR_SCHEDULER:-constant}"
+KL_COEF="${KL_COEF:-0.0}"                                    # 0 = no KL term and no reference pass
+WEIGHT_DECAY="${WEIGHT_DECAY:-0.1}"
+ADAM_BETAS="${ADAM_BETAS:-[0.9,0.99]}"
+MAX_GRAD_NORM="${MAX_GRAD_NORM:-1.0}"
+PPO_EPOCHS="${PPO_EPOCHS:-1}"
+CLIP_RATIO="${CLIP_RATIO:-0.2}"
+# --- sampling and batch -------------------------------------------------------------------------------------
+TEMPERATURE="${TEMPERATURE:-1.0}"
+TOP_P="${TOP_P:-0.95}"
+PROMPTS_PER_STEP="${PROMPTS_PER_STEP:-6}"
+ROLLOUTS_PER_PROMPT="${ROLLOUTS_PER_PROMPT:-8}"              # 6 x 8 = 48 completions per step
+MAX_PROMPT_LENGTH="${MAX_PROMPT_LENGTH:-1024}"
+MAX_COMPLETION_LENGTH="${MAX_COMPLETION_LENGTH:-15000}"
+# vLLM 0.6.1 refuses chunked prefill when this is below prompt + response length (research: verl §0.10).
+SEQ_LEN=$((MAX_PROMPT_LENGTH + MAX_COMPLETION_LENGTH))
+MAX_NUM_BATCHED_TOKENS="${MAX_NUM_BATCHED_TOKENS:-$((SEQ_LEN > 16384 ? SEQ_LEN : 16384))}"
+PPO_MAX_TOKEN_LEN_PER_GPU="${PPO_MAX_TOKEN_LEN_PER_GPU:-$((2 * MAX_NUM_BATCHED_TOKENS))}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.6}"
+# --- schedule -----------------------------------------------------------------------------------------------
+TOTAL_STEPS="${TOTAL_STEPS:-200}"
+SAVE_EVERY="${SAVE_EVERY:-20}"
+TEST_FREQ="${TEST_FREQ:--1}"
+# --- hardware -----------------------------------------------------------------------------------------------
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-4}"
+NNODES="${NNODES:-1}"
+# --- where the run goes -------------------------------------------------------------------------------------
+RUNS_DIR="${RUNS_DIR:-runs}"
+RUN_ID="${RUN_ID:-$(date -u +%Y%m%d_%H%M%S)_deepscaler_gdpo_lambda${LAMBDA}}"
+case "$RUNS_DIR" in /*) RUN_DIR="$RUNS_DIR/$RUN_ID" ;; *) RUN_DIR="$PWD/$RUNS_DIR/$RUN_ID" ;; esac
+DATASET_INFO="${DATASET_INFO:-$(dirname "$TRAIN_FILE")/dataset_info.json}"
+
+case "$AGGREGATION" in
+  sum_then_normalize | normalize_then_sum) ;;
+  *) echo "Error: AGGREGATION must be sum_then_normalize or normalize_then_sum, got '$AGGREGATION'" >&2; exit 1 ;;
+esac
+if [[ "$KL_COEF" =~ ^0*\.?0*$ ]]; then USE_KL=False; else USE_KL=True; fi
+
+# The reward file lives in the installed hubkit package; verl execs it, which registers the manager and estimator.
+if [[ -z "${REWARD_FILE:-}" ]]; then
+  if ! REWARD_FILE="$("$PYTHON" -c 'import hubkit.rewards, pathlib; print(pathlib.Path(hubkit.rewards.__file__).with_name("verl_reward.py"))')"; then
+    echo "Error: hubkit is not importable by $PYTHON: install it into verl's environment (make venv-verl) or set PYTHON" >&2
+    exit 1
+  fi
+fi
+ADV_ESTIMATOR="${ADV_ESTIMATOR:-hubkit_gdpo}"
+
+OVERRIDES=(
+  "algorithm.adv_estimator=$ADV_ESTIMATOR"
+  "algorithm.use_kl_in_reward=False"
+  "algorithm.kl_ctrl.kl_coef=$KL_COEF"
+  "data.train_files=$TRAIN_FILE"
+  "data.val_files=$VAL_FILE"
+  "data.train_batch_size=$PROMPTS_PER_STEP"
+  "data.max_prompt_length=$MAX_PROMPT_LENGTH"
+  "data.max_response_length=$MAX_COMPLETION_LENGTH"
+  "data.filter_overlong_prompts=True"
+  "data.truncation=error"
+  "actor_rollout_ref.model.path=$MODEL"
+  "actor_rollout_ref.model.lora_rank=$LORA_RANK"
+  "actor_rollout_ref.model.lora_alpha=$LORA_ALPHA"
+  "actor_rollout_ref.model.target_modules=$TARGET_MODULES"
+  "actor_rollout_ref.model.use_remove_padding=True"
+  "actor_rollout_ref.model.enable_gradient_checkpointing=True"
+  "actor_rollout_ref.actor.strategy=fsdp2"
+  "actor_rollout_ref.actor.optim.optimizer=AdamW"
+  "actor_rollout_ref.actor.optim.lr=$LR"
+  "actor_rollout_ref.actor.optim.lr_scheduler_type=$LR_SCHEDULER"
+  "actor_rollout_ref.actor.optim.lr_warmup_steps=0"
+  "actor_rollout_ref.actor.optim.weight_decay=$WEIGHT_DECAY"
+  "actor_rollout_ref.actor.optim.betas=$ADAM_BETAS"
+  "actor_rollout_ref.actor.optim.clip_grad=$MAX_GRAD_NORM"
+  "actor_rollout_ref.actor.grad_clip=$MAX_GRAD_NORM"
+  "actor_rollout_ref.actor.ppo_epochs=$PPO_EPOCHS"
+  "actor_rollout_ref.actor.ppo_mini_batch_size=$PROMPTS_PER_STEP"
+  "actor_rollout_ref.actor.use_dynamic_bsz=True"
+  "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$PPO_MAX_TOKEN_LEN_PER_GPU"
+  "actor_rollout_ref.actor.clip_ratio=$CLIP_RATIO"
+  "actor_rollout_ref.actor.clip_ratio_low=$CLIP_RATIO"
+  "actor_rollout_ref.actor.clip_ratio_high=$CLIP_RATIO"
+  "actor_rollout_ref.actor.use_kl_loss=$USE_KL"
+  "actor_rollout_ref.actor.kl_loss_coef=$KL_COEF"
+  "actor_rollout_ref.actor.entropy_coeff=0"
+  "actor_rollout_ref.actor.loss_agg_mode=token-mean"
+  "actor_rollout_ref.rollout.name=vllm"
+  "actor_rollout_ref.rollout.mode=sync"
+  "actor_rollout_ref.rollout.n=$ROLLOUTS_PER_PROMPT"
+  "actor_rollout_ref.rollout.temperature=$TEMPERATURE"
+  "actor_rollout_ref.rollout.top_p=$TOP_P"
+  "actor_rollout_ref.rollout.tensor_model_parallel_size=1"
+  "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY_UTILIZATION"
+  "actor_rollout_ref.rollout.max_num_batched_tokens=$MAX_NUM_BATCHED_TOKENS"
+  # LoRA: vLLM loads the base weights itself and only the LoRA deltas are synced.
+  "actor_rollout_ref.rollout.load_format=safetensors"
+  # layered_summon gathers an empty LoRA with PEFT >= 0.21 (vLLM would sample the base model): keep it off.
+  "actor_rollout_ref.rollout.layered_summon=False"
+  "actor_rollout_ref.rollout.val_kwargs.do_sample=True"
+  "actor_rollout_ref.rollout.val_kwargs.temperature=$TEMPERATURE"
+  "actor_rollout_ref.rollout.val_kwargs.top_p=$TOP_P"
+  "custom_reward_function.path=$REWARD_FILE"
+  "reward_model.reward_manager=$REWARD_MANAGER"
+  "+reward_model.reward_kwargs.length_weight=$LAMBDA"
+  "+reward_model.reward_kwargs.max_completion_length=$MAX_COMPLETION_LENGTH"
+  "+reward_model.reward_kwargs.aggregation=$AGGREGATION"
+  "trainer.total_training_steps=$TOTAL_STEPS"
+  "trainer.total_epochs=1000"
+  "trainer.save_freq=$SAVE_EVERY"
+  "trainer.test_freq=$TEST_FREQ"
+  "trainer.val_before_train=False"
+  "trainer.critic_warmup=0"
+  "trainer.n_gpus_per_node=$N_GPUS_PER_NODE"
+  "trainer.nnodes=$NNODES"
+  "trainer.logger=[console,file]"
+  "trainer.project_name=hubkit"
+  "trainer.experiment_name=$RUN_ID"
+  # Checkpoints land in the run directory itself: global_step_N/actor/..., as `hubkit push` reads them.
+  "trainer.default_local_dir=$RUN_DIR"
+  "$@"
+)
+if ((PRINT_ONLY)); then
+  printf '%s\n' "${OVERRIDES[@]}"
+  exit 0
+fi
+
+mkdir -p "$RUN_DIR"
+# verl's file logger writes {"step": N, "data": {...}} lines here; the manifest names it as metrics_file.
+export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
+"$PYTHON" "$HERE/write_manifest.py" start --run-dir "$RUN_DIR" --dataset-info "$DATASET_INFO" \
+  --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" -- "${OVERRIDES[@]}"
+"$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}"
+"$PYTHON" "$HERE/write_manifest.py" finish --run-dir "$RUN_DIR"
+echo "Run finished: $RUN_DIR"
+echo "Publish it with: hubkit push --run-id $RUN_ID --repo-id <you>/qwen3-4b-deepscaler-gdpo"
