@@ -6,11 +6,8 @@ of other lengths; the session fixtures `trl_run_dir` and `verl_run_dir` make one
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -129,3 +126,86 @@ def trl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3) -> Path:
     """A real 3-step TRL GRPO run (checkpoint every step) on the tiny Qwen3, manifest naming its Hub id."""
     run_dir = tmp_path_factory.mktemp("trl-runs") / "tiny-qwen3-trl-grpo"
     return make_trl_run(run_dir, Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)
+
+
+def verl_available() -> bool:
+    """True when verl 0.6.1's own environment is installed (``make venv-verl``)."""
+    return VERL_TORCHRUN.is_file() and (REPO_ROOT / ".venv-verl" / ".installed").is_file()
+
+
+def _verl_version() -> str | None:
+    site_packages = list((REPO_ROOT / ".venv-verl" / "lib").glob("python*/site-packages"))
+    for dist_info in site_packages[0].glob("verl-*.dist-info") if site_packages else ():
+        return dist_info.name.removeprefix("verl-").removesuffix(".dist-info")
+    return None
+
+
+def verl_reference_dir(run_dir: Path) -> Path:
+    """Where `make_verl_run` puts the trained model's reference logits (``global_step_N.pt``), beside the run."""
+    return run_dir.parent / f"{run_dir.name}-reference"
+
+
+def make_verl_run(
+    run_dir: Path,
+    model_dir: Path,
+    tokenizer_dir: Path,
+    base_model: str,
+    steps: int = VERL_STEPS,
+    save_freq: int = VERL_SAVE_FREQ,
+) -> Path:
+    """Train a real verl 0.6.1 FSDP2 LoRA run on 2 CPU ranks (torchrun, gloo) in verl's own environment.
+
+    Args:
+        run_dir: the run directory to create (``hubkit.json``, ``metrics.jsonl``, ``checkpoints/``).
+        model_dir: a local model directory loadable by transformers 4.x.
+        tokenizer_dir: tokenizer files loadable by transformers 4.x (the real Qwen3 tokenizer).
+        base_model: the Hub id the manifest names.
+        steps: training steps.
+        save_freq: save every this many steps (and at the last step).
+
+    Returns:
+        `run_dir`. Reference logits of the trained model are in `verl_reference_dir(run_dir)`.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started_at = _now()
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl"), "OMP_NUM_THREADS": "1"}
+    command = [
+        str(VERL_TORCHRUN),
+        "--standalone",
+        "--nproc_per_node=2",
+        str(VERL_SCRIPTS / "make_verl_run.py"),
+        f"--model-dir={model_dir}",
+        f"--tokenizer-dir={tokenizer_dir}",
+        f"--out={run_dir / 'checkpoints'}",
+        f"--reference-dir={verl_reference_dir(run_dir)}",
+        f"--steps={steps}",
+        f"--save-freq={save_freq}",
+        f"--r={LORA_R}",
+        f"--alpha={LORA_ALPHA}",
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"verl training script failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    Manifest(
+        run_id=run_dir.name,
+        framework="verl",
+        framework_version=_verl_version(),
+        base_model=base_model,
+        lora=LoraSettings(r=LORA_R, alpha=LORA_ALPHA, target_modules=LORA_TARGETS),
+        hyperparameters={"total_training_steps": steps, "save_freq": save_freq, "learning_rate": 1e-2},
+        hardware=Hardware(accelerator="cpu", count=2, nodes=1),
+        started_at=started_at,
+        finished_at=_now(),
+        checkpoints_dir="checkpoints",
+        metrics_file="metrics.jsonl",
+    ).save(run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3, qwen3_tokenizer_dir) -> Path:
+    """A real verl 0.6.1 run (4 steps, saves at 2 and 4) on the tiny Qwen3, manifest naming its Hub id."""
+    if not verl_available():
+        pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
+    run_dir = tmp_path_factory.mktemp("verl-runs") / "tiny-qwen3-verl-grpo"
+    return make_verl_run(run_dir, Path(tiny_qwen3.local_dir), Path(qwen3_tokenizer_dir), tiny_qwen3.repo_id)
