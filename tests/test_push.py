@@ -1,0 +1,306 @@
+"""`hubkit push` against the local Hub with the real huggingface_hub client (and PEFT loading back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_publish_support import finish_run, make_run, qwen3_shapes, write_checkpoint
+
+from hubkit.cli import main
+from hubkit.localhub.handler import HubRequestHandler
+from hubkit.publish import diff_push, hub_client, plan_push, prepare_adapters, select_checkpoints
+from hubkit.publish.commit import commit_repo
+from hubkit.runs import load_run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
+TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
+
+
+def _cli(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+        raise SystemExit(0)
+    return exited.value.code or 0
+
+
+def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
+    return _cli(
+        ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint, "--quiet", *extra]
+    )
+
+
+def _commits(hub_api, repo_id: str) -> list[str]:
+    return [c.commit_id for c in hub_api.list_repo_commits(repo_id)]
+
+
+def _writes(request_log: list, start: int) -> list[tuple[str, str, int]]:
+    """Requests since `start` that upload bytes or change a repo."""
+    return [r for r in request_log[start:] if r[0] in ("PUT", "DELETE") or "/commit/" in r[1]]
+
+
+@pytest.fixture
+def synthetic_run(tmp_path: Path, tiny_qwen3) -> Path:
+    return make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+
+# --- real runs: every step loads back with PEFT --------------------------------------------------
+
+
+def _logits(model, input_ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids).logits
+
+
+def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    run = load_run(run_dir)
+    local = prepare_adapters(run, run.checkpoints, tmp_path / "local-adapters")
+    input_ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+
+    def base():
+        return AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
+
+    base_logits = _logits(base(), input_ids)
+    for adapter in local:
+        published = PeftModel.from_pretrained(
+            base(), repo_id, subfolder=f"checkpoints/global_step_{adapter.step}"
+        )
+        expected = PeftModel.from_pretrained(base(), adapter.dir)
+        got = _logits(published.eval(), input_ids)
+        torch.testing.assert_close(got, _logits(expected.eval(), input_ids), rtol=0, atol=0)
+        assert not torch.allclose(got, base_logits), f"step {adapter.step} loads as a no-op"
+    root = _logits(PeftModel.from_pretrained(base(), repo_id).eval(), input_ids)
+    last = PeftModel.from_pretrained(base(), local[-1].dir).eval()
+    torch.testing.assert_close(root, _logits(last, input_ids), rtol=0, atol=0)
+
+
+def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path) -> None:
+    files = hub_api.list_repo_files(repo_id)
+    assert not [f for f in files if f.endswith((".pt", ".pth", ".bin", ".pkl")) or "optimizer" in f]
+    for name in ("hubkit.json", "README.md", "adapter_config.json"):
+        text = Path(hub_api.hf_hub_download(repo_id, name)).read_text()
+        assert str(run_dir) not in text and str(Path.home()) + "/" not in text
+
+
+@pytest.mark.slow
+def test_trl_run_is_published_and_every_step_loads(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path
+):
+    assert _push(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    run = load_run(trl_run_dir)
+    files = set(hub_api.list_repo_files(new_repo_id))
+    for checkpoint in run.checkpoints:
+        assert f"checkpoints/global_step_{checkpoint.step}/adapter_model.safetensors" in files
+    assert {
+        "adapter_model.safetensors",
+        "tokenizer_config.json",
+        "hubkit.json",
+        "metrics.jsonl",
+        "README.md",
+    } <= files
+    _assert_nothing_private_published(hub_api, new_repo_id, trl_run_dir)
+    _assert_every_step_loads(trl_run_dir, new_repo_id, tiny_qwen3, tmp_path)
+    # The one commit lists the steps.
+    commits = hub_api.list_repo_commits(new_repo_id)
+    steps = ", ".join(str(c.step) for c in run.checkpoints)
+    assert commits[0].title == f"hubkit push {run.manifest.run_id}: steps {steps}"
+    assert len(commits) == 2  # the repo's initial commit, then the push
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_run_is_published_and_every_step_loads(
+    verl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path
+):
+    assert _push(verl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    run = load_run(verl_run_dir)
+    files = set(hub_api.list_repo_files(new_repo_id))
+    for checkpoint in run.checkpoints:
+        assert f"checkpoints/global_step_{checkpoint.step}/adapter_model.safetensors" in files
+    _assert_nothing_private_published(hub_api, new_repo_id, verl_run_dir)
+    _assert_every_step_loads(verl_run_dir, new_repo_id, tiny_qwen3, tmp_path)
+
+
+# --- incremental pushes ------------------------------------------------------------------------------
+
+
+def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
+    synthetic_run, local_hub, hub_api, new_repo_id
+):
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    commits = _commits(hub_api, new_repo_id)
+
+    start = len(local_hub.request_log)
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert _commits(hub_api, new_repo_id) == commits
+    assert _writes(local_hub.request_log, start) == []
+    assert not [r for r in local_hub.request_log[start:] if r[0] == "POST"]  # not even a preupload
+
+    write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
+    start = len(local_hub.request_log)
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    new_commits = _commits(hub_api, new_repo_id)
+    assert new_commits[1:] == commits and len(new_commits) == len(commits) + 1
+    puts = [r for r in local_hub.request_log[start:] if r[0] == "PUT"]
+    sha256 = hub_api.get_paths_info(new_repo_id, ["checkpoints/global_step_3/adapter_model.safetensors"])[
+        0
+    ].lfs.sha256
+    assert [p[1].rsplit("/", 1)[-1] for p in puts] == [
+        sha256
+    ]  # step 3's adapter, once (the root copy dedupes)
+    assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 3"
+
+
+def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, new_repo_id):
+    write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
+    write_checkpoint(synthetic_run, 4, base_model="x/y", shapes=TINY_SHAPES)
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint, "--every", "2", "--private") == 0
+    files = hub_api.list_repo_files(new_repo_id)
+    assert sorted(f for f in files if f.endswith("adapter_model.safetensors")) == [
+        "adapter_model.safetensors",
+        "checkpoints/global_step_2/adapter_model.safetensors",
+        "checkpoints/global_step_4/adapter_model.safetensors",
+    ]
+    assert hub_api.repo_info(new_repo_id).private
+    # A later push of other steps adds them and leaves the published ones in place.
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint, "--steps", "1,3") == 0
+    files = hub_api.list_repo_files(new_repo_id)
+    assert {f"checkpoints/global_step_{s}/adapter_config.json" for s in (1, 2, 3, 4)} <= set(files)
+
+
+# --- refusals and failures leave the remote as it was --------------------------------------------------
+
+
+def test_missing_token_is_refused_and_the_repo_is_unchanged(
+    synthetic_run, local_hub, hub_api, new_repo_id, monkeypatch, capsys
+):
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    commits = _commits(hub_api, new_repo_id)
+    write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
+    monkeypatch.delenv("HF_TOKEN")
+    capsys.readouterr()
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and "refused access" in err and "HF_TOKEN" in err
+    assert len(err.strip().splitlines()) == 1
+    assert _commits(hub_api, new_repo_id) == commits
+    # And a new repo is not created either.
+    other = new_repo_id + "-other"
+    assert _push(synthetic_run, other, local_hub.endpoint) == 1
+    assert not hub_api.repo_exists(other)
+
+
+def test_a_repo_that_moved_while_pushing_is_refused(synthetic_run, local_hub, hub_api, new_repo_id):
+    from hubkit.errors import PublishError
+
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
+    run = load_run(synthetic_run)
+    api = hub_client(local_hub.endpoint, local_hub.token)
+    plan = plan_push(
+        run, new_repo_id, prepare_adapters(run, select_checkpoints(run), synthetic_run.parent / "staging")
+    )
+    (diff,) = diff_push(api, plan)
+    hub_api.upload_file(path_or_fileobj=b"someone else", path_in_repo="NOTES.txt", repo_id=new_repo_id)
+    commits = _commits(hub_api, new_repo_id)
+    with pytest.raises(PublishError, match="changed on the Hub while pushing"):
+        commit_repo(api, diff)
+    assert _commits(hub_api, new_repo_id) == commits
+
+
+def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_completes(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, monkeypatch
+):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 0
+    commits = _commits(hub_api, new_repo_id)
+    for step in (2, 3, 4):
+        write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
+
+    # Hold every LFS PUT on the server until the pushing process is dead.
+    in_flight, release = threading.Event(), threading.Event()
+    handle = HubRequestHandler._handle
+
+    def held_put(self: HubRequestHandler) -> None:
+        if "/lfs-upload/" in self.path:
+            in_flight.set()
+            release.wait(30)
+        handle(self)
+
+    monkeypatch.setattr(HubRequestHandler, "do_PUT", held_put)
+    command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
+    process = subprocess.Popen(
+        [*command, "--endpoint", local_hub.endpoint, "--quiet"], cwd=REPO_ROOT, env=os.environ.copy()
+    )
+    try:
+        assert in_flight.wait(120), "the push never started an LFS upload"
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(30) == -signal.SIGKILL
+    finally:
+        release.set()
+        if process.poll() is None:
+            process.kill()
+    monkeypatch.undo()
+    assert _commits(hub_api, new_repo_id) == commits
+    assert "checkpoints/global_step_2/adapter_model.safetensors" not in hub_api.list_repo_files(new_repo_id)
+
+    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 0
+    assert len(_commits(hub_api, new_repo_id)) == len(commits) + 1
+    files = hub_api.list_repo_files(new_repo_id)
+    assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3, 4)} <= set(files)
+
+
+# --- watching a run that is still training -------------------------------------------------------------
+
+
+def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id
+):
+    run_dir = make_run(tmp_path / "runs", (), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+    def published(step: int) -> bool:
+        return hub_api.file_exists(new_repo_id, f"checkpoints/global_step_{step}/adapter_config.json")
+
+    def train() -> None:
+        for step in (1, 2, 3):
+            # Wait for the previous checkpoint's push, so that each push holds one new step.
+            deadline = time.monotonic() + 60
+            while step > 1 and not published(step - 1) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            path = write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
+            state = json.loads((path / "trainer_state.json").read_text())
+            if step == 3:
+                # Saved in two moves, like a trainer: weights first, the completion marker last.
+                (path / "trainer_state.json").write_text(json.dumps({**state, "global_step": 0}))
+                time.sleep(0.6)
+                (path / "trainer_state.json").write_text(json.dumps(state))
+        finish_run(run_dir)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    try:
+        code = _push(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--watch-interval", "0.2")
+    finally:
+        trainer.join()
+    assert code == 0
+    files = hub_api.list_repo_files(new_repo_id)
+    assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= set(files)
+    titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
+    # Each checkpoint went up in its own push, as it became complete.
+    assert [t for t in titles if "steps" in t] == [
+        "hubkit push synthetic-run: steps 3",
+        "hubkit push synthetic-run: steps 2",
+        "hubkit push synthetic-run: steps 1",
+    ]
