@@ -180,8 +180,8 @@ def make_verl_run(
         f"--reference-dir={verl_reference_dir(run_dir)}",
         f"--steps={steps}",
         f"--save-freq={save_freq}",
-        f"--r={LORA_R}",
-        f"--alpha={LORA_ALPHA}",
+        f"--lora-r={LORA_R}",
+        f"--lora-alpha={LORA_ALPHA}",
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     if result.returncode != 0:

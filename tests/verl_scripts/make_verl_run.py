@@ -61,8 +61,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--reference-dir", required=True)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--save-freq", type=int, default=2)
-    parser.add_argument("--r", type=int, default=8)
-    parser.add_argument("--alpha", type=int, default=16)
+    parser.add_argument("--lora-r", type=int, default=8)
+    parser.add_argument("--lora-alpha", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
@@ -73,8 +73,8 @@ def build_actor(args: argparse.Namespace) -> torch.nn.Module:
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=torch.float32)
     lora_config = {
         "task_type": TaskType.CAUSAL_LM,
-        "r": args.r,
-        "lora_alpha": args.alpha,
+        "r": args.lora_r,
+        "lora_alpha": args.lora_alpha,
         "target_modules": TARGETS,
         "exclude_modules": None,
         "bias": "none",
