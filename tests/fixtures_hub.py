@@ -12,19 +12,17 @@ because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constant
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import sys
 import tempfile
 import uuid
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hubkit.localhub import LocalHub
+from hubkit.localhub.client_env import use_local_hub
 from hubkit.tiny import TinyModel, build_tiny_qwen2_tied, build_tiny_qwen3, publish_model, qwen3_tokenizer_dir
 
 TEST_NAMESPACE = "hubkit-test"
@@ -33,47 +31,10 @@ TEST_TOKEN = "hf_hubkit_local_test_token"
 _session: dict[str, object] = {}
 
 
-def _client_environment(endpoint: str, hf_home: str) -> dict[str, str]:
-    return {
-        "HF_ENDPOINT": endpoint,
-        # huggingface_hub ≥1.20 uploads through Xet whenever hf_xet is installed; the local Hub speaks LFS.
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HOME": hf_home,
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "HF_TOKEN": TEST_TOKEN,
-    }
-
-
-def _patch_imported_client(endpoint: str, hf_home: str) -> None:
-    """Point an already imported huggingface_hub at the local Hub (its constants were read at import)."""
-    from huggingface_hub import constants
-
-    warnings.warn(
-        "huggingface_hub was imported before the local Hub started; patching its constants.", stacklevel=2
-    )
-    constants.ENDPOINT = endpoint
-    constants.HUGGINGFACE_CO_URL_TEMPLATE = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
-    constants.HF_HUB_DISABLE_XET = True
-    constants.HF_HUB_DISABLE_TELEMETRY = True
-    constants.HF_HUB_OFFLINE = False
-    constants.HF_HOME = hf_home
-    constants.HF_HUB_CACHE = constants.HUGGINGFACE_HUB_CACHE = os.path.join(hf_home, "hub")
-    constants.HF_ASSETS_CACHE = constants.HUGGINGFACE_ASSETS_CACHE = os.path.join(hf_home, "assets")
-    constants.HF_XET_CACHE = os.path.join(hf_home, "xet")
-    constants.HF_TOKEN_PATH = os.path.join(hf_home, "token")
-    constants.HF_STORED_TOKENS_PATH = os.path.join(hf_home, "stored_tokens")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-tests-"))
     hub = LocalHub(workdir / "hub", token=TEST_TOKEN).start()
-    hf_home = str(workdir / "hf_home")
-    os.environ.pop("HF_HUB_OFFLINE", None)
-    os.environ.pop("TRANSFORMERS_OFFLINE", None)
-    os.environ.update(_client_environment(hub.endpoint, hf_home))
-    if "huggingface_hub" in sys.modules:
-        _patch_imported_client(hub.endpoint, hf_home)
+    use_local_hub(hub.endpoint, str(workdir / "hf_home"), token=TEST_TOKEN)
     _session.update(hub=hub, workdir=workdir)
 
 

@@ -1,0 +1,60 @@
+"""`hubkit hub`: the local Hub, a Hub-compatible server for tests, demos and offline work."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def hub() -> None:
+    """A local Hugging Face Hub on 127.0.0.1 (bare git repositories with LFS objects).
+
+    \b
+        $ hubkit hub serve --root ./hub
+        http://127.0.0.1:43117
+        $ HF_ENDPOINT=http://127.0.0.1:43117 HF_HUB_DISABLE_XET=1 hf upload me/model ./model
+    """
+
+
+@hub.command()
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Storage directory; restarting on the same root serves the same repos.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=0, type=click.IntRange(0, 65535), help="Port to listen on (0: any free port)."
+)
+@click.option(
+    "--token",
+    envvar="HUBKIT_HUB_TOKEN",
+    help="Require this token for writes and private reads.  [default: $HUBKIT_HUB_TOKEN, else any token]",
+)
+@click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
+def serve(root: Path, host: str, port: int, token: str | None, no_cdn: bool) -> None:
+    """Serve a local Hub until stopped; the first line printed is its endpoint URL."""
+    from hubkit.localhub import LocalHub
+
+    server = LocalHub(root, host=host, port=port, token=token, cdn=not no_cdn)
+    try:
+        server.start()
+    except OSError as e:
+        raise click.ClickException(
+            f"Cannot listen on {host}:{port} ({e.strerror}): choose another --port."
+        ) from e
+    click.echo(server.endpoint)
+    click.echo(
+        f"Serving {root}. Clients: HF_ENDPOINT={server.endpoint} HF_HUB_DISABLE_XET=1. Stop with Ctrl-C.",
+        err=True,
+    )
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop()

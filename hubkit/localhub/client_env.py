@@ -1,0 +1,65 @@
+"""Point the huggingface_hub client (and transformers, peft, gradio) at a local Hub.
+
+The client reads HF_ENDPOINT, HF_HUB_DISABLE_XET and HF_HOME into module constants when it is
+first imported, so the environment must be set before that import. When it was imported already,
+its constants are patched instead (without this module importing it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+logger = logging.getLogger(__name__)
+
+
+def client_environment(endpoint: str, hf_home: str, token: str | None = None) -> dict[str, str]:
+    """The environment variables that make the clients use the local Hub at `endpoint`."""
+    env = {
+        "HF_ENDPOINT": endpoint,
+        # huggingface_hub ≥1.20 uploads through Xet whenever hf_xet is installed; the local Hub speaks LFS.
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HOME": hf_home,
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
+    if token:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def use_local_hub(endpoint: str, hf_home: str, token: str | None = None) -> None:
+    """Set this process's environment for the local Hub, patching an already imported client.
+
+    Args:
+        endpoint: the local Hub's URL.
+        hf_home: a directory for the client's cache and token files (keeps the user's own cache clean).
+        token: exported as HF_TOKEN when given.
+    """
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.pop(name, None)
+    os.environ.update(client_environment(endpoint, hf_home, token))
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is None:
+        return
+    logger.warning(
+        "huggingface_hub was imported before the local Hub was configured; patching its constants."
+    )
+    hub_cache = os.path.join(hf_home, "hub")
+    patched = {
+        "ENDPOINT": endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_HUB_DISABLE_XET": True,
+        "HF_HUB_DISABLE_TELEMETRY": True,
+        "HF_HUB_OFFLINE": False,
+        "HF_HOME": hf_home,
+        "HF_HUB_CACHE": hub_cache,
+        "HUGGINGFACE_HUB_CACHE": hub_cache,
+        "HF_ASSETS_CACHE": os.path.join(hf_home, "assets"),
+        "HF_XET_CACHE": os.path.join(hf_home, "xet"),
+        "HF_TOKEN_PATH": os.path.join(hf_home, "token"),
+        "HF_STORED_TOKENS_PATH": os.path.join(hf_home, "stored_tokens"),
+    }
+    for name, value in patched.items():
+        setattr(constants, name, value)
