@@ -1,0 +1,424 @@
+"""Adapter normalization and validation: refusals on hand-made adapters, shape checks against the base on the
+local Hub, and logits of every prepared adapter of the real TRL and verl runs."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures_runs import verl_reference_dir
+from safetensors.torch import load_file, save_file
+
+from hubkit.adapters import check_against_base, normalize_key, prepare_adapter
+from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
+from hubkit.manifest import LoraSettings, Manifest
+from hubkit.runs import Checkpoint, load_run
+from hubkit.verl_shards import load_lora_tensors
+
+BASE_ID = "hubkit-test/tiny-qwen3"
+# Shapes of the tiny Qwen3 (hidden 64, 4 q heads and 2 kv heads of 16): q_proj 64->64, k_proj 64->32.
+MODULES = {"model.layers.0.self_attn.q_proj": (64, 64), "model.layers.0.self_attn.k_proj": (64, 32)}
+RANK = 4
+
+
+def _tensors(key_suffix: str = ".weight") -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    tensors = {}
+    for module, (in_features, out_features) in MODULES.items():
+        prefix = f"base_model.model.{module}"
+        tensors[f"{prefix}.lora_A{key_suffix}"] = torch.randn(RANK, in_features, generator=generator)
+        tensors[f"{prefix}.lora_B{key_suffix}"] = torch.randn(out_features, RANK, generator=generator) * 0.01
+    return tensors
+
+
+def _config(**changes: object) -> dict[str, object]:
+    config = {
+        "peft_type": "LORA",
+        "task_type": None,
+        "base_model_name_or_path": "/home/someone/models/tiny",
+        "r": RANK,
+        "lora_alpha": 8,
+        "target_modules": ["k_proj", "q_proj"],
+        "inference_mode": False,
+    }
+    config.update(changes)
+    return config
+
+
+def _trl_run(
+    run_dir: Path,
+    tensors: dict[str, torch.Tensor] | None = None,
+    config: dict[str, object] | None = None,
+    lora: LoraSettings | None = None,
+) -> Path:
+    """A TRL run directory with one complete checkpoint holding the given adapter."""
+    run_dir.mkdir(parents=True)
+    Manifest(
+        run_id="handmade", framework="trl", base_model=BASE_ID, base_model_revision="main", lora=lora
+    ).save(run_dir)
+    checkpoint = run_dir / "checkpoint-1"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 1, "log_history": []}))
+    save_file(_tensors() if tensors is None else tensors, checkpoint / "adapter_model.safetensors")
+    (checkpoint / "adapter_config.json").write_text(json.dumps(_config() if config is None else config))
+    return checkpoint
+
+
+def _prepare(run_dir: Path, out: Path):
+    run = load_run(run_dir)
+    return prepare_adapter(run, run.checkpoints[0], out)
+
+
+# --- normalization --------------------------------------------------------------------------------
+
+
+def test_normalize_key_strips_adapter_name_and_fsdp_wrapper() -> None:
+    assert (
+        normalize_key("base_model.model.model.layers.0.mlp.up_proj.lora_B.default.weight")
+        == "base_model.model.model.layers.0.mlp.up_proj.lora_B.weight"
+    )
+    assert (
+        normalize_key("_fsdp_wrapped_module.base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight")
+        == "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
+    )
+    assert normalize_key("model.layers.0.mlp.up_proj.lora_A.weight").startswith("base_model.model.model.")
+
+
+def test_prepare_writes_exactly_a_normalized_peft_adapter(tmp_path: Path) -> None:
+    _trl_run(tmp_path / "run", tensors=_tensors(".default.weight"))
+    prepared = _prepare(tmp_path / "run", tmp_path / "out")
+    assert sorted(p.name for p in prepared.dir.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    ]
+    assert prepared.step == 1 and prepared.num_modules == 2 and not prepared.rebuilt
+    written = json.loads((prepared.dir / "adapter_config.json").read_text())
+    assert written == prepared.config
+    assert written["base_model_name_or_path"] == BASE_ID  # the local training path is gone
+    assert written["revision"] == "main"
+    assert written["task_type"] == "CAUSAL_LM" and written["inference_mode"] is True
+    assert written["lora_alpha"] == 8 and written["r"] == RANK
+    tensors = load_file(prepared.dir / "adapter_model.safetensors")
+    expected = _tensors()
+    assert sorted(tensors) == sorted(expected)
+    assert all(torch.equal(tensors[k], expected[k]) for k in expected)
+    assert "/home/someone" not in (prepared.dir / "adapter_config.json").read_text()
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+def _with_nan(tensors: dict[str, torch.Tensor]) -> None:
+    next(iter(tensors.values()))[0, 0] = float("nan")
+
+
+def _with_inf(tensors: dict[str, torch.Tensor]) -> None:
+    list(tensors.values())[1][0, 0] = float("inf")
+
+
+def _zero_b(tensors: dict[str, torch.Tensor]) -> None:
+    for key, tensor in tensors.items():
+        if ".lora_B." in key:
+            tensor.zero_()
+
+
+def _unpaired(tensors: dict[str, torch.Tensor]) -> None:
+    del tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"]
+
+
+def _foreign(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["base_model.model.lm_head.weight"] = torch.ones(2, 2)
+
+
+def _empty(tensors: dict[str, torch.Tensor]) -> None:
+    tensors.clear()  # what verl 0.6.1 saves with PEFT >= 0.21
+
+
+REFUSED_TENSORS: list[tuple[Callable[[dict[str, torch.Tensor]], None], type[Exception], str]] = [
+    (_with_nan, AdapterError, "NaN or Inf"),
+    (_with_inf, AdapterError, "NaN or Inf"),
+    (_zero_b, AdapterError, "every lora_B is zero"),
+    (_unpaired, AdapterError, "but not its pair"),
+    (_foreign, AdapterError, "unexpected tensor 'base_model.model.lm_head.weight'"),
+    (_empty, AdapterError, "holds no tensors"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error", "message"), REFUSED_TENSORS, ids=lambda v: getattr(v, "__name__", "")
+)
+def test_refuses_bad_tensors(tmp_path: Path, mutate, error: type[Exception], message: str) -> None:
+    tensors = _tensors()
+    mutate(tensors)
+    _trl_run(tmp_path / "run", tensors=tensors)
+    with pytest.raises(error, match=f"checkpoint global_step_1 of run handmade: .*{message}") as caught:
+        _prepare(tmp_path / "run", tmp_path / "out")
+    assert type(caught.value) is error
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    ("config", "lora", "message"),
+    [
+        (_config(lora_alpha=0), None, "lora_alpha is 0: the adapter would load as a no-op"),
+        (_config(lora_alpha=8), LoraSettings(r=RANK, alpha=16), "says lora_alpha=8 but hubkit.json says 16"),
+        (_config(r=8), None, "has rank 4 but the config says r=8"),
+        (_config(peft_type="IA3"), None, "is not LoRA"),
+    ],
+    ids=["alpha-0", "alpha-disagrees", "rank", "not-lora"],
+)
+def test_refuses_bad_config(tmp_path: Path, config, lora, message: str) -> None:
+    _trl_run(tmp_path / "run", config=config, lora=lora)
+    with pytest.raises(AdapterError, match=f"checkpoint global_step_1 of run handmade: .*{message}"):
+        _prepare(tmp_path / "run", tmp_path / "out")
+
+
+def test_refuses_missing_config(tmp_path: Path) -> None:
+    checkpoint = _trl_run(tmp_path / "run")
+    (checkpoint / "adapter_config.json").unlink()
+    with pytest.raises(AdapterError, match=r"global_step_1 of run handmade: no adapter_config\.json"):
+        _prepare(tmp_path / "run", tmp_path / "out")
+
+
+@pytest.mark.parametrize("keep_bytes", [4, 40, -10], ids=["no-header-length", "in-header", "in-data"])
+def test_refuses_truncated_safetensors(tmp_path: Path, keep_bytes: int) -> None:
+    checkpoint = _trl_run(tmp_path / "run")
+    weights = checkpoint / "adapter_model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:keep_bytes])
+    with pytest.raises(
+        CheckpointError, match=r"global_step_1 of run handmade: adapter_model\.safetensors is truncated"
+    ):
+        _prepare(tmp_path / "run", tmp_path / "out")
+
+
+class _Tripwire:
+    """Unpickling this creates a marker file: proof that a pickle was (or was not) loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_refuses_pickle_only_checkpoint_without_unpickling(tmp_path: Path) -> None:
+    checkpoint = _trl_run(tmp_path / "run")
+    (checkpoint / "adapter_model.safetensors").unlink()
+    marker = tmp_path / "unpickled"
+    (checkpoint / "adapter_model.bin").write_bytes(pickle.dumps({"weights": _Tripwire(marker)}))
+    with pytest.raises(
+        CheckpointError, match=r"global_step_1 of run handmade: only adapter_model\.bin \(a pickle"
+    ):
+        _prepare(tmp_path / "run", tmp_path / "out")
+    assert not marker.exists()
+
+
+def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
+    _trl_run(tmp_path / "run")
+    run = load_run(tmp_path / "run")
+    pending = Checkpoint(step=5, path=tmp_path / "run" / "checkpoint-5", complete=False)
+    with pytest.raises(CheckpointError, match="checkpoint global_step_5 of run handmade is not complete"):
+        prepare_adapter(run, pending, tmp_path / "out")
+
+
+def test_verl_shards_outside_the_allow_list_are_refused_unloaded(tmp_path: Path) -> None:
+    actor = tmp_path / "global_step_1" / "actor"
+    actor.mkdir(parents=True)
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    marker = tmp_path / "unpickled"
+    torch.save({"m.lora_A.default.weight": _Tripwire(marker)}, actor / "model_world_size_1_rank_0.pt")
+    with pytest.raises(
+        CheckpointError, match=r"global_step_1: model_world_size_1_rank_0\.pt holds objects outside"
+    ):
+        load_lora_tensors(actor, "global_step_1")
+    assert not marker.exists()
+    (actor / "model_world_size_1_rank_0.pt").unlink()
+    with pytest.raises(
+        CheckpointError, match=r"global_step_1: shard model_world_size_1_rank_0\.pt is missing"
+    ):
+        load_lora_tensors(actor, "global_step_1")
+
+
+# --- against the base model on the local Hub ------------------------------------------------------
+
+
+def _handmade_adapter(tmp_path: Path, tensors: dict[str, torch.Tensor]) -> Path:
+    out = tmp_path / "adapter"
+    out.mkdir()
+    save_file(tensors, out / "adapter_model.safetensors")
+    return out
+
+
+def test_check_against_base_accepts_matching_shapes_from_config_only(
+    tmp_path: Path, tiny_qwen3, local_hub
+) -> None:
+    assert tiny_qwen3.repo_id == BASE_ID
+    logged = len(local_hub.request_log)
+    check_against_base(_handmade_adapter(tmp_path, _tensors()), BASE_ID)
+    fetched = [path for _, path, _ in local_hub.request_log[logged:]]
+    assert not any(path.endswith(".safetensors") for path in fetched)  # no weights downloaded
+
+
+def test_check_against_base_refuses_wrong_shape(tmp_path: Path, tiny_qwen3) -> None:
+    tensors = _tensors()
+    tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"] = torch.ones(64, RANK)
+    adapter = _handmade_adapter(tmp_path, tensors)
+    with pytest.raises(
+        BaseModelMismatchError, match=r"global_step_7: .*k_proj\.lora_B has shape \(64, 4\).*64->32"
+    ):
+        check_against_base(adapter, BASE_ID, label="global_step_7")
+
+
+def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -> None:
+    tensors = _tensors()
+    tensors["base_model.model.model.layers.9.mlp.up_proj.lora_A.weight"] = torch.ones(RANK, 64)
+    tensors["base_model.model.model.layers.9.mlp.up_proj.lora_B.weight"] = torch.ones(128, RANK)
+    adapter = _handmade_adapter(tmp_path, tensors)
+    with pytest.raises(
+        BaseModelMismatchError, match=r"adapter: module model\.layers\.9\.mlp\.up_proj does not exist"
+    ):
+        check_against_base(adapter, BASE_ID)
+
+
+def test_check_against_base_refuses_missing_base(tmp_path: Path, local_hub) -> None:
+    adapter = _handmade_adapter(tmp_path, _tensors())
+    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model has no config\.json"):
+        check_against_base(adapter, "hubkit-test/no-such-model")
+
+
+# --- real runs: logits ----------------------------------------------------------------------------
+
+
+def _logits(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=input_ids).logits
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tiny_qwen3):
+    """A loader of fresh copies of the tiny base (PEFT wraps the model it is given in place)."""
+    from transformers import AutoModelForCausalLM
+
+    def load() -> torch.nn.Module:
+        return AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32).eval()
+
+    return load
+
+
+@pytest.mark.slow
+def test_trl_prepared_adapters_match_the_saved_checkpoints(
+    trl_run_dir: Path, tmp_path: Path, tiny_base
+) -> None:
+    from peft import PeftModel
+
+    run = load_run(trl_run_dir)
+    input_ids = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 488, 220, 18, 30, 151645]])
+    base_logits = _logits(tiny_base(), input_ids)
+    for checkpoint in run.checkpoints:
+        prepared = prepare_adapter(run, checkpoint, tmp_path / checkpoint.name)
+        assert not prepared.rebuilt and prepared.num_modules == 2 * 7  # 2 layers x 7 projections
+        assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
+        saved_config = json.loads((checkpoint.path / "adapter_config.json").read_text())
+        assert saved_config["base_model_name_or_path"] != run.manifest.base_model  # TRL saved the local path
+        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
+        trained = _logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
+        assert torch.equal(published, trained)
+        assert (published - base_logits).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
+
+
+def _verl_reference(run_dir: Path, checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
+    return torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt")
+
+
+def _assert_verl_logits(
+    run_dir: Path, run, tmp_path: Path, tiny_base, expect_rebuilt: dict[int, bool]
+) -> None:
+    from peft import PeftModel
+
+    for checkpoint in run.checkpoints:
+        prepared = prepare_adapter(run, checkpoint, tmp_path / run_dir.name / checkpoint.name)
+        assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
+        assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
+        assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
+        reference = _verl_reference(run_dir, checkpoint)
+        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
+        base = _logits(tiny_base(), reference["input_ids"])
+        # The reference was computed by the sharded model under transformers 4.x: equal up to float rounding.
+        torch.testing.assert_close(published, reference["logits"], atol=1e-5, rtol=1e-5)
+        assert (published - base).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
+    run = load_run(verl_run_dir)
+    assert [c.step for c in run.checkpoints] == [2, 4]
+    _assert_verl_logits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
+    for checkpoint in run.checkpoints:  # the shards hold exactly the adapter verl saved on rank 0
+        saved = load_file(checkpoint.adapter_dir / "adapter_model.safetensors")
+        rebuilt = {normalize_key(k): v for k, v in load_lora_tensors(checkpoint.path / "actor", "x").items()}
+        assert sorted(saved) == sorted(rebuilt)
+        assert all(torch.equal(saved[k], rebuilt[k]) for k in saved)
+
+
+def _copy_run(run_dir: Path, tmp_path: Path, name: str) -> Path:
+    """A copy of the verl run (without optimizer state) beside its own reference logits."""
+    copy = tmp_path / name
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("optim_*", "extra_state_*"))
+    shutil.copytree(verl_reference_dir(run_dir), verl_reference_dir(copy))
+    return copy
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_empty_adapter_is_rebuilt_from_shards(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
+    run_dir = _copy_run(verl_run_dir, tmp_path, "emptied")
+    # What verl 0.6.1 writes with PEFT >= 0.21: a 16-byte file with no tensors.
+    save_file({}, run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors")
+    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_missing_adapter_is_rebuilt_with_lora_train_meta(
+    verl_run_dir: Path, tmp_path: Path, tiny_base, tiny_qwen3
+) -> None:
+    run_dir = _copy_run(verl_run_dir, tmp_path, "no-adapter")
+    (run_dir / "hubkit.json").unlink()  # a plain verl run: r/alpha only from lora_train_meta.json
+    for step in (2, 4):
+        actor = run_dir / f"checkpoints/global_step_{step}/actor"
+        shutil.rmtree(actor / "lora_adapter")
+        (actor / "lora_train_meta.json").write_text(
+            json.dumps({"r": 8, "lora_alpha": 16, "task_type": "CAUSAL_LM"})
+        )
+    checkpoints_root = run_dir / "checkpoints"
+    shutil.copytree(verl_reference_dir(run_dir), verl_reference_dir(checkpoints_root))
+    run = load_run(checkpoints_root, base_model=tiny_qwen3.repo_id)
+    assert run.manifest.lora is not None and run.manifest.lora.alpha == 16
+    _assert_verl_logits(checkpoints_root, run, tmp_path, tiny_base, {2: True, 4: True})
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, tmp_path: Path) -> None:
+    run_dir = _copy_run(verl_run_dir, tmp_path, "no-settings")
+    manifest = Manifest.load(run_dir)
+    manifest.with_updates(lora=None).save(run_dir)
+    actor = run_dir / "checkpoints/global_step_2/actor"
+    shutil.rmtree(actor / "lora_adapter")
+    run = load_run(run_dir)
+    with pytest.raises(CheckpointError, match=r"global_step_2 of run .*LoRA r/alpha are unknown"):
+        prepare_adapter(run, run.checkpoints[0], tmp_path / "out")
+    manifest.save(run_dir)
+    shard = actor / "model_world_size_2_rank_1.pt"
+    shard.write_bytes(shard.read_bytes()[:1000])
+    run = load_run(run_dir)
+    with pytest.raises(CheckpointError, match=r"global_step_2: model_world_size_2_rank_1\.pt cannot be read"):
+        prepare_adapter(run, run.checkpoints[0], tmp_path / "out2")
