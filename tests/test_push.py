@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,18 +120,48 @@ def test_trl_run_is_published_and_every_step_loads(
     assert len(commits) == 2  # the repo's initial commit, then the push
 
 
+def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, tiny_qwen3) -> None:
+    """Each published step reproduces the logits the sharded verl model had when it was saved."""
+    from fixtures_runs import verl_reference_dir
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    for checkpoint in load_run(run_dir).checkpoints:
+        reference = torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt", weights_only=True)
+        base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
+        base_logits = _logits(base, reference["input_ids"])
+        model = PeftModel.from_pretrained(base, repo_id, subfolder=f"checkpoints/{checkpoint.name}").eval()
+        got = _logits(model, reference["input_ids"])
+        torch.testing.assert_close(got, reference["logits"], rtol=1e-4, atol=1e-4)
+        assert not torch.allclose(got, base_logits, atol=1e-4), f"{checkpoint.name} loads as a no-op"
+
+
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_run_is_published_and_every_step_loads(
-    verl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path
+    verl_run_dir, tiny_qwen3, local_hub, hub_api, make_repo_id, tmp_path
 ):
-    assert _push(verl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    from fixtures_runs import verl_reference_dir
+    from safetensors.torch import save_file
+
+    repo_id = make_repo_id("saved")
+    assert _push(verl_run_dir, repo_id, local_hub.endpoint) == 0
     run = load_run(verl_run_dir)
-    files = set(hub_api.list_repo_files(new_repo_id))
+    files = set(hub_api.list_repo_files(repo_id))
     for checkpoint in run.checkpoints:
-        assert f"checkpoints/global_step_{checkpoint.step}/adapter_model.safetensors" in files
-    _assert_nothing_private_published(hub_api, new_repo_id, verl_run_dir)
-    _assert_every_step_loads(verl_run_dir, new_repo_id, tiny_qwen3, tmp_path)
+        assert f"checkpoints/{checkpoint.name}/adapter_model.safetensors" in files
+    _assert_nothing_private_published(hub_api, repo_id, verl_run_dir)
+    _assert_steps_match_verl_reference(verl_run_dir, repo_id, tiny_qwen3)
+
+    # verl 0.6.1 with PEFT >= 0.21 saves an empty lora_adapter/: hubkit rebuilds it from the FSDP shards.
+    emptied = tmp_path / verl_run_dir.name
+    shutil.copytree(verl_run_dir, emptied)
+    shutil.copytree(verl_reference_dir(verl_run_dir), verl_reference_dir(emptied))
+    for checkpoint in load_run(emptied).checkpoints:
+        save_file({}, checkpoint.path / "actor" / "lora_adapter" / "adapter_model.safetensors")
+    repo_id = make_repo_id("rebuilt")
+    assert _push(emptied, repo_id, local_hub.endpoint) == 0
+    _assert_steps_match_verl_reference(emptied, repo_id, tiny_qwen3)
 
 
 # --- incremental pushes ------------------------------------------------------------------------------
