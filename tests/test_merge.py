@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
 
 from hubkit.errors import AdapterError, BaseModelMismatchError, MergeError
-from hubkit.merge import merge_adapter
-from hubkit.merge.lora import lora_delta, lora_scale
+from hubkit.merge import lora, merge_adapter
 
 TOKENIZER_FILES = {
     "tokenizer.json": '{"version": "1.0"}',
@@ -192,15 +191,20 @@ def test_merged_folder_loads_with_the_logits_of_base_plus_adapter(qwen3_bf16, qw
     torch.testing.assert_close(merged_logits, unmerged, atol=2e-2, rtol=2e-2)  # bf16 rounding of weights
 
 
-def test_lora_delta_is_float32_and_scaled():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lora_delta_is_computed_in_float32_in_row_blocks(monkeypatch, dtype):
+    monkeypatch.setattr(lora, "BLOCK_ELEMENTS", 12)  # 2 rows per block, 3 blocks and a short one
+    weight = torch.randn(7, 6).to(dtype)
     a = torch.randn(4, 6, dtype=torch.bfloat16)
-    b = torch.randn(5, 4, dtype=torch.bfloat16)
-    delta = lora_delta(a, b, lora_scale(8, 4, use_rslora=False), "m")
-    assert delta.dtype == torch.float32
-    torch.testing.assert_close(delta, (b.float() @ a.float()) * 2.0)
-    assert lora_scale(8, 16, use_rslora=True) == 2.0
+    b = torch.randn(7, 4, dtype=torch.bfloat16)
+    expected = (weight.float() + (b.float() @ a.float()) * 2.0).to(dtype)  # rounded once, at the end
+    merged = weight.clone()
+    lora.add_lora_delta_(merged, a, b, lora.lora_scale(8, 4, use_rslora=False), "m")
+    assert_within_one_ulp(merged, expected, "m")
+    assert lora.lora_scale(8, 16, use_rslora=True) == 2.0
+    b[6, 0] = float("inf")  # in the last, short block
     with pytest.raises(MergeError, match="NaN or infinity"):
-        lora_delta(a, torch.full((5, 4), float("inf")), 1.0, "m")
+        lora.add_lora_delta_(weight.clone(), a, b, 1.0, "m")
 
 
 # --- refusals: each leaves no output folder behind ------------------------------------------------
@@ -255,8 +259,6 @@ def test_non_finite_delta_removes_the_partial_output(qwen3_bf16, qwen3_adapter, 
     weights = load_file(adapter_dir / "adapter_model.safetensors")
     last = sorted(k for k in weights if "lora_B" in k)[-1]
     weights[last][0, 0] = float("nan")
-    from safetensors.torch import save_file
-
     save_file(weights, adapter_dir / "adapter_model.safetensors")
     with pytest.raises(MergeError, match="NaN"):
         merge_adapter(qwen3_bf16, adapter_dir, tmp_path / "out")

@@ -13,9 +13,9 @@ import torch
 
 from hubkit.errors import MergeError
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
-from hubkit.merge.lora import lora_delta
+from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
-from hubkit.merge.shards import TORCH_DTYPES, ShardHeader, ShardReader, ShardWriter
+from hubkit.merge.shards import ShardHeader, ShardReader, ShardWriter
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -100,8 +100,6 @@ def _write_shard(
                 yield info.name, None, info.nbytes
                 continue
             weight = reader.read_tensor(info)
-            merged = weight.to(torch.float32).add_(
-                lora_delta(module.lora_a, module.lora_b, module.scale, module.module)
-            )
-            writer.write_tensor(info.name, merged.to(TORCH_DTYPES[info.dtype]))
+            add_lora_delta_(weight, module.lora_a, module.lora_b, module.scale, module.module)
+            writer.write_tensor(info.name, weight)
             yield info.name, weight.dtype, info.nbytes

@@ -1,0 +1,235 @@
+"""Benchmark: hubkit's streaming merge against PEFT's merge_and_unload, and against a plain copy.
+
+Builds a synthetic Qwen3-shaped model (about 1.6 GB of bf16 safetensors shards, tied embeddings, like
+Qwen3-1.7B with 10 layers) and an r=16 all-linear LoRA adapter in a temporary folder, then runs each
+contender in its own process and prints peak resident memory (maximum RSS) and wall time of the work
+itself (after imports) as ratios:
+
+    hubkit merge          merge_adapter(base, adapter, out)
+    peft merge            from_pretrained + PeftModel.from_pretrained + merge_and_unload + save_pretrained
+    copy                  copying the same shards (what the disk allows)
+
+    $ .venv/bin/python bench/merge.py [--layers 10] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 2048, 6144, 16, 8, 128, 151936  # Qwen3-1.7B
+SHARD_BYTES = 512 * 1024 * 1024
+LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TARGETS = {"peak_rss": 0.25, "wall_vs_peft": 0.6, "wall_vs_copy": 3.0}
+
+
+def build_base(base_dir: Path, layers: int) -> int:
+    """Write config.json and bf16 shards with an index; returns the total bytes of the weights."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Qwen3Config
+
+    Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=INTERMEDIATE,
+        num_hidden_layers=layers,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        tie_word_embeddings=True,
+        dtype="bfloat16",
+    ).save_pretrained(base_dir)
+    (base_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": [151643, 151645]}))
+
+    generator = torch.Generator().manual_seed(0)
+
+    def weight(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=generator) * 0.02).to(torch.bfloat16)
+
+    def layer_tensors(i: int) -> dict[str, torch.Tensor]:
+        p = f"model.layers.{i}"
+        q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+        return {
+            f"{p}.self_attn.q_proj.weight": weight(q, HIDDEN),
+            f"{p}.self_attn.k_proj.weight": weight(kv, HIDDEN),
+            f"{p}.self_attn.v_proj.weight": weight(kv, HIDDEN),
+            f"{p}.self_attn.o_proj.weight": weight(HIDDEN, q),
+            f"{p}.self_attn.q_norm.weight": torch.ones(HEAD_DIM, dtype=torch.bfloat16),
+            f"{p}.self_attn.k_norm.weight": torch.ones(HEAD_DIM, dtype=torch.bfloat16),
+            f"{p}.mlp.gate_proj.weight": weight(INTERMEDIATE, HIDDEN),
+            f"{p}.mlp.up_proj.weight": weight(INTERMEDIATE, HIDDEN),
+            f"{p}.mlp.down_proj.weight": weight(HIDDEN, INTERMEDIATE),
+            f"{p}.input_layernorm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
+            f"{p}.post_attention_layernorm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
+        }
+
+    groups: list[dict[str, torch.Tensor]] = [
+        {
+            "model.embed_tokens.weight": weight(VOCAB, HIDDEN),
+            "model.norm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
+        }
+    ]
+    # Shards are filled one at a time and written at once, so the builder holds at most one shard.
+    names = [f"layer {i}" for i in range(layers)]
+    shard_files: list[tuple[str, list[str]]] = []
+    total = 0
+    for i, _ in enumerate(names):
+        tensors = layer_tensors(i)
+        if sum(t.nbytes for t in groups[-1].values()) + sum(t.nbytes for t in tensors.values()) > SHARD_BYTES:
+            total += _write_shard(base_dir, groups.pop(), len(shard_files), shard_files, save_file)
+            groups.append({})
+        groups[-1].update(tensors)
+    total += _write_shard(base_dir, groups.pop(), len(shard_files), shard_files, save_file)
+    count = len(shard_files)
+    weight_map = {}
+    for number, (tmp_name, keys) in enumerate(shard_files, start=1):
+        final = f"model-{number:05d}-of-{count:05d}.safetensors"
+        (base_dir / tmp_name).rename(base_dir / final)
+        weight_map.update(dict.fromkeys(keys, final))
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (base_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return total
+
+
+def _write_shard(base_dir, tensors, number, shard_files, save_file) -> int:
+    name = f"shard-{number}.tmp"
+    save_file(tensors, base_dir / name, metadata={"format": "pt"})
+    shard_files.append((name, list(tensors)))
+    return sum(t.nbytes for t in tensors.values())
+
+
+def build_adapter(base_dir: Path, adapter_dir: Path, layers: int) -> None:
+    """An r=16, alpha=32 LoRA on every Linear of every layer (PEFT's all-linear), fp32 as PEFT saves it."""
+    import torch
+    from peft import LoraConfig
+    from safetensors.torch import save_file
+
+    LoraConfig(r=16, lora_alpha=32, target_modules=LINEAR_MODULES, task_type="CAUSAL_LM").save_pretrained(
+        adapter_dir
+    )
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = str(base_dir)
+    (adapter_dir / "adapter_config.json").write_text(json.dumps(config))
+    generator = torch.Generator().manual_seed(1)
+    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    shapes = {  # module -> (out, in)
+        "self_attn.q_proj": (q, HIDDEN), "self_attn.k_proj": (kv, HIDDEN), "self_attn.v_proj": (kv, HIDDEN),
+        "self_attn.o_proj": (HIDDEN, q), "mlp.gate_proj": (INTERMEDIATE, HIDDEN),
+        "mlp.up_proj": (INTERMEDIATE, HIDDEN), "mlp.down_proj": (HIDDEN, INTERMEDIATE),
+    }  # fmt: skip
+    tensors = {}
+    for i in range(layers):
+        for module, (out_features, in_features) in shapes.items():
+            key = f"base_model.model.model.layers.{i}.{module}"
+            tensors[f"{key}.lora_A.weight"] = torch.randn(16, in_features, generator=generator) * 0.01
+            tensors[f"{key}.lora_B.weight"] = torch.randn(out_features, 16, generator=generator) * 0.01
+    save_file(tensors, adapter_dir / "adapter_model.safetensors")
+
+
+# --- the contenders, each run in a fresh process by `--worker` -----------------------------------
+
+
+def work_hubkit(base: Path, adapter: Path, out: Path) -> float:
+    from hubkit.merge import merge_adapter
+
+    start = time.perf_counter()
+    merge_adapter(base, adapter, out)
+    return time.perf_counter() - start
+
+
+def work_peft(base: Path, adapter: Path, out: Path) -> float:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16)
+    merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    merged.save_pretrained(out)
+    return time.perf_counter() - start
+
+
+def work_copy(base: Path, adapter: Path, out: Path) -> float:
+    start = time.perf_counter()
+    out.mkdir()
+    for shard in sorted(base.glob("*.safetensors")):
+        shutil.copyfile(shard, out / shard.name)
+    return time.perf_counter() - start
+
+
+WORKERS = {"hubkit": work_hubkit, "peft": work_peft, "copy": work_copy}
+
+
+def peak_rss_mib() -> float:
+    """This process's maximum resident set size. getrusage's ru_maxrss would not do: it survives
+    fork and exec, so a worker would report the peak of the builder that started it; VmHWM belongs
+    to the address space that exec created."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status: this benchmark needs Linux")
+
+
+def run_worker(name: str, base: Path, adapter: Path, out: Path) -> dict[str, float]:
+    """Run one contender in its own process; returns its wall time (s) and peak RSS (MiB)."""
+    command = [sys.executable, __file__, "--worker", name, str(base), str(adapter), str(out)]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    shutil.rmtree(out)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
+    parser.add_argument(
+        "--worker", nargs=4, metavar=("NAME", "BASE", "ADAPTER", "OUT"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.worker:
+        name, base, adapter, out = args.worker
+        wall = WORKERS[name](Path(base), Path(adapter), Path(out))
+        print(json.dumps({"wall_s": wall, "peak_rss_mib": peak_rss_mib()}))
+        return
+
+    with tempfile.TemporaryDirectory(prefix="hubkit-bench-merge-") as tmp:
+        base, adapter = Path(tmp) / "base", Path(tmp) / "adapter"
+        total = build_base(base, args.layers)
+        build_adapter(base, adapter, args.layers)
+        print(
+            f"synthetic Qwen3-shaped base: {total / 1e9:.2f} GB bf16 in {len(list(base.glob('*.safetensors')))} shards"
+        )
+        results: dict[str, dict[str, float]] = {}
+        for _ in range(args.repeat):
+            for name in ("copy", "peft", "hubkit"):
+                measured = run_worker(name, base, adapter, Path(tmp) / f"out-{name}")
+                best = results.setdefault(name, measured)
+                best["wall_s"] = min(best["wall_s"], measured["wall_s"])
+                best["peak_rss_mib"] = max(best["peak_rss_mib"], measured["peak_rss_mib"])
+
+    for name, r in results.items():
+        print(f"{name:>7}: wall {r['wall_s']:6.2f} s   peak RSS {r['peak_rss_mib']:7.0f} MiB")
+    ratios = {
+        "peak_rss": results["hubkit"]["peak_rss_mib"] / results["peft"]["peak_rss_mib"],
+        "wall_vs_peft": results["hubkit"]["wall_s"] / results["peft"]["wall_s"],
+        "wall_vs_copy": results["hubkit"]["wall_s"] / results["copy"]["wall_s"],
+    }
+    labels = {
+        "peak_rss": "peak RSS, hubkit / PEFT",
+        "wall_vs_peft": "wall, hubkit / PEFT",
+        "wall_vs_copy": "wall, hubkit / copy",
+    }
+    for key, ratio in ratios.items():
+        verdict = "ok" if ratio <= TARGETS[key] else "MISSED"
+        print(f"{labels[key]:<26} {ratio:5.2f}x   (target <= {TARGETS[key]}x: {verdict})")
+
+
+if __name__ == "__main__":
+    main()
