@@ -17,6 +17,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     """One connection (keep-alive). `self.server` is a `HubHTTPServer` carrying `context` and `request_log`."""
 
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY each small answer waits ~40 ms
+    # for the client's delayed ACK.
+    disable_nagle_algorithm = True
     # Seconds a connection may stall mid-request before it is dropped (a stalled upload counts as truncated).
     timeout = 120
 
