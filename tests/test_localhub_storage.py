@@ -1,0 +1,159 @@
+"""Storage is real git: durable across restarts, `git fsck` clean, clonable, safe under concurrent commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError
+
+from hubkit.localhub import LocalHub
+
+
+def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def _fsck(git_dir: Path) -> None:
+    result = _git("--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error" not in result.stderr.lower() and "missing" not in result.stdout.lower()
+
+
+def _fill(folder: Path) -> None:
+    # Names that test git's tree order ("a" sorts as "a/" against "a-b" and "a.txt").
+    (folder / "a").mkdir()
+    (folder / "a" / "b.txt").write_text("inside a\n")
+    (folder / "a-b").write_text("dash\n")
+    (folder / "a.txt").write_text("dot\n")
+    (folder / "model.safetensors").write_bytes(os.urandom(300_000))
+
+
+def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
+    root, upload = tmp_path / "hub", tmp_path / "upload"
+    upload.mkdir()
+    _fill(upload)
+    with LocalHub(root) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/durable")
+        api.upload_folder(repo_id="me/durable", folder_path=upload, commit_message="Add files")
+        api.create_branch("me/durable", branch="dev")
+        api.create_tag("me/durable", tag="v1")
+        api.create_repo("me/data", repo_type="dataset")
+        before = (
+            api.model_info("me/durable", files_metadata=True),
+            api.list_repo_refs("me/durable"),
+            [c.commit_id for c in api.list_repo_commits("me/durable")],
+        )
+
+    git_dir = root / "repos" / "models" / "me" / "durable.git"
+    _fsck(git_dir)
+    log = _git("--git-dir", str(git_dir), "log", "--format=%H", "main").stdout.split()
+    assert log == before[2]
+    clone = tmp_path / "clone"
+    assert _git("clone", "-q", str(git_dir), str(clone)).returncode == 0
+    assert (clone / "a" / "b.txt").read_text() == "inside a\n"
+    pointer = (clone / "model.safetensors").read_text()  # git holds the LFS pointer, not the bytes
+    assert pointer.startswith("version https://git-lfs.github.com/spec/v1\noid sha256:")
+
+    with LocalHub(root) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        info = api.model_info("me/durable", files_metadata=True)
+        assert info.sha == before[0].sha
+        assert [(s.rfilename, s.blob_id, s.size) for s in info.siblings] == [
+            (s.rfilename, s.blob_id, s.size) for s in before[0].siblings
+        ]
+        assert api.list_repo_refs("me/durable") == before[1]
+        assert [c.commit_id for c in api.list_repo_commits("me/durable")] == before[2]
+        assert api.repo_exists("me/data", repo_type="dataset")
+        path = hf_hub_download(
+            "me/durable",
+            "model.safetensors",
+            endpoint=hub.endpoint,
+            cache_dir=tmp_path / "cache",
+            token="any",
+        )
+        assert Path(path).read_bytes() == (upload / "model.safetensors").read_bytes()
+
+
+def test_concurrent_commits_all_land(tmp_path):
+    with LocalHub(tmp_path / "hub") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/busy")
+        errors: list[BaseException] = []
+
+        def writer(name: str) -> None:
+            try:
+                for i in range(5):
+                    blob = os.urandom(20_000) if i % 2 else f"{name} {i}\n".encode()
+                    api.upload_file(path_or_fileobj=blob, path_in_repo=f"{name}/{i}.bin", repo_id="me/busy")
+            except BaseException as e:  # collected and re-raised in the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=writer, args=(name,)) for name in ("left", "right")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        commits = api.list_repo_commits("me/busy")
+        assert len(commits) == 11  # the initial commit + 2 × 5
+        files = set(api.list_repo_files("me/busy"))
+        assert {f"{side}/{i}.bin" for side in ("left", "right") for i in range(5)} <= files
+    _fsck(tmp_path / "hub" / "repos" / "models" / "me" / "busy.git")
+
+
+def _race(api: HfApi, repo_id: str, parent: str, names: list[str]) -> list[object]:
+    """Commit one file per name from as many threads at once, all on `parent`; return each outcome."""
+    barrier = threading.Barrier(len(names))
+    outcomes: list[object] = []
+
+    def commit(name: str) -> None:
+        barrier.wait()
+        try:
+            api.create_commit(
+                repo_id,
+                [CommitOperationAdd(f"{name}.txt", name.encode())],
+                commit_message=name,
+                parent_commit=parent,
+            )
+            outcomes.append("ok")
+        except HfHubHTTPError as e:
+            outcomes.append(e.response.status_code)
+
+    threads = [threading.Thread(target=commit, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def test_racing_commits_on_the_same_parent_one_wins_one_gets_412(tmp_path):
+    with LocalHub(tmp_path / "hub") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/race")
+        for round_number in range(3):
+            parent = api.model_info("me/race").sha
+            outcomes = _race(api, "me/race", parent, [f"r{round_number}-a", f"r{round_number}-b"])
+            assert sorted(outcomes, key=str) == [412, "ok"]
+        assert len(api.list_repo_commits("me/race")) == 4
+    _fsck(tmp_path / "hub" / "repos" / "models" / "me" / "race.git")
+
+
+@pytest.mark.parametrize("cdn", [True, False])
+def test_lfs_downloads_with_and_without_the_cdn(tmp_path, cdn):
+    data = os.urandom(50_000)
+    with LocalHub(tmp_path / "hub", cdn=cdn) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/cdn")
+        api.upload_file(path_or_fileobj=data, path_in_repo="w.safetensors", repo_id="me/cdn")
+        path = hf_hub_download("me/cdn", "w.safetensors", endpoint=hub.endpoint, cache_dir=tmp_path / "c")
+        assert Path(path).read_bytes() == data
+        resolves = [s for m, p, s in hub.request_log if m == "HEAD" and p.endswith("/w.safetensors")]
+        assert resolves == ([302] if cdn else [200])
+        assert bool(hub.cdn_endpoint) == cdn
