@@ -95,10 +95,12 @@ def tiny_config(model: str, max_steps: int) -> RecipeConfig:
         optimizer="adamw_torch",  # adamw_8bit needs bitsandbytes and a GPU
         quantization="none",
         use_vllm=False,
-        max_completion_length=16,
+        num_generations=4,
+        max_completion_length=8,
         max_steps=max_steps,
         save_steps=1,
         learning_rate=5e-3,  # large enough that 3 steps visibly move a tiny adapter
+        warmup_ratio=0.0,  # with 3 steps, 10 % warmup would make step 1 a no-op (learning rate 0)
         gradient_checkpointing=False,
         tiny=True,
     )
@@ -312,20 +314,24 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
     from trl import GRPOConfig, GRPOTrainer
 
     from hubkit.rewards import trl as hubkit_trl
+    from hubkit.rewards.build import build
 
     world = world_size()
-    with train_split_only():
+    spec = gsm8k_seed()
+    # The seed's aggregation is TRL's own (group z-score, unbiased std, +1e-4), so plain GRPOTrainer computes
+    # exactly hubkit's advantages; hubkit_trl.HubkitGRPOTrainer would be needed otherwise.
+    if not hubkit_trl.trl_matches(spec):
+        raise RecipeError("the reward spec needs HubkitGRPOTrainer: TRL's aggregation differs from it")
+    with train_split_only(), build(spec) as reward:
         problems, revision = load_problems(config, problems_file)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         prompts = to_prompts(problems, tokenizer, config.max_prompt_length)
 
-        spec = gsm8k_seed()
-        reward_funcs = list(hubkit_trl.reward_functions(spec))
+        reward_funcs = hubkit_trl.reward_funcs(reward, ground_truth_column="answer")
         kwargs = grpo_config_kwargs(config, run_dir, world) | hubkit_trl.grpo_config_kwargs(spec)
         if config.tiny:
             reward_funcs.append(tiny_signal_reward)
-            if kwargs.get("reward_weights") is not None:
-                kwargs["reward_weights"] = [*kwargs["reward_weights"], 1.0]
+            kwargs["reward_weights"] = [*kwargs["reward_weights"], 1.0]
         args = GRPOConfig(**kwargs)
 
         dataset = DatasetInfo(
@@ -419,9 +425,12 @@ def main(argv: list[str] | None = None) -> None:
         if args.dry_run:
             dataset = DatasetInfo(id=config.dataset_id, config=config.dataset_config, split="train")
             manifest = build_manifest(config, run_id, dataset, "unknown", world_size())
+            from hubkit.rewards import trl as hubkit_trl
+
+            grpo = grpo_config_kwargs(config, Path(run_id), world_size())
             report = {
                 "manifest": manifest.to_dict(),
-                "grpo_config": grpo_config_kwargs(config, Path(run_id), world_size()),
+                "grpo_config": grpo | hubkit_trl.grpo_config_kwargs(manifest.reward),
             }
             print(json.dumps(report, indent=2))
             return

@@ -1,0 +1,189 @@
+"""The TRL GSM8K recipe: its settings and manifest, the train-split guard, the prompt filter, and a real
+3-step `--tiny` run on CPU that `hubkit push` publishes to the local Hub with no flag but the repo id."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from hubkit.errors import HubkitError
+from hubkit.manifest import Manifest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAIN_SCRIPT = REPO_ROOT / "recipes" / "trl_gsm8k" / "train.py"
+PROBLEMS = Path(__file__).resolve().parent / "data" / "gsm8k_mini.jsonl"
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@pytest.fixture(scope="module")
+def recipe() -> ModuleType:
+    """train.py as a module (recipes are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("trl_gsm8k_train", TRAIN_SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_manifest_and_trl_settings_carry_the_seed_table(
+    recipe: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trl import GRPOConfig
+
+    recipe.main(["--dry-run", "--run-id", "20260301_120000_gsm8k_grpo", "--runs-dir", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    manifest = Manifest.from_dict(report["manifest"])
+    grpo = report["grpo_config"]
+
+    assert manifest.framework == "trl" and manifest.framework_version == "1.16.0"
+    assert manifest.base_model == "Qwen/Qwen2.5-3B-Instruct"
+    assert (manifest.dataset.id, manifest.dataset.config, manifest.dataset.split) == (
+        "openai/gsm8k",
+        "main",
+        "train",
+    )
+    assert (manifest.lora.r, manifest.lora.alpha, manifest.lora.target_modules) == (32, 32, LORA_TARGETS)
+    assert [c.name for c in manifest.reward.components] == [
+        "gsm8k_correctness",
+        "gsm8k_strict_format",
+        "gsm8k_soft_format",
+        "gsm8k_number_only",
+    ]
+    assert manifest.system_prompt.strip().startswith("Respond in the following format:")
+    hp = manifest.hyperparameters
+    assert hp["learning_rate"] == 5e-6 and hp["lr_scheduler"] == "cosine" and hp["warmup_ratio"] == 0.1
+    assert hp["optimizer"] == "adamw_8bit"
+    assert hp["num_generations"] == 8 and hp["prompts_per_step"] == 1 and hp["completions_per_step"] == 8
+    assert hp["max_prompt_length"] == 256 and hp["max_completion_length"] == 768
+    assert hp["max_steps"] == 1000 and hp["save_steps"] == 20 and hp["seed"] == 3407
+    assert hp["quantization"] == "4bit-nf4" and hp["use_vllm"] is True and hp["rollout_engine"] == "vllm"
+    assert (hp["adam_beta1"], hp["adam_beta2"], hp["weight_decay"], hp["max_grad_norm"]) == (
+        0.9,
+        0.99,
+        0.001,
+        0.1,
+    )
+    assert hp["kl_coef"] == 0.0 and hp["temperature"] == 1.0
+
+    assert (
+        grpo["learning_rate"] == 5e-6
+        and grpo["lr_scheduler_type"] == "cosine"
+        and grpo["warmup_steps"] == 0.1
+    )
+    assert grpo["optim"] == "adamw_8bit" and grpo["seed"] == 3407 and grpo["max_steps"] == 1000
+    assert grpo["per_device_train_batch_size"] == 8 and grpo["num_generations"] == 8
+    assert grpo["max_completion_length"] == 768 and grpo["vllm_max_model_length"] == 256 + 768
+    assert grpo["use_vllm"] is True and grpo["save_steps"] == 20
+    assert grpo["reward_weights"] == [1.0, 1.0, 1.0, 1.0]
+    assert grpo["multi_objective_aggregation"] == "sum_then_normalize"
+    # TRL 1.16 accepts every option (it removed max_prompt_length and warmup_ratio); bf16 needs a GPU here.
+    config = GRPOConfig(**{**grpo, "output_dir": str(tmp_path / "out"), "bf16": False, "use_cpu": True})
+    assert config.optim == "adamw_8bit" and config.use_vllm and config.vllm_mode == "colocate"
+    assert config.get_warmup_steps(1000) == 100
+
+
+def test_batch_of_one_prompt_splits_over_processes(recipe: ModuleType, tmp_path: Path) -> None:
+    config = recipe.RecipeConfig()
+    assert recipe.grpo_config_kwargs(config, tmp_path, 4)["per_device_train_batch_size"] == 2
+    with pytest.raises(HubkitError, match="8 completions per step do not split over 3 processes"):
+        recipe.grpo_config_kwargs(config, tmp_path, 3)
+
+
+def test_test_split_cannot_be_loaded_during_the_run(recipe: ModuleType, tmp_path: Path) -> None:
+    import datasets
+
+    files = {"train": str(PROBLEMS), "test": str(PROBLEMS)}
+    with recipe.train_split_only():
+        assert len(datasets.load_dataset("json", data_files=files, split="train")) == 13
+        for split in ("test", "train+test", None, "test[:10]"):
+            with pytest.raises(HubkitError, match="train split only"):
+                datasets.load_dataset("json", data_files=files, split=split)
+    # The guard ends with the run.
+    assert len(datasets.load_dataset("json", data_files=files, split="test")) == 13
+
+
+def test_prompts_over_256_tokens_are_dropped(recipe: ModuleType, qwen3_tokenizer_dir: Path) -> None:
+    import datasets
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    problems = datasets.load_dataset("json", data_files={"train": str(PROBLEMS)}, split="train")
+    prompts = recipe.to_prompts(problems, tokenizer, 256)
+
+    assert len(prompts) == 12, "the one long question is over 256 tokens"
+    assert all("farmer keeps careful notes" not in p["prompt"][-1]["content"] for p in prompts)
+    first = prompts[0]
+    assert first["prompt"][0] == {"role": "system", "content": recipe.SYSTEM_PROMPT}
+    assert first["answer"].endswith("#### 27")
+    with pytest.raises(HubkitError, match="no prompt fits in 8 tokens"):
+        recipe.to_prompts(problems, tokenizer, 8)
+
+
+@pytest.mark.slow
+def test_tiny_run_trains_three_steps_and_pushes(
+    recipe: ModuleType, tmp_path: Path, tiny_qwen3, new_repo_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from hubkit.cli import main as hubkit_main
+    from hubkit.runs import load_run
+
+    runs = tmp_path / "runs"
+    run_id = "20260301_120000_gsm8k_grpo_tiny"
+    recipe.main(
+        [
+            "--tiny",
+            "--model",
+            tiny_qwen3.repo_id,
+            "--problems-file",
+            str(PROBLEMS),
+            "--runs-dir",
+            str(runs),
+            "--run-id",
+            run_id,
+        ]
+    )
+    run_dir = runs / run_id
+    manifest = Manifest.load(run_dir)
+    assert manifest.base_model == tiny_qwen3.repo_id
+    assert manifest.started_at and manifest.finished_at
+    assert manifest.dataset.num_rows == 12 and manifest.dataset.id == "gsm8k_mini.jsonl"
+    assert manifest.dataset.content_sha256 and manifest.hyperparameters["max_steps"] == 3
+    assert str(tmp_path) not in (run_dir / "hubkit.json").read_text()
+
+    run = load_run(run_dir)
+    assert [c.step for c in run.checkpoints] == [1, 2, 3]
+    assert all(c.complete for c in run.checkpoints)
+    assert run.finished
+    assert {"rewards/gsm8k_correctness/mean", "rewards/tiny_signal_reward/mean"} <= {
+        name for row in run.metrics.rows for name in row.values
+    }
+    first = load_file(run_dir / "checkpoint-1" / "adapter_model.safetensors")
+    last = load_file(run_dir / "checkpoint-3" / "adapter_model.safetensors")
+    lora_b = [k for k in last if "lora_B" in k]
+    assert any(last[k].abs().sum() > 0 for k in lora_b), "the steps trained the adapter"
+    assert any(not torch.equal(first[k], last[k]) for k in lora_b)
+
+    monkeypatch.setenv("HUBKIT_RUNS_DIR", str(runs))
+    with pytest.raises(SystemExit) as exited:
+        hubkit_main(["push", "--run-id", run_id, "--repo-id", new_repo_id, "--quiet"])
+        raise SystemExit(0)
+    assert exited.value.code in (0, None)
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
+    published = PeftModel.from_pretrained(base, new_repo_id, subfolder="checkpoints/global_step_3").eval()
+    local = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval(), run_dir / "checkpoint-3"
+    ).eval()
+    input_ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+    with torch.no_grad():
+        assert torch.equal(published(input_ids).logits, local(input_ids).logits)

@@ -1,0 +1,513 @@
+"""The verl DeepScaleR recipe: data preparation, the launch settings, the manifest, and verl's own checks.
+
+The `verl`-marked tests run verl 0.6.1's code in its own environment (.venv-verl) through a subprocess:
+Hydra composition against verl's `ppo_trainer` config, `validate_config`, the reward manager, and the
+dataset (`create_rl_dataset` → `RLHFDataset`) with the tiny model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pytest
+
+from hubkit.errors import HubkitError, ManifestError
+from hubkit.manifest import DatasetInfo, Manifest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"
+DATA = Path(__file__).resolve().parent / "data"
+VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"
+SEED_SYSTEM_PROMPT = (
+    "Please reason through this problem for yourself, and then when giving your answer ONLY provide your final "
+    "answer within \\boxed{} and DO NOT provide any reasoning."
+)
+# The seed run's settings (the recipe's table), as launch.sh must hand them to verl.
+SEED_OVERRIDES = {
+    "actor_rollout_ref.model.path": "Qwen/Qwen3-4B",
+    "actor_rollout_ref.model.lora_rank": "16",
+    "actor_rollout_ref.model.lora_alpha": "16",
+    "actor_rollout_ref.model.target_modules": "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
+    "actor_rollout_ref.actor.optim.lr": "5e-5",
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
+    "actor_rollout_ref.actor.optim.optimizer": "AdamW",
+    "actor_rollout_ref.actor.optim.weight_decay": "0.1",
+    "actor_rollout_ref.actor.optim.betas": "[0.9,0.99]",
+    "actor_rollout_ref.actor.grad_clip": "1.0",
+    "actor_rollout_ref.actor.optim.clip_grad": "1.0",
+    "actor_rollout_ref.actor.use_kl_loss": "False",
+    "actor_rollout_ref.actor.kl_loss_coef": "0.0",
+    "algorithm.use_kl_in_reward": "False",
+    "actor_rollout_ref.rollout.temperature": "1.0",
+    "actor_rollout_ref.rollout.top_p": "0.95",
+    "data.train_batch_size": "6",
+    "actor_rollout_ref.rollout.n": "8",
+    "data.max_response_length": "15000",
+    "trainer.total_training_steps": "200",
+    "trainer.save_freq": "20",
+    "actor_rollout_ref.actor.ppo_epochs": "1",
+    "actor_rollout_ref.actor.clip_ratio": "0.2",
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.rollout.name": "vllm",
+    "trainer.n_gpus_per_node": "4",
+    "trainer.nnodes": "1",
+    "actor_rollout_ref.rollout.layered_summon": "False",
+    "actor_rollout_ref.rollout.load_format": "safetensors",
+    "+reward_model.reward_kwargs.length_weight": "0.5",
+    "+reward_model.reward_kwargs.aggregation": "sum_then_normalize",
+}
+
+
+def _load(name: str) -> ModuleType:
+    """Import a recipe script as a module (the recipe folder is not a package; its scripts import each other)."""
+    if str(RECIPE) not in sys.path:
+        sys.path.insert(0, str(RECIPE))
+    spec = importlib.util.spec_from_file_location(f"verl_gdpo_{name}", RECIPE / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is created
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def prepare_data() -> ModuleType:
+    return _load("prepare_data")
+
+
+@pytest.fixture(scope="module")
+def write_manifest() -> ModuleType:
+    return _load("write_manifest")
+
+
+def _prepare(prepare_data: ModuleType, out: Path, *extra: str) -> DatasetInfo:
+    args = prepare_data._parse_args(
+        [
+            "--source-file",
+            str(DATA / "deepscaler_mini.jsonl"),
+            "--difficulty-file",
+            str(DATA / "deepscaler_mini_difficulty.csv"),
+            "--output-dir",
+            str(out),
+            *extra,
+        ]
+    )
+    return prepare_data.prepare(args)
+
+
+def _launch_overrides(
+    tmp_path: Path, python: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "PYTHON": str(python),
+        "DATA_DIR": str(tmp_path / "data"),
+        "RUNS_DIR": str(tmp_path / "runs"),
+        "RUN_ID": "20260223_182638_deepscaler_gdpo_lambda0.5",
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(RECIPE / "launch.sh"), "--print-overrides", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _as_dict(lines: list[str]) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in lines)
+
+
+# --- data preparation ------------------------------------------------------------------------------
+
+
+def test_prepare_data_keeps_the_easy_problems_in_verl_format(
+    prepare_data: ModuleType, tmp_path: Path
+) -> None:
+    info = _prepare(prepare_data, tmp_path)
+
+    rows = pd.read_parquet(tmp_path / "train.parquet")
+    # Kept: solved >= 99 % with an answer. Dropped: 42 % and 10.9 % solved, 98.4 % (just below), a problem
+    # annotated twice (75 % and 99.2 %: the lower rate counts), one without an annotation, one without an answer.
+    assert [r["source_index"] for r in rows["extra_info"]] == [0, 1, 3, 7, 9, 10]
+    assert [r["index"] for r in rows["extra_info"]] == list(range(6))
+    assert [r["ground_truth"] for r in rows["reward_model"]] == [
+        "11",
+        "\\frac{3}{4}",
+        "25",
+        "\\frac{3}{8}",
+        "6",
+        "12",
+    ]
+    assert set(rows["data_source"]) == {"deepscaler"}
+    assert set(rows["ability"]) == {"math"}
+    first = list(rows["prompt"][0])
+    assert first[0] == {"role": "system", "content": SEED_SYSTEM_PROMPT}
+    assert first[1] == {"role": "user", "content": "What is $3 + 4 \\cdot 2$?"}
+    # The problem with padding whitespace still joined with its (stripped) annotation.
+    assert list(rows["prompt"][5])[1]["content"].strip() == "What is the least common multiple of 4 and 6?"
+
+    assert info.num_rows == 6
+    assert info.id == "agentica-org/DeepScaleR-Preview-Dataset"
+    assert info.split == "train"
+    assert "solved_percentage >= 99%" in info.filter
+    assert "lime-nlp/DeepScaleR_Difficulty" in info.filter
+    recorded = json.loads((tmp_path / "dataset_info.json").read_text())
+    assert DatasetInfo(**recorded) == info
+    assert info.content_sha256 == prepare_data.content_sha256(rows)
+
+
+def test_content_hash_follows_the_content(prepare_data: ModuleType, tmp_path: Path) -> None:
+    first = _prepare(prepare_data, tmp_path / "a")
+    again = _prepare(prepare_data, tmp_path / "b")
+    looser = _prepare(prepare_data, tmp_path / "c", "--min-solve-rate", "98")
+
+    assert first.content_sha256 == again.content_sha256
+    assert looser.num_rows == 7
+    assert looser.content_sha256 != first.content_sha256
+
+
+def test_solve_rate_column_in_the_source_needs_no_companion(prepare_data: ModuleType, tmp_path: Path) -> None:
+    source = pd.DataFrame(
+        {"problem": ["One plus one?", "Two plus two?"], "answer": ["2", "4"], "pass_rate": [100.0, 50.0]}
+    )
+    source.to_parquet(tmp_path / "src.parquet")
+    args = prepare_data._parse_args(
+        [
+            "--source-file",
+            str(tmp_path / "src.parquet"),
+            "--difficulty-source",
+            "none",
+            "--solve-rate-column",
+            "pass_rate",
+            "--output-dir",
+            str(tmp_path / "out"),
+        ]
+    )
+    info = prepare_data.prepare(args)
+    assert info.num_rows == 1
+    assert "from the problems" in info.filter
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--expect-rows", "1840"], "kept 6 rows, expected 1840"),
+        (["--solve-rate-column", "pass_at_1"], "no column(s) ['pass_at_1']"),
+        (["--min-solve-rate", "101"], "no problem has solved_percentage >= 101"),
+    ],
+)
+def test_prepare_data_refusals(
+    prepare_data: ModuleType, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    with pytest.raises(HubkitError) as excinfo:
+        _prepare(prepare_data, tmp_path, *extra)
+    assert message in str(excinfo.value)
+    assert not (tmp_path / "train.parquet").exists()
+
+
+# --- launch settings and manifest --------------------------------------------------------------------
+
+
+def test_launch_prints_every_seed_setting(tmp_path: Path) -> None:
+    result = _launch_overrides(tmp_path, Path(sys.executable))
+    assert result.returncode == 0, result.stderr
+    overrides = _as_dict(result.stdout.splitlines())
+
+    for key, value in SEED_OVERRIDES.items():
+        assert overrides.get(key) == value, key
+    run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
+    assert overrides["trainer.default_local_dir"] == str(run_dir)
+    assert overrides["custom_reward_function.path"].endswith("hubkit/rewards/verl_reward.py")
+    # vLLM 0.6.1 refuses chunked prefill below prompt + response length.
+    assert int(overrides["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= 1024 + 15000
+    assert not run_dir.exists(), "printing the overrides must not create the run"
+
+
+def test_launch_settings_follow_the_environment(tmp_path: Path) -> None:
+    result = _launch_overrides(
+        tmp_path,
+        Path(sys.executable),
+        "trainer.val_before_train=True",
+        LAMBDA="0.2",
+        AGGREGATION="normalize_then_sum",
+        NNODES="2",
+        KL_COEF="0.01",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    overrides = _as_dict(lines)
+    assert overrides["+reward_model.reward_kwargs.length_weight"] == "0.2"
+    assert overrides["+reward_model.reward_kwargs.aggregation"] == "normalize_then_sum"
+    assert overrides["trainer.nnodes"] == "2"
+    assert overrides["actor_rollout_ref.actor.use_kl_loss"] == "True"
+    assert lines[-1] == "trainer.val_before_train=True", "extra overrides come last, so they win"
+
+
+def test_launch_refuses_an_unknown_aggregation(tmp_path: Path) -> None:
+    result = _launch_overrides(tmp_path, Path(sys.executable), AGGREGATION="mean")
+    assert result.returncode == 1
+    assert "AGGREGATION must be sum_then_normalize or normalize_then_sum" in result.stderr
+
+
+def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_path: Path) -> None:
+    overrides = _launch_overrides(tmp_path, Path(sys.executable)).stdout.splitlines()
+    dataset = DatasetInfo(id="agentica-org/DeepScaleR-Preview-Dataset", num_rows=1840, content_sha256="ab")
+    manifest = write_manifest.build_manifest(
+        run_id="20260223_182638_deepscaler_gdpo_lambda0.5",
+        overrides=overrides,
+        dataset=dataset,
+        base_model="Qwen/Qwen3-4B",
+        lam=0.5,
+        aggregation="sum_then_normalize",
+        accelerator="NVIDIA H100 80GB HBM3",
+        framework_version="0.6.1",
+    )
+    manifest.save(tmp_path)
+    loaded = Manifest.load(tmp_path)
+
+    assert loaded.framework == "verl" and loaded.framework_version == "0.6.1"
+    assert loaded.base_model == "Qwen/Qwen3-4B"
+    assert loaded.dataset == dataset
+    assert loaded.system_prompt == SEED_SYSTEM_PROMPT
+    assert loaded.metrics_file == "metrics.jsonl" and loaded.checkpoints_dir == "."
+    assert loaded.started_at and loaded.finished_at is None
+    assert loaded.hardware.count == 4 and loaded.hardware.nodes == 1
+    assert loaded.hardware.accelerator == "NVIDIA H100 80GB HBM3"
+    assert (loaded.lora.r, loaded.lora.alpha) == (16, 16)
+    assert loaded.lora.target_modules == (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+    reward = loaded.reward
+    assert reward.aggregation == "sum_then_normalize"
+    assert [(c.name, c.weight) for c in reward.components] == [
+        ("math_correctness", 1.0),
+        ("length_penalty", 0.5),
+    ]
+    assert reward.components[1].params["max_completion_length"] == 15000
+    assert loaded.hyperparameters == {
+        "learning_rate": 5e-5,
+        "lr_scheduler": "constant",
+        "warmup_steps": 0,
+        "optimizer": "AdamW",
+        "weight_decay": 0.1,
+        "adam_betas": [0.9, 0.99],
+        "max_grad_norm": 1.0,
+        "kl_coef": 0.0,
+        "use_kl_loss": False,
+        "ppo_epochs": 1,
+        "clip_ratio": 0.2,
+        "loss_agg_mode": "token-mean",
+        "temperature": 1.0,
+        "top_p": 0.95,
+        "prompts_per_step": 6,
+        "rollouts_per_prompt": 8,
+        "completions_per_step": 48,
+        "max_prompt_length": 1024,
+        "max_completion_length": 15000,
+        "max_steps": 200,
+        "save_steps": 20,
+        "advantage_estimator": "hubkit_gdpo",
+        "training_engine": "fsdp2",
+        "rollout_engine": "vllm",
+        "gpus_per_node": 4,
+        "nodes": 1,
+    }
+    assert str(tmp_path) not in (tmp_path / "hubkit.json").read_text(), "no local path in the manifest"
+
+
+def test_manifest_can_select_gdpo(write_manifest: ModuleType, tmp_path: Path) -> None:
+    overrides = _launch_overrides(tmp_path, Path(sys.executable), AGGREGATION="normalize_then_sum").stdout
+    manifest = write_manifest.build_manifest(
+        "run",
+        overrides.splitlines(),
+        DatasetInfo(id="x"),
+        "Qwen/Qwen3-4B",
+        0.5,
+        "normalize_then_sum",
+        "cpu",
+        None,
+    )
+    assert manifest.reward.aggregation == "normalize_then_sum"
+    assert manifest.reward.batch_whiten is True
+
+
+def test_manifest_refuses_a_local_base_model_and_missing_settings(
+    write_manifest: ModuleType, tmp_path: Path
+) -> None:
+    overrides = _launch_overrides(tmp_path, Path(sys.executable)).stdout.splitlines()
+    with pytest.raises(ManifestError, match="Hub id"):
+        write_manifest.build_manifest(
+            "run", overrides, DatasetInfo(id="x"), "/models/qwen3", 0.5, "sum_then_normalize", "cpu", None
+        )
+    without_lr = [o for o in overrides if not o.startswith("actor_rollout_ref.actor.optim.lr=")]
+    with pytest.raises(ManifestError, match=r"actor_rollout_ref\.actor\.optim\.lr"):
+        write_manifest.build_manifest(
+            "run", without_lr, DatasetInfo(id="x"), "Qwen/Qwen3-4B", 0.5, "sum_then_normalize", "cpu", None
+        )
+
+
+# --- verl 0.6.1's own checks, in its environment -----------------------------------------------------
+
+needs_verl = pytest.mark.skipif(
+    not VERL_PYTHON.exists(), reason=".venv-verl is missing: run `make venv-verl`"
+)
+
+
+@pytest.mark.verl
+@pytest.mark.slow
+@needs_verl
+def test_launch_config_composes_and_loads_data_in_verl(
+    prepare_data: ModuleType, tmp_path: Path, qwen3_tokenizer_dir: Path
+) -> None:
+    # The tiny models' tokenizer: the real Qwen3 files. (The copy saved beside a tiny model is in
+    # transformers 5's format, whose list-valued `extra_special_tokens` transformers 4.57 cannot read.)
+    _prepare(prepare_data, tmp_path / "data")
+    result = _launch_overrides(tmp_path, VERL_PYTHON)
+    assert result.returncode == 0, result.stderr
+    overrides_file = tmp_path / "overrides.txt"
+    overrides_file.write_text(result.stdout)
+
+    preflight = subprocess.run(
+        [
+            str(VERL_PYTHON),
+            str(RECIPE / "preflight.py"),
+            "--overrides",
+            str(overrides_file),
+            "--tokenizer",
+            str(qwen3_tokenizer_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert preflight.returncode == 0, preflight.stderr[-3000:]
+    report = json.loads(preflight.stdout[preflight.stdout.index("{") :])
+    config = report["config"]
+
+    assert config["actor_rollout_ref.model.path"] == "Qwen/Qwen3-4B"
+    assert config["actor_rollout_ref.model.lora_rank"] == 16
+    assert config["actor_rollout_ref.model.lora_alpha"] == 16
+    assert config["actor_rollout_ref.model.target_modules"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    assert config["actor_rollout_ref.actor.optim.lr"] == 5e-5
+    assert config["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "constant"
+    assert config["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
+    assert config["actor_rollout_ref.actor.optim.weight_decay"] == 0.1
+    assert config["actor_rollout_ref.actor.optim.betas"] == [0.9, 0.99]
+    assert config["actor_rollout_ref.actor.grad_clip"] == 1.0
+    assert config["actor_rollout_ref.actor.optim.clip_grad"] == 1.0
+    assert config["actor_rollout_ref.actor.use_kl_loss"] is False
+    assert config["algorithm.use_kl_in_reward"] is False
+    assert config["actor_rollout_ref.rollout.temperature"] == 1.0
+    assert config["actor_rollout_ref.rollout.top_p"] == 0.95
+    assert config["data.train_batch_size"] == 6
+    assert config["actor_rollout_ref.rollout.n"] == 8
+    assert config["actor_rollout_ref.actor.ppo_mini_batch_size"] == 6
+    assert config["data.max_response_length"] == 15000
+    assert config["actor_rollout_ref.rollout.response_length"] == 15000
+    assert config["trainer.total_training_steps"] == 200
+    assert config["trainer.save_freq"] == 20
+    assert config["actor_rollout_ref.actor.ppo_epochs"] == 1
+    assert config["actor_rollout_ref.actor.clip_ratio"] == 0.2
+    assert (
+        config["actor_rollout_ref.actor.clip_ratio_low"]
+        == config["actor_rollout_ref.actor.clip_ratio_high"]
+        == 0.2
+    )
+    assert config["actor_rollout_ref.actor.strategy"] == "fsdp2"
+    assert config["actor_rollout_ref.ref.strategy"] == "fsdp2"
+    assert config["actor_rollout_ref.rollout.name"] == "vllm"
+    assert config["actor_rollout_ref.rollout.mode"] == "sync"
+    assert config["actor_rollout_ref.rollout.layered_summon"] is False
+    assert config["actor_rollout_ref.rollout.load_format"] == "safetensors"
+    assert config["trainer.n_gpus_per_node"] == 4 and config["trainer.nnodes"] == 1
+    assert config["trainer.logger"] == ["console", "file"]
+    assert config["reward_model.reward_kwargs"]["length_weight"] == 0.5
+    assert config["reward_model.reward_kwargs"]["aggregation"] == "sum_then_normalize"
+
+    dataset = report["dataset"]
+    assert dataset["rows"] == 6
+    assert dataset["first_ground_truth"] == "11"
+    assert SEED_SYSTEM_PROMPT in dataset["first_prompt_text"]
+    assert "What is $3 + 4 \\cdot 2$?" in dataset["first_prompt_text"]
+
+
+@pytest.mark.verl
+@needs_verl
+def test_preflight_reports_an_unknown_key(tmp_path: Path) -> None:
+    overrides = tmp_path / "overrides.txt"
+    overrides.write_text("actor_rollout_ref.actor.optim.learning_rate=5e-5\n")
+    result = subprocess.run(
+        [str(VERL_PYTHON), str(RECIPE / "preflight.py"), "--overrides", str(overrides)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "Hydra refused the overrides" in result.stderr
+    assert "learning_rate" in result.stderr
+
+
+@pytest.mark.verl
+@needs_verl
+def test_manifest_writer_runs_in_verl_env(prepare_data: ModuleType, tmp_path: Path) -> None:
+    _prepare(prepare_data, tmp_path / "data")
+    overrides = _launch_overrides(tmp_path, VERL_PYTHON).stdout.splitlines()
+    run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
+    writer = [str(VERL_PYTHON), str(RECIPE / "write_manifest.py")]
+    start = subprocess.run(
+        [
+            *writer,
+            "start",
+            "--run-dir",
+            str(run_dir),
+            "--dataset-info",
+            str(tmp_path / "data" / "dataset_info.json"),
+            "--base-model",
+            "Qwen/Qwen3-4B",
+            "--lambda",
+            "0.5",
+            "--aggregation",
+            "sum_then_normalize",
+            "--",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert start.returncode == 0, start.stderr
+    started = Manifest.load(run_dir)
+    assert started.framework_version == "0.6.1"
+    assert started.hardware.accelerator == "cpu"
+    assert started.dataset.num_rows == 6
+    assert started.finished_at is None
+
+    finish = subprocess.run([*writer, "finish", "--run-dir", str(run_dir)], capture_output=True, text=True)
+    assert finish.returncode == 0, finish.stderr
+    finished = Manifest.load(run_dir)
+    assert finished.finished_at is not None
+    assert finished.with_updates(finished_at=None) == started
