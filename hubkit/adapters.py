@@ -204,6 +204,7 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
         task_type="CAUSAL_LM",
         inference_mode=True,
     )
+    normalized.pop("runtime_config", None)  # PEFT ignores it on load, with a warning
     if isinstance(normalized.get("target_modules"), set | tuple):
         normalized["target_modules"] = sorted(normalized["target_modules"])
     return normalized

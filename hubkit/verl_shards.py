@@ -10,6 +10,7 @@ of the classes a DTensor checkpoint contains, so loading one can never run arbit
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,8 +41,16 @@ DTENSOR_SAFE_GLOBALS: list[object] = [
 
 @contextmanager
 def _dtensor_globals() -> Iterator[None]:
-    with torch.serialization.safe_globals(DTENSOR_SAFE_GLOBALS):
-        yield
+    # Unpickling a DeviceMesh outside a process group logs a warning about torch.compile lookups; hubkit
+    # only reads the local tensors, so it is noise here.
+    mesh_logger = logging.getLogger("torch.distributed.device_mesh")
+    level = mesh_logger.level
+    mesh_logger.setLevel(logging.ERROR)
+    try:
+        with torch.serialization.safe_globals(DTENSOR_SAFE_GLOBALS):
+            yield
+    finally:
+        mesh_logger.setLevel(level)
 
 
 def is_lora_key(key: str) -> bool:
@@ -96,7 +105,9 @@ def load_lora_tensors(actor_dir: Path, label: str) -> dict[str, torch.Tensor]:
                 f"{label}: {path.name} holds objects outside the DTensor allow-list; refusing to unpickle it"
             ) from e
         except RuntimeError as e:  # torch's zip reader: a truncated or corrupt file
-            raise CheckpointError(f"{label}: {path.name} cannot be read ({e}); the shard is corrupt") from e
+            raise CheckpointError(
+                f"{label}: {path.name} cannot be read: the shard is truncated or corrupt"
+            ) from e
         for key, value in state.items():
             if is_lora_key(key):
                 dim, piece = _local_piece(value, key, label)

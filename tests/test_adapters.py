@@ -420,5 +420,7 @@ def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, t
     shard = actor / "model_world_size_2_rank_1.pt"
     shard.write_bytes(shard.read_bytes()[:1000])
     run = load_run(run_dir)
-    with pytest.raises(CheckpointError, match=r"global_step_2: model_world_size_2_rank_1\.pt cannot be read"):
+    with pytest.raises(
+        CheckpointError, match=r"global_step_2 of run .*: model_world_size_2_rank_1\.pt cannot be read"
+    ):
         prepare_adapter(run, run.checkpoints[0], tmp_path / "out2")
