@@ -335,3 +335,39 @@ def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
         "hubkit push synthetic-run: steps 2",
         "hubkit push synthetic-run: steps 1",
     ]
+
+
+def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
+    synthetic_run, local_hub, new_repo_id, capsys
+):
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
+    start = len(local_hub.request_log)
+    capsys.readouterr()
+    assert (
+        _cli(
+            [
+                "push",
+                "--run-dir",
+                str(synthetic_run),
+                "--repo-id",
+                new_repo_id,
+                "--endpoint",
+                local_hub.endpoint,
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert local_hub.request_log[start:] == []
+    status = {
+        line.split()[1]: line.split()[0]
+        for line in out.splitlines()
+        if line.startswith("  ") and len(line.split()) == 4
+    }
+    assert status["checkpoints/global_step_1/adapter_model.safetensors"] == "unchanged"
+    assert status["checkpoints/global_step_3/adapter_model.safetensors"] == "new"
+    assert status["adapter_model.safetensors"] == "changed"  # the root follows the newest step
+    assert status["README.md"] == "changed"
+    assert "compared with the last push from this run directory" in out

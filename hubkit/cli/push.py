@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from huggingface_hub.utils import disable_progress_bars
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
     from hubkit.adapters import PreparedAdapter
     from hubkit.publish import CommitResult, PushPlan, RepoDiff
+    from hubkit.publish.record import PushRecord
 
 
 def _parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -48,20 +48,35 @@ def _size(num_bytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-def describe_plan(plan: PushPlan) -> str:
-    """The dry-run listing: each repo, then each file with its size and step."""
+def describe_plan(plan: PushPlan, records: dict[str, PushRecord | None]) -> str:
+    """The dry-run listing: each repo, then each file with its size and what is new in it.
+
+    "New" is relative to the last push recorded in the run directory (`records`, by repo id): a dry run
+    does not contact the Hub.
+    """
+    from hubkit.publish.record import FileStatus
+
     lines = []
     for repo in plan.repos:
+        record = records.get(repo.repo_id)
         visibility = "private" if repo.private else "public"
         lines.append(
             f"{repo.repo_id} ({repo.repo_type}, {visibility} if created): {len(repo.files)} files, {_size(repo.total_size)}"
         )
+        if record is None:
+            lines.append("  no earlier push recorded from this run directory: every file is new")
+        else:
+            lines.append(
+                f"  compared with the last push from this run directory (commit {record.commit_sha[:10]})"
+            )
         lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
+        new_bytes = 0
         for planned in repo.files:
-            lines.append(f"  {planned.path_in_repo:<60} {_size(planned.size):>10}")
-    lines.append(
-        "Dry run: the Hub was not contacted; a push uploads only the files that differ from the remote."
-    )
+            status = record.status(planned) if record else FileStatus.NEW
+            new_bytes += planned.size if status is not FileStatus.UNCHANGED else 0
+            lines.append(f"  {status.value:<9} {planned.path_in_repo:<60} {_size(planned.size):>10}")
+        lines.append(f"  to upload: {_size(new_bytes)}")
+    lines.append("Dry run: nothing was sent; a push uploads only the files that differ from the remote.")
     return "\n".join(lines)
 
 
@@ -75,8 +90,9 @@ def _describe_result(result: CommitResult, endpoint: str) -> str:
     )
 
 
-def _push_once(api: HfApi, plan: PushPlan, console: Console) -> tuple[CommitResult, ...]:
+def _push_once(api: HfApi, plan: PushPlan, run_dir: Path, console: Console) -> tuple[CommitResult, ...]:
     from hubkit.publish import commit_push, diff_push
+    from hubkit.publish.record import save_record
 
     diffs: tuple[RepoDiff, ...] = diff_push(api, plan)
     total = sum(d.upload_size for d in diffs)
@@ -86,7 +102,8 @@ def _push_once(api: HfApi, plan: PushPlan, console: Console) -> tuple[CommitResu
     ) as progress:
         task = progress.add_task("uploading", total=total)
         results = commit_push(api, diffs, on_uploaded=lambda f: progress.advance(task, f.size))
-    for result in results:
+    for diff, result in zip(diffs, results, strict=True):
+        save_record(run_dir, api.endpoint, diff.plan, result.commit_sha or diff.remote.head_sha or "")
         console.print(_describe_result(result, api.endpoint), highlight=False)
     return results
 
@@ -135,8 +152,11 @@ def push(
         $ hubkit push --run-id RUN --repo-id me/qwen3-4b-grpo
         $ hubkit push --run-dir runs/RUN --repo-id me/qwen3-4b-grpo --every 100 --dry-run
     """
+    from huggingface_hub.utils import disable_progress_bars
+
     from hubkit.publish import hub_client, plan_push, prepare_adapters, resolve_token, select_checkpoints
     from hubkit.publish.plan import check_repo_id
+    from hubkit.publish.record import load_record
     from hubkit.runs import find_run_dir, load_run
 
     if dry_run and watch:
@@ -159,9 +179,10 @@ def push(
                 adapters = prepare_adapters(run, chosen, Path(staging), prepared)
                 plan = plan_push(run, repo_id, adapters, private=private, token=token)
                 if api is None:
-                    console.print(describe_plan(plan), highlight=False)
+                    records = {r.repo_id: load_record(path, endpoint, r.repo_id) for r in plan.repos}
+                    console.print(describe_plan(plan, records), highlight=False)
                     return
-                _push_once(api, plan, console)
+                _push_once(api, plan, path, console)
             if not watch or (run.finished and not run.pending):
                 return
             time.sleep(watch_interval)

@@ -1,0 +1,90 @@
+"""What the last push of a run to a repo left on the Hub, kept beside the run.
+
+`--dry-run` opens no connection, so it cannot ask the Hub what is there; it compares the plan with
+this record instead (`run_dir/.hubkit/pushes/<endpoint+repo hash>.json`, written after every push
+that reached the Hub). The record is only a hint for the dry run: a real push always diffs against
+the remote itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from hubkit.publish.plan import PlannedFile, RepoPlan
+
+RECORDS_DIR = Path(".hubkit") / "pushes"
+
+
+class FileStatus(Enum):
+    """A planned file compared with the last recorded push."""
+
+    NEW = "new"
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class PushRecord:
+    """The repo's files (path → sha256) as of `commit_sha`, the last push from this run directory."""
+
+    endpoint: str
+    repo_id: str
+    commit_sha: str
+    files: dict[str, str]
+
+    def status(self, planned: PlannedFile) -> FileStatus:
+        known = self.files.get(planned.path_in_repo)
+        if known is None:
+            return FileStatus.NEW
+        return FileStatus.UNCHANGED if known == planned.hashes.sha256 else FileStatus.CHANGED
+
+
+def _record_path(run_dir: Path, endpoint: str, repo_id: str) -> Path:
+    # Hashed: repo ids and URLs hold characters that do not belong in file names.
+    key = hashlib.sha256(f"{endpoint.rstrip('/')}\n{repo_id}".encode()).hexdigest()[:24]
+    return run_dir / RECORDS_DIR / f"{key}.json"
+
+
+def load_record(run_dir: Path, endpoint: str, repo_id: str) -> PushRecord | None:
+    """The last push of this run to `repo_id` on `endpoint`, or None if there was none (or it is unreadable)."""
+    path = _record_path(run_dir, endpoint, repo_id)
+    try:
+        data = json.loads(path.read_text())
+        return PushRecord(
+            endpoint=data["endpoint"],
+            repo_id=data["repo_id"],
+            commit_sha=data["commit_sha"],
+            files=data["files"],
+        )
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -> Path:
+    """Record that `plan`'s files are on the Hub at `commit_sha` (after a push or an up-to-date check).
+
+    Args:
+        run_dir: the run directory.
+        endpoint: the Hub URL.
+        plan: the plan that was pushed; its files are all on the remote now.
+        commit_sha: the repo's head after the push.
+
+    Returns:
+        The record's path.
+    """
+    previous = load_record(run_dir, endpoint, plan.repo_id)
+    # A push only adds and updates: files recorded earlier and not in this plan are still there.
+    files = dict(previous.files) if previous else {}
+    files.update({f.path_in_repo: f.hashes.sha256 for f in plan.files})
+    path = _record_path(run_dir, endpoint, plan.repo_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    record = {"endpoint": endpoint, "repo_id": plan.repo_id, "commit_sha": commit_sha, "files": files}
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
