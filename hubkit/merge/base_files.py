@@ -34,13 +34,17 @@ CARRIED_PATTERNS = (
 _LOCAL_CONFIG_KEYS = ("_name_or_path",)
 
 
-def fetch_base_snapshot(base_model: str, revision: str | None = None) -> Path:
+def fetch_base_snapshot(
+    base_model: str, revision: str | None = None, *, endpoint: str | None = None, token: str | None = None
+) -> Path:
     """The base model's weights, config and tokenizer files, from a local folder or the Hub cache.
 
     Args:
         base_model: a local folder, or a Hub model id (downloaded through the Hub cache, only the
             files a merge needs).
         revision: branch, tag or commit of the Hub repo; ignored for a local folder.
+        endpoint: the Hub URL; default the client's (`HF_ENDPOINT`, else huggingface.co).
+        token: the token for a private or gated base; default the client's.
 
     Returns:
         The folder holding the files.
@@ -59,6 +63,8 @@ def fetch_base_snapshot(base_model: str, revision: str | None = None) -> Path:
             repo_id=base_model,
             revision=revision,
             allow_patterns=[*WEIGHT_PATTERNS, *CARRIED_PATTERNS],
+            endpoint=endpoint,
+            token=token,
         )
     except RevisionNotFoundError as e:
         raise MergeError(

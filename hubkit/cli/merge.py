@@ -1,0 +1,74 @@
+"""`hubkit merge`: merge one checkpoint of a run into its base model, into a local folder."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from hubkit.cli.options import endpoint_option, quiet_option, run_options
+
+
+@click.command()
+@run_options
+@click.option("--step", type=click.IntRange(min=0), help="The checkpoint to merge.  [default: the last]")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The merged model's folder (must not exist or be empty).",
+)
+@endpoint_option
+@quiet_option
+def merge(
+    run_id: str | None,
+    runs_dir: Path | None,
+    run_dir: Path | None,
+    base_model: str | None,
+    step: int | None,
+    out: Path,
+    endpoint: str,
+    quiet: bool,
+) -> None:
+    """Merge a checkpoint's LoRA adapter into the base model's weights.
+
+    The base's safetensors shards are fetched through the Hub cache and merged one tensor at a
+    time; the folder also gets the base's config, generation config and tokenizer. It appears only
+    once complete.
+
+    \b
+        $ hubkit merge --run-id RUN --out merged/
+        $ hubkit merge --run-dir runs/RUN --step 200 --out merged-200/
+    """
+    from huggingface_hub.utils import disable_progress_bars
+
+    from hubkit.publish import prepare_adapters, resolve_token, select_checkpoints
+    from hubkit.publish.merged_repo import merge_prepared_adapter
+    from hubkit.runs import find_run_dir, load_run
+
+    console = Console(quiet=quiet, soft_wrap=True)
+    disable_progress_bars()
+    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+    checkpoint = select_checkpoints(run, None if step is None else [step])[-1:]
+    token = resolve_token(endpoint, required=False)
+    with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:
+        (adapter,) = prepare_adapters(run, checkpoint, Path(staging))
+        columns = (TextColumn("merging"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, disable=quiet) as progress:
+            task = progress.add_task("merge", total=None)
+            result = merge_prepared_adapter(
+                run,
+                adapter,
+                out,
+                endpoint=endpoint,
+                token=token,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+    console.print(
+        f"Merged step {adapter.step} of {run.manifest.run_id} into {run.manifest.base_model}: "
+        f"{result.merged_modules} modules, {len(result.shards)} shard(s), {result.dtype} -> {result.out_dir}",
+        highlight=False,
+    )

@@ -1,0 +1,156 @@
+"""The merged-model repo: one checkpoint's adapter merged into the base, planned like any other repo.
+
+model-00001-of-00002.safetensors, ..., model.safetensors.index.json   (or model.safetensors)
+config.json, generation_config.json                                   (the base's)
+tokenizer files, chat template                                        (the run's, else the base's)
+README.md                                                             (the merged card)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.cards.merged import render_merged_card
+from hubkit.publish.adapter_repo import TOKENIZER_FILES
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.runs import Run
+
+if TYPE_CHECKING:
+    from hubkit.adapters import PreparedAdapter
+    from hubkit.merge import MergeResult
+    from hubkit.merge.stream import ProgressCallback
+
+MERGED_SUFFIX = "-merged"
+
+
+def default_merged_repo_id(adapter_repo_id: str) -> str:
+    """The default merged repo beside an adapter repo: `<repo_id>-merged`."""
+    return adapter_repo_id + MERGED_SUFFIX
+
+
+def merge_prepared_adapter(
+    run: Run,
+    adapter: PreparedAdapter,
+    out_dir: Path,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> MergeResult:
+    """Merge a prepared adapter into the run's base model (fetched from the Hub cache) in `out_dir`.
+
+    Args:
+        run: the run (its manifest names the base model and revision).
+        adapter: from `hubkit.adapters.prepare_adapter`.
+        out_dir: must not exist or be empty.
+        endpoint: the Hub to fetch the base from; default `HF_ENDPOINT`, else huggingface.co.
+        token: the Hub token, for a private or gated base.
+        progress: called with (bytes done, total bytes).
+
+    Returns:
+        The merge result.
+
+    Raises:
+        MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.merge_adapter`.
+    """
+    from hubkit.merge import fetch_base_snapshot, merge_adapter
+
+    manifest = run.manifest
+    base_dir = fetch_base_snapshot(
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+    )
+    return merge_adapter(base_dir, adapter.dir, out_dir, progress)
+
+
+def plan_merged_repo(
+    run: Run,
+    repo_id: str,
+    adapter_repo_id: str,
+    step: int,
+    result: MergeResult,
+    *,
+    private: bool = False,
+    token: str | None = None,
+) -> RepoPlan:
+    """The merged repo's desired files: the merged folder, the run's tokenizer over the base's, a card.
+
+    Args:
+        run: the run the merged checkpoint comes from.
+        repo_id: the merged repo, "owner/name".
+        adapter_repo_id: the adapter repo that publishes the same checkpoint (named in the card).
+        step: the merged checkpoint's step.
+        result: the merge, from `merge_prepared_adapter` (its folder must live until the push ends).
+        private: create the repo private (applies only when the push creates it).
+        token: the token in use, so that a file containing it is refused.
+
+    Returns:
+        The plan; nothing is read from or sent to the network.
+
+    Raises:
+        PublishError: an invalid repo id.
+        UnsafeFileError: a planned file holds a local path or a token.
+    """
+    check_repo_id(repo_id)
+    files = {p.name: p for p in sorted(result.out_dir.iterdir()) if p.is_file()}
+    # Training may have changed the tokenizer or chat template: the run's own set replaces the base's
+    # whole (mixing the two could pair the base's chat_template.jinja with the run's tokenizer).
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
+    run_tokenizer = {
+        n: tokenizer_dir / n for n in TOKENIZER_FILES if tokenizer_dir and (tokenizer_dir / n).is_file()
+    }
+    if run_tokenizer:
+        files = {n: p for n, p in files.items() if n not in TOKENIZER_FILES} | run_tokenizer
+    planned = [PlannedFile.from_path(name, path, step=step) for name, path in sorted(files.items())]
+    card = render_merged_card(
+        run.manifest, repo_id, adapter_repo_id, step, dtype=result.dtype, merged_modules=result.merged_modules
+    )
+    planned.append(PlannedFile.from_bytes("README.md", card.encode(), step=step))
+    check_file_names(planned)
+    check_file_contents(planned, run.run_dir, Path.home(), token)
+    return RepoPlan(
+        repo_id=repo_id,
+        files=tuple(planned),
+        private=private,
+        title=f"hubkit push {run.manifest.run_id}: merged step {step}",
+    )
+
+
+def add_merged_repo(
+    plan: PushPlan,
+    run: Run,
+    adapter: PreparedAdapter,
+    work_dir: Path,
+    merges: dict[int, MergeResult],
+    *,
+    adapter_repo_id: str,
+    repo_id: str,
+    endpoint: str | None = None,
+    token: str | None = None,
+    private: bool = False,
+) -> PushPlan:
+    """`plan` plus the merged repo of `adapter`'s checkpoint, merging it unless `merges` has it.
+
+    Args:
+        plan: the push plan so far (the adapter repo).
+        run: the run.
+        adapter: the checkpoint to merge (a push merges its newest).
+        work_dir: where the merged folder is written; it must live until the push ends.
+        merges: merges already made in `work_dir`, by step (a watching push plans many times).
+        adapter_repo_id, repo_id: the adapter repo and the merged repo.
+        endpoint, token, private: as `merge_prepared_adapter` and `plan_merged_repo`.
+
+    Returns:
+        A new plan with the merged repo last.
+
+    Raises:
+        As `merge_prepared_adapter` and `plan_merged_repo`.
+    """
+    if adapter.step not in merges:
+        out_dir = work_dir / f"merged-step-{adapter.step}"
+        merges[adapter.step] = merge_prepared_adapter(run, adapter, out_dir, endpoint=endpoint, token=token)
+    merged = plan_merged_repo(
+        run, repo_id, adapter_repo_id, adapter.step, merges[adapter.step], private=private, token=token
+    )
+    return PushPlan(repos=(*plan.repos, merged))
