@@ -6,7 +6,9 @@ of other lengths; the session fixtures `trl_run_dir` and `verl_run_dir` make one
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -209,3 +211,43 @@ def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3, qwen3_tok
         pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
     run_dir = tmp_path_factory.mktemp("verl-runs") / "tiny-qwen3-verl-grpo"
     return make_verl_run(run_dir, Path(tiny_qwen3.local_dir), Path(qwen3_tokenizer_dir), tiny_qwen3.repo_id)
+
+
+def copy_verl_run(run_dir: Path, dest: Path) -> Path:
+    """A copy of a verl run without optimizer/extra state (never read by hubkit), with its reference logits."""
+    shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns("optim_*", "extra_state_*"))
+    shutil.copytree(verl_reference_dir(run_dir), verl_reference_dir(dest))
+    return dest
+
+
+def empty_first_adapter(run_dir: Path) -> Path:
+    """Replace the first step's ``lora_adapter/`` weights with what verl 0.6.1 + PEFT >= 0.21 writes: no tensors."""
+    from safetensors.torch import save_file
+
+    first = min((run_dir / "checkpoints").glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    save_file({}, first / "actor" / "lora_adapter" / "adapter_model.safetensors")
+    return run_dir
+
+
+def drop_adapters_for_meta(run_dir: Path) -> Path:
+    """Make the run look like verl >= 0.8's: no ``lora_adapter/``, ``lora_train_meta.json`` instead."""
+    for actor in (run_dir / "checkpoints").glob("global_step_*/actor"):
+        shutil.rmtree(actor / "lora_adapter")
+        (actor / "lora_train_meta.json").write_text(
+            json.dumps({"r": LORA_R, "lora_alpha": LORA_ALPHA, "task_type": "CAUSAL_LM"})
+        )
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def verl_empty_adapter_run_dir(tmp_path_factory: pytest.TempPathFactory, verl_run_dir: Path) -> Path:
+    """`verl_run_dir` with its first step's ``lora_adapter/adapter_model.safetensors`` empty (16 bytes)."""
+    dest = tmp_path_factory.mktemp("verl-variants") / "tiny-qwen3-verl-empty-adapter"
+    return empty_first_adapter(copy_verl_run(verl_run_dir, dest))
+
+
+@pytest.fixture(scope="session")
+def verl_no_adapter_run_dir(tmp_path_factory: pytest.TempPathFactory, verl_run_dir: Path) -> Path:
+    """`verl_run_dir` as newer verl saves it: no ``lora_adapter/``, ``lora_train_meta.json`` per step."""
+    dest = tmp_path_factory.mktemp("verl-variants") / "tiny-qwen3-verl-no-adapter"
+    return drop_adapters_for_meta(copy_verl_run(verl_run_dir, dest))

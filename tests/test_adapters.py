@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures_runs import verl_reference_dir
+from fixtures_runs import copy_verl_run, verl_reference_dir
 from safetensors.torch import load_file, save_file
 
 from hubkit.adapters import check_against_base, normalize_key, prepare_adapter
@@ -368,47 +368,36 @@ def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_pat
         assert all(torch.equal(saved[k], rebuilt[k]) for k in saved)
 
 
-def _copy_run(run_dir: Path, tmp_path: Path, name: str) -> Path:
-    """A copy of the verl run (without optimizer state) beside its own reference logits."""
-    copy = tmp_path / name
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("optim_*", "extra_state_*"))
-    shutil.copytree(verl_reference_dir(run_dir), verl_reference_dir(copy))
-    return copy
-
-
 @pytest.mark.slow
 @pytest.mark.verl
-def test_verl_empty_adapter_is_rebuilt_from_shards(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
-    run_dir = _copy_run(verl_run_dir, tmp_path, "emptied")
-    # What verl 0.6.1 writes with PEFT >= 0.21: a 16-byte file with no tensors.
-    save_file({}, run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors")
+def test_verl_empty_adapter_is_rebuilt_from_shards(
+    verl_empty_adapter_run_dir: Path, tmp_path: Path, tiny_base
+) -> None:
+    run_dir = verl_empty_adapter_run_dir
+    empty = run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors"
+    assert empty.stat().st_size == 16  # what verl 0.6.1 writes with PEFT >= 0.21
     _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
 
 
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_missing_adapter_is_rebuilt_with_lora_train_meta(
-    verl_run_dir: Path, tmp_path: Path, tiny_base, tiny_qwen3
+    verl_no_adapter_run_dir: Path, tmp_path: Path, tiny_base, tiny_qwen3
 ) -> None:
-    run_dir = _copy_run(verl_run_dir, tmp_path, "no-adapter")
-    (run_dir / "hubkit.json").unlink()  # a plain verl run: r/alpha only from lora_train_meta.json
-    for step in (2, 4):
-        actor = run_dir / f"checkpoints/global_step_{step}/actor"
-        shutil.rmtree(actor / "lora_adapter")
-        (actor / "lora_train_meta.json").write_text(
-            json.dumps({"r": 8, "lora_alpha": 16, "task_type": "CAUSAL_LM"})
-        )
-    checkpoints_root = run_dir / "checkpoints"
-    shutil.copytree(verl_reference_dir(run_dir), verl_reference_dir(checkpoints_root))
-    run = load_run(checkpoints_root, base_model=tiny_qwen3.repo_id)
-    assert run.manifest.lora is not None and run.manifest.lora.alpha == 16
-    _assert_verl_logits(checkpoints_root, run, tmp_path, tiny_base, {2: True, 4: True})
+    # As a plain verl run without hubkit.json: the checkpoints directory itself, r/alpha from lora_train_meta.json.
+    plain = copy_verl_run(verl_no_adapter_run_dir, tmp_path / "plain")
+    (plain / "hubkit.json").unlink()
+    shutil.copytree(verl_reference_dir(plain), verl_reference_dir(plain / "checkpoints"))
+    run = load_run(plain / "checkpoints", base_model=tiny_qwen3.repo_id)
+    assert run.manifest.lora is not None and (run.manifest.lora.r, run.manifest.lora.alpha) == (8, 16)
+    assert all(c.adapter_dir is None for c in run.checkpoints)
+    _assert_verl_logits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
 
 
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, tmp_path: Path) -> None:
-    run_dir = _copy_run(verl_run_dir, tmp_path, "no-settings")
+    run_dir = copy_verl_run(verl_run_dir, tmp_path / "no-settings")
     manifest = Manifest.load(run_dir)
     manifest.with_updates(lora=None).save(run_dir)
     actor = run_dir / "checkpoints/global_step_2/actor"
