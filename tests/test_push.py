@@ -87,12 +87,14 @@ def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: 
     torch.testing.assert_close(root, _logits(last, input_ids), rtol=0, atol=0)
 
 
-def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path) -> None:
+def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path, model_dir: Path) -> None:
     files = hub_api.list_repo_files(repo_id)
     assert not [f for f in files if f.endswith((".pt", ".pth", ".bin", ".pkl")) or "optimizer" in f]
-    for name in ("hubkit.json", "README.md", "adapter_config.json"):
-        text = Path(hub_api.hf_hub_download(repo_id, name)).read_text()
-        assert str(run_dir) not in text and str(Path.home()) + "/" not in text
+    for name in files:
+        if name.endswith((".json", ".jsonl", ".md", ".jinja", ".txt")):
+            text = Path(hub_api.hf_hub_download(repo_id, name)).read_text()
+            for local in (str(run_dir), str(model_dir), str(Path.home()) + "/"):
+                assert local not in text, f"{name} holds the local path {local}"
 
 
 @pytest.mark.slow
@@ -111,7 +113,7 @@ def test_trl_run_is_published_and_every_step_loads(
         "metrics.jsonl",
         "README.md",
     } <= files
-    _assert_nothing_private_published(hub_api, new_repo_id, trl_run_dir)
+    _assert_nothing_private_published(hub_api, new_repo_id, trl_run_dir, tiny_qwen3.local_dir)
     _assert_every_step_loads(trl_run_dir, new_repo_id, tiny_qwen3, tmp_path)
     # The one commit lists the steps.
     commits = hub_api.list_repo_commits(new_repo_id)
@@ -150,7 +152,7 @@ def test_verl_run_is_published_and_every_step_loads(
     files = set(hub_api.list_repo_files(repo_id))
     for checkpoint in run.checkpoints:
         assert f"checkpoints/{checkpoint.name}/adapter_model.safetensors" in files
-    _assert_nothing_private_published(hub_api, repo_id, verl_run_dir)
+    _assert_nothing_private_published(hub_api, repo_id, verl_run_dir, tiny_qwen3.local_dir)
     _assert_steps_match_verl_reference(verl_run_dir, repo_id, tiny_qwen3)
 
     # verl 0.6.1 with PEFT >= 0.21 saves an empty lora_adapter/: hubkit rebuilds it from the FSDP shards.
