@@ -313,3 +313,20 @@ def test_a_nan_adapter_is_refused_before_any_connection(
     err = capsys.readouterr().err
     assert code == 1 and "global_step_4" in err and "NaN" in err
     assert no_network == []
+
+
+def test_a_run_without_complete_checkpoints_is_refused(
+    tmp_path: Path, no_network: list, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = make_run(tmp_path / "runs", (), base_model=BASE, shapes=SHAPES)
+    code = _cli(
+        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "has no complete checkpoint to publish yet" in err
+    assert no_network == []
+
+
+def test_dry_run_and_watch_do_not_combine(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _cli(["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--dry-run", "--watch"])
+    assert code == 2 and "--dry-run and --watch cannot be combined" in capsys.readouterr().err
