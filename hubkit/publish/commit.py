@@ -146,8 +146,9 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
             parent_commit=parent,
         )
     if on_uploaded is not None:
+        uploaded_first = {f.path_in_repo for f in separate}
         for planned in diff.changed:
-            if planned not in separate:
+            if planned.path_in_repo not in uploaded_first:
                 on_uploaded(planned)
     return CommitResult(
         repo_id=plan.repo_id,
