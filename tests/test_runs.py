@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -248,3 +250,32 @@ def test_verl_run_reads_steps_and_file_logger_metrics(verl_run_dir: Path, tiny_q
     for checkpoint in run.checkpoints:
         assert checkpoint.adapter_dir == checkpoint.path / "actor" / "lora_adapter"
         assert (run.tokenizer_dir(checkpoint) / "tokenizer_config.json").is_file()
+
+
+# --- the light core -------------------------------------------------------------------------------
+
+
+def test_reading_runs_needs_no_heavy_imports(tmp_path: Path) -> None:
+    _trl_checkpoint(tmp_path, 1, 1)
+    code = (
+        "import sys; from pathlib import Path; from hubkit.runs import load_run;"
+        f"run = load_run(Path({str(tmp_path)!r})); assert [c.step for c in run.checkpoints] == [1];"
+        "heavy = sorted({'torch', 'transformers', 'peft', 'safetensors', 'huggingface_hub'} & set(sys.modules));"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_environment_reads_the_verl_run(verl_run_dir: Path) -> None:
+    # hubkit's core is installed (--no-deps) beside verl 0.6.1: a run can be read where it was trained.
+    from fixtures_runs import VERL_PYTHON
+
+    code = (
+        "from pathlib import Path; from hubkit.runs import load_run;"
+        f"run = load_run(Path({str(verl_run_dir)!r}));"
+        "print([c.step for c in run.checkpoints], len(run.metrics.rows), run.finished)"
+    )
+    result = subprocess.run([str(VERL_PYTHON), "-c", code], check=True, capture_output=True, text=True)
+    assert result.stdout.strip() == "[2, 4] 4 True"
