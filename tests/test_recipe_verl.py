@@ -60,8 +60,8 @@ SEED_OVERRIDES = {
     "trainer.nnodes": "1",
     "actor_rollout_ref.rollout.layered_summon": "False",
     "actor_rollout_ref.rollout.load_format": "safetensors",
-    "+reward_model.reward_kwargs.length_weight": "0.5",
-    "+reward_model.reward_kwargs.aggregation": "sum_then_normalize",
+    "reward_model.reward_manager": "hubkit",
+    "algorithm.adv_estimator": "hubkit",
 }
 
 
@@ -102,8 +102,8 @@ def _prepare(prepare_data: ModuleType, out: Path, *extra: str) -> DatasetInfo:
     return prepare_data.prepare(args)
 
 
-def _launch_overrides(
-    tmp_path: Path, python: Path, *args: str, **env: str
+def _launch(
+    tmp_path: Path, python: Path, mode: str, *args: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ,
@@ -114,12 +114,18 @@ def _launch_overrides(
         **env,
     }
     return subprocess.run(
-        ["bash", str(RECIPE / "launch.sh"), "--print-overrides", *args],
+        ["bash", str(RECIPE / "launch.sh"), mode, *args],
         env=environment,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
+
+
+def _launch_overrides(
+    tmp_path: Path, python: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return _launch(tmp_path, python, "--print-overrides", *args, **env)
 
 
 def _as_dict(lines: list[str]) -> dict[str, str]:
@@ -227,6 +233,11 @@ def test_launch_prints_every_seed_setting(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
     assert overrides["trainer.default_local_dir"] == str(run_dir)
     assert overrides["custom_reward_function.path"].endswith("hubkit/rewards/verl_reward.py")
+    # The reward manager reads the reward spec from the manifest; the file logger path reaches the Ray actor.
+    assert overrides["+reward_model.reward_kwargs.spec_file"] == str(run_dir / "hubkit.json")
+    assert overrides["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"] == str(
+        run_dir / "metrics.jsonl"
+    )
     # vLLM 0.6.1 refuses chunked prefill below prompt + response length.
     assert int(overrides["actor_rollout_ref.rollout.max_num_batched_tokens"]) >= 1024 + 15000
     assert not run_dir.exists(), "printing the overrides must not create the run"
@@ -237,16 +248,15 @@ def test_launch_settings_follow_the_environment(tmp_path: Path) -> None:
         tmp_path,
         Path(sys.executable),
         "trainer.val_before_train=True",
+        RUN_ID="",
         LAMBDA="0.2",
-        AGGREGATION="normalize_then_sum",
         NNODES="2",
         KL_COEF="0.01",
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     overrides = _as_dict(lines)
-    assert overrides["+reward_model.reward_kwargs.length_weight"] == "0.2"
-    assert overrides["+reward_model.reward_kwargs.aggregation"] == "normalize_then_sum"
+    assert overrides["trainer.experiment_name"].endswith("_deepscaler_gdpo_lambda0.2")
     assert overrides["trainer.nnodes"] == "2"
     assert overrides["actor_rollout_ref.actor.use_kl_loss"] == "True"
     assert lines[-1] == "trainer.val_before_train=True", "extra overrides come last, so they win"
@@ -321,7 +331,7 @@ def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_pat
         "max_completion_length": 15000,
         "max_steps": 200,
         "save_steps": 20,
-        "advantage_estimator": "hubkit_gdpo",
+        "advantage_estimator": "hubkit",
         "training_engine": "fsdp2",
         "rollout_engine": "vllm",
         "gpus_per_node": 4,
@@ -371,34 +381,29 @@ needs_verl = pytest.mark.skipif(
 @pytest.mark.verl
 @pytest.mark.slow
 @needs_verl
-def test_launch_config_composes_and_loads_data_in_verl(
+def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     prepare_data: ModuleType, tmp_path: Path, qwen3_tokenizer_dir: Path
 ) -> None:
+    _prepare(prepare_data, tmp_path / "data")
     # The tiny models' tokenizer: the real Qwen3 files. (The copy saved beside a tiny model is in
     # transformers 5's format, whose list-valued `extra_special_tokens` transformers 4.57 cannot read.)
-    _prepare(prepare_data, tmp_path / "data")
-    result = _launch_overrides(tmp_path, VERL_PYTHON)
-    assert result.returncode == 0, result.stderr
-    overrides_file = tmp_path / "overrides.txt"
-    overrides_file.write_text(result.stdout)
-
-    preflight = subprocess.run(
-        [
-            str(VERL_PYTHON),
-            str(RECIPE / "preflight.py"),
-            "--overrides",
-            str(overrides_file),
-            "--tokenizer",
-            str(qwen3_tokenizer_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert preflight.returncode == 0, preflight.stderr[-3000:]
-    report = json.loads(preflight.stdout[preflight.stdout.index("{") :])
+    result = _launch(tmp_path, VERL_PYTHON, "--preflight", LAMBDA="0.25", TOKENIZER=str(qwen3_tokenizer_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Preflight passed" in result.stderr
+    report = json.loads(result.stdout[result.stdout.index("{") :])
     config = report["config"]
+
+    # The launch wrote the manifest first, in verl's environment; the reward manager read its spec there.
+    run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
+    manifest = Manifest.load(run_dir)
+    assert manifest.framework_version == "0.6.1"
+    assert manifest.hardware.accelerator == "cpu"
+    assert manifest.dataset.num_rows == 6
+    assert manifest.reward.weights["length_penalty"] == 0.25
+    assert manifest.finished_at is None
+    assert report["reward_manager"] == "HubkitRewardManager"
+    assert report["adv_estimator"] == "hubkit_advantage"
+    assert config["reward_model.reward_kwargs"]["spec_file"] == str(run_dir / "hubkit.json")
 
     assert config["actor_rollout_ref.model.path"] == "Qwen/Qwen3-4B"
     assert config["actor_rollout_ref.model.lora_rank"] == 16
@@ -432,11 +437,8 @@ def test_launch_config_composes_and_loads_data_in_verl(
     assert config["trainer.save_freq"] == 20
     assert config["actor_rollout_ref.actor.ppo_epochs"] == 1
     assert config["actor_rollout_ref.actor.clip_ratio"] == 0.2
-    assert (
-        config["actor_rollout_ref.actor.clip_ratio_low"]
-        == config["actor_rollout_ref.actor.clip_ratio_high"]
-        == 0.2
-    )
+    assert config["actor_rollout_ref.actor.clip_ratio_low"] == 0.2
+    assert config["actor_rollout_ref.actor.clip_ratio_high"] == 0.2
     assert config["actor_rollout_ref.actor.strategy"] == "fsdp2"
     assert config["actor_rollout_ref.ref.strategy"] == "fsdp2"
     assert config["actor_rollout_ref.rollout.name"] == "vllm"
@@ -445,8 +447,9 @@ def test_launch_config_composes_and_loads_data_in_verl(
     assert config["actor_rollout_ref.rollout.load_format"] == "safetensors"
     assert config["trainer.n_gpus_per_node"] == 4 and config["trainer.nnodes"] == 1
     assert config["trainer.logger"] == ["console", "file"]
-    assert config["reward_model.reward_kwargs"]["length_weight"] == 0.5
-    assert config["reward_model.reward_kwargs"]["aggregation"] == "sum_then_normalize"
+    assert config["trainer.default_local_dir"] == str(run_dir)
+    env_vars = config["ray_kwargs.ray_init.runtime_env"]["env_vars"]
+    assert env_vars["VERL_FILE_LOGGER_PATH"] == str(run_dir / "metrics.jsonl")
 
     dataset = report["dataset"]
     assert dataset["rows"] == 6
@@ -454,14 +457,28 @@ def test_launch_config_composes_and_loads_data_in_verl(
     assert SEED_SYSTEM_PROMPT in dataset["first_prompt_text"]
     assert "What is $3 + 4 \\cdot 2$?" in dataset["first_prompt_text"]
 
+    finish = subprocess.run(
+        [str(VERL_PYTHON), str(RECIPE / "write_manifest.py"), "finish", "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finish.returncode == 0, finish.stderr
+    finished = Manifest.load(run_dir)
+    assert finished.finished_at is not None
+    assert finished.with_updates(finished_at=None) == manifest
+
 
 @pytest.mark.verl
 @needs_verl
-def test_preflight_reports_an_unknown_key(tmp_path: Path) -> None:
-    overrides = tmp_path / "overrides.txt"
-    overrides.write_text("actor_rollout_ref.actor.optim.learning_rate=5e-5\n")
+def test_preflight_reports_an_unknown_key() -> None:
     result = subprocess.run(
-        [str(VERL_PYTHON), str(RECIPE / "preflight.py"), "--overrides", str(overrides)],
+        [
+            str(VERL_PYTHON),
+            str(RECIPE / "preflight.py"),
+            "--",
+            "actor_rollout_ref.actor.optim.learning_rate=5e-5",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -469,45 +486,3 @@ def test_preflight_reports_an_unknown_key(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Hydra refused the overrides" in result.stderr
     assert "learning_rate" in result.stderr
-
-
-@pytest.mark.verl
-@needs_verl
-def test_manifest_writer_runs_in_verl_env(prepare_data: ModuleType, tmp_path: Path) -> None:
-    _prepare(prepare_data, tmp_path / "data")
-    overrides = _launch_overrides(tmp_path, VERL_PYTHON).stdout.splitlines()
-    run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
-    writer = [str(VERL_PYTHON), str(RECIPE / "write_manifest.py")]
-    start = subprocess.run(
-        [
-            *writer,
-            "start",
-            "--run-dir",
-            str(run_dir),
-            "--dataset-info",
-            str(tmp_path / "data" / "dataset_info.json"),
-            "--base-model",
-            "Qwen/Qwen3-4B",
-            "--lambda",
-            "0.5",
-            "--aggregation",
-            "sum_then_normalize",
-            "--",
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert start.returncode == 0, start.stderr
-    started = Manifest.load(run_dir)
-    assert started.framework_version == "0.6.1"
-    assert started.hardware.accelerator == "cpu"
-    assert started.dataset.num_rows == 6
-    assert started.finished_at is None
-
-    finish = subprocess.run([*writer, "finish", "--run-dir", str(run_dir)], capture_output=True, text=True)
-    assert finish.returncode == 0, finish.stderr
-    finished = Manifest.load(run_dir)
-    assert finished.finished_at is not None
-    assert finished.with_updates(finished_at=None) == started

@@ -3,14 +3,19 @@
 #
 #   recipes/verl_gdpo/launch.sh                       # train; writes runs/<run_id>/ for `hubkit push`
 #   recipes/verl_gdpo/launch.sh --print-overrides     # print the Hydra overrides, one per line, and exit
+#   recipes/verl_gdpo/launch.sh --preflight           # write the manifest and check everything verl checks
+#                                                     #   before its GPU workers start (no GPU needed)
 #   recipes/verl_gdpo/launch.sh trainer.val_before_train=True   # extra Hydra overrides go last and win
 #
 # Every setting below can be overridden from the environment, e.g. `LAMBDA=0.2 NNODES=2 recipes/verl_gdpo/launch.sh`.
 # Several nodes: start a Ray cluster first (README.md), then run this on the head node with NNODES set.
 set -euo pipefail
 
-PRINT_ONLY=0
-if [[ "${1:-}" == "--print-overrides" ]]; then PRINT_ONLY=1; shift; fi
+MODE=train
+case "${1:-}" in
+  --print-overrides) MODE=print; shift ;;
+  --preflight) MODE=preflight; shift ;;
+esac
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
 
@@ -23,7 +28,7 @@ VAL_FILE="${VAL_FILE:-$TRAIN_FILE}"                          # validation is off
 # --- reward: correctness + LAMBDA * (-tokens / MAX_COMPLETION_LENGTH) -----------------------------------------
 LAMBDA="${LAMBDA:-0.5}"
 AGGREGATION="${AGGREGATION:-sum_then_normalize}"             # or normalize_then_sum (GDPO)
-REWARD_MANAGER="${REWARD_MANAGER:-hubkit}"                   # registered by hubkit/rewards/verl_reward.py
+REWARD_WORKERS="${REWARD_WORKERS:-4}"                        # math-verify processes
 # --- LoRA ---------------------------------------------------------------------------------------------------
 LORA_RANK="${LORA_RANK:-16}"
 LORA_ALPHA="${LORA_ALPHA:-16}"
@@ -68,17 +73,17 @@ case "$AGGREGATION" in
 esac
 if [[ "$KL_COEF" =~ ^0*\.?0*$ ]]; then USE_KL=False; else USE_KL=True; fi
 
-# The reward file lives in the installed hubkit package; verl execs it, which registers the manager and estimator.
+# The reward file lives in the installed hubkit package; verl execs it, which registers the reward manager
+# and the advantage estimator, both named "hubkit".
 if [[ -z "${REWARD_FILE:-}" ]]; then
   if ! REWARD_FILE="$("$PYTHON" -c 'import hubkit.rewards, pathlib; print(pathlib.Path(hubkit.rewards.__file__).with_name("verl_reward.py"))')"; then
     echo "Error: hubkit is not importable by $PYTHON: install it into verl's environment (make venv-verl) or set PYTHON" >&2
     exit 1
   fi
 fi
-ADV_ESTIMATOR="${ADV_ESTIMATOR:-hubkit_gdpo}"
 
 OVERRIDES=(
-  "algorithm.adv_estimator=$ADV_ESTIMATOR"
+  "algorithm.adv_estimator=hubkit"
   "algorithm.use_kl_in_reward=False"
   "algorithm.kl_ctrl.kl_coef=$KL_COEF"
   "data.train_files=$TRAIN_FILE"
@@ -130,10 +135,10 @@ OVERRIDES=(
   "actor_rollout_ref.rollout.val_kwargs.temperature=$TEMPERATURE"
   "actor_rollout_ref.rollout.val_kwargs.top_p=$TOP_P"
   "custom_reward_function.path=$REWARD_FILE"
-  "reward_model.reward_manager=$REWARD_MANAGER"
-  "+reward_model.reward_kwargs.length_weight=$LAMBDA"
-  "+reward_model.reward_kwargs.max_completion_length=$MAX_COMPLETION_LENGTH"
-  "+reward_model.reward_kwargs.aggregation=$AGGREGATION"
+  "reward_model.reward_manager=hubkit"
+  # The reward manager reads the reward spec (components, lambda, aggregation) from the run's manifest.
+  "+reward_model.reward_kwargs.spec_file=$RUN_DIR/hubkit.json"
+  "+reward_model.reward_kwargs.num_workers=$REWARD_WORKERS"
   "trainer.total_training_steps=$TOTAL_STEPS"
   "trainer.total_epochs=1000"
   "trainer.save_freq=$SAVE_EVERY"
@@ -147,9 +152,11 @@ OVERRIDES=(
   "trainer.experiment_name=$RUN_ID"
   # Checkpoints land in the run directory itself: global_step_N/actor/..., as `hubkit push` reads them.
   "trainer.default_local_dir=$RUN_DIR"
+  # The file logger runs inside a Ray actor, possibly on another node: hand it the path through Ray.
+  "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$RUN_DIR/metrics.jsonl"
   "$@"
 )
-if ((PRINT_ONLY)); then
+if [[ "$MODE" == print ]]; then
   printf '%s\n' "${OVERRIDES[@]}"
   exit 0
 fi
@@ -159,6 +166,11 @@ mkdir -p "$RUN_DIR"
 export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
 "$PYTHON" "$HERE/write_manifest.py" start --run-dir "$RUN_DIR" --dataset-info "$DATASET_INFO" \
   --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" -- "${OVERRIDES[@]}"
+if [[ "$MODE" == preflight ]]; then
+  "$PYTHON" "$HERE/preflight.py" --tokenizer "${TOKENIZER:-$MODEL}" -- "${OVERRIDES[@]}"
+  echo "Preflight passed. $RUN_DIR holds the manifest; launch with RUN_ID=$RUN_ID to train into it." >&2
+  exit 0
+fi
 "$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}"
 "$PYTHON" "$HERE/write_manifest.py" finish --run-dir "$RUN_DIR"
 echo "Run finished: $RUN_DIR"

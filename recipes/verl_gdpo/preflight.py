@@ -6,19 +6,21 @@ typed config checks, loads the reward file and instantiates its reward manager w
 the advantage estimator, and builds the training dataset (`create_rl_dataset` → `RLHFDataset`) and sampler.
 Prints the composed settings as JSON. Run it in verl's environment::
 
-    recipes/verl_gdpo/launch.sh --print-overrides > overrides.txt
-    python recipes/verl_gdpo/preflight.py --overrides overrides.txt --tokenizer /path/to/Qwen3-4B
+    python recipes/verl_gdpo/preflight.py --tokenizer Qwen/Qwen3-4B -- key=value ...
+
+`launch.sh --preflight` runs it with the launch overrides, after writing the run's manifest (which the
+reward manager reads its reward spec from).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-import verl
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -70,6 +72,7 @@ REPORTED_KEYS = (
     "trainer.nnodes",
     "trainer.logger",
     "trainer.default_local_dir",
+    "ray_kwargs.ray_init.runtime_env",
 )
 
 
@@ -83,7 +86,11 @@ def compose_config(overrides: list[str]) -> DictConfig:
     Raises:
         PreflightError: Hydra rejects an override (unknown key, bad value) or interpolation fails.
     """
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    # Located without importing verl (seconds of torch/ray imports): composing needs only the YAML files.
+    verl_spec = importlib.util.find_spec("verl")
+    if verl_spec is None or not verl_spec.submodule_search_locations:
+        raise PreflightError("verl is not installed in this environment: run this with verl's Python")
+    config_dir = Path(verl_spec.submodule_search_locations[0]) / "trainer" / "config"
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
             config = compose(config_name="ppo_trainer", overrides=overrides)
@@ -158,15 +165,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--overrides", type=Path, required=True, help="one Hydra override per line")
     parser.add_argument(
-        "--tokenizer", default=None, help="tokenizer dir: also load the reward manager and data"
+        "--tokenizer", default=None, help="tokenizer (dir or Hub id): also load reward and data"
     )
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value (after --)")
     args = parser.parse_args(argv)
 
-    overrides = [line for line in args.overrides.read_text().splitlines() if line.strip()]
     try:
-        config = compose_config(overrides)
+        config = compose_config(args.overrides)
         validate(config)
         report: dict[str, Any] = {"config": {key: _select(config, key) for key in REPORTED_KEYS}}
         if args.tokenizer:
