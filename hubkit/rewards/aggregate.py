@@ -53,12 +53,12 @@ def _std(values: np.ndarray, std: StdKind) -> float:
     return float(np.std(values, ddof=ddof))
 
 
-def _group_indices(group_ids: Sequence[Hashable]) -> list[np.ndarray]:
-    """Indices of each group, in order of first appearance."""
-    positions: dict[Hashable, list[int]] = {}
-    for i, gid in enumerate(group_ids):
-        positions.setdefault(gid, []).append(i)
-    return [np.asarray(idx, dtype=np.int64) for idx in positions.values()]
+def _group_codes(group_ids: Sequence[Hashable]) -> np.ndarray:
+    """Group ids → 0..G-1, numbered in order of first appearance (ids may be any hashable: uuids, ints)."""
+    codes: dict[Hashable, int] = {}
+    return np.fromiter(
+        (codes.setdefault(g, len(codes)) for g in group_ids), dtype=np.int64, count=len(group_ids)
+    )
 
 
 def _zscore(values: np.ndarray, std: StdKind, epsilon: float) -> tuple[np.ndarray, bool]:
@@ -100,11 +100,23 @@ def _group_normalize(
         raise ValueError(f"got {values.shape} values for {len(group_ids)} group ids")
     if not np.all(np.isfinite(values)):
         raise ValueError("reward values must be finite (a component returned NaN or inf)")
-    out = np.zeros_like(values)
-    zero_std = np.zeros(values.shape, dtype=bool)
-    for idx in _group_indices(group_ids):
-        out[idx], zero_std[idx] = _zscore(values[idx], std, epsilon)
-    return out, zero_std
+    if values.size == 0:
+        return values.copy(), np.zeros(0, dtype=bool)
+    # Vectorized over groups: per-group sums by bincount, indexed back to rollouts by group code.
+    codes = _group_codes(group_ids)
+    counts = np.bincount(codes)
+    means = np.bincount(codes, weights=values) / counts
+    deviations = values - means[codes]
+    ddof = 1 if std == "unbiased" else 0
+    stds = np.sqrt(np.bincount(codes, weights=deviations**2) / np.maximum(counts - ddof, 1))
+    highs = np.full(counts.shape, -np.inf)
+    lows = np.full(counts.shape, np.inf)
+    np.maximum.at(highs, codes, values)
+    np.minimum.at(lows, codes, values)
+    # Defined cases rather than floating point: no spread (all equal) or a single rollout → 0.
+    flat = ((highs == lows) | (counts < 2))[codes]
+    denominators = np.where(flat, 1.0, stds[codes] + epsilon)  # 1.0 only to avoid dividing by zero
+    return np.where(flat, 0.0, deviations / denominators), flat
 
 
 def aggregate(
