@@ -35,8 +35,20 @@ def _cli(argv: list[str]) -> int:
 
 
 def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
+    # The adapter repo only: the merged repo (on by default) is tested in test_merge_cli.py.
     return _cli(
-        ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint, "--quiet", *extra]
+        [
+            "push",
+            "--run-dir",
+            str(run_dir),
+            "--repo-id",
+            repo_id,
+            "--endpoint",
+            endpoint,
+            "--quiet",
+            "--no-merged",
+            *extra,
+        ]
     )
 
 

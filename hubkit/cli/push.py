@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
     from hubkit.adapters import PreparedAdapter
+    from hubkit.merge import MergeResult
     from hubkit.publish import CommitResult, PushPlan, RepoDiff
     from hubkit.publish.record import PushRecord
 
@@ -125,6 +126,16 @@ def _push_once(api: HfApi, plan: PushPlan, run_dir: Path, console: Console) -> t
     show_default=True,
     help="Seconds between looks.",
 )
+@click.option(
+    "--merged/--no-merged",
+    default=True,
+    show_default=True,
+    help="Also merge the newest pushed checkpoint into the base model and push it to its own repo "
+    "(with --watch: once the run has finished).",
+)
+@click.option(
+    "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -139,6 +150,8 @@ def push(
     dry_run: bool,
     watch: bool,
     watch_interval: float,
+    merged: bool,
+    merged_repo_id: str | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -155,6 +168,7 @@ def push(
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import hub_client, plan_push, prepare_adapters, resolve_token, select_checkpoints
+    from hubkit.publish.merged_repo import add_merged_repo, default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
     from hubkit.publish.record import load_record
     from hubkit.runs import find_run_dir, load_run
@@ -166,9 +180,12 @@ def push(
     disable_progress_bars()
     path = find_run_dir(run_id, runs_dir, run_dir)
     check_repo_id(repo_id)
+    merged_repo_id = merged_repo_id or default_merged_repo_id(repo_id)
+    check_repo_id(merged_repo_id)
     token = resolve_token(endpoint, required=not dry_run)
     api = None if dry_run else hub_client(endpoint, token)
     prepared: dict[int, PreparedAdapter] = {}
+    merges: dict[int, MergeResult] = {}
     with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
         while True:
             run = load_run(path, base_model=base_model)
@@ -181,7 +198,29 @@ def push(
                 if api is None:
                     records = {r.repo_id: load_record(path, endpoint, r.repo_id) for r in plan.repos}
                     console.print(describe_plan(plan, records), highlight=False)
+                    if merged and adapters:
+                        console.print(
+                            f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
+                            f"{run.manifest.base_model} and pushed (a dry run does not merge)",
+                            highlight=False,
+                        )
                     return
+                if merged and adapters and (not watch or (run.finished and not run.pending)):
+                    console.print(
+                        f"Merging step {adapters[-1].step} into {run.manifest.base_model}", highlight=False
+                    )
+                    plan = add_merged_repo(
+                        plan,
+                        run,
+                        adapters[-1],
+                        Path(staging),
+                        merges,
+                        adapter_repo_id=repo_id,
+                        repo_id=merged_repo_id,
+                        endpoint=endpoint,
+                        token=token,
+                        private=private,
+                    )
                 _push_once(api, plan, path, console)
             if not watch or (run.finished and not run.pending):
                 return
