@@ -313,7 +313,7 @@ def tiny_base(tiny_qwen3):
 
 @pytest.mark.slow
 def test_trl_prepared_adapters_match_the_saved_checkpoints(
-    trl_run_dir: Path, tmp_path: Path, tiny_base
+    trl_run_dir: Path, tmp_path: Path, tiny_base, tiny_qwen3
 ) -> None:
     from peft import PeftModel
 
@@ -327,6 +327,7 @@ def test_trl_prepared_adapters_match_the_saved_checkpoints(
         saved_config = json.loads((checkpoint.path / "adapter_config.json").read_text())
         assert saved_config["base_model_name_or_path"] != run.manifest.base_model  # TRL saved the local path
         check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        assert str(tiny_qwen3.local_dir) not in (prepared.dir / "adapter_config.json").read_text()
         published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
         trained = _logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
         assert torch.equal(published, trained)

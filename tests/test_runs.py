@@ -198,6 +198,19 @@ def test_unrecognized_or_ambiguous_layout_is_refused(tmp_path: Path) -> None:
         load_run(tmp_path, base_model="org/base")
 
 
+def test_manifest_framework_must_match_the_layout(tmp_path: Path) -> None:
+    Manifest(run_id=tmp_path.name, framework="trl", base_model="org/base").save(tmp_path)
+    _verl_step(tmp_path, 2)
+    with pytest.raises(ManifestError, match=r"says framework 'trl' but .* holds verl checkpoints"):
+        load_run(tmp_path)
+
+
+def test_neutral_metrics_jsonl_reads_back(tmp_path: Path) -> None:
+    metrics = Metrics.from_entries([(1, {"loss": 1.5, "reward": 0.25}), (2, {"loss": 1.0})])
+    (tmp_path / "metrics.jsonl").write_text(metrics.to_jsonl())
+    assert read_metrics_jsonl(tmp_path / "metrics.jsonl") == metrics
+
+
 def test_base_model_argument_must_agree_with_manifest(tmp_path: Path) -> None:
     Manifest(run_id=tmp_path.name, framework="trl", base_model="org/base").save(tmp_path)
     assert load_run(tmp_path, base_model="org/base").manifest.base_model == "org/base"

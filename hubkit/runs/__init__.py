@@ -58,6 +58,16 @@ def _inferred_manifest(run_dir: Path, base_model: str | None) -> Manifest:
     return Manifest(run_id=run_dir.name, framework=reader.name, base_model=base, lora=inferred.lora)  # type: ignore[arg-type]
 
 
+def _refuse_other_layout(checkpoints_root: Path, framework: str) -> None:
+    """A manifest naming the wrong framework would silently show no checkpoints: say so instead."""
+    for reader in READERS.values():
+        if reader.name != framework and reader.looks_like(checkpoints_root):
+            raise ManifestError(
+                f"{MANIFEST_NAME} says framework {framework!r} but {checkpoints_root.name}/ holds "
+                f"{reader.name} checkpoints: fix the manifest's framework"
+            )
+
+
 def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
     """Read a run directory into a `Run`.
 
@@ -70,7 +80,8 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
         The run: complete checkpoints in ``checkpoints``, incomplete ones in ``pending``, both by step.
 
     Raises:
-        ManifestError: an invalid manifest, an unrecognized layout, or an unknown/conflicting base model.
+        ManifestError: an invalid manifest, an unrecognized layout or one of another framework than the
+            manifest says, or an unknown/conflicting base model.
     """
     run_dir = Path(run_dir)
     if (run_dir / MANIFEST_NAME).is_file():
@@ -83,6 +94,8 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
     else:
         manifest = _inferred_manifest(run_dir, base_model)
     contents: RunContents = READERS[manifest.framework].read(run_dir, manifest)
+    if not contents.checkpoints:
+        _refuse_other_layout(run_dir / manifest.checkpoints_dir, manifest.framework)
     return Run(
         run_dir=run_dir,
         manifest=manifest,
