@@ -9,7 +9,6 @@ from huggingface_hub import HfApi, constants, get_token
 
 from hubkit.errors import AuthError
 
-HUB_ENDPOINT = "https://huggingface.co"
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 

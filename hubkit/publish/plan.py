@@ -101,6 +101,13 @@ class PlannedFile:
     def size(self) -> int:
         return self.hashes.size
 
+    def read_head(self, size: int) -> bytes:
+        """The first `size` bytes of the file."""
+        if self.content is not None:
+            return self.content[:size]
+        with self.local_path.open("rb") as f:  # type: ignore[union-attr]
+            return f.read(size)
+
     def read_bytes(self) -> bytes:
         """The file's content (for scanning text files; large files are read from disk by the uploader)."""
         return self.content if self.content is not None else self.local_path.read_bytes()  # type: ignore[union-attr]

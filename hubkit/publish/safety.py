@@ -21,7 +21,7 @@ _FORBIDDEN_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".npy"
 _FORBIDDEN_NAME_PARTS = ("optimizer", "scheduler", "rng_state", "training_args", "extra_state")
 # User access tokens are "hf_" + 34 letters/digits; allow some slack for other token kinds.
 _TOKEN_RE = re.compile(rb"hf_[A-Za-z0-9]{30,}")
-_TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".txt", ".jinja", ".yaml", ".yml", ".py", ".csv", ".model")
+_TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".txt", ".jinja", ".yaml", ".yml", ".py", ".csv")
 _BINARY_SUFFIXES = (".safetensors", ".gguf", ".png", ".jpg", ".parquet")
 
 
@@ -47,7 +47,7 @@ def _is_text(planned: PlannedFile) -> bool:
     if name.endswith(_BINARY_SUFFIXES):
         return False
     # Unknown kind: treat it as text unless its first bytes hold a NUL (the Hub's own heuristic).
-    return b"\0" not in planned.read_bytes()[:8192]
+    return b"\0" not in planned.read_head(8192)
 
 
 def check_file_contents(
