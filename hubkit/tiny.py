@@ -11,6 +11,8 @@ Needs the `hub` and `train` extras (torch, transformers; trl for the Qwen2.5 cha
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,28 +87,38 @@ def qwen2_5_chat_template() -> str:
     return path.read_text()
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
+
+
+def copy_tokenizer(out_dir: Path, chat_template: str | None = None) -> int:
+    """Copy the Qwen3 tokenizer files into `out_dir`, as a Qwen repo ships them (template inside
+    tokenizer_config.json), optionally with another chat template. Returns the vocabulary size."""
+    source = qwen3_tokenizer_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(source / name, out_dir / name)
+    config_path = out_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    if chat_template is not None:
+        config["chat_template"] = chat_template
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    # Ids run from 0 to the last added special token (<think> ... </think> end at 151668).
+    return 1 + max(int(token_id) for token_id in config["added_tokens_decoder"])
+
+
 def _build(
     out_dir: Path, family: str, tie_word_embeddings: bool, chat_template: str | None, seed: int
 ) -> Path:
     import torch
-    from transformers import (
-        AutoTokenizer,
-        GenerationConfig,
-        Qwen2Config,
-        Qwen2ForCausalLM,
-        Qwen3Config,
-        Qwen3ForCausalLM,
-    )
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     config_cls, model_cls = {
         "qwen3": (Qwen3Config, Qwen3ForCausalLM),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     }[family]
-    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
-    if chat_template is not None:
-        tokenizer.chat_template = chat_template
+    vocab_size = copy_tokenizer(out_dir, chat_template)
     config = config_cls(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size,
         tie_word_embeddings=tie_word_embeddings,
         bos_token_id=ENDOFTEXT_ID,
         eos_token_id=IM_END_ID,
@@ -121,9 +133,7 @@ def _build(
     model.generation_config = GenerationConfig(
         bos_token_id=ENDOFTEXT_ID, eos_token_id=[IM_END_ID, ENDOFTEXT_ID], pad_token_id=ENDOFTEXT_ID
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
     return out_dir
 
 

@@ -266,7 +266,8 @@ def lfs_put_part(
     if not part.isdigit() or int(part) < 1:
         raise errors.bad_request(f"Invalid part number {part!r}.")
     repo = ctx.repo(repo_type, namespace, name, authenticated=True)
-    etag = repo.lfs.write_part(oid, int(part), req.body.chunks())
+    offset = (int(part) - 1) * ctx.settings.multipart_chunk_size
+    etag = repo.lfs.write_part(oid, int(part), offset, req.body.chunks())
     return json_response({}, headers={"ETag": etag})
 
 

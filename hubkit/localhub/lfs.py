@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -102,45 +103,37 @@ class LfsStore:
 
     # --- multipart -------------------------------------------------------------------------------
 
-    def _parts_dir(self, oid: str) -> Path:
+    def _incomplete(self, oid: str) -> Path:
         return self.base / "incomplete" / check_oid(oid)
 
-    def write_part(self, oid: str, part_number: int, chunks: Iterable[bytes]) -> str:
-        """Store one part of a multipart upload; return its etag (the part's sha256)."""
-        parts = self._parts_dir(oid)
-        parts.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=parts, prefix=".tmp-")
-        digest = hashlib.sha256()
+    def write_part(self, oid: str, part_number: int, offset: int, chunks: Iterable[bytes]) -> str:
+        """Write one part of a multipart upload at its offset in the object's incomplete file.
+
+        Returns:
+            The part's etag (recorded, and checked again when the upload is completed).
+        """
+        folder = self._incomplete(oid)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / "data", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            with os.fdopen(fd, "wb") as f:
-                for chunk in chunks:
-                    digest.update(chunk)
-                    f.write(chunk)
-            os.replace(tmp, parts / str(part_number))
+            position = offset
+            for chunk in chunks:
+                position += os.pwrite(fd, chunk, position)
         finally:
-            Path(tmp).unlink(missing_ok=True)
-        return digest.hexdigest()
+            os.close(fd)
+        etag = f"{part_number}-{position - offset}-{secrets.token_hex(8)}"
+        (folder / f"{part_number}.etag").write_text(etag)
+        return etag
 
     def complete_multipart(self, oid: str, size: int, etags: list[str]) -> None:
-        """Join parts 1..N (their etags must match `etags`) into object `oid`, verified like `write`."""
-        parts = self._parts_dir(oid)
-        files = [parts / str(n) for n in range(1, len(etags) + 1)]
-        if not all(f.is_file() for f in files):
-            raise InvalidInputError(f"Multipart upload of {oid} is missing parts; upload every part first.")
-
-        def chunks() -> Iterable[bytes]:
-            for file, etag in zip(files, etags, strict=True):
-                digest = hashlib.sha256()
-                with file.open("rb") as f:
-                    while block := f.read(1 << 20):
-                        digest.update(block)
-                        yield block
-                if digest.hexdigest() != etag:
-                    raise InvalidInputError(
-                        f"Multipart upload of {oid}: part {file.name} does not match its etag."
-                    )
-
+        """Turn parts 1..N (their etags must match `etags`) into object `oid`, verified like `write`."""
+        folder = self._incomplete(oid)
+        recorded = [folder / f"{n}.etag" for n in range(1, len(etags) + 1)]
+        if not all(f.is_file() and f.read_text() == etag for f, etag in zip(recorded, etags, strict=True)):
+            raise InvalidInputError(f"Multipart upload of {oid} is missing parts or names unknown etags.")
+        data = folder / "data"
         try:
-            self.write(oid, size, chunks())
+            with data.open("rb") as f:
+                self.write(oid, size, iter(lambda: f.read(1 << 20), b""))
         finally:
-            shutil.rmtree(parts, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""Benchmark: upload and download throughput of the local Hub through the real client, against a plain copy.
+
+Writes one file of random bytes (200 MB by default), then times, best of --repeat runs:
+
+    copy        shutil.copyfile of the same bytes (what the disk allows)
+    upload      HfApi.upload_file: preupload, LFS batch, PUT (multipart above 64 MiB), verify, commit
+    download    hf_hub_download into an empty cache: HEAD, 302 to the CDN, GET
+
+and prints each as MB/s and as a ratio to the copy time (1.0 = as fast as copying the file). The Hub runs
+as `hubkit hub serve` in its own process (as a user runs it), or in this process with --in-process.
+
+    $ .venv/bin/python bench/localhub.py [--size-mb 200] [--repeat 3] [--in-process]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def best_time(action: Callable[[int], None], repeat: int) -> float:
+    times = []
+    for attempt in range(repeat):
+        start = time.perf_counter()
+        action(attempt)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def write_random_file(path: Path, size: int) -> None:
+    with path.open("wb") as f:
+        left = size
+        while left:
+            block = os.urandom(min(left, 8 << 20))
+            f.write(block)
+            left -= len(block)
+
+
+def start_server(root: Path, in_process: bool) -> tuple[str, Callable[[], None]]:
+    """Start the Hub; return its endpoint and a function that stops it."""
+    if in_process:
+        from hubkit.localhub import LocalHub
+
+        hub = LocalHub(root).start()
+        return hub.endpoint, hub.stop
+    hubkit = Path(sys.executable).parent / "hubkit"
+    process = subprocess.Popen(
+        [str(hubkit), "hub", "serve", "--root", str(root)], stdout=subprocess.PIPE, text=True
+    )
+    endpoint = process.stdout.readline().strip()
+
+    def stop() -> None:
+        process.terminate()
+        process.wait(timeout=30)
+
+    return endpoint, stop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--in-process", action="store_true", help="run the Hub in this process (threads)")
+    args = parser.parse_args()
+    size = args.size_mb * 1000 * 1000
+
+    with tempfile.TemporaryDirectory(prefix="hubkit-bench-") as tmp:
+        work = Path(tmp)
+        source = work / "big.safetensors"
+        write_random_file(source, size)
+        endpoint, stop = start_server(work / "hub", args.in_process)
+        try:
+            from hubkit.localhub.client_env import use_local_hub
+
+            use_local_hub(endpoint, str(work / "hf_home"))
+            from huggingface_hub import HfApi, hf_hub_download
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+            api = HfApi(endpoint=endpoint, token="bench")
+            api.create_repo("bench/throughput")
+
+            copy = best_time(lambda i: shutil.copyfile(source, work / f"copy-{i}"), args.repeat)
+
+            def upload(attempt: int) -> None:
+                # A new path each time, and a fresh object id: identical content would be skipped.
+                if attempt:
+                    with source.open("r+b") as f:
+                        f.write(os.urandom(32))
+                api.upload_file(
+                    path_or_fileobj=source,
+                    path_in_repo=f"big-{attempt}.safetensors",
+                    repo_id="bench/throughput",
+                )
+
+            up = best_time(upload, args.repeat)
+
+            def download(attempt: int) -> None:
+                hf_hub_download(
+                    "bench/throughput",
+                    "big-0.safetensors",
+                    cache_dir=work / f"cache-{attempt}",
+                    token="bench",
+                )
+
+            down = best_time(download, args.repeat)
+        finally:
+            stop()
+
+    mode = "in-process" if args.in_process else "subprocess (hubkit hub serve)"
+    print(f"local Hub throughput, {args.size_mb} MB file, best of {args.repeat}, server: {mode}")
+    for name, seconds in (("copy", copy), ("upload", up), ("download", down)):
+        print(
+            f"  {name:9s} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s  ratio to copy {seconds / copy:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
