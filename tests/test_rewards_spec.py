@@ -1,6 +1,8 @@
 """RewardSpec: validation, JSON round trip through the manifest, formula, presets, and build()."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -99,3 +101,18 @@ def test_build_length_penalty_uses_token_counts():
     with build(spec) as reward:
         scores = reward.score(RewardInputs(["a" * 500, "b"], ["1", "1"], [50, 100]))
     assert scores == {"length_penalty": [-0.5, -1.0]}  # tokens, not characters
+
+
+def test_rewards_core_imports_no_framework_or_math_verify():
+    # The core must load in verl's environment and in a Space: no torch, transformers, trl, verl, and
+    # math-verify (sympy) only inside the worker processes.
+    modules = ", ".join(
+        f"hubkit.rewards.{m}" for m in ("spec", "aggregate", "components", "gsm8k", "verify", "build")
+    )
+    code = (
+        f"import sys, {modules}\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'verl', 'math_verify', 'sympy') if m in sys.modules]\n"
+        "sys.exit(f'imported {heavy}' if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
