@@ -88,7 +88,17 @@ def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
 
         start = time.perf_counter()
         try:
-            hubkit_main(["push", "--run-dir", str(run_dir), "--repo-id", f"bench/hubkit-{i}", "--quiet"])
+            hubkit_main(
+                [
+                    "push",
+                    "--run-dir",
+                    str(run_dir),
+                    "--repo-id",
+                    f"bench/hubkit-{i}",
+                    "--quiet",
+                    "--no-merged",
+                ]
+            )
         except SystemExit as e:
             if e.code:
                 raise

@@ -287,7 +287,9 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
     monkeypatch.setattr(HubRequestHandler, "do_PUT", held_put)
     command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
     process = subprocess.Popen(
-        [*command, "--endpoint", local_hub.endpoint, "--quiet"], cwd=REPO_ROOT, env=os.environ.copy()
+        [*command, "--endpoint", local_hub.endpoint, "--quiet", "--no-merged"],
+        cwd=REPO_ROOT,
+        env=os.environ.copy(),
     )
     try:
         assert in_flight.wait(120), "the push never started an LFS upload"
