@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,8 @@ def test_repo_kinds_info_and_delete(hub_api, make_repo_id):
     assert hub_api.create_repo(model, exist_ok=True).repo_id == model
 
     assert hub_api.model_info(model).private is True
+    hub_api.update_repo_settings(model, private=False)
+    assert hub_api.model_info(model).private is False
     assert hub_api.repo_exists(dataset, repo_type="dataset")
     assert not hub_api.repo_exists(dataset)  # no model of that name
     space_info = hub_api.space_info(space)
@@ -269,3 +273,34 @@ def test_peft_adapter_loads_from_a_subfolder_with_equal_logits(tmp_path, hub_api
         actual = loaded(ids).logits
     assert torch.equal(actual, expected)
     assert not torch.allclose(actual, base_logits)  # the adapter is not a no-op
+
+
+def test_localhub_imports_only_the_standard_library():
+    """The server runs in any environment (the verl one included): it never imports the Hub client."""
+    code = (
+        "import sys, hubkit.localhub, hubkit.localhub.server; "
+        "heavy = {'huggingface_hub', 'httpx', 'torch', 'transformers'} & set(sys.modules); "
+        "sys.exit(sorted(heavy) or 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_demo_publishes_the_base_model(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "hubkit.demo", "--root", str(tmp_path / "demo-hub")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Local Hub at http://127.0.0.1:")
+    assert any(
+        line.startswith("Published base model demo/tiny-qwen3") and "model.safetensors" in line
+        for line in lines
+    )
+    assert "AutoModelForCausalLM.from_pretrained('demo/tiny-qwen3')" in result.stdout
+    assert (tmp_path / "demo-hub" / "repos" / "models" / "demo" / "tiny-qwen3.git" / "HEAD").is_file()
