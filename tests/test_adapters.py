@@ -414,3 +414,17 @@ def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, t
         CheckpointError, match=r"global_step_2 of run .*: model_world_size_2_rank_1\.pt cannot be read"
     ):
         prepare_adapter(run, run.checkpoints[0], tmp_path / "out2")
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verl_alpha_zero_adapter_is_rebuilt_with_the_real_alpha(
+    verl_run_dir: Path, tmp_path: Path, tiny_base
+) -> None:
+    # verl 0.6.1's model merger writes lora_alpha 0 and no task type: a no-op adapter if published as is.
+    run_dir = copy_verl_run(verl_run_dir, tmp_path / "alpha-zero")
+    config_path = run_dir / "checkpoints/global_step_4/actor/lora_adapter/adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config.update(lora_alpha=0, task_type=None)
+    config_path.write_text(json.dumps(config))
+    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})
