@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from hubkit.errors import RewardSpecError
 from hubkit.rewards.aggregate import aggregate
 from hubkit.rewards.build import build
-from hubkit.rewards.spec import deepscaler_length_penalty
+from hubkit.rewards.spec import RewardComponent, RewardSpec, deepscaler_length_penalty
 from hubkit.rewards.trl import HubkitGRPOTrainer, grpo_config_kwargs, reward_funcs, trl_matches
 from hubkit.tiny import IM_END_ID
-
-pytestmark = pytest.mark.slow
 
 MAX_LEN = 8
 NUM_GENERATIONS = 4
@@ -52,6 +51,36 @@ def _model_that_sometimes_stops(local_dir):
     return model
 
 
+def test_reward_funcs_have_stable_names_and_read_trl_inputs():
+    spec = RewardSpec(
+        components=(
+            RewardComponent("gsm8k_correctness"),
+            RewardComponent("length_penalty", 0.5, {"max_completion_length": 10}),
+        )
+    )
+    with build(spec) as reward:
+        correctness, length = reward_funcs(reward)
+        assert (correctness.__name__, length.__name__) == ("gsm8k_correctness", "length_penalty")
+        completions = [
+            [{"role": "assistant", "content": "<answer>\n7\n</answer>"}],
+            [{"role": "assistant", "content": "8"}],
+        ]
+        ids = [[1, 2, 3, 4, 5], [9, 9]]
+        assert correctness(
+            prompts=["p", "p"], completions=completions, completion_ids=ids, answer=["#### 7"] * 2
+        ) == [2.0, 0.0]
+        # Token counts from completion_ids, not characters; no ground truth needed for the length term.
+        assert length(prompts=["p", "p"], completions=["x" * 99, "y"], completion_ids=ids) == [-0.5, -0.2]
+        with pytest.raises(RewardSpecError, match="no 'answer' column for gsm8k_correctness"):
+            correctness(prompts=["p"], completions=["x"], completion_ids=[[1]])
+    assert grpo_config_kwargs(spec) == {
+        "reward_weights": [1.0, 0.5],
+        "multi_objective_aggregation": "sum_then_normalize",
+        "scale_rewards": "group",
+    }
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
 def test_grpo_trainer_logs_components_and_uses_hubkits_advantages(tiny_qwen3, tmp_path, aggregation):
     from datasets import Dataset

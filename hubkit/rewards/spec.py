@@ -20,20 +20,24 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class ComponentInfo:
-    """What a component name means: its parameters (name → type), which are required, its formula symbol."""
+    """What a component name means: its parameters (name → type), which are required, its formula symbol,
+    and whether it compares against the prompt's ground truth."""
 
     params: dict[str, type]
     required: tuple[str, ...] = ()
     symbol: str = ""
+    uses_ground_truth: bool = False
 
 
 # The components hubkit implements (hubkit.rewards.build maps each name to its function).
 COMPONENTS: dict[str, ComponentInfo] = {
-    "math_correctness": ComponentInfo(params={"timeout_s": int}, symbol="correctness"),
+    "math_correctness": ComponentInfo(
+        params={"timeout_s": int}, symbol="correctness", uses_ground_truth=True
+    ),
     "length_penalty": ComponentInfo(
         params={"max_completion_length": int}, required=("max_completion_length",), symbol="(−tokens/{L})"
     ),
-    "gsm8k_correctness": ComponentInfo(params={}, symbol="gsm8k_correctness"),
+    "gsm8k_correctness": ComponentInfo(params={}, symbol="gsm8k_correctness", uses_ground_truth=True),
     "gsm8k_strict_format": ComponentInfo(params={}, symbol="strict_format"),
     "gsm8k_soft_format": ComponentInfo(params={}, symbol="soft_format"),
     "gsm8k_number_only": ComponentInfo(params={}, symbol="number_only"),

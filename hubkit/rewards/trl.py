@@ -37,7 +37,7 @@ from trl import GRPOTrainer
 from hubkit.errors import RewardSpecError
 from hubkit.rewards.aggregate import aggregate
 from hubkit.rewards.build import BuiltComponent, BuiltReward, RewardInputs
-from hubkit.rewards.spec import RewardSpec
+from hubkit.rewards.spec import COMPONENTS, RewardSpec
 
 TRL_EPSILON = 1e-4  # TRL adds this to every std it divides by; not configurable in TRL 1.16
 
@@ -76,17 +76,19 @@ def _completion_text(completion: str | list[dict[str, Any]]) -> str:
 
 
 def _reward_func(component: BuiltComponent, ground_truth_column: str) -> Callable[..., list[float]]:
+    needs_ground_truth = COMPONENTS[component.name].uses_ground_truth
+
     def reward(
         prompts: list[Any], completions: list[Any], completion_ids: list[list[int]], **kwargs: Any
     ) -> list[float]:
-        if ground_truth_column not in kwargs:
+        if needs_ground_truth and ground_truth_column not in kwargs:
             raise RewardSpecError(
-                f"the training dataset has no {ground_truth_column!r} column for the reward: add it, and keep "
-                "GRPOConfig(remove_unused_columns=False)"
+                f"the training dataset has no {ground_truth_column!r} column for {component.name}: add it, "
+                "and keep GRPOConfig(remove_unused_columns=False)"
             )
         inputs = RewardInputs(
             completions=[_completion_text(c) for c in completions],
-            ground_truths=[str(g) for g in kwargs[ground_truth_column]],
+            ground_truths=[str(g) for g in kwargs.get(ground_truth_column, [""] * len(completions))],
             num_tokens=[len(ids) for ids in completion_ids],
         )
         return component.score(inputs)

@@ -25,6 +25,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections import deque
@@ -105,6 +106,7 @@ class MathVerifier:
         self.timeout_s = timeout_s
         self.grace_s = grace_s
         self.restarts = 0  # workers replaced after an overrun or a crash (for logging and tests)
+        self._lock = threading.Lock()  # one batch at a time: web apps call from several threads
         self._workers: list[_Worker] = []
         self._finalizer = weakref.finalize(self, _stop_all, self._workers)
         for _ in range(num_workers):
@@ -149,8 +151,12 @@ class MathVerifier:
         """
         if len(predictions) != len(golds):
             raise ValueError(f"{len(predictions)} predictions for {len(golds)} gold answers")
-        if not self._finalizer.alive:
-            raise ValueError("this MathVerifier is closed")
+        with self._lock:
+            if not self._finalizer.alive:
+                raise ValueError("this MathVerifier is closed")
+            return self._check(predictions, golds)
+
+    def _check(self, predictions: Sequence[str | None], golds: Sequence[str]) -> list[float]:
         scores = [0.0] * len(predictions)
         pending = deque(i for i, p in enumerate(predictions) if p is not None and p.strip())
         budget = self.timeout_s + self.grace_s
@@ -211,7 +217,8 @@ class MathVerifier:
 
     def close(self) -> None:
         """Stop the workers (idempotent)."""
-        self._finalizer()
+        with self._lock:
+            self._finalizer()
 
     def __enter__(self) -> MathVerifier:
         return self
