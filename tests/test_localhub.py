@@ -156,6 +156,7 @@ def test_repo_kinds_info_and_delete(hub_api, make_repo_id):
     assert hub_api.model_info(model).private is True
     hub_api.update_repo_settings(model, private=False)
     assert hub_api.model_info(model).private is False
+    assert [m.id for m in hub_api.list_models(author="hubkit-test", search=model.split("/")[1])] == [model]
     assert hub_api.repo_exists(dataset, repo_type="dataset")
     assert not hub_api.repo_exists(dataset)  # no model of that name
     space_info = hub_api.space_info(space)

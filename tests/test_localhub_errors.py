@@ -109,6 +109,11 @@ def test_commit_with_an_unsafe_path_writes_nothing(local_hub, hub_api, repo, pat
 @pytest.mark.parametrize(
     "lines",
     [
+        [
+            HEADER,
+            {"key": "file", "value": {"path": "a/hello.txt/x", "content": "eA==", "encoding": "base64"}},
+        ],
+        [HEADER, {"key": "file", "value": {"path": "a", "content": "eA==", "encoding": "base64"}}],
         [HEADER, {"key": "rename", "value": {"path": "x"}}],
         [HEADER, {"key": "file", "value": {"path": "x", "content": "!!!", "encoding": "base64"}}],
         [HEADER, {"key": "lfsFile", "value": {"path": "x.bin", "algo": "sha256", "oid": "zz", "size": 1}}],
@@ -116,7 +121,16 @@ def test_commit_with_an_unsafe_path_writes_nothing(local_hub, hub_api, repo, pat
         [HEADER, {"key": "header", "value": {"summary": "twice"}}],
         [HEADER, {"key": "header", "value": {"summary": "x", "parentCommit": "not-a-sha"}}],
     ],
-    ids=["unknown-key", "bad-base64", "bad-oid", "empty-summary", "second-header", "bad-parent"],
+    ids=[
+        "under-a-file",
+        "over-a-folder",
+        "unknown-key",
+        "bad-base64",
+        "bad-oid",
+        "empty-summary",
+        "second-header",
+        "bad-parent",
+    ],
 )
 def test_malformed_commit_payloads_write_nothing(local_hub, hub_api, repo, lines):
     before = _state(local_hub, hub_api, repo)

@@ -55,12 +55,10 @@ def delete_repo(ctx: HubContext, req: Request) -> Response:
 def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
     repo = ctx.repo(repo_type, namespace, name, req.authenticated)
     data = req.body.json()
-    meta = repo.meta
-    if "private" in data:
-        meta.private = bool(data["private"])
     if "visibility" in data:
-        meta.private = data["visibility"] in ("private", "protected")
-    repo.save_meta(meta)
+        repo.set_private(data["visibility"] in ("private", "protected"))
+    elif "private" in data:  # huggingface_hub <1.10
+        repo.set_private(bool(data["private"]))
     return json_response({})
 
 

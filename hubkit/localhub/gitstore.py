@@ -61,7 +61,8 @@ def blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename: readers see the old or the new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
@@ -110,7 +111,7 @@ class GitDir:
         sha = hashlib.sha1(raw).hexdigest()
         path = self._object_path(sha)
         if not path.exists():
-            _atomic_write(path, zlib.compress(raw, 1))
+            atomic_write(path, zlib.compress(raw, 1))
         return sha
 
     def read_object(self, sha: str) -> tuple[str, bytes]:
@@ -212,7 +213,7 @@ class GitDir:
         return path.read_text().strip() if path.is_file() else None
 
     def write_ref(self, name: str, sha: str) -> None:
-        _atomic_write(self.path / name, (sha + "\n").encode())
+        atomic_write(self.path / name, (sha + "\n").encode())
 
     def delete_ref(self, name: str) -> None:
         (self.path / name).unlink(missing_ok=True)

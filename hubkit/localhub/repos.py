@@ -25,7 +25,7 @@ from hubkit.localhub.exceptions import (
     RevisionNotFoundError,
 )
 from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
-from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, blob_sha
+from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
 
 REPO_TYPES = ("model", "dataset", "space")
@@ -170,8 +170,11 @@ class Repo:
     def meta(self) -> RepoMeta:
         return RepoMeta(**json.loads(self.meta_path.read_text()))
 
-    def save_meta(self, meta: RepoMeta) -> None:
-        self.meta_path.write_text(json.dumps(asdict(meta)))
+    def set_private(self, private: bool) -> None:
+        with self.lock:
+            meta = self.meta
+            meta.private = private
+            atomic_write(self.meta_path, json.dumps(asdict(meta)).encode())
 
     # --- revisions -------------------------------------------------------------------------------
 
@@ -183,12 +186,14 @@ class Repo:
                     return revision
             except GitObjectMissingError:
                 pass
-        elif revision.startswith("refs/") and ".." not in revision:
-            if sha := self.git.read_ref(revision):
-                return sha
-        elif ".." not in revision and not revision.startswith("/"):
-            for prefix in ("refs/heads/", "refs/tags/"):
-                if sha := self.git.read_ref(prefix + revision):
+        elif _REF_NAME.match(revision) and ".." not in revision and not revision.startswith("/"):
+            full = (
+                [revision]
+                if revision.startswith("refs/")
+                else [f"refs/heads/{revision}", f"refs/tags/{revision}"]
+            )
+            for ref in full:
+                if sha := self.git.read_ref(ref):
                     return sha
         raise RevisionNotFoundError(f"Invalid rev id: {revision}")
 
@@ -331,18 +336,8 @@ class Repo:
         for op in operations:
             path = check_path(op.path)
             if isinstance(op, AddContent | AddLfs):
-                if isinstance(op, AddContent):
-                    data = op.content
-                else:
-                    stored = self.lfs.size(check_oid(op.oid))
-                    if stored is None or (op.size is not None and op.size != stored):
-                        raise InvalidInputError(
-                            f"LFS object {op.oid} for {path} was not uploaded (or has another size): "
-                            "upload it through the LFS batch API first."
-                        )
-                    data = LfsPointer(op.oid, stored).to_bytes()
-                if any(p == path or p.startswith(path + "/") for p in files) and path not in files:
-                    raise InvalidInputError(f"Cannot add file {path}: a folder of that name exists.")
+                data = op.content if isinstance(op, AddContent) else self._pointer_for(op, path)
+                self._check_no_file_folder_clash(files, path)
                 files[path] = blob_sha(data)
                 blobs.append(data)
             elif isinstance(op, DeleteFile):
@@ -355,6 +350,26 @@ class Repo:
                 for p in inside:
                     del files[p]
         return blobs
+
+    def _pointer_for(self, op: AddLfs, path: str) -> bytes:
+        """The pointer blob of an LFS addition, whose object must already be uploaded."""
+        stored = self.lfs.size(check_oid(op.oid))
+        if stored is None or (op.size is not None and op.size != stored):
+            raise InvalidInputError(
+                f"LFS object {op.oid} for {path} was not uploaded (or has another size): "
+                "upload it through the LFS batch API first."
+            )
+        return LfsPointer(op.oid, stored).to_bytes()
+
+    @staticmethod
+    def _check_no_file_folder_clash(files: dict[str, str], path: str) -> None:
+        # git cannot hold a file and a folder of the same name: `a` and `a/b` would make a broken tree.
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in files:
+                raise InvalidInputError(f"Cannot add {path}: {'/'.join(parts[:depth])} is a file.")
+        if path not in files and any(p.startswith(path + "/") for p in files):
+            raise InvalidInputError(f"Cannot add file {path}: a folder of that name exists.")
 
     def create_branch(self, name: str, start: str | None, empty: bool, author: str) -> str:
         """Create branch `name` at revision `start` (default: main), or on a new empty commit."""
