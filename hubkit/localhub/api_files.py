@@ -11,7 +11,8 @@ from hubkit.localhub import errors
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import StorageError
 from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import FileEntry, FolderEntry, check_path
+from hubkit.localhub.names import check_path
+from hubkit.localhub.repos import FileEntry, FolderEntry
 
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 

@@ -6,7 +6,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
@@ -16,9 +15,9 @@ from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError, St
 from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, check_path
+from hubkit.localhub.names import COMMIT_SHA, check_path
+from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation
 
-_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 
 
@@ -79,7 +78,7 @@ def _header(payload: CommitPayload, value: dict) -> None:
     payload.summary = str(value.get("summary") or "").strip()
     payload.description = str(value.get("description") or "")
     parent = value.get("parentCommit")
-    if parent is not None and not (isinstance(parent, str) and _COMMIT_SHA.match(parent)):
+    if parent is not None and not (isinstance(parent, str) and COMMIT_SHA.match(parent)):
         raise InvalidInputError(f"Invalid parentCommit {parent!r}: expected a 40-character commit id.")
     payload.parent_commit = parent
 

@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 class HubRequestHandler(BaseHTTPRequestHandler):
-    """One connection (keep-alive). `self.server` is a `HubHTTPServer` carrying `context` and `request_log`."""
+    """One keep-alive connection. `self.server` is a `HubHTTPServer` (it has `context` and `request_log`)."""
 
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes: without TCP_NODELAY each small answer waits ~40 ms

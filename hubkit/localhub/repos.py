@@ -8,7 +8,6 @@ crash or a refused request never leaves a half-made commit behind.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import threading
 import time
@@ -27,51 +26,10 @@ from hubkit.localhub.exceptions import (
 from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
 from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
+from hubkit.localhub.names import COMMIT_SHA, PR_REF, REF_NAME, check_name, check_path, check_ref_name
 
 REPO_TYPES = ("model", "dataset", "space")
 SPACE_SDKS = ("gradio", "streamlit", "docker", "static")
-# The Hub's rule for user, org and repo names.
-_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
-_REF_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,200}$")
-_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
-_PR_REF = re.compile(r"^refs/pr/(\d+)$")
-
-
-def check_name(name: str, what: str) -> str:
-    """Return `name` if it is a valid Hub user/org/repo name. Raises InvalidInputError otherwise."""
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name or "--" in name:
-        raise InvalidInputError(
-            f"Invalid {what} {name!r}: use letters, digits, '-', '_' and '.', at most 96 characters, "
-            "no '--' or '..', not starting or ending with '-' or '.'."
-        )
-    return name
-
-
-def check_path(path: str) -> str:
-    """Return a normalized in-repo path. Raises InvalidInputError for absolute, `..`, `.git` or empty parts."""
-    if not isinstance(path, str) or not path or "\x00" in path or "\\" in path:
-        raise InvalidInputError(f"Invalid path in repo {path!r}.")
-    if path.startswith("/"):
-        raise InvalidInputError(f"Invalid path in repo {path!r}: paths are relative to the repo root.")
-    parts = path.removeprefix("./").split("/")
-    if any(p in ("", ".", "..", ".git") for p in parts):
-        raise InvalidInputError(f"Invalid path in repo {path!r}: no '..', '.', '.git' or empty segments.")
-    return "/".join(parts)
-
-
-def check_ref_name(name: str) -> str:
-    """Return `name` if git accepts it as a branch or tag name. Raises InvalidInputError otherwise."""
-    if (
-        not isinstance(name, str)
-        or not _REF_NAME.match(name)
-        or ".." in name
-        or "//" in name
-        or name.startswith(("/", "-", "."))
-        or name.endswith(("/", ".", ".lock"))
-        or _COMMIT_SHA.match(name)
-    ):
-        raise InvalidInputError(f"Invalid branch or tag name {name!r}.")
-    return name
 
 
 @dataclass(frozen=True)
@@ -180,13 +138,13 @@ class Repo:
 
     def resolve(self, revision: str) -> str:
         """The commit id of a branch, tag, `refs/...` name or full commit id. Raises RevisionNotFoundError."""
-        if _COMMIT_SHA.match(revision):
+        if COMMIT_SHA.match(revision):
             try:
                 if self.git.read_object(revision)[0] == "commit":
                     return revision
             except GitObjectMissingError:
                 pass
-        elif _REF_NAME.match(revision) and ".." not in revision and not revision.startswith("/"):
+        elif REF_NAME.match(revision) and ".." not in revision and not revision.startswith("/"):
             full = (
                 [revision]
                 if revision.startswith("refs/")
@@ -308,10 +266,10 @@ class Repo:
             RevisionNotFoundError: the branch does not exist.
         """
         with self.lock:
-            ref = branch if _PR_REF.match(branch) else f"refs/heads/{branch}"
+            ref = branch if PR_REF.match(branch) else f"refs/heads/{branch}"
             head = self.git.read_ref(ref)
             if head is None:
-                if _COMMIT_SHA.match(branch) or self.git.read_ref(f"refs/tags/{branch}"):
+                if COMMIT_SHA.match(branch) or self.git.read_ref(f"refs/tags/{branch}"):
                     raise InvalidInputError(f"Cannot commit to {branch!r}: commits go to a branch.")
                 raise RevisionNotFoundError(f"Invalid rev id: {branch}")
             if parent_commit is not None and parent_commit != head:
