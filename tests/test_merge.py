@@ -1,69 +1,51 @@
 """The streaming merge against PEFT's own merge_and_unload, and its refusals of bad input.
 
-Tiny Qwen3 (untied) and Qwen2 (tied embeddings) models are built from config; adapters are real PEFT
-adapters with random non-zero lora_B so that every delta matters.
+Bases are the session's tiny Qwen3 (untied) and Qwen2 (tied embeddings) models, re-saved in bf16
+and/or in several shards where a case needs it; adapters are real PEFT adapters whose lora_B is
+random and non-zero, so that every delta matters.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from hubkit.errors import AdapterError, BaseModelMismatchError, MergeError
 from hubkit.merge import lora, merge_adapter
 
-TOKENIZER_FILES = {
-    "tokenizer.json": '{"version": "1.0"}',
-    "tokenizer_config.json": '{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}',
-    "chat_template.jinja": "{% for m in messages %}{{ m.content }}{% endfor %}",
-}
-GENERATION_CONFIG = {"eos_token_id": [151643, 151645], "do_sample": True, "temperature": 0.6}
+LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
+INPUT_IDS = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
 
 
-def _config(kind: str, tied: bool, intermediate: int = 64):
-    config_cls = Qwen3Config if kind == "qwen3" else Qwen2Config
-    return config_cls(
-        vocab_size=128,
-        hidden_size=32,
-        intermediate_size=intermediate,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-        tie_word_embeddings=tied,
-    )
+def resave_base(source: Path, out_dir: Path, dtype: torch.dtype, shard_size: str = "50GB") -> Path:
+    """The model in `source` saved again in `dtype` and shards of `shard_size`, with its other files."""
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    model.save_pretrained(out_dir, max_shard_size=shard_size)
+    for path in source.iterdir():
+        if not (out_dir / path.name).exists() and "safetensors" not in path.name:
+            shutil.copyfile(path, out_dir / path.name)
+    return out_dir
 
 
-def build_base(path: Path, kind: str, dtype: torch.dtype, tied: bool, shard_size: str = "50GB", **kw) -> Path:
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_config(kind, tied, **kw)).to(dtype)
-    model.save_pretrained(path, max_shard_size=shard_size)
-    (path / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG))
-    for name, text in TOKENIZER_FILES.items():
-        (path / name).write_text(text)
-    (path / "README.md").write_text("the base model's own card")
-    return path
-
-
-def build_adapter(base_dir: Path, path: Path, **lora_kwargs) -> Path:
+def build_adapter(base_dir: Path, out_dir: Path, **lora_options) -> Path:
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     options = {"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "init_lora_weights": False}
-    model = get_peft_model(base, LoraConfig(**{**options, **lora_kwargs}))
+    model = get_peft_model(base, LoraConfig(**{**options, **lora_options}))
     with torch.no_grad():  # init_lora_weights=False leaves small values; make every delta visible
         for name, param in model.named_parameters():
             if "lora_B" in name:
                 param.normal_(0, 0.2)
-    model.save_pretrained(path)
-    return path
+    model.save_pretrained(out_dir)
+    return out_dir
 
 
 def peft_merged_state(base_dir: Path, adapter_dir: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -72,9 +54,9 @@ def peft_merged_state(base_dir: Path, adapter_dir: Path, dtype: torch.dtype) -> 
     return {k: v.detach() for k, v in merged.state_dict().items()}
 
 
-def read_merged(out_dir: Path) -> dict[str, torch.Tensor]:
+def read_weights(model_dir: Path) -> dict[str, torch.Tensor]:
     tensors: dict[str, torch.Tensor] = {}
-    for shard in sorted(out_dir.glob("*.safetensors")):
+    for shard in sorted(model_dir.glob("*.safetensors")):
         tensors.update(load_file(shard))
     return tensors
 
@@ -94,109 +76,136 @@ def assert_nothing_written(out_dir: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def qwen3_bf16(tmp_path_factory) -> Path:
-    return build_base(tmp_path_factory.mktemp("qwen3-bf16"), "qwen3", torch.bfloat16, tied=False)
+def base_variant(request, tmp_path_factory) -> Callable[[str, torch.dtype, str], Path]:
+    """`base_variant("tiny_qwen3", torch.bfloat16, "20MB")`: a session tiny model re-saved (cached)."""
+    made: dict[tuple[str, torch.dtype, str], Path] = {}
+
+    def get(fixture: str, dtype: torch.dtype, shard_size: str = "50GB") -> Path:
+        source = request.getfixturevalue(fixture).local_dir
+        if dtype == torch.float32 and shard_size == "50GB":
+            return source  # the fixture itself: fp32, one shard
+        if (fixture, dtype, shard_size) not in made:
+            out_dir = tmp_path_factory.mktemp(f"{fixture}-{str(dtype)[6:]}-{shard_size}")
+            made[fixture, dtype, shard_size] = resave_base(source, out_dir, dtype, shard_size)
+        return made[fixture, dtype, shard_size]
+
+    return get
 
 
 @pytest.fixture(scope="module")
-def qwen3_adapter(qwen3_bf16, tmp_path_factory) -> Path:
-    return build_adapter(qwen3_bf16, tmp_path_factory.mktemp("adapter"))
+def qwen3_adapter(tiny_qwen3, tmp_path_factory) -> Path:
+    return build_adapter(tiny_qwen3.local_dir, tmp_path_factory.mktemp("adapter"))
 
 
 @pytest.mark.parametrize(
-    ("kind", "dtype", "tied", "shard_size", "lora"),
+    ("fixture", "dtype", "shard_size", "lora_options"),
     [
-        ("qwen3", torch.float32, False, "50GB", {}),
-        ("qwen3", torch.bfloat16, False, "50GB", {}),
-        ("qwen2", torch.bfloat16, True, "50GB", {}),
-        ("qwen3", torch.bfloat16, False, "20KB", {"use_rslora": True}),
+        ("tiny_qwen3", torch.float32, "50GB", {}),
+        ("tiny_qwen3", torch.bfloat16, "50GB", {}),
+        ("tiny_qwen2_tied", torch.bfloat16, "50GB", {}),
+        ("tiny_qwen3", torch.bfloat16, "20MB", {"use_rslora": True}),
         (
-            "qwen3",
+            "tiny_qwen2_tied",
             torch.float32,
-            False,
-            "20KB",
+            "20MB",
             {"rank_pattern": {"down_proj": 2}, "alpha_pattern": {"q_proj": 3}},
         ),
     ],
-    ids=["qwen3-fp32", "qwen3-bf16", "qwen2-tied-bf16", "sharded-rslora-bf16", "sharded-patterns-fp32"],
+    ids=[
+        "qwen3-fp32",
+        "qwen3-bf16",
+        "qwen2-tied-bf16",
+        "qwen3-sharded-rslora-bf16",
+        "qwen2-tied-sharded-patterns-fp32",
+    ],
 )
-def test_merge_matches_peft_merge_and_unload(tmp_path, kind, dtype, tied, shard_size, lora):
-    base_dir = build_base(tmp_path / "base", kind, dtype, tied, shard_size)
-    adapter_dir = build_adapter(base_dir, tmp_path / "adapter", **lora)
-    out_dir = tmp_path / "merged"
+def test_merge_matches_peft_merge_and_unload(
+    base_variant, tmp_path, fixture, dtype, shard_size, lora_options
+):
+    base_dir = base_variant(fixture, dtype, shard_size)
+    adapter_dir = build_adapter(base_dir, tmp_path / "adapter", **lora_options)
 
-    result = merge_adapter(base_dir, adapter_dir, out_dir)
+    result = merge_adapter(base_dir, adapter_dir, tmp_path / "merged")
 
     reference = peft_merged_state(base_dir, adapter_dir, dtype)
-    ours = read_merged(out_dir)
-    if tied:  # a tied model stores no lm_head; transformers rebuilds it from the embeddings
+    ours = read_weights(tmp_path / "merged")
+    if fixture == "tiny_qwen2_tied":  # a tied model stores no lm_head; transformers ties it on load
         assert "lm_head.weight" not in ours
         reference.pop("lm_head.weight")
     assert sorted(ours) == sorted(reference)
-    base = read_merged(base_dir)
+    base = read_weights(base_dir)
     for name, tensor in ours.items():
         assert_within_one_ulp(tensor, reference[name], name)
         if name.endswith("proj.weight"):  # every Linear was adapted and must have changed
             assert not torch.equal(tensor, base[name]), name
         else:
             assert torch.equal(tensor, base[name]), name
-    assert result.merged_modules == 2 * 7  # q, k, v, o, gate, up, down in each of 2 layers
+    assert result.merged_modules == 2 * LINEARS_PER_LAYER
     assert result.dtype == str(dtype).removeprefix("torch.")
     assert list(result.shards) == sorted(p.name for p in base_dir.glob("*.safetensors"))
+    assert len(result.shards) == (1 if shard_size == "50GB" else 2)
 
 
-def test_sharded_merge_writes_index_and_carries_files(tmp_path):
-    base_dir = build_base(tmp_path / "base", "qwen3", torch.bfloat16, tied=False, shard_size="20KB")
-    adapter_dir = build_adapter(base_dir, tmp_path / "adapter")
+def test_sharded_merge_writes_the_index_dtype_and_the_base_files(base_variant, qwen3_adapter, tmp_path):
+    base_dir = base_variant("tiny_qwen3", torch.bfloat16, "20MB")
     out_dir = tmp_path / "merged"
+
+    merge_adapter(base_dir, qwen3_adapter, out_dir)
+
     shards = sorted(p.name for p in base_dir.glob("*.safetensors"))
-    assert len(shards) > 2
-
-    merge_adapter(base_dir, adapter_dir, out_dir)
-
-    expected = {
-        *shards,
-        "model.safetensors.index.json",
-        "config.json",
-        "generation_config.json",
-        *TOKENIZER_FILES,
-    }
-    assert {p.name for p in out_dir.iterdir()} == expected  # no README, no temporary files
+    carried = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(
+        [*shards, "model.safetensors.index.json", *carried, "vocab.json", "merges.txt"]
+    )  # no temporary files
     index = json.loads((out_dir / "model.safetensors.index.json").read_text())
     base_index = json.loads((base_dir / "model.safetensors.index.json").read_text())
     assert index["weight_map"] == base_index["weight_map"]
     assert index["metadata"]["total_size"] == base_index["metadata"]["total_size"]
     for shard in shards:
-        assert set(load_file(out_dir / shard)) == {k for k, v in index["weight_map"].items() if v == shard}
-        assert all(t.dtype == torch.bfloat16 for t in load_file(out_dir / shard).values())
-    assert json.loads((out_dir / "generation_config.json").read_text())["eos_token_id"] == [151643, 151645]
-    for name, text in TOKENIZER_FILES.items():
-        assert (out_dir / name).read_text() == text
+        tensors = load_file(out_dir / shard)
+        assert set(tensors) == {k for k, v in index["weight_map"].items() if v == shard}
+        assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
     assert json.loads((out_dir / "config.json").read_text())["dtype"] == "bfloat16"
+    for name in ["generation_config.json", "tokenizer.json", "tokenizer_config.json"]:
+        assert (out_dir / name).read_bytes() == (base_dir / name).read_bytes()
+    assert AutoTokenizer.from_pretrained(out_dir).chat_template
 
 
-def test_merged_folder_loads_with_the_logits_of_base_plus_adapter(qwen3_bf16, qwen3_adapter, tmp_path):
-    out_dir = tmp_path / "merged"
-    merge_adapter(qwen3_bf16, qwen3_adapter, out_dir)
-    input_ids = torch.tensor([[1, 5, 9, 42, 7, 100]])
+def test_merged_tied_model_on_the_hub_gives_the_logits_of_base_plus_adapter(
+    tiny_qwen2_tied, hub_api, new_repo_id, tmp_path
+):
+    adapter_dir = build_adapter(tiny_qwen2_tied.local_dir, tmp_path / "adapter")
+    merge_adapter(tiny_qwen2_tied.local_dir, adapter_dir, tmp_path / "merged")
+    hub_api.create_repo(new_repo_id)
+    hub_api.upload_folder(repo_id=new_repo_id, folder_path=tmp_path / "merged")
 
+    merged = AutoModelForCausalLM.from_pretrained(new_repo_id).eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen2_tied.repo_id).eval()
     with torch.no_grad():
-        merged = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
-        base = AutoModelForCausalLM.from_pretrained(qwen3_bf16, dtype=torch.float32)
-        plain = base(input_ids).logits
-        unmerged = PeftModel.from_pretrained(base, qwen3_adapter)(input_ids).logits
-        merged_logits = merged(input_ids).logits
+        plain = base(INPUT_IDS).logits
+        with_adapter = PeftModel.from_pretrained(base, adapter_dir).eval()(INPUT_IDS).logits
+        merged_logits = merged(INPUT_IDS).logits
 
-    assert not torch.allclose(plain, unmerged, atol=1e-2)  # the adapter really changes the output
-    torch.testing.assert_close(merged_logits, unmerged, atol=2e-2, rtol=2e-2)  # bf16 rounding of weights
+    assert merged.config.tie_word_embeddings
+    assert merged.lm_head.weight.data_ptr() == merged.model.embed_tokens.weight.data_ptr()
+    assert not torch.allclose(plain, with_adapter, atol=1e-3)  # the adapter changes the output
+    torch.testing.assert_close(merged_logits, with_adapter, atol=1e-5, rtol=1e-4)
+    assert AutoTokenizer.from_pretrained(new_repo_id).chat_template == tiny_qwen2_tied_template(
+        tiny_qwen2_tied
+    )
+
+
+def tiny_qwen2_tied_template(model) -> str:
+    return AutoTokenizer.from_pretrained(model.local_dir).chat_template
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_lora_delta_is_computed_in_float32_in_row_blocks(monkeypatch, dtype):
-    monkeypatch.setattr(lora, "BLOCK_ELEMENTS", 12)  # 2 rows per block, 3 blocks and a short one
+    monkeypatch.setattr(lora, "BLOCK_ELEMENTS", 12)  # 2 rows per block: 3 blocks and a short one
     weight = torch.randn(7, 6).to(dtype)
-    a = torch.randn(4, 6, dtype=torch.bfloat16)
-    b = torch.randn(7, 4, dtype=torch.bfloat16)
+    # A LoRA delta is small next to the weight, as here; then one rounding at the end is within one ulp.
+    a = (torch.randn(4, 6) * 0.1).to(torch.bfloat16)
+    b = (torch.randn(7, 4) * 0.1).to(torch.bfloat16)
     expected = (weight.float() + (b.float() @ a.float()) * 2.0).to(dtype)  # rounded once, at the end
     merged = weight.clone()
     lora.add_lora_delta_(merged, a, b, lora.lora_scale(8, 4, use_rslora=False), "m")
@@ -210,17 +219,20 @@ def test_lora_delta_is_computed_in_float32_in_row_blocks(monkeypatch, dtype):
 # --- refusals: each leaves no output folder behind ------------------------------------------------
 
 
-def test_refuses_adapter_for_another_base(qwen3_adapter, tmp_path):
-    other = build_base(tmp_path / "other", "qwen3", torch.bfloat16, tied=False, intermediate=48)
+def test_refuses_an_adapter_for_another_base(tiny_qwen3, qwen3_adapter, tmp_path):
+    config = AutoConfig.from_pretrained(tiny_qwen3.local_dir)
+    config.intermediate_size = 96
+    other = tmp_path / "other"
+    AutoModelForCausalLM.from_config(config).save_pretrained(other)
     with pytest.raises(
-        BaseModelMismatchError, match=r"down_proj has shape \(32, 64\) but the base weight is \(32, 48\)"
+        BaseModelMismatchError, match=r"down_proj has shape \(64, 128\) but the base weight is \(64, 96\)"
     ):
         merge_adapter(other, qwen3_adapter, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_missing_shard(qwen3_adapter, tmp_path):
-    base_dir = build_base(tmp_path / "base", "qwen3", torch.bfloat16, tied=False, shard_size="20KB")
+def test_refuses_a_missing_shard(base_variant, qwen3_adapter, tmp_path):
+    base_dir = shutil.copytree(base_variant("tiny_qwen3", torch.bfloat16, "20MB"), tmp_path / "base")
     missing = sorted(base_dir.glob("model-*.safetensors"))[1]
     missing.unlink()
     with pytest.raises(MergeError, match=f"{missing.name} is missing"):
@@ -229,8 +241,8 @@ def test_refuses_missing_shard(qwen3_adapter, tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage-header"])
-def test_refuses_corrupt_shard(qwen3_bf16, qwen3_adapter, tmp_path, damage):
-    base_dir = shutil.copytree(qwen3_bf16, tmp_path / "base")
+def test_refuses_a_corrupt_shard(tiny_qwen3, qwen3_adapter, tmp_path, damage):
+    base_dir = shutil.copytree(tiny_qwen3.local_dir, tmp_path / "base")
     shard = base_dir / "model.safetensors"
     data = shard.read_bytes()
     shard.write_bytes(data[:-100] if damage == "truncated" else data[:8] + b"\xff" * 64 + data[72:])
@@ -239,44 +251,45 @@ def test_refuses_corrupt_shard(qwen3_bf16, qwen3_adapter, tmp_path, damage):
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_lora_on_tied_lm_head(tmp_path):
-    base_dir = build_base(tmp_path / "base", "qwen2", torch.bfloat16, tied=True)
-    adapter_dir = build_adapter(base_dir, tmp_path / "adapter", target_modules=["q_proj", "lm_head"])
+def test_refuses_a_lora_on_a_tied_lm_head(tiny_qwen2_tied, tmp_path):
+    adapter_dir = build_adapter(
+        tiny_qwen2_tied.local_dir, tmp_path / "adapter", target_modules=["q_proj", "lm_head"]
+    )
     with pytest.raises(MergeError, match="ties lm_head to the embeddings"):
-        merge_adapter(base_dir, adapter_dir, tmp_path / "out")
+        merge_adapter(tiny_qwen2_tied.local_dir, adapter_dir, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_dora(qwen3_bf16, tmp_path):
-    adapter_dir = build_adapter(qwen3_bf16, tmp_path / "adapter", use_dora=True)
+def test_refuses_dora(tiny_qwen3, tmp_path):
+    adapter_dir = build_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", use_dora=True)
     with pytest.raises(MergeError, match="DoRA"):
-        merge_adapter(qwen3_bf16, adapter_dir, tmp_path / "out")
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
 
 
-def test_non_finite_delta_removes_the_partial_output(qwen3_bf16, qwen3_adapter, tmp_path):
+def test_a_non_finite_delta_removes_the_partial_output(tiny_qwen3, qwen3_adapter, tmp_path):
     adapter_dir = shutil.copytree(qwen3_adapter, tmp_path / "adapter")
     weights = load_file(adapter_dir / "adapter_model.safetensors")
-    last = sorted(k for k in weights if "lora_B" in k)[-1]
+    last = sorted(k for k in weights if "lora_B" in k)[-1]  # found after other tensors were written
     weights[last][0, 0] = float("nan")
     save_file(weights, adapter_dir / "adapter_model.safetensors")
     with pytest.raises(MergeError, match="NaN"):
-        merge_adapter(qwen3_bf16, adapter_dir, tmp_path / "out")
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_non_empty_output_folder(qwen3_bf16, qwen3_adapter, tmp_path):
+def test_refuses_a_non_empty_output_folder(tiny_qwen3, qwen3_adapter, tmp_path):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     (out_dir / "keep.txt").write_text("mine")
     with pytest.raises(MergeError, match="not empty"):
-        merge_adapter(qwen3_bf16, qwen3_adapter, out_dir)
+        merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, out_dir)
     assert [p.name for p in out_dir.iterdir()] == ["keep.txt"]
 
 
-def test_refuses_adapter_without_lora_weights(qwen3_bf16, qwen3_adapter, tmp_path):
+def test_refuses_an_adapter_without_weights(tiny_qwen3, qwen3_adapter, tmp_path):
     adapter_dir = shutil.copytree(qwen3_adapter, tmp_path / "adapter")
     (adapter_dir / "adapter_model.safetensors").unlink()
     with pytest.raises(AdapterError, match=r"adapter_model\.safetensors"):
-        merge_adapter(qwen3_bf16, adapter_dir, tmp_path / "out")
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
