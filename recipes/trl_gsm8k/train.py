@@ -396,6 +396,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--run-id", default=None, help="default: <UTC time>_gsm8k_grpo")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
+        "--prompts-per-step", type=int, default=None, help="default 1 (x 8 completions), as the seed run"
+    )
+    parser.add_argument("--no-vllm", action="store_true", help="sample with transformers instead of vLLM")
+    parser.add_argument("--no-quantization", action="store_true", help="bf16 LoRA instead of 4-bit QLoRA")
+    parser.add_argument(
         "--tiny", action="store_true", help="CPU smoke run: needs --model and --problems-file"
     )
     parser.add_argument(
@@ -417,6 +422,9 @@ def main(argv: list[str] | None = None) -> None:
             config,
             model=args.model or config.model,
             max_steps=args.max_steps or config.max_steps,
+            prompts_per_step=args.prompts_per_step or config.prompts_per_step,
+            use_vllm=config.use_vllm and not args.no_vllm,
+            quantization="none" if args.no_quantization else config.quantization,
             dataset_revision=args.dataset_revision,
         )
     run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d_%H%M%S") + "_gsm8k_grpo"
