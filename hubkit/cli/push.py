@@ -42,11 +42,15 @@ def _parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None
 
 
 def _size(num_bytes: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if num_bytes < 1000 or unit == "GB":
-            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
-        num_bytes /= 1000  # type: ignore[assignment]
-    raise AssertionError("unreachable")
+    """A byte count for people: "840 B", "75.8 KB", "1.2 GB" (decimal units, as the Hub shows)."""
+    if num_bytes < 1000:
+        return f"{num_bytes} B"
+    value = float(num_bytes)
+    for unit in ("KB", "MB", "GB"):
+        value /= 1000
+        if value < 1000 or unit == "GB":
+            break
+    return f"{value:.1f} {unit}"
 
 
 def describe_plan(plan: PushPlan, records: dict[str, PushRecord | None]) -> str:
