@@ -1,0 +1,107 @@
+"""`hubkit merge` and `hubkit push --merged` on a real TRL run, against the local Hub."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from hubkit.cli import main
+from hubkit.runs import load_run
+
+INPUT_IDS = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
+
+
+def _cli(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+        raise SystemExit(0)
+    return exited.value.code or 0
+
+
+def _logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model.eval()(INPUT_IDS).logits
+
+
+def test_merge_command_merges_the_final_checkpoint(trl_run_dir, tiny_qwen3, local_hub, tmp_path):
+    out_dir = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(trl_run_dir), "--out", str(out_dir), "--endpoint", local_hub.endpoint]
+    assert _cli([*argv, "--quiet"]) == 0
+
+    final = load_run(trl_run_dir).checkpoints[-1]
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    plain = _logits(base)
+    reference = _logits(PeftModel.from_pretrained(base, final.adapter_dir or final.path))
+    merged = _logits(AutoModelForCausalLM.from_pretrained(out_dir))
+    assert not torch.equal(plain, reference)  # the trained adapter changes the output
+    torch.testing.assert_close(merged, reference, atol=1e-5, rtol=1e-4)
+    assert not list(tmp_path.glob(".merged*"))  # no staging folder left behind
+
+
+def test_merge_command_refuses_a_missing_step(trl_run_dir, local_hub, tmp_path, capsys):
+    out_dir = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(trl_run_dir), "--step", "99", "--out", str(out_dir)]
+    assert _cli([*argv, "--endpoint", local_hub.endpoint]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and "no complete checkpoint at step(s) 99" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out_dir.exists()
+
+
+def test_push_publishes_the_merged_model_beside_the_adapter_repo(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id
+):
+    merged_id = f"{new_repo_id}-merged"
+    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    assert _cli([*push, "--quiet"]) == 0
+
+    final_step = load_run(trl_run_dir).checkpoints[-1].step
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.repo_id)
+    reference = _logits(PeftModel.from_pretrained(base, new_repo_id))  # the root adapter: the final step
+    merged = AutoModelForCausalLM.from_pretrained(merged_id)
+    torch.testing.assert_close(_logits(merged), reference, atol=1e-5, rtol=1e-4)
+
+    files = set(hub_api.list_repo_files(merged_id))
+    assert {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "README.md",
+    } <= files
+    assert not any(name.endswith((".bin", ".pt", ".partial")) for name in files)
+    assert (
+        AutoTokenizer.from_pretrained(merged_id).chat_template
+        == AutoTokenizer.from_pretrained(new_repo_id).chat_template
+    )
+    base_generation = GenerationConfig.from_pretrained(tiny_qwen3.local_dir)
+    assert GenerationConfig.from_pretrained(merged_id).eos_token_id == base_generation.eos_token_id
+    config = json.loads(Path(hub_api.hf_hub_download(merged_id, "config.json")).read_text())
+    assert "_name_or_path" not in config and config["dtype"] == "float32"
+
+    card = hub_api.model_info(merged_id).card_data
+    assert card.base_model == tiny_qwen3.repo_id
+    assert card.base_model_relation == "finetune" and card.library_name == "transformers"
+    readme = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
+    assert new_repo_id in readme and f"checkpoints/global_step_{final_step}" in readme
+
+    # Pushing the same run again merges again, gets the same bytes and commits nothing.
+    commits = {repo: len(hub_api.list_repo_commits(repo)) for repo in (new_repo_id, merged_id)}
+    assert _cli([*push, "--quiet"]) == 0
+    assert {repo: len(hub_api.list_repo_commits(repo)) for repo in commits} == commits
+
+
+def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub_api, new_repo_id, capsys):
+    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    assert _cli([*push, "--dry-run", "--merged-repo-id", "hubkit-test/elsewhere"]) == 0
+    assert "hubkit-test/elsewhere: step 3 would be merged" in capsys.readouterr().out
+    assert not hub_api.repo_exists(new_repo_id)
+
+    assert _cli([*push, "--no-merged", "--quiet"]) == 0
+    assert hub_api.repo_exists(new_repo_id)
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
