@@ -345,6 +345,8 @@ def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
     files = hub_api.list_repo_files(new_repo_id)
     assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= set(files)
     titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
+    # The remote was read once per push, not at every look at the run.
+    assert len([r for r in local_hub.request_log if r[1].startswith(f"/api/models/{new_repo_id}/tree/")]) == 3
     # Each checkpoint went up in its own push, as it became complete.
     assert [t for t in titles if "steps" in t] == [
         "hubkit push synthetic-run: steps 3",

@@ -190,6 +190,7 @@ def push(
     api = None if dry_run else hub_client(endpoint, token)
     prepared: dict[int, PreparedAdapter] = {}
     merges: dict[int, MergeResult] = {}
+    pushed: set[tuple[str, str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
         while True:
             run = load_run(path, base_model=base_model)
@@ -225,7 +226,13 @@ def push(
                         token=token,
                         private=private,
                     )
-                _push_once(api, plan, path, console)
+                # While watching, a plan already pushed as it is needs no look at the remote.
+                signature = {
+                    (r.repo_id, f.path_in_repo, f.hashes.sha256) for r in plan.repos for f in r.files
+                }
+                if signature != pushed:
+                    _push_once(api, plan, path, console)
+                    pushed = signature
             if not watch or (run.finished and not run.pending):
                 return
             time.sleep(watch_interval)
