@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from hubkit.errors import RewardSpecError
 from hubkit.rewards.components import last_boxed, length_penalty, math_correctness
 from hubkit.rewards.verify import MathVerifier
 
@@ -122,5 +123,18 @@ def test_works_off_the_main_thread_and_keeps_outer_alarms():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     assert not any(_alive(pid) for pid in pids)  # closed cleanly, no stray processes
+    with pytest.raises(ValueError, match="closed"):
+        pool.check(["1"], ["1"])
+
+
+def test_a_worker_that_cannot_start_is_a_clear_error(tmp_path, monkeypatch):
+    # A math_verify that fails to import, first on the workers' path: the environment is broken.
+    (tmp_path / "math_verify.py").write_text("raise ImportError('broken install')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    pool = MathVerifier(num_workers=1, timeout_s=1)
+    pids = pool.pids
+    with pytest.raises(RewardSpecError, match="exited while starting"):
+        pool.check(["1"], ["1"])
+    assert not any(_alive(pid) for pid in pids)
     with pytest.raises(ValueError, match="closed"):
         pool.check(["1"], ["1"])

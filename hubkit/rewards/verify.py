@@ -190,7 +190,7 @@ class MathVerifier:
             except (EOFError, OSError):
                 if not worker.ready:
                     # Not a bad completion but a broken environment: retrying would spin forever.
-                    _stop(worker)
+                    self._finalizer()  # stop every worker; later calls say the verifier is closed
                     raise RewardSpecError(
                         "a math-verify worker exited while starting: check that "
                         "`python -c 'import math_verify'` works in this environment"

@@ -29,8 +29,9 @@ Launch flags::
     +reward_model.reward_kwargs.spec_file=<hubkit.json or a reward spec JSON>
     algorithm.adv_estimator=hubkit
 
-Requires the sync rollout path (``actor_rollout_ref.rollout.mode=sync``, verl 0.6.1's default): the
-async agent loop uses a different reward registry.
+Requires the sync rollout path (``actor_rollout_ref.rollout.mode=sync``, verl 0.6.1's default: the
+async agent loop uses a different reward registry) and ``reward_model.launch_reward_fn_async=False``
+(the default: the manager owns math-verify worker processes, which cannot be sent to a Ray task).
 """
 
 from __future__ import annotations
