@@ -80,6 +80,18 @@ def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
         assert Path(path).read_bytes() == (upload / "model.safetensors").read_bytes()
 
 
+def test_a_stopped_hub_answers_nothing_more(tmp_path):
+    import httpx2  # huggingface_hub 2.x's HTTP client
+
+    hub = LocalHub(tmp_path / "hub").start()
+    api = HfApi(endpoint=hub.endpoint, token="any")
+    api.create_repo("me/stopped")
+    assert api.model_info("me/stopped").sha  # the client now holds a keep-alive connection
+    hub.stop()
+    with pytest.raises(httpx2.TransportError):
+        api.model_info("me/stopped")
+
+
 def test_concurrent_commits_all_land(tmp_path):
     with LocalHub(tmp_path / "hub") as hub:
         api = HfApi(endpoint=hub.endpoint, token="any")

@@ -8,7 +8,9 @@ X-Linked-Etag/X-Linked-Size, then downloads from the CDN without the token.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +31,21 @@ class HubHTTPServer(ThreadingHTTPServer):
         super().__init__(address, HubRequestHandler)
         self.context = context
         self.request_log = request_log
+        self._connections: set[socket.socket] = set()
+
+    def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:
+        self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End the open keep-alive connections, so that a stopped Hub answers nothing more."""
+        for connection in list(self._connections):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
 
 class LocalHub:
@@ -95,6 +112,7 @@ class LocalHub:
         """Stop serving and close the sockets."""
         for server in self._servers:
             server.shutdown()
+            server.close_connections()
             server.server_close()
         self._servers = []
 
