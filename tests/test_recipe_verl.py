@@ -114,7 +114,7 @@ def _launch(
         **env,
     }
     return subprocess.run(
-        ["bash", str(RECIPE / "launch.sh"), mode, *args],
+        ["bash", str(RECIPE / "launch.sh"), *([mode] if mode else []), *args],
         env=environment,
         capture_output=True,
         text=True,
@@ -268,6 +268,19 @@ def test_launch_refuses_an_unknown_aggregation(tmp_path: Path) -> None:
     assert "AGGREGATION must be sum_then_normalize or normalize_then_sum" in result.stderr
 
 
+def test_launch_refuses_to_train_into_a_trained_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
+    run_dir.mkdir(parents=True)
+    (run_dir / "latest_checkpointed_iteration.txt").write_text("40")
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "data": {}}\n')
+
+    result = _launch(tmp_path, Path(sys.executable), "")
+    assert result.returncode == 1
+    assert "already holds checkpoints: choose a new RUN_ID" in result.stderr
+    assert (run_dir / "metrics.jsonl").read_text() == '{"step": 1, "data": {}}\n'
+    assert not (run_dir / "hubkit.json").exists()
+
+
 def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_path: Path) -> None:
     overrides = _launch_overrides(tmp_path, Path(sys.executable)).stdout.splitlines()
     dataset = DatasetInfo(id="agentica-org/DeepScaleR-Preview-Dataset", num_rows=1840, content_sha256="ab")
@@ -387,7 +400,14 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     _prepare(prepare_data, tmp_path / "data")
     # The tiny models' tokenizer: the real Qwen3 files. (The copy saved beside a tiny model is in
     # transformers 5's format, whose list-valued `extra_special_tokens` transformers 4.57 cannot read.)
-    result = _launch(tmp_path, VERL_PYTHON, "--preflight", LAMBDA="0.25", TOKENIZER=str(qwen3_tokenizer_dir))
+    result = _launch(
+        tmp_path,
+        VERL_PYTHON,
+        "--preflight",
+        LAMBDA="0.25",
+        TOKENIZER=str(qwen3_tokenizer_dir),
+        ACCELERATOR="NVIDIA H200",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Preflight passed" in result.stderr
     report = json.loads(result.stdout[result.stdout.index("{") :])
@@ -397,7 +417,7 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
     manifest = Manifest.load(run_dir)
     assert manifest.framework_version == "0.6.1"
-    assert manifest.hardware.accelerator == "cpu"
+    assert manifest.hardware.accelerator == "NVIDIA H200"
     assert manifest.dataset.num_rows == 6
     assert manifest.reward.weights["length_penalty"] == 0.25
     assert manifest.finished_at is None

@@ -166,9 +166,9 @@ def to_prompts(problems: Any, tokenizer: Any, max_prompt_length: int) -> Any:
 
     def as_prompt(row: dict[str, Any]) -> dict[str, Any]:
         prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["question"]}]
-        ids = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 may return a BatchEncoding
-            ids = ids["input_ids"]
+        ids = tokenizer.apply_chat_template(
+            prompt, tokenize=True, add_generation_prompt=True, return_dict=False
+        )
         return {"prompt": prompt, "answer": row["answer"], "prompt_tokens": len(ids)}
 
     mapped = problems.map(as_prompt, remove_columns=problems.column_names)

@@ -62,6 +62,7 @@ TEST_FREQ="${TEST_FREQ:--1}"
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-4}"
 NNODES="${NNODES:-1}"
 # --- where the run goes -------------------------------------------------------------------------------------
+# ACCELERATOR: the GPU name for the manifest when this node has none (default: what torch reports here).
 RUNS_DIR="${RUNS_DIR:-runs}"
 RUN_ID="${RUN_ID:-$(date -u +%Y%m%d_%H%M%S)_deepscaler_gdpo_lambda${LAMBDA}}"
 case "$RUNS_DIR" in /*) RUN_DIR="$RUNS_DIR/$RUN_ID" ;; *) RUN_DIR="$PWD/$RUNS_DIR/$RUN_ID" ;; esac
@@ -161,11 +162,18 @@ if [[ "$MODE" == print ]]; then
   exit 0
 fi
 
+# verl 0.6.1 resumes from the checkpoints it finds there, but its file logger truncates metrics.jsonl:
+# a second launch into a trained run directory would silently lose the earlier metrics.
+if [[ "$MODE" == train && -e "$RUN_DIR/latest_checkpointed_iteration.txt" ]]; then
+  echo "Error: $RUN_DIR already holds checkpoints: choose a new RUN_ID (resuming would truncate its metrics.jsonl)" >&2
+  exit 1
+fi
 mkdir -p "$RUN_DIR"
 # verl's file logger writes {"step": N, "data": {...}} lines here; the manifest names it as metrics_file.
 export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
 "$PYTHON" "$HERE/write_manifest.py" start --run-dir "$RUN_DIR" --dataset-info "$DATASET_INFO" \
-  --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" -- "${OVERRIDES[@]}"
+  --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" \
+  ${ACCELERATOR:+--accelerator "$ACCELERATOR"} -- "${OVERRIDES[@]}"
 if [[ "$MODE" == preflight ]]; then
   "$PYTHON" "$HERE/preflight.py" --tokenizer "${TOKENIZER:-$MODEL}" -- "${OVERRIDES[@]}"
   echo "Preflight passed. $RUN_DIR holds the manifest; launch with RUN_ID=$RUN_ID to train into it." >&2
