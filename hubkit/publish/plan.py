@@ -8,6 +8,7 @@ mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,8 +38,19 @@ def hash_bytes(data: bytes) -> FileHashes:
 
 
 def hash_file(path: Path) -> FileHashes:
-    """Hash a file on disk in chunks (adapters and shards can be large)."""
-    size = path.stat().st_size
+    """Hash a file on disk in chunks (adapters and shards can be large).
+
+    A file unchanged since it was last hashed (same path, inode, size and change times) is not read
+    again: a watching push re-plans the same files at every look.
+    """
+    stat = path.stat()
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns)
+    return _hash_file(str(path.resolve()), stat.st_size, identity)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hash_file(path_str: str, size: int, _identity: tuple[int, int, int]) -> FileHashes:
+    path = Path(path_str)
     sha256 = hashlib.sha256()
     git = hashlib.sha1(f"blob {size}\0".encode())
     with path.open("rb") as f:
