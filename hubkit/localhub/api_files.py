@@ -9,7 +9,6 @@ from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
 from hubkit.localhub.context import HubContext
-from hubkit.localhub.exceptions import StorageError
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.names import check_path
 from hubkit.localhub.repos import FileEntry, FolderEntry
@@ -27,10 +26,7 @@ def _entry_json(entry: FileEntry | FolderEntry) -> dict:
 
 
 def _clean_path(path: str) -> str:
-    try:
-        return check_path(path) if path else ""
-    except StorageError as e:
-        raise errors.from_storage(e) from e
+    return check_path(path) if path else ""
 
 
 def list_tree(

@@ -7,7 +7,6 @@ import time
 from hubkit.localhub import errors
 from hubkit.localhub.cards import card_data
 from hubkit.localhub.context import HubContext
-from hubkit.localhub.exceptions import StorageError
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import (
     SPACE_SDKS,
@@ -23,12 +22,9 @@ def iso_time(timestamp: int) -> str:
 
 
 def _ref_from_body(ctx: HubContext, data: dict) -> RepoRef:
-    try:
-        return RepoRef(
-            data.get("type") or "model", data.get("organization") or ctx.settings.user, data.get("name")
-        )
-    except StorageError as e:
-        raise errors.from_storage(e) from e
+    return RepoRef(
+        data.get("type") or "model", data.get("organization") or ctx.settings.user, data.get("name")
+    )
 
 
 def create_repo(ctx: HubContext, req: Request) -> Response:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from hubkit.localhub import errors
 from hubkit.localhub.cards import metadata_errors
 from hubkit.localhub.context import URL_PREFIXES, HubContext
-from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError, StorageError
+from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
 from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.messages import Request, Response, json_response
@@ -291,10 +291,7 @@ def lfs_verify(ctx: HubContext, req: Request, repo_type: str, namespace: str, na
     repo = ctx.repo(repo_type, namespace, name, req.authenticated)
     data = req.body.json()
     oid, size = data.get("oid"), data.get("size")
-    try:
-        stored = repo.lfs.size(check_oid(oid))
-    except StorageError as e:
-        raise errors.from_storage(e) from e
+    stored = repo.lfs.size(check_oid(oid))
     if stored is None or stored != size:
         raise errors.not_found(f"LFS object {oid} of size {size} was not uploaded.")
     return json_response({}, headers=LFS_JSON)

@@ -8,7 +8,6 @@ import secrets
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
-from hubkit.localhub.exceptions import StorageError
 from hubkit.localhub.repos import Repo, RepoRef, RepoStore
 
 # URL prefix of each repo type on the Hub's web and git routes (models have none).
@@ -60,12 +59,11 @@ class HubContext:
         """The repository named by a URL; a private one is hidden from unauthenticated callers.
 
         Raises:
-            HubHTTPError: 400 for a malformed name, 404 RepoNotFound when absent or hidden.
+            InvalidInputError: a malformed name.
+            RepoNotFoundError: no such repository.
+            HubHTTPError: 404 RepoNotFound for a private repository and a caller without the token.
         """
-        try:
-            repo = self.store.get(RepoRef(repo_type, namespace, name))
-        except StorageError as e:
-            raise errors.from_storage(e) from e
+        repo = self.store.get(RepoRef(repo_type, namespace, name))
         if self.settings.token and not authenticated and repo.meta.private:
             raise errors.repo_not_found(f"Repository not found: {repo_type}s/{namespace}/{name}")
         return repo
