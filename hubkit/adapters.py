@@ -176,6 +176,26 @@ def _check_rank(
             raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={r}")
 
 
+def _is_targeted(module: str, targets: object) -> bool:
+    """Whether PEFT would put a LoRA layer on `module` for this ``target_modules`` (its matching rules)."""
+    if isinstance(targets, str):
+        return targets == "all-linear" or re.fullmatch(targets, module) is not None
+    if isinstance(targets, list):
+        return any(module == t or module.endswith(f".{t}") for t in targets)
+    return False
+
+
+def _check_targets(pairs: dict[str, Any], config: dict[str, Any], label: str) -> None:
+    """Refuse weights for modules the config does not target: PEFT would silently not load them."""
+    targets = config.get("target_modules")
+    for module in pairs:
+        if not _is_targeted(module, targets):
+            raise AdapterError(
+                f"{label}: module {module} has LoRA weights but target_modules {targets!r} does not include it "
+                "(PEFT would skip them)"
+            )
+
+
 def _alpha(config: dict[str, Any], lora: LoraSettings | None, label: str) -> float:
     alpha = config.get("lora_alpha")
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or alpha <= 0:
@@ -240,6 +260,7 @@ def _validated_saved_adapter(
     tensors = {normalize_key(k): v for k, v in _read_weights(adapter_dir, label).items()}
     pairs = _module_pairs(tensors, label)
     _check_rank(pairs, config, label)
+    _check_targets(pairs, config, label)
     alpha = _alpha(config, lora, label)
     return tensors, _normalized_config(config, run, alpha), len(pairs)
 

@@ -110,6 +110,12 @@ def test_prepare_writes_exactly_a_normalized_peft_adapter(tmp_path: Path) -> Non
     assert "/home/someone" not in (prepared.dir / "adapter_config.json").read_text()
 
 
+def test_prepare_accepts_regex_and_all_linear_targets(tmp_path: Path) -> None:
+    for name, targets in [("regex", r".*\.(q_proj|k_proj)"), ("all-linear", "all-linear")]:
+        _trl_run(tmp_path / name, config=_config(target_modules=targets))
+        assert _prepare(tmp_path / name, tmp_path / f"{name}-out").config["target_modules"] == targets
+
+
 # --- refusals -------------------------------------------------------------------------------------
 
 
@@ -169,8 +175,10 @@ def test_refuses_bad_tensors(tmp_path: Path, mutate, error: type[Exception], mes
         (_config(lora_alpha=8), LoraSettings(r=RANK, alpha=16), "says lora_alpha=8 but hubkit.json says 16"),
         (_config(r=8), None, "has rank 4 but the config says r=8"),
         (_config(peft_type="IA3"), None, "is not LoRA"),
+        (_config(target_modules=["q_proj", "v_proj"]), None, r"k_proj has LoRA weights but target_modules"),
+        (_config(target_modules=r".*\.q_proj"), None, r"k_proj has LoRA weights but target_modules"),
     ],
-    ids=["alpha-0", "alpha-disagrees", "rank", "not-lora"],
+    ids=["alpha-0", "alpha-disagrees", "rank", "not-lora", "untargeted-list", "untargeted-regex"],
 )
 def test_refuses_bad_config(tmp_path: Path, config, lora, message: str) -> None:
     _trl_run(tmp_path / "run", config=config, lora=lora)
