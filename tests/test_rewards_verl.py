@@ -100,7 +100,9 @@ def verl_results(tmp_path_factory, qwen3_tokenizer_dir) -> dict[str, dict]:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads((work / "out.json").read_text())
-    return dict(zip([*SPECS, "validate"], results, strict=True))
+    return dict(zip([*SPECS, "validate"], results["cases"], strict=True)) | {
+        "spec_loading": results["spec_loading"]
+    }
 
 
 def _expected_tokens(tokenizer_dir: Path) -> list[int]:
@@ -163,3 +165,16 @@ def test_validation_reports_the_raw_reward(verl_results):
     # ... while normalize_then_sum emits Σ wᵢ·zᵢ during training, which is not the raw reward.
     gdpo = verl_results["normalize_then_sum_plain"]["reward_tensor_sum"]
     assert gdpo != pytest.approx(result["reward_tensor_sum"], abs=1e-3)
+
+
+def test_reward_kwargs_give_the_spec_or_a_clear_error(verl_results):
+    loading = verl_results["spec_loading"]
+    expected = SPECS["sum_then_normalize"].to_dict()
+    assert loading["from_manifest"] == expected  # spec_file=<run dir>/hubkit.json
+    assert loading["from_json"] == expected
+    assert loading["from_hydra"] == expected  # +reward_model.reward_kwargs.spec={...} arrives as a DictConfig
+    errors = loading["errors"]
+    assert "exactly one of" in errors["neither"] and "exactly one of" in errors["both"]
+    assert "cannot read the reward spec file" in errors["missing_file"]
+    assert "not valid JSON" in errors["bad_json"]
+    assert "unknown reward component 'eval'" in errors["unknown_component"]

@@ -7,7 +7,8 @@ named on the command line. Writes what it saw as JSON for the test to compare wi
 
 Usage: python rewards_check.py TOKENIZER_DIR REQUEST_JSON OUT_JSON
 REQUEST_JSON: a list of cases {"spec": {...}, "rollouts": [{"uid", "prompt", "response", "ground_truth"}],
-              "estimators": ["hubkit", "grpo"], "validate": false}; OUT_JSON: one result per case.
+              "estimators": ["hubkit", "grpo"], "validate": false}.
+OUT_JSON: {"cases": one result per case, "spec_loading": how reward_kwargs are read, with the errors}.
 """
 
 from __future__ import annotations
@@ -102,11 +103,40 @@ def run_case(tokenizer, case: dict) -> dict:
     return out
 
 
+def spec_loading(work_dir: Path, spec: dict) -> dict:
+    """How `load_spec` reads reward_kwargs: a manifest file, inline JSON, and the errors a user can cause."""
+    from hubkit.errors import RewardSpecError
+
+    module = sys.modules["custom_module"]  # verl_reward.py, as verl loaded it
+    manifest = work_dir / "hubkit.json"
+    manifest.write_text(json.dumps({"run_id": "r", "reward": spec}))
+    out = {"from_manifest": module.load_spec(spec_file=str(manifest)).to_dict()}
+    out["from_json"] = module.load_spec(spec=json.dumps(spec)).to_dict()
+    out["from_hydra"] = module.load_spec(spec=OmegaConf.create(spec)).to_dict()
+    errors = {
+        "neither": {},
+        "both": {"spec": json.dumps(spec), "spec_file": str(manifest)},
+        "missing_file": {"spec_file": str(work_dir / "nope.json")},
+        "bad_json": {"spec": "{not json"},
+        "unknown_component": {"spec": json.dumps({"components": [{"name": "eval"}]})},
+    }
+    out["errors"] = {}
+    for name, kwargs in errors.items():
+        try:
+            module.load_spec(**kwargs)
+            out["errors"][name] = None
+        except RewardSpecError as e:
+            out["errors"][name] = str(e)
+    return out
+
+
 def main() -> None:
     tokenizer_dir, request_path, out_path = sys.argv[1:4]
     cases = json.loads(Path(request_path).read_text())
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    Path(out_path).write_text(json.dumps([run_case(tokenizer, case) for case in cases]))
+    results = [run_case(tokenizer, case) for case in cases]
+    loading = spec_loading(Path(out_path).parent, cases[0]["spec"])
+    Path(out_path).write_text(json.dumps({"cases": results, "spec_loading": loading}))
 
 
 if __name__ == "__main__":
