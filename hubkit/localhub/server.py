@@ -61,7 +61,8 @@ class LocalHub:
         endpoint: the URL to use as HF_ENDPOINT, once started.
         cdn_endpoint: where LFS downloads are redirected, or None when 127.0.0.2 could not be bound
             (LFS files are then served directly with a 200).
-        request_log: (method, path, status) of every request answered, in order.
+        request_log: (method, path, status) of every request answered, in order; the path is as
+            sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200).
         token: the token writes need, or None when any token (or none) is accepted.
     """
 
