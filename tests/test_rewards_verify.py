@@ -102,7 +102,7 @@ def test_a_stuck_worker_is_killed_and_replaced(verifier):
     elapsed = time.monotonic() - start
     assert scores[0] == 0.0  # the first answer went to the stuck worker
     assert scores[1:] == [1.0, 1.0]
-    assert elapsed < TIMEOUT_S + GRACE_S + 1.0
+    assert elapsed < TIMEOUT_S + GRACE_S + 2.0  # slack for a loaded machine
     assert verifier.restarts == restarts + 1
     assert stuck not in verifier.pids and not _alive(stuck)
     assert verifier.check(["8", "9"], ["8", "9"]) == [1.0, 1.0]  # the replacement works
@@ -110,6 +110,7 @@ def test_a_stuck_worker_is_killed_and_replaced(verifier):
 
 def test_works_off_the_main_thread_and_keeps_outer_alarms():
     # In-process math-verify raises off the main thread and cancels the caller's SIGALRM timer.
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)  # a harmless timer if it ever fires
     signal.setitimer(signal.ITIMER_REAL, 60)
     try:
         with MathVerifier(num_workers=1, timeout_s=1) as pool:
@@ -122,6 +123,7 @@ def test_works_off_the_main_thread_and_keeps_outer_alarms():
         assert signal.getitimer(signal.ITIMER_REAL)[0] > 0  # our timer is still running
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     assert not any(_alive(pid) for pid in pids)  # closed cleanly, no stray processes
     with pytest.raises(ValueError, match="closed"):
         pool.check(["1"], ["1"])
