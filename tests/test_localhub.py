@@ -305,3 +305,31 @@ def test_demo_publishes_the_base_model(tmp_path):
     )
     assert "AutoModelForCausalLM.from_pretrained('demo/tiny-qwen3')" in result.stdout
     assert (tmp_path / "demo-hub" / "repos" / "models" / "demo" / "tiny-qwen3.git" / "HEAD").is_file()
+
+
+def test_use_local_hub_patches_an_already_imported_client(tmp_path):
+    """When huggingface_hub was imported first, its constants are patched: LFS uploads skip Xet, the
+    endpoint and the cache are the local ones."""
+    code = f"""
+import os
+from pathlib import Path
+import huggingface_hub
+from huggingface_hub import constants  # the client's settings are read now, before the local Hub exists
+from hubkit.localhub import LocalHub
+from hubkit.localhub.client_env import use_local_hub
+with LocalHub({str(tmp_path / "hub")!r}) as hub:
+    use_local_hub(hub.endpoint, {str(tmp_path / "hf_home")!r})
+    api = huggingface_hub.HfApi(token="any")
+    api.create_repo("me/late")
+    api.upload_file(path_or_fileobj=b"\\0" * 20_000, path_in_repo="w.safetensors", repo_id="me/late")
+    path = huggingface_hub.hf_hub_download("me/late", "w.safetensors")
+    assert Path(path).read_bytes() == b"\\0" * 20_000
+    assert path.startswith({str(tmp_path / "hf_home")!r}), path
+    assert any(p.startswith("/lfs-upload/") for _, p, _ in hub.request_log)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "patching its constants" in result.stderr
