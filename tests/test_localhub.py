@@ -165,6 +165,7 @@ def test_repo_kinds_info_and_delete(hub_api, make_repo_id):
         path_or_fileobj=b"import gradio\n", path_in_repo="app.py", repo_id=space, repo_type="space"
     )
     assert hub_api.space_info(space).runtime.stage == "RUNNING"
+    assert hub_api.get_space_runtime(space).stage == "RUNNING"
     assert hub_api.whoami()["name"] == "hubkit-user"
 
     hub_api.delete_repo(dataset, repo_type="dataset")

@@ -142,6 +142,11 @@ def repo_info(
     return json_response(info)
 
 
+def space_runtime(ctx: HubContext, req: Request, namespace: str, name: str) -> Response:
+    repo = ctx.repo("space", namespace, name, req.authenticated)
+    return json_response(_space_runtime(repo.meta, set(repo.files(repo.resolve("main")))))
+
+
 def list_refs(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
     repo = ctx.repo(repo_type, namespace, name, req.authenticated)
 
