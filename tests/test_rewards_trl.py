@@ -177,3 +177,32 @@ def test_grpo_trainer_logs_components_and_uses_hubkits_advantages(tiny_qwen3, tm
         if aggregation == "normalize_then_sum" and expected.zero_std_fraction < 1.0:
             assert not np.allclose(trl_own, used, atol=1e-3)  # the subclass changed what training used
     assert varied, "completion lengths never varied within a group: the test would prove nothing"
+
+
+def test_trainer_refuses_weights_that_do_not_match_the_spec(tiny_qwen3, tmp_path):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    spec = deepscaler_length_penalty(lam=0.5, max_len=MAX_LEN, epsilon=1e-4)
+    wrong = grpo_config_kwargs(spec) | {"reward_weights": [1.0, 0.25]}
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=4,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=MAX_LEN,
+        report_to="none",
+        **wrong,
+    )
+    dataset = Dataset.from_dict({"prompt": ["What is 1 + 1?"] * 4, "answer": ["2"] * 4})
+    with build(spec, num_workers=1) as reward, pytest.raises(RewardSpecError, match="reward_weights"):
+        HubkitGRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir),
+            reward_funcs=reward_funcs(reward),
+            args=args,
+            train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(tiny_qwen3.local_dir, padding_side="left"),
+            reward_spec=spec,
+        )
