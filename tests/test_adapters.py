@@ -356,6 +356,7 @@ def _assert_verl_logits(
         assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
+        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
         reference = _verl_reference(run_dir, checkpoint)
         published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
         base = _logits(tiny_base(), reference["input_ids"])
