@@ -256,3 +256,43 @@ def test_missing_or_wrong_token_is_refused_and_nothing_changes(local_hub, hub_ap
 def test_the_server_still_answers_after_bad_input(hub_api, repo):
     hub_api.upload_file(path_or_fileobj=b"fine", path_in_repo="fine.txt", repo_id=repo)
     assert "fine.txt" in hub_api.list_repo_files(repo)
+
+
+WRITE_URLS = [
+    ("POST", "/api/repos/create"),
+    ("DELETE", "/api/repos/delete"),
+    ("POST", "/api/validate-yaml"),
+    ("PUT", "/api/models/{repo}/settings"),
+    ("POST", "/api/models/{repo}/branch/fuzz"),
+    ("POST", "/api/models/{repo}/tag/main"),
+    ("POST", "/api/models/{repo}/paths-info/main"),
+    ("POST", "/api/models/{repo}/preupload/main"),
+    ("POST", "/api/models/{repo}/commit/main"),
+    ("POST", "/{repo}.git/info/lfs/objects/batch"),
+    ("POST", "/{repo}.git/info/lfs/objects/verify"),
+]
+BODIES = [
+    b"",
+    b"not json",
+    b"[]",
+    b'"text"',
+    b"3",
+    b"{}",
+    b'{"files": [1]}',
+    b'{"objects": [1], "operation": "upload"}',
+    b'{"paths": [1]}',
+    b'{"startingPoint": 7}',
+    b'{"tag": ["x"]}',
+    b'{"name": {"a": 1}, "type": []}',
+]
+
+
+@pytest.mark.parametrize(("method", "url"), WRITE_URLS, ids=[u for _, u in WRITE_URLS])
+def test_malformed_bodies_get_a_4xx_never_a_5xx(local_hub, hub_api, repo, method, url):
+    before = _state(local_hub, hub_api, repo)
+    for body in BODIES:
+        response = get_session().request(
+            method, local_hub.endpoint + url.format(repo=repo), content=body, headers=_auth(local_hub)
+        )
+        assert response.status_code < 500, (body, response.status_code, response.text)
+    assert _state(local_hub, hub_api, repo) == before

@@ -48,6 +48,8 @@ def paths_info(
             paths = json.loads(body or b"{}").get("paths", [])
         except (ValueError, AttributeError) as e:
             raise errors.bad_request("paths-info expects a form or a JSON object with 'paths'.") from e
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise errors.bad_request("'paths' must be a list of strings.")
     else:
         paths = parse_qs(body.decode(), keep_blank_values=True).get("paths", [])
     entries = repo.paths_info(repo.resolve(revision), [_clean_path(p.strip("/")) for p in paths])

@@ -34,6 +34,14 @@ def xet_token(ctx: HubContext, req: Request, **_: str) -> Response:
     )
 
 
+def _list_field(data: dict, key: str) -> list[dict]:
+    """`data[key]` as a list of JSON objects (absent: empty). Raises InvalidInputError otherwise."""
+    items = data.get(key) or []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise InvalidInputError(f"'{key}' must be a list of objects.")
+    return items
+
+
 # --- preupload -------------------------------------------------------------------------------------
 
 
@@ -45,7 +53,7 @@ def preupload(
     commit = repo.resolve(revision)
     patterns = repo.lfs_patterns(commit)
     answers = []
-    for item in req.body.json().get("files") or []:
+    for item in _list_field(req.body.json(), "files"):
         try:
             path = check_path(item["path"])
             size = int(item["size"])
@@ -208,7 +216,7 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
         raise errors.unauthorized()
     multipart = "multipart" in (data.get("transfers") or [])
     objects = []
-    for obj in data.get("objects") or []:
+    for obj in _list_field(data, "objects"):
         oid, size = obj.get("oid"), obj.get("size")
         try:
             check_oid(oid)

@@ -68,11 +68,15 @@ class Body:
             parts.append(block)
         return b"".join(parts)
 
-    def json(self) -> Any:
+    def json(self) -> dict[str, Any]:
+        """The body as a JSON object (an empty body is `{}`). Raises InvalidInputError for anything else."""
         try:
-            return json.loads(self.read() or b"{}")
+            data = json.loads(self.read() or b"{}")
         except ValueError as e:
             raise InvalidInputError(f"Request body is not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise InvalidInputError("Request body must be a JSON object.")
+        return data
 
 
 @dataclass

@@ -138,6 +138,8 @@ class Repo:
 
     def resolve(self, revision: str) -> str:
         """The commit id of a branch, tag, `refs/...` name or full commit id. Raises RevisionNotFoundError."""
+        if not isinstance(revision, str):
+            raise InvalidInputError(f"Invalid revision {revision!r}.")
         if COMMIT_SHA.match(revision):
             try:
                 if self.git.read_object(revision)[0] == "commit":
