@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -187,3 +188,41 @@ def test_tiny_run_trains_three_steps_and_pushes(
     input_ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
     with torch.no_grad():
         assert torch.equal(published(input_ids).logits, local(input_ids).logits)
+
+
+def test_gsm8k_from_the_hub_downloads_the_train_split_only(
+    recipe: ModuleType, tmp_path: Path, hub_api, local_hub, make_repo_id
+) -> None:
+    import pandas as pd
+
+    # A repo laid out as openai/gsm8k: <config>/<split>-*.parquet, configs declared in the card.
+    repo = make_repo_id("gsm8k")
+    hub_api.create_repo(repo, repo_type="dataset")
+    rows = [json.loads(line) for line in PROBLEMS.read_text().splitlines()]
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    pd.DataFrame(rows[:3]).to_parquet(tmp_path / "test.parquet")
+    card = (
+        "---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n    path: main/train-*\n"
+        "  - split: test\n    path: main/test-*\n---\n"
+    )
+    hub_api.upload_file(
+        path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo, repo_type="dataset"
+    )
+    for split in ("train", "test"):
+        commit = hub_api.upload_file(
+            path_or_fileobj=str(tmp_path / f"{split}.parquet"),
+            path_in_repo=f"main/{split}-00000-of-00001.parquet",
+            repo_id=repo,
+            repo_type="dataset",
+        ).oid
+    start = len(local_hub.request_log)
+
+    config = dataclasses.replace(recipe.RecipeConfig(), dataset_id=repo)
+    with recipe.train_split_only():
+        problems, revision = recipe.load_problems(config, None)
+
+    assert len(problems) == 13 and revision == commit
+    assert problems[0]["answer"].endswith("#### 27")
+    requested = [path for _, path, _ in local_hub.request_log[start:]]
+    assert any("main/train-00000-of-00001.parquet" in path for path in requested)
+    assert not any("test-00000" in path for path in requested), "the test split was downloaded"

@@ -506,3 +506,37 @@ def test_preflight_reports_an_unknown_key() -> None:
     assert result.returncode == 1
     assert "Hydra refused the overrides" in result.stderr
     assert "learning_rate" in result.stderr
+
+
+def test_prepare_data_downloads_both_datasets_and_records_their_revisions(
+    prepare_data: ModuleType, tmp_path: Path, hub_api, make_repo_id
+) -> None:
+    problems_repo, difficulty_repo = make_repo_id("deepscaler"), make_repo_id("difficulty")
+    # The Hub's deepscaler.json is one JSON array.
+    rows = [json.loads(line) for line in (DATA / "deepscaler_mini.jsonl").read_text().splitlines()]
+    for repo in (problems_repo, difficulty_repo):
+        hub_api.create_repo(repo, repo_type="dataset")
+    problems_commit = hub_api.upload_file(
+        path_or_fileobj=json.dumps(rows).encode(),
+        path_in_repo="deepscaler.json",
+        repo_id=problems_repo,
+        repo_type="dataset",
+    ).oid
+    difficulty_commit = hub_api.upload_file(
+        path_or_fileobj=str(DATA / "deepscaler_mini_difficulty.csv"),
+        path_in_repo="Qwen2.5-Math-7B--deepscaler--difficulty.csv",
+        repo_id=difficulty_repo,
+        repo_type="dataset",
+    ).oid
+
+    args = prepare_data._parse_args(
+        ["--dataset-id", problems_repo, "--difficulty-source", difficulty_repo, "--output-dir", str(tmp_path)]
+    )
+    info = prepare_data.prepare(args)
+
+    assert info.id == problems_repo
+    assert info.revision == problems_commit
+    assert f"{difficulty_repo}@{difficulty_commit}" in info.filter
+    assert info.num_rows == 6
+    local = _prepare(prepare_data, tmp_path / "local")
+    assert info.content_sha256 == local.content_sha256

@@ -154,7 +154,14 @@ def load_problems(config: RecipeConfig, problems_file: Path | None) -> tuple[Any
     from huggingface_hub import HfApi
 
     revision = HfApi().dataset_info(config.dataset_id, revision=config.dataset_revision).sha
-    data = datasets.load_dataset(config.dataset_id, config.dataset_config, split="train", revision=revision)
+    # Only the train files are named, so the test split is never even downloaded
+    # (openai/gsm8k keeps each config's splits as <config>/<split>-*.parquet).
+    data = datasets.load_dataset(
+        config.dataset_id,
+        data_files={"train": f"{config.dataset_config}/train-*"},
+        split="train",
+        revision=revision,
+    )
     return data, revision
 
 
@@ -324,7 +331,8 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
         raise RecipeError("the reward spec needs HubkitGRPOTrainer: TRL's aggregation differs from it")
     with train_split_only(), build(spec) as reward:
         problems, revision = load_problems(config, problems_file)
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        # Left padding and truncation, as GRPOTrainer loads its own processing class.
+        tokenizer = AutoTokenizer.from_pretrained(config.model, padding_side="left", truncation_side="left")
         prompts = to_prompts(problems, tokenizer, config.max_prompt_length)
 
         reward_funcs = hubkit_trl.reward_funcs(reward, ground_truth_column="answer")
