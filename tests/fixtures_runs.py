@@ -194,7 +194,7 @@ def make_verl_run(
         framework_version=_verl_version(),
         base_model=base_model,
         lora=LoraSettings(r=LORA_R, alpha=LORA_ALPHA, target_modules=LORA_TARGETS),
-        hyperparameters={"total_training_steps": steps, "save_freq": save_freq, "learning_rate": 1e-2},
+        hyperparameters={"max_steps": steps, "save_freq": save_freq, "learning_rate": 1e-2},
         hardware=Hardware(accelerator="cpu", count=2, nodes=1),
         started_at=started_at,
         finished_at=_now(),

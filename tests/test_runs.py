@@ -138,7 +138,7 @@ def test_verl_completeness_follows_latest_iteration_and_shards(tmp_path: Path) -
         framework="verl",
         base_model="org/base",
         checkpoints_dir="ckpt",
-        hyperparameters={"total_training_steps": 6},
+        hyperparameters={"max_steps": 6},
     ).save(tmp_path)
     root = tmp_path / "ckpt"
     _verl_step(root, 2)
@@ -156,6 +156,18 @@ def test_verl_completeness_follows_latest_iteration_and_shards(tmp_path: Path) -
     run = load_run(tmp_path)
     assert [c.step for c in run.checkpoints] == [2, 4, 6]
     assert run.finished
+
+
+def test_verl_finished_reads_verls_own_step_count_name(tmp_path: Path) -> None:
+    Manifest(
+        run_id=tmp_path.name,
+        framework="verl",
+        base_model="org/base",
+        hyperparameters={"total_training_steps": 2},
+    ).save(tmp_path)
+    _verl_step(tmp_path, 2)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    assert load_run(tmp_path).finished
 
 
 def test_verl_without_latest_file_has_no_complete_checkpoint(tmp_path: Path) -> None:

@@ -149,7 +149,8 @@ def read_metrics_jsonl(path: Path) -> Metrics:
 def read(run_dir: Path, manifest: Manifest) -> RunContents:
     """Checkpoints, metrics and whether training ended, from a verl run.
 
-    Training counts as ended when the manifest's ``hyperparameters.total_training_steps`` has been saved.
+    Training counts as ended once the manifest's ``hyperparameters.max_steps`` (verl's
+    ``trainer.total_training_steps``; that name is read too) has been saved.
 
     Args:
         run_dir: the run directory.
@@ -162,7 +163,8 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     latest = latest_saved_step(root)
     checkpoints = tuple(_checkpoint(step, path, latest) for step, path in _step_dirs(root))
     metrics_path = _metrics_path(run_dir, manifest)
-    total = manifest.hyperparameters.get("total_training_steps")
+    hyperparameters = manifest.hyperparameters
+    total = hyperparameters.get("max_steps", hyperparameters.get("total_training_steps"))
     ended = isinstance(total, int) and latest is not None and latest >= total
     return RunContents(
         checkpoints=checkpoints,
