@@ -296,3 +296,27 @@ def test_malformed_bodies_get_a_4xx_never_a_5xx(local_hub, hub_api, repo, method
         )
         assert response.status_code < 500, (body, response.status_code, response.text)
     assert _state(local_hub, hub_api, repo) == before
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/models/{repo}/revision/%00",
+        "/api/models/{repo}/revision/x%0D%0ASet-Cookie:%20a=b",
+        "/api/models/{repo}/revision/..%2F..%2Fconfig",
+        "/api/models/{repo}/tree/main/%2E%2E",
+        "/api/models/{repo}/tree/main/a%00b",
+        "/api/models/{repo}/commits/HEAD",
+        "/{repo}/resolve/main/..%2F..%2Fconfig",
+        "/{repo}/resolve/main/.git/config",
+        "/{repo}/resolve/refs%2Fheads%2F..%2F..%2FHEAD/a/hello.txt",
+        "/{repo}/resolve/0000000000000000000000000000000000000000/a/hello.txt",
+        "/lfs-objects/models/{repo}/" + "0" * 64,
+        "/lfs-objects/models/{repo}/..",
+        "/api/unknown",
+    ],
+)
+def test_hostile_read_urls_get_a_4xx(local_hub, repo, url):
+    response = get_session().get(local_hub.endpoint + url.format(repo=repo))
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    assert "set-cookie" not in response.headers  # nothing from the URL becomes a header of its own

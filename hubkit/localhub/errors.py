@@ -7,10 +7,13 @@ RemoteEntryNotFoundError), so each builder sets the code the real Hub sends.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hubkit.localhub import exceptions as storage
 from hubkit.localhub.messages import Response, json_response
+
+_NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
 class HubHTTPError(Exception):
@@ -30,7 +33,9 @@ class HubHTTPError(Exception):
         self.headers = dict(headers or {})
         if code:
             self.headers["X-Error-Code"] = code
-        self.headers["X-Error-Message"] = message.encode("ascii", "replace").decode()
+        # Header values must be printable ASCII: a control character (or CR LF) from a URL must not
+        # break, or inject into, the response headers.
+        self.headers["X-Error-Message"] = _NOT_PRINTABLE.sub("?", message)
         self.extra = extra or {}
 
     def to_response(self) -> Response:
