@@ -59,8 +59,8 @@ class LocalHub:
     Attributes:
         root: the storage directory (repos survive restarts on the same root).
         endpoint: the URL to use as HF_ENDPOINT, once started.
-        cdn_endpoint: where LFS downloads are redirected, or None when 127.0.0.2 could not be bound
-            (LFS files are then served directly with a 200).
+        cdn_endpoint: where LFS downloads are redirected, or None when 127.0.0.2 could not be bound or
+            the Hub listens on another address than loopback (LFS files are then served directly with a 200).
         request_log: (method, path, status) of every request answered, in order; the path is as
             sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200).
         token: the token writes need, or None when any token (or none) is accepted.
@@ -94,7 +94,8 @@ class LocalHub:
         api = HubHTTPServer((self.host, self.port), context, self.request_log)
         self._servers = [api]
         self.endpoint = context.endpoint = f"http://{self.host}:{api.server_address[1]}"
-        if self.use_cdn:
+        # A CDN on a loopback address only helps clients on this machine.
+        if self.use_cdn and self.host in ("127.0.0.1", "localhost"):
             try:
                 cdn = HubHTTPServer((CDN_HOST, 0), context, self.request_log)
             except OSError as e:
