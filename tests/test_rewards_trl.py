@@ -184,8 +184,10 @@ def test_trainer_refuses_weights_that_do_not_match_the_spec(tiny_qwen3, tmp_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    spec = deepscaler_length_penalty(lam=0.5, max_len=MAX_LEN, epsilon=1e-4)
-    wrong = grpo_config_kwargs(spec) | {"reward_weights": [1.0, 0.25]}
+    spec = RewardSpec(
+        components=(RewardComponent("length_penalty", 0.5, {"max_completion_length": MAX_LEN}),)
+    )
+    wrong = grpo_config_kwargs(spec) | {"reward_weights": [0.25]}
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -197,7 +199,7 @@ def test_trainer_refuses_weights_that_do_not_match_the_spec(tiny_qwen3, tmp_path
         **wrong,
     )
     dataset = Dataset.from_dict({"prompt": ["What is 1 + 1?"] * 4, "answer": ["2"] * 4})
-    with build(spec, num_workers=1) as reward, pytest.raises(RewardSpecError, match="reward_weights"):
+    with build(spec) as reward, pytest.raises(RewardSpecError, match="reward_weights"):
         HubkitGRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir),
             reward_funcs=reward_funcs(reward),
