@@ -71,6 +71,7 @@ def test_manifest_and_trl_settings_carry_the_seed_table(
         0.1,
     )
     assert hp["kl_coef"] == 0.0 and hp["temperature"] == 1.0
+    assert "extra_reward" not in hp and hp["tiny"] is False
 
     assert (
         grpo["learning_rate"] == 5e-6
@@ -159,6 +160,7 @@ def test_tiny_run_trains_three_steps_and_pushes(
     assert manifest.started_at and manifest.finished_at
     assert manifest.dataset.num_rows == 12 and manifest.dataset.id == "gsm8k_mini.jsonl"
     assert manifest.dataset.content_sha256 and manifest.hyperparameters["max_steps"] == 3
+    assert manifest.hyperparameters["extra_reward"].startswith("tiny_signal_reward")
     assert str(tmp_path) not in (run_dir / "hubkit.json").read_text()
 
     run = load_run(run_dir)

@@ -86,6 +86,10 @@ class RecipeConfig:
     gradient_checkpointing: bool = True
     tiny: bool = False
 
+    def __post_init__(self) -> None:
+        if self.quantization not in ("4bit-nf4", "none"):
+            raise RecipeError(f"quantization must be '4bit-nf4' or 'none', got {self.quantization!r}")
+
 
 def tiny_config(model: str, max_steps: int) -> RecipeConfig:
     """The CPU smoke-run variant: the given tiny model, no quantization, no vLLM, short completions."""
@@ -259,6 +263,8 @@ def hyperparameters(config: RecipeConfig, world: int) -> dict[str, Any]:
     values["completions_per_step"] = config.prompts_per_step * config.num_generations
     values["processes"] = world
     values["rollout_engine"] = "vllm" if config.use_vllm else "transformers"
+    if config.tiny:
+        values["extra_reward"] = "tiny_signal_reward (smoke run only)"
     return values
 
 
@@ -309,15 +315,44 @@ def tiny_signal_reward(completion_ids: list[list[int]], **_: Any) -> list[float]
     return [sum(1 for i in ids if i % 2 == 0) / max(len(ids), 1) for ids in completion_ids]
 
 
+def dataset_info(
+    config: RecipeConfig, prompts: Any, revision: str | None, problems_file: Path | None
+) -> DatasetInfo:
+    """What the manifest records about the training prompts (a local file is named, never its path)."""
+    return DatasetInfo(
+        id=config.dataset_id if problems_file is None else problems_file.name,
+        config=config.dataset_config if problems_file is None else None,
+        split="train",
+        revision=revision,
+        filter=f"prompt <= {config.max_prompt_length} tokens after the chat template",
+        num_rows=len(prompts),
+        content_sha256=content_sha256(prompts),
+    )
+
+
+def _quantization_config(config: RecipeConfig) -> Any:
+    """4-bit NF4 with double quantization and bf16 compute (QLoRA), or None."""
+    if config.quantization == "none":
+        return None
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_compute_dtype=torch.bfloat16,
+        bnb_4bit_use_double_quant=True,
+    )
+
+
 def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Path:
     """Prepare the data, write the manifest, train, and mark the manifest finished.
 
     Returns:
         `run_dir`.
     """
-    import torch
     from peft import LoraConfig
-    from transformers import AutoTokenizer, BitsAndBytesConfig
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     from hubkit.rewards import trl as hubkit_trl
@@ -342,43 +377,20 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
             kwargs["reward_weights"] = [*kwargs["reward_weights"], 1.0]
         args = GRPOConfig(**kwargs)
 
-        dataset = DatasetInfo(
-            id=config.dataset_id if problems_file is None else problems_file.name,
-            config=config.dataset_config if problems_file is None else None,
-            split="train",
-            revision=revision,
-            filter=f"prompt <= {config.max_prompt_length} tokens after the chat template",
-            num_rows=len(prompts),
-            content_sha256=content_sha256(prompts),
-        )
+        dataset = dataset_info(config, prompts, revision, problems_file)
         manifest = build_manifest(config, run_dir.name, dataset, _accelerator(), world)
-        if config.tiny:
-            manifest = manifest.with_updates(
-                hyperparameters={
-                    **manifest.hyperparameters,
-                    "extra_reward": "tiny_signal_reward (smoke run only)",
-                }
-            )
         is_main = int(os.environ.get("RANK", "0")) == 0
         if is_main:
             run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(run_dir)
 
-        quantization = None
-        if config.quantization == "4bit-nf4":
-            quantization = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_compute_dtype=torch.bfloat16,
-                bnb_4bit_use_double_quant=True,
-            )
         trainer = GRPOTrainer(
             model=config.model,
             reward_funcs=reward_funcs,
             args=args,
             train_dataset=prompts,
             processing_class=tokenizer,
-            quantization_config=quantization,
+            quantization_config=_quantization_config(config),
             peft_config=LoraConfig(
                 r=config.lora_r,
                 lora_alpha=config.lora_alpha,
