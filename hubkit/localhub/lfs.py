@@ -77,29 +77,31 @@ class LfsStore:
         The bytes go to a temporary file while their sha256 is computed; the object appears only once
         both size and hash match. Raises InvalidInputError (nothing stored) on any mismatch.
         """
-        target = self.path(oid)
         tmp_dir = self.base / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=tmp_dir)
-        digest, written = hashlib.sha256(), 0
+        digest = hashlib.sha256()
         try:
             with os.fdopen(fd, "wb") as f:
                 for chunk in chunks:
                     digest.update(chunk)
-                    written += len(chunk)
                     f.write(chunk)
-            if written != size:
-                raise InvalidInputError(
-                    f"LFS upload of {oid} is truncated or too long: got {written} of {size} bytes."
-                )
-            if digest.hexdigest() != oid:
-                raise InvalidInputError(
-                    f"LFS upload does not match its oid: sha256 is {digest.hexdigest()}, expected {oid}."
-                )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target)
+            self._publish(Path(tmp), oid, size, digest.hexdigest())
         finally:
             Path(tmp).unlink(missing_ok=True)
+
+    def _publish(self, file: Path, oid: str, size: int, sha256: str) -> None:
+        """Move a fully written `file` into place as object `oid`, if its size and hash are the promised ones."""
+        written = file.stat().st_size
+        if written != size:
+            raise InvalidInputError(
+                f"LFS upload of {oid} is truncated or too long: got {written} of {size} bytes."
+            )
+        if sha256 != oid:
+            raise InvalidInputError(f"LFS upload does not match its oid: sha256 is {sha256}, expected {oid}.")
+        target = self.path(oid)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, target)
 
     # --- multipart -------------------------------------------------------------------------------
 
@@ -129,11 +131,16 @@ class LfsStore:
         """Turn parts 1..N (their etags must match `etags`) into object `oid`, verified like `write`."""
         folder = self._incomplete(oid)
         recorded = [folder / f"{n}.etag" for n in range(1, len(etags) + 1)]
-        if not all(f.is_file() and f.read_text() == etag for f, etag in zip(recorded, etags, strict=True)):
+        if not etags or not all(
+            f.is_file() and f.read_text() == etag for f, etag in zip(recorded, etags, strict=True)
+        ):
             raise InvalidInputError(f"Multipart upload of {oid} is missing parts or names unknown etags.")
         data = folder / "data"
         try:
+            digest = hashlib.sha256()
             with data.open("rb") as f:
-                self.write(oid, size, iter(lambda: f.read(1 << 20), b""))
+                while block := f.read(1 << 20):
+                    digest.update(block)
+            self._publish(data, oid, size, digest.hexdigest())
         finally:
             shutil.rmtree(folder, ignore_errors=True)
