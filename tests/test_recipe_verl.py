@@ -540,3 +540,35 @@ def test_prepare_data_downloads_both_datasets_and_records_their_revisions(
     assert info.num_rows == 6
     local = _prepare(prepare_data, tmp_path / "local")
     assert info.content_sha256 == local.content_sha256
+
+
+def test_override_values_parse_as_hydra_reads_them(write_manifest: ModuleType) -> None:
+    parsed = write_manifest.parse_overrides(
+        ["a=5e-5", "+b=[0.9,0.99]", "c=False", "d=null", "e=16", "f=[q_proj, k_proj]", "g=constant", "a=1e-4"]
+    )
+    assert parsed == {
+        "a": 1e-4,
+        "b": [0.9, 0.99],
+        "c": False,
+        "d": None,
+        "e": 16,
+        "f": ["q_proj", "k_proj"],
+        "g": "constant",
+    }
+    with pytest.raises(ManifestError, match="not a Hydra override"):
+        write_manifest.parse_overrides(["trainer.nnodes"])
+
+
+def test_manifest_refuses_a_non_integer_batch(write_manifest: ModuleType, tmp_path: Path) -> None:
+    overrides = _launch_overrides(tmp_path, Path(sys.executable), "data.train_batch_size=six").stdout
+    with pytest.raises(ManifestError, match=r"data\.train_batch_size must be an integer, got 'six'"):
+        write_manifest.build_manifest(
+            "run",
+            overrides.splitlines(),
+            DatasetInfo(id="x"),
+            "Qwen/Qwen3-4B",
+            0.5,
+            "sum_then_normalize",
+            "cpu",
+            None,
+        )

@@ -56,12 +56,10 @@ HYPERPARAMETER_KEYS: dict[str, str] = {
 }
 
 
-def parse_value(text: str) -> JSONScalar | list[JSONScalar]:
-    """A Hydra override value as JSON data: bools, null, ints, floats, flat `[a,b]` lists, else the string."""
-    text = text.strip()
-    if text.startswith("[") and text.endswith("]"):
-        inner = text[1:-1].strip()
-        return [parse_value(item) for item in inner.split(",")] if inner else []  # type: ignore[misc]
+Value = JSONScalar | list[JSONScalar]
+
+
+def _scalar(text: str) -> JSONScalar:
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -75,13 +73,22 @@ def parse_value(text: str) -> JSONScalar | list[JSONScalar]:
     return text.strip("'\"")
 
 
-def parse_overrides(overrides: list[str]) -> dict[str, JSONScalar | list[JSONScalar]]:
+def parse_value(text: str) -> Value:
+    """A Hydra override value as JSON data: bools, null, ints, floats, flat `[a,b]` lists, else the string."""
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        inner = text[1:-1].strip()
+        return [_scalar(item.strip()) for item in inner.split(",")] if inner else []
+    return _scalar(text)
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Value]:
     """`key=value` overrides (leading `+`/`++` dropped) as a dict; a later override of a key wins.
 
     Raises:
         ManifestError: an override has no `=`.
     """
-    parsed: dict[str, JSONScalar | list[JSONScalar]] = {}
+    parsed: dict[str, Value] = {}
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep:
@@ -90,10 +97,18 @@ def parse_overrides(overrides: list[str]) -> dict[str, JSONScalar | list[JSONSca
     return parsed
 
 
-def _required(config: dict[str, JSONScalar | list[JSONScalar]], key: str) -> JSONScalar | list[JSONScalar]:
+def _required(config: dict[str, Value], key: str) -> Value:
     if key not in config:
         raise ManifestError(f"the launch overrides do not set {key}: the manifest cannot record it")
     return config[key]
+
+
+def _required_number(config: dict[str, Value], key: str, kind: type[int] | type[float]) -> int | float:
+    value = _required(config, key)
+    # bool is an int subclass; an int is a fine float
+    if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)):
+        raise ManifestError(f"{key} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    return kind(value)
 
 
 def _accelerator() -> str:
@@ -126,32 +141,28 @@ def build_manifest(
     """
     config = parse_overrides(overrides)
     hyperparameters = {name: _required(config, key) for name, key in HYPERPARAMETER_KEYS.items()}
-    prompts, rollouts = hyperparameters["prompts_per_step"], hyperparameters["rollouts_per_prompt"]
-    if not isinstance(prompts, int) or not isinstance(rollouts, int):
-        raise ManifestError("data.train_batch_size and actor_rollout_ref.rollout.n must be integers")
+    prompts = _required_number(config, "data.train_batch_size", int)
+    rollouts = _required_number(config, "actor_rollout_ref.rollout.n", int)
     hyperparameters["completions_per_step"] = prompts * rollouts
-
+    gpus = _required_number(config, "trainer.n_gpus_per_node", int)
+    nodes = _required_number(config, "trainer.nnodes", int)
+    max_len = _required_number(config, "data.max_response_length", int)
     targets = _required(config, "actor_rollout_ref.model.target_modules")
-    gpus, nodes = hyperparameters["gpus_per_node"], hyperparameters["nodes"]
-    if not isinstance(gpus, int) or not isinstance(nodes, int):
-        raise ManifestError("trainer.n_gpus_per_node and trainer.nnodes must be integers")
-    max_len = hyperparameters["max_completion_length"]
-    if not isinstance(max_len, int):
-        raise ManifestError("data.max_response_length must be an integer")
     return Manifest(
         run_id=run_id,
         framework="verl",
         framework_version=framework_version,
         base_model=base_model,
         dataset=dataset,
-        reward=deepscaler_length_penalty(lam=lam, max_len=max_len, aggregation=aggregation),
+        reward=deepscaler_length_penalty(lam=lam, max_len=int(max_len), aggregation=aggregation),
         lora=LoraSettings(
-            r=int(_required(config, "actor_rollout_ref.model.lora_rank")),  # type: ignore[arg-type]
-            alpha=float(_required(config, "actor_rollout_ref.model.lora_alpha")),  # type: ignore[arg-type]
-            target_modules=tuple(targets) if isinstance(targets, list) else (str(targets),),  # type: ignore[arg-type]
+            r=int(_required_number(config, "actor_rollout_ref.model.lora_rank", int)),
+            alpha=_required_number(config, "actor_rollout_ref.model.lora_alpha", float),
+            target_modules=tuple(str(t) for t in targets) if isinstance(targets, list) else (str(targets),),
         ),
         hyperparameters=hyperparameters,
-        hardware=Hardware(accelerator=accelerator, count=gpus * nodes, nodes=nodes),
+        # count: all accelerators of the run (per node x nodes)
+        hardware=Hardware(accelerator=accelerator, count=int(gpus * nodes), nodes=int(nodes)),
         started_at=_now(),
         system_prompt=SYSTEM_PROMPT,
         checkpoints_dir=".",
