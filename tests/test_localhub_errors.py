@@ -320,3 +320,40 @@ def test_hostile_read_urls_get_a_4xx(local_hub, repo, url):
     response = get_session().get(local_hub.endpoint + url.format(repo=repo))
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
     assert "set-cookie" not in response.headers  # nothing from the URL becomes a header of its own
+
+
+def test_multipart_completion_with_unknown_etags_stores_nothing(tmp_path):
+    from hubkit.localhub import HubSettings, LocalHub
+
+    data = os.urandom(3000)
+    oid = hashlib.sha256(data).hexdigest()
+    settings = HubSettings(multipart_threshold=1000, multipart_chunk_size=1000)
+    with LocalHub(tmp_path / "hub", settings=settings) as hub:
+        HfApi(endpoint=hub.endpoint, token="any").create_repo("me/parts")
+        response = get_session().post(
+            f"{hub.endpoint}/me/parts.git/info/lfs/objects/batch",
+            json={
+                "operation": "upload",
+                "transfers": ["basic", "multipart"],
+                "objects": [{"oid": oid, "size": 3000}],
+            },
+        )
+        upload = response.json()["objects"][0]["actions"]["upload"]
+        assert upload["header"]["chunk_size"] == "1000"
+        etags = [
+            get_session()
+            .put(upload["header"][str(n)], content=data[(n - 1) * 1000 : n * 1000])
+            .headers["etag"]
+            for n in (1, 2, 3)
+        ]
+        for parts in (
+            [],
+            [{"partNumber": 1, "etag": etags[0]}],
+            [{"partNumber": n, "etag": "x"} for n in (1, 2, 3)],
+        ):
+            response = get_session().post(upload["href"], json={"oid": oid, "parts": parts})
+            assert response.status_code == 400, response.text
+        verify = get_session().post(
+            f"{hub.endpoint}/me/parts.git/info/lfs/objects/verify", json={"oid": oid, "size": 3000}
+        )
+        assert verify.status_code == 404

@@ -291,7 +291,8 @@ def lfs_complete(
         raise errors.bad_request("Multipart completion needs 'parts': [{partNumber, etag}, ...].") from e
     if data.get("oid") != oid:
         raise errors.bad_request("Multipart completion names another oid than its URL.")
-    repo.lfs.complete_multipart(oid, size, etags)
+    part_count = math.ceil(size / ctx.settings.multipart_chunk_size)
+    repo.lfs.complete_multipart(oid, size, part_count, etags)
     return json_response({})
 
 

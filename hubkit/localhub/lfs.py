@@ -127,12 +127,14 @@ class LfsStore:
         (folder / f"{part_number}.etag").write_text(etag)
         return etag
 
-    def complete_multipart(self, oid: str, size: int, etags: list[str]) -> None:
-        """Turn parts 1..N (their etags must match `etags`) into object `oid`, verified like `write`."""
+    def complete_multipart(self, oid: str, size: int, part_count: int, etags: list[str]) -> None:
+        """Turn parts 1..`part_count` (their etags must match `etags`) into object `oid`, verified like `write`."""
         folder = self._incomplete(oid)
-        recorded = [folder / f"{n}.etag" for n in range(1, len(etags) + 1)]
-        if not etags or not all(
-            f.is_file() and f.read_text() == etag for f, etag in zip(recorded, etags, strict=True)
+        recorded = [folder / f"{n}.etag" for n in range(1, part_count + 1)]
+        if (
+            part_count < 1
+            or len(etags) != part_count
+            or not all(f.is_file() and f.read_text() == etag for f, etag in zip(recorded, etags, strict=True))
         ):
             raise InvalidInputError(f"Multipart upload of {oid} is missing parts or names unknown etags.")
         data = folder / "data"
