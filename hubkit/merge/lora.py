@@ -8,10 +8,10 @@ import torch
 
 from hubkit.errors import MergeError
 
-# Rows are merged in blocks of about this many elements (8 MiB of float32): small enough to stay in
-# the CPU caches between the float32 conversion, the product and the cast back, which makes the merge
-# several times faster than whole-tensor passes and keeps only one float32 block in memory.
-BLOCK_ELEMENTS = 1 << 21
+# Rows are merged in blocks of about this many elements (2 MiB of float32): small enough to stay in
+# the CPU caches between the float32 conversion, the product, the check and the cast back, which makes
+# the merge several times faster than whole-tensor passes and keeps one float32 block in memory.
+BLOCK_ELEMENTS = 1 << 19
 
 
 def lora_scale(lora_alpha: float, rank: int, use_rslora: bool) -> float:

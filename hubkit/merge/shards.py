@@ -135,9 +135,18 @@ class ShardReader:
         self.header = header
         self._file = header.path.open("rb", buffering=0)
 
-    def read_tensor(self, info: TensorInfo) -> torch.Tensor:
-        """Read one floating-point tensor (F32, F16 or BF16) into a fresh tensor."""
-        tensor = torch.empty(info.shape, dtype=TORCH_DTYPES[info.dtype])
+    def read_tensor(self, info: TensorInfo, scratch: torch.Tensor) -> torch.Tensor:
+        """Read one floating-point tensor (F32, F16 or BF16) into the start of `scratch`.
+
+        Args:
+            info: the tensor, from this shard's header.
+            scratch: a uint8 buffer of at least `info.nbytes`, reused from tensor to tensor: a fresh
+                allocation per tensor would fault in new memory pages every time.
+
+        Returns:
+            The tensor, a view of `scratch` valid until the next read into it.
+        """
+        tensor = scratch[: info.nbytes].view(TORCH_DTYPES[info.dtype]).view(info.shape)
         self._file.seek(info.offset)
         _read_exactly(self._file, memoryview(_byte_view(tensor)), self.header.path)
         return tensor

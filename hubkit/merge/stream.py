@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from hubkit.errors import MergeError
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
-from hubkit.merge.shards import ShardHeader, ShardReader, ShardWriter
+from hubkit.merge.shards import TORCH_DTYPES, ShardHeader, ShardReader, ShardWriter, TensorInfo
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -38,7 +40,7 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
     and removed on any failure, so `out_dir` never holds a half-merged model.
 
     Raises:
-        MergeError: `out_dir` exists and is not empty, or a delta is not finite.
+        MergeError: `out_dir` exists and is not empty, or a merged weight is not finite.
     """
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise MergeError(f"output folder {out_dir} is not empty; choose a new folder or empty it")
@@ -53,30 +55,34 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    dtypes = Counter(dtype for _, dtype in merged)
+    dtypes = Counter(TORCH_DTYPES[info.dtype] for info in merged)
     return MergeResult(
         out_dir=out_dir,
         merged_modules=len(merged),
         shards=tuple(shard.path.name for shard in plan.shards),
-        dtype=str(dtypes.most_common(1)[0][0]).removeprefix("torch."),  # mixed dtypes: the most common
+        # The most common one where a model mixes dtypes.
+        dtype=str(dtypes.most_common(1)[0][0]).removeprefix("torch."),
     )
 
 
-def _write_model(
-    plan: MergePlan, out_dir: Path, progress: ProgressCallback | None
-) -> list[tuple[str, torch.dtype]]:
+def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | None) -> list[TensorInfo]:
     copy_carried_files(list(plan.carried), out_dir)
-    merged: list[tuple[str, torch.dtype]] = []
+    largest = max(t.nbytes for shard in plan.shards for t in shard.tensors if t.name in plan.targets)
+    # Two buffers for the weights being merged, reused (see ShardReader.read_tensor): one is merged
+    # while the other is still being written.
+    scratch = (torch.empty(largest, dtype=torch.uint8), torch.empty(largest, dtype=torch.uint8))
+    merged: list[TensorInfo] = []
     done, total = 0, plan.total_bytes
-    for shard in plan.shards:
-        for name, dtype, nbytes in _write_shard(plan, shard, out_dir / shard.path.name):
-            if dtype is not None:
-                merged.append((name, dtype))
-            done += nbytes
-            if progress:
-                progress(done, total)
+    with _single_threaded_torch():
+        for shard in plan.shards:
+            for info, was_merged in _write_shard(plan, shard, out_dir / shard.path.name, scratch):
+                if was_merged:
+                    merged.append(info)
+                done += info.nbytes
+                if progress:
+                    progress(done, total)
     # Every LoRA module must have been folded in exactly once: a partial merge must not ship.
-    if sorted(name for name, _ in merged) != sorted(plan.targets):
+    if sorted(info.name for info in merged) != sorted(plan.targets):
         raise MergeError(
             f"merged {len(merged)} modules but the adapter has {len(plan.targets)}; nothing was written"
         )
@@ -89,17 +95,51 @@ def _write_model(
     return merged
 
 
+@contextmanager
+def _single_threaded_torch() -> Iterator[None]:
+    """Run torch on one thread, restoring the setting after.
+
+    The merge works on cache-sized blocks and is bound by memory, not arithmetic: a second intra-op
+    thread gains little, and on a busy machine every block's parallel region waits for whichever thread
+    was descheduled (measured: 3-5x slower merges under load). The other core writes the output.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _write_shard(
-    plan: MergePlan, shard: ShardHeader, path: Path
-):  # yields (name, merged dtype or None, nbytes)
-    with ShardReader(shard) as reader, ShardWriter(path, list(shard.tensors), shard.metadata) as writer:
+    plan: MergePlan, shard: ShardHeader, path: Path, scratch: tuple[torch.Tensor, torch.Tensor]
+) -> Iterator[tuple[TensorInfo, bool]]:
+    """Write one output shard tensor by tensor; yields each tensor and whether it was merged.
+
+    Writing happens on a second thread, in order, while the next weight is read and merged.
+    """
+    writes: list[Future[None]] = []
+    buffer_write: list[Future[None] | None] = [None, None]  # the pending write of each scratch buffer
+    merged_count = 0
+    with (
+        ShardReader(shard) as reader,
+        ShardWriter(path, list(shard.tensors), shard.metadata) as writer,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-writer") as io,
+    ):
         for info in shard.tensors:
             module = plan.targets.get(info.name)
             if module is None:
-                writer.copy_tensor(info.name, reader, info)
-                yield info.name, None, info.nbytes
+                writes.append(io.submit(writer.copy_tensor, info.name, reader, info))
+                yield info, False
                 continue
-            weight = reader.read_tensor(info)
+            slot = merged_count % 2
+            merged_count += 1
+            if buffer_write[slot] is not None:
+                buffer_write[slot].result()  # its previous weight is on disk: the buffer is free
+            weight = reader.read_tensor(info, scratch[slot])
             add_lora_delta_(weight, module.lora_a, module.lora_b, module.scale, module.module)
-            writer.write_tensor(info.name, weight)
-            yield info.name, weight.dtype, info.nbytes
+            buffer_write[slot] = io.submit(writer.write_tensor, info.name, weight)
+            writes.append(buffer_write[slot])
+            yield info, True
+        for write in writes:
+            write.result()  # raises the first write error, before the shard is renamed into place
