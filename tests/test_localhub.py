@@ -72,6 +72,8 @@ def test_upload_folder_then_download_list_branch_and_tag(local_hub, hub_api, new
         and lfs_entry.size == big.stat().st_size
     )
     assert entries["checkpoints/global_step_20/adapter_config.json"].lfs is None
+    shallow = [e.path for e in hub_api.list_repo_tree(new_repo_id, path_in_repo="checkpoints")]
+    assert shallow == ["checkpoints/global_step_20"]
 
     hub_api.create_branch(new_repo_id, branch="step-20")
     hub_api.create_tag(new_repo_id, tag="v0.1", revision="step-20")
@@ -186,6 +188,22 @@ def test_readme_metadata_is_validated_and_parsed(hub_api, new_repo_id):
     hub_api.upload_file(path_or_fileobj=readme, path_in_repo="README.md", repo_id=new_repo_id)
     card = hub_api.model_info(new_repo_id).card_data
     assert card.base_model == "hubkit-test/tiny-qwen3" and card.tags == ["grpo"]
+
+
+def test_model_card_with_eval_results_round_trips(hub_api, new_repo_id):
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    data = ModelCardData(
+        base_model="hubkit-test/tiny-qwen3",
+        model_name="tiny-grpo",
+        eval_results=[EvalResult("text-generation", "gsm8k", "GSM8K", "accuracy", 0.5)],
+    )
+    card = ModelCard.from_template(data, template_str="---\n{{ card_data }}\n---\n# {{ model_name }}\n")
+    hub_api.create_repo(new_repo_id)
+    card.push_to_hub(new_repo_id)  # validates the metadata on the Hub first (POST /api/validate-yaml)
+    loaded = ModelCard.load(new_repo_id)
+    assert loaded.data.eval_results[0].metric_value == 0.5
+    assert hub_api.model_info(new_repo_id).card_data.eval_results[0].dataset_type == "gsm8k"
 
 
 def test_head_metadata_and_range_requests(local_hub, hub_api, new_repo_id, checkpoint_folder):
