@@ -352,3 +352,47 @@ with LocalHub({str(tmp_path / "hub")!r}) as hub:
     )
     assert result.returncode == 0, result.stderr
     assert "patching its constants" in result.stderr
+
+
+VERL_PYTHON = Path(__file__).resolve().parents[1] / ".venv-verl" / "bin" / "python"
+OLD_CLIENT_ROUND_TRIP = """
+import os, sys, tempfile
+from pathlib import Path
+from hubkit.localhub import LocalHub
+from hubkit.localhub.client_env import use_local_hub
+with LocalHub(sys.argv[1], token="tok") as hub:
+    use_local_hub(hub.endpoint, sys.argv[2], token="tok")
+    import huggingface_hub
+    from huggingface_hub import CommitOperationCopy, HfApi, hf_hub_download
+    api = HfApi()
+    api.create_repo("me/old")
+    api.create_repo("me/old", exist_ok=True)
+    folder = Path(tempfile.mkdtemp()) / "checkpoints" / "global_step_20"
+    folder.mkdir(parents=True)
+    (folder / "adapter_model.safetensors").write_bytes(os.urandom(11_000_000))
+    api.upload_folder(repo_id="me/old", folder_path=folder.parents[1])
+    path = hf_hub_download("me/old", "adapter_model.safetensors", subfolder="checkpoints/global_step_20")
+    assert Path(path).read_bytes() == (folder / "adapter_model.safetensors").read_bytes()
+    api.create_commit("me/old", [CommitOperationCopy("checkpoints/global_step_20/adapter_model.safetensors", "a.safetensors")], commit_message="copy")
+    api.create_branch("me/old", branch="b")
+    assert sorted(api.list_repo_files("me/old", revision="b")) == [".gitattributes", "a.safetensors", "checkpoints/global_step_20/adapter_model.safetensors"]
+    api.delete_repo("me/old")
+    assert not api.repo_exists("me/old")
+    print(huggingface_hub.__version__)
+"""
+
+
+@pytest.mark.verl
+@pytest.mark.skipif(not VERL_PYTHON.exists(), reason="needs verl's environment (make venv-verl)")
+def test_the_verl_environments_older_client_works_too(tmp_path):
+    """verl's environment holds an older huggingface_hub (0.x: requests, Xet negotiated away by the LFS batch
+    answer): the same server serves it."""
+    result = subprocess.run(
+        [str(VERL_PYTHON), "-c", OLD_CLIENT_ROUND_TRIP, str(tmp_path / "hub"), str(tmp_path / "hf_home")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HF_")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.strip().split(".")[0]) < 2  # an older major version than this environment's
