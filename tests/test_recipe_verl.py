@@ -407,10 +407,13 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
         LAMBDA="0.25",
         TOKENIZER=str(qwen3_tokenizer_dir),
         ACCELERATOR="NVIDIA H200",
+        REWARD_WORKERS="1",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Preflight passed" in result.stderr
-    report = json.loads(result.stdout[result.stdout.index("{") :])
+    # verl prints its own progress first; the report is the JSON object printed last.
+    lines = result.stdout.splitlines()
+    report = json.loads("\n".join(lines[len(lines) - 1 - lines[::-1].index("{") :]))
     config = report["config"]
 
     # The launch wrote the manifest first, in verl's environment; the reward manager read its spec there.
@@ -423,6 +426,8 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     assert manifest.finished_at is None
     assert report["reward_manager"] == "HubkitRewardManager"
     assert report["adv_estimator"] == "hubkit_advantage"
+    assert report["total_training_steps"] == 200
+    assert report["train_batches_per_epoch"] == 1  # 6 problems, 6 prompts per step
     assert config["reward_model.reward_kwargs"]["spec_file"] == str(run_dir / "hubkit.json")
 
     assert config["actor_rollout_ref.model.path"] == "Qwen/Qwen3-4B"

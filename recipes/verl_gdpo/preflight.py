@@ -1,10 +1,12 @@
 """Check a launch configuration without GPUs, with verl's own code, before spending cluster time.
 
-It does what verl 0.6.1's `main_ppo` TaskRunner does before it starts Ray workers: composes the Hydra overrides
-with verl's `ppo_trainer` config (an unknown key fails here), resolves it, runs `validate_config` and the
-typed config checks, loads the reward file and instantiates its reward manager with the tokenizer, looks up
-the advantage estimator, and builds the training dataset (`create_rl_dataset` → `RLHFDataset`) and sampler.
-Prints the composed settings as JSON. Run it in verl's environment::
+It runs what verl 0.6.1's `main_ppo` does up to the point where Ray starts GPU workers: composes the Hydra
+overrides with verl's `ppo_trainer` config (an unknown key fails here) and resolves it, then follows
+`TaskRunner.run`: registers the worker roles, runs `validate_config`, loads the reward file and builds the
+training and validation reward managers with the tokenizer, builds both datasets (`create_rl_dataset` →
+`RLHFDataset`) and the sampler, and constructs `RayPPOTrainer` (its dataloaders and step count). It also
+looks up the advantage estimator. Prints the composed settings and what was built, as JSON. Run it in
+verl's environment::
 
     python recipes/verl_gdpo/preflight.py --tokenizer Qwen/Qwen3-4B -- key=value ...
 
@@ -100,59 +102,104 @@ def compose_config(overrides: list[str]) -> DictConfig:
     return config
 
 
-def validate(config: DictConfig) -> None:
-    """verl's own checks: `validate_config` (as TaskRunner calls it) and the typed rollout/algorithm configs."""
-    from verl.trainer.config import AlgoConfig
-    from verl.trainer.ppo.utils import need_critic
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.workers.config import RolloutConfig
+def build_trainer(config: DictConfig, tokenizer: Any) -> Any:
+    """`TaskRunner.run` (verl 0.6.1, `main_ppo.py`) up to `trainer.init_workers()`, which needs GPUs.
 
-    # TaskRunner adds a reference-policy worker only when a KL term needs one.
-    use_reference_policy = bool(
-        config.algorithm.use_kl_in_reward or config.actor_rollout_ref.actor.use_kl_loss
-    )
-    try:
-        validate_config(config, use_reference_policy=use_reference_policy, use_critic=need_critic(config))
-        omega_conf_to_dataclass(config.actor_rollout_ref.rollout, RolloutConfig)
-        omega_conf_to_dataclass(config.algorithm, AlgoConfig)
-    except (AssertionError, ValueError, TypeError) as e:
-        raise PreflightError(f"verl's config validation failed: {e}") from e
+    Returns:
+        The `RayPPOTrainer`, with its reward managers, datasets and dataloaders built.
 
-
-def load_reward(config: DictConfig, tokenizer: Any) -> dict[str, str]:
-    """Exec the reward file, instantiate the reward manager with its kwargs and find the estimator."""
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    Raises:
+        PreflightError: a verl check fails, or the reward or the data do not load.
+    """
+    from verl.trainer.main_ppo import TaskRunner, create_rl_dataset, create_rl_sampler
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
     from verl.trainer.ppo.reward import load_reward_manager
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.dataset.rl_dataset import collate_fn
 
+    runner = TaskRunner()  # the plain class: main_ppo wraps it with ray.remote only to run it
     try:
-        manager = load_reward_manager(
-            config, tokenizer, num_examine=0, **config.reward_model.get("reward_kwargs", {})
+        actor_rollout_cls, worker_group_cls = runner.add_actor_rollout_worker(config)
+        runner.add_critic_worker(config)
+        runner.add_reward_model_worker(config)
+        runner.add_ref_policy_worker(config, actor_rollout_cls)
+        validate_config(
+            config=config,
+            use_reference_policy=need_reference_policy(runner.role_worker_mapping),
+            use_critic=need_critic(config),
         )
-        estimator = config.algorithm.adv_estimator
-        # GAE and GRPO are hard-wired in ray_trainer.compute_advantage; the rest come from the registry.
-        estimator_fn = None if estimator in ("gae", "grpo") else get_adv_estimator_fn(estimator)
+    except (AssertionError, ValueError, TypeError, NotImplementedError) as e:
+        raise PreflightError(f"verl's config validation failed: {e}") from e
+    try:
+        reward_kwargs = config.reward_model.get("reward_kwargs", {})
+        reward_fn = load_reward_manager(config, tokenizer, num_examine=0, **reward_kwargs)
+        val_reward_fn = load_reward_manager(config, tokenizer, num_examine=1, **reward_kwargs)
     except (ValueError, TypeError, KeyError, NotImplementedError, FileNotFoundError) as e:
-        raise PreflightError(f"the reward manager or estimator did not load: {e}") from e
-    return {
-        "reward_manager": type(manager).__name__,
-        "adv_estimator": estimator_fn.__name__ if estimator_fn else estimator,
-    }
+        raise PreflightError(f"the reward manager did not load: {e}") from e
+    try:
+        train_dataset = create_rl_dataset(
+            config.data.train_files,
+            config.data,
+            tokenizer,
+            None,
+            is_train=True,
+            max_samples=config.data.get("train_max_samples", -1),
+        )
+        val_dataset = create_rl_dataset(
+            config.data.val_files,
+            config.data,
+            tokenizer,
+            None,
+            is_train=False,
+            max_samples=config.data.get("val_max_samples", -1),
+        )
+        return RayPPOTrainer(
+            config=config,
+            tokenizer=tokenizer,
+            processor=None,
+            role_worker_mapping=runner.role_worker_mapping,
+            resource_pool_manager=runner.init_resource_pool_mgr(config),
+            ray_worker_group_cls=worker_group_cls,
+            reward_fn=reward_fn,
+            val_reward_fn=val_reward_fn,
+            train_dataset=train_dataset,
+            val_dataset=val_dataset,
+            collate_fn=collate_fn,
+            train_sampler=create_rl_sampler(config.data, train_dataset),
+        )
+    except (AssertionError, ValueError, KeyError, FileNotFoundError) as e:
+        raise PreflightError(f"the training data did not load: {e}") from e
 
 
-def load_dataset(config: DictConfig, tokenizer: Any) -> dict[str, Any]:
-    """Build the training dataset and sampler exactly as `main_ppo` does; report its size and first prompt."""
-    from verl.trainer.main_ppo import create_rl_dataset, create_rl_sampler
+def advantage_estimator(config: DictConfig) -> str:
+    """The name of the function `compute_advantage` will call for `algorithm.adv_estimator`."""
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-    dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None, is_train=True)
-    create_rl_sampler(config.data, dataset)
-    if len(dataset) == 0:
-        raise PreflightError("the training dataset is empty after filtering overlong prompts")
+    estimator = config.algorithm.adv_estimator
+    if estimator in ("gae", "grpo"):  # hard-wired in ray_trainer.compute_advantage
+        return estimator
+    try:
+        return get_adv_estimator_fn(estimator).__name__
+    except ValueError as e:
+        raise PreflightError(f"unknown advantage estimator: {e}") from e
+
+
+def describe(trainer: Any, tokenizer: Any) -> dict[str, Any]:
+    """What the trainer was built with: reward manager, step count and the first training prompt."""
+    dataset = trainer.train_dataset
     first = dataset[0]
+    mask = first["attention_mask"].bool()
     return {
-        "rows": len(dataset),
-        "first_prompt_tokens": int(first["attention_mask"].sum()),
-        "first_prompt_text": tokenizer.decode(first["input_ids"][first["attention_mask"].bool()]),
-        "first_ground_truth": first["reward_model"]["ground_truth"],
+        "reward_manager": type(trainer.reward_fn).__name__,
+        "total_training_steps": trainer.total_training_steps,
+        "train_batches_per_epoch": len(trainer.train_dataloader),
+        "dataset": {
+            "rows": len(dataset),
+            "first_prompt_tokens": int(mask.sum()),
+            "first_prompt_text": tokenizer.decode(first["input_ids"][mask]),
+            "first_ground_truth": first["reward_model"]["ground_truth"],
+        },
     }
 
 
@@ -165,22 +212,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--tokenizer", default=None, help="tokenizer (dir or Hub id): also load reward and data"
-    )
+    parser.add_argument("--tokenizer", default=None, help="tokenizer dir or Hub id (default: the model's)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value (after --)")
     args = parser.parse_args(argv)
 
     try:
         config = compose_config(args.overrides)
-        validate(config)
-        report: dict[str, Any] = {"config": {key: _select(config, key) for key in REPORTED_KEYS}}
-        if args.tokenizer:
-            from verl.utils import hf_tokenizer
+        from verl.utils import hf_tokenizer
 
-            tokenizer = hf_tokenizer(args.tokenizer)
-            report.update(load_reward(config, tokenizer))
-            report["dataset"] = load_dataset(config, tokenizer)
+        tokenizer = hf_tokenizer(args.tokenizer or config.actor_rollout_ref.model.path)
+        trainer = build_trainer(config, tokenizer)
+        report: dict[str, Any] = {"config": {key: _select(config, key) for key in REPORTED_KEYS}}
+        report["adv_estimator"] = advantage_estimator(config)
+        report.update(describe(trainer, tokenizer))
     except PreflightError as e:
         sys.exit(f"Error: {e}")
     json.dump(report, sys.stdout, indent=2, default=str)
