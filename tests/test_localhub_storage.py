@@ -31,6 +31,8 @@ def _fill(folder: Path) -> None:
     (folder / "a-b").write_text("dash\n")
     (folder / "a.txt").write_text("dot\n")
     (folder / "model.safetensors").write_bytes(os.urandom(300_000))
+    (folder / "données").mkdir()
+    (folder / "données" / "é t.txt").write_text("unicode and a space\n")
 
 
 def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
@@ -57,6 +59,7 @@ def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
     clone = tmp_path / "clone"
     assert _git("clone", "-q", str(git_dir), str(clone)).returncode == 0
     assert (clone / "a" / "b.txt").read_text() == "inside a\n"
+    assert (clone / "données" / "é t.txt").read_text() == "unicode and a space\n"
     pointer = (clone / "model.safetensors").read_text()  # git holds the LFS pointer, not the bytes
     assert pointer.startswith("version https://git-lfs.github.com/spec/v1\noid sha256:")
 
@@ -78,6 +81,10 @@ def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
             token="any",
         )
         assert Path(path).read_bytes() == (upload / "model.safetensors").read_bytes()
+        path = hf_hub_download(
+            "me/durable", "données/é t.txt", endpoint=hub.endpoint, cache_dir=tmp_path / "cache"
+        )
+        assert Path(path).read_text() == "unicode and a space\n"
 
 
 def test_a_stopped_hub_answers_nothing_more(tmp_path):
