@@ -247,6 +247,20 @@ def test_missing_token_is_refused_and_the_repo_is_unchanged(
     assert not hub_api.repo_exists(other)
 
 
+def test_an_adapter_for_another_base_is_refused_before_anything_is_sent(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    wrong = qwen3_shapes(hidden=32, q_out=64, v_out=32, layers=2)  # the tiny Qwen3's hidden size is 64
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=wrong)
+    start = len(local_hub.request_log)
+    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: checkpoint global_step_1 of run synthetic-run:") and "another base" in err
+    assert _writes(local_hub.request_log, start) == []
+    assert not [r for r in local_hub.request_log[start:] if r[0] == "POST"]
+    assert not hub_api.repo_exists(new_repo_id)
+
+
 def test_a_repo_that_moved_while_pushing_is_refused(synthetic_run, local_hub, hub_api, new_repo_id):
     from hubkit.errors import PublishError
 

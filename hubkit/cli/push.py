@@ -198,7 +198,7 @@ def push(
             chosen = select_checkpoints(run, None if watch else steps, every)
             chosen = tuple(c for c in chosen if not (watch and steps) or c.step in steps)
             if chosen or not watch:
-                adapters = prepare_adapters(run, chosen, Path(staging), prepared)
+                adapters = prepare_adapters(run, chosen, Path(staging), prepared, check_base=api is not None)
                 plan = plan_push(run, repo_id, adapters, private=private, token=token)
                 if api is None:
                     records = {r.repo_id: load_record(path, endpoint, r.repo_id) for r in plan.repos}
