@@ -69,7 +69,6 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             return
         with response.file.open("rb") as f:
             # Zero-copy from the file to the socket (os.sendfile where the platform has it).
-            self.wfile.flush()
             self.connection.sendfile(f, response.offset, response.length)
 
     def log_message(self, format: str, *args: object) -> None:

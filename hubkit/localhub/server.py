@@ -24,6 +24,8 @@ CDN_HOST = "127.0.0.2"
 
 
 class HubHTTPServer(ThreadingHTTPServer):
+    """One listening socket; a thread per connection, all sharing the Hub's context and request log."""
+
     daemon_threads = True
     block_on_close = False
 
