@@ -405,6 +405,7 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
         VERL_PYTHON,
         "--preflight",
         LAMBDA="0.25",
+        AGGREGATION="normalize_then_sum",
         TOKENIZER=str(qwen3_tokenizer_dir),
         ACCELERATOR="NVIDIA H200",
         REWARD_WORKERS="1",
@@ -423,6 +424,7 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     assert manifest.hardware.accelerator == "NVIDIA H200"
     assert manifest.dataset.num_rows == 6
     assert manifest.reward.weights["length_penalty"] == 0.25
+    assert manifest.reward.aggregation == "normalize_then_sum" and manifest.reward.batch_whiten
     assert manifest.finished_at is None
     assert report["reward_manager"] == "HubkitRewardManager"
     assert report["adv_estimator"] == "hubkit_advantage"
