@@ -1,10 +1,11 @@
 """Benchmark `hubkit push` against `hf upload` of the same files, on a local Hub.
 
-    .venv/bin/python bench/push.py [--checkpoints 10] [--adapter-mb 8] [--repeats 3]
+    .venv/bin/python bench/push.py [--checkpoints 10] [--adapter-mb 8] [--repeats 5]
 
 A synthetic TRL run of N checkpoints (PEFT-format LoRA adapters) is pushed to fresh repos with
 `hubkit push`, and the exact files of its plan are uploaded to other fresh repos with
-`HfApi.upload_folder` (what `hf upload REPO FOLDER` runs), alternating, in the same process.
+`HfApi.upload_folder` (what `hf upload REPO FOLDER` runs), alternating, in the same process, after
+one uncounted warm-up round of each; the medians are compared.
 hubkit's time includes building the plan: validating and normalizing every adapter and hashing
 every file. Then an unchanged re-push is timed and its uploaded bytes and write requests counted.
 """
@@ -12,6 +13,7 @@ every file. Then an unchanged re-push is timed and its uploaded bytes and write 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -29,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoints", type=int, default=10)
     parser.add_argument("--adapter-mb", type=float, default=8.0, help="approximate size of each adapter")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-push-"))
@@ -62,6 +64,23 @@ def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
     # q_proj + v_proj LoRA (r=4) on L layers of hidden 1024: 4 * 4 * (1024 + 2048 + 1024 + 1024) bytes per layer.
     layers = max(1, round(args.adapter_mb * 1e6 / (16 * (1024 + 2048 + 1024 + 1024))))
     shapes = qwen3_shapes(hidden=1024, q_out=2048, v_out=1024, layers=layers)
+    # The push checks adapters against the base's config.json: publish one whose q_proj/v_proj fit.
+    base_config = {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": 1024,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": layers,
+        "intermediate_size": 64,
+        "vocab_size": 128,
+    }
+    base_api = HfApi(endpoint=hub.endpoint)
+    base_api.create_repo("bench/base")
+    base_api.upload_file(
+        path_or_fileobj=json.dumps(base_config).encode(), path_in_repo="config.json", repo_id="bench/base"
+    )
     run_dir = make_run(
         workdir / "runs", tuple(range(1, args.checkpoints + 1)), base_model="bench/base", shapes=shapes
     )
@@ -80,7 +99,8 @@ def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
 
     api = HfApi(endpoint=hub.endpoint)
     hubkit_times, hf_times = [], []
-    for i in range(args.repeats):
+    # Round 0 warms both up (imports, the base model's shapes) and is not counted.
+    for i in range(args.repeats + 1):
         start = time.perf_counter()  # `hf upload` creates the repo, then uploads the folder
         api.create_repo(f"bench/hf-{i}", exist_ok=True)
         api.upload_folder(repo_id=f"bench/hf-{i}", folder_path=folder)
@@ -116,6 +136,7 @@ def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
     repush_time = time.perf_counter() - start
     writes = [r for r in hub.request_log[log_start:] if r[0] == "PUT" or "/commit/" in r[1]]
 
+    hubkit_times, hf_times = hubkit_times[1:], hf_times[1:]
     hubkit_median, hf_median = statistics.median(hubkit_times), statistics.median(hf_times)
     print(
         f"run: {args.checkpoints} checkpoints, {len(plan.repos[0].files)} files, {total_bytes / 1e6:.1f} MB"
