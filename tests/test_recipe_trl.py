@@ -228,3 +228,14 @@ def test_gsm8k_from_the_hub_downloads_the_train_split_only(
     requested = [path for _, path, _ in local_hub.request_log[start:]]
     assert any("main/train-00000-of-00001.parquet" in path for path in requested)
     assert not any("test-00000" in path for path in requested), "the test split was downloaded"
+
+
+def test_a_run_with_checkpoints_is_never_trained_over(
+    recipe: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "runs" / "20260301_120000_gsm8k_grpo"
+    (run_dir / "checkpoint-20").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exited:
+        recipe.main(["--runs-dir", str(tmp_path / "runs"), "--run-id", run_dir.name])
+    assert "already holds checkpoints: choose a new --run-id" in str(exited.value.code)
+    assert list(run_dir.iterdir()) == [run_dir / "checkpoint-20"]

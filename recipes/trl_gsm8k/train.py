@@ -350,7 +350,12 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
 
     Returns:
         `run_dir`.
+
+    Raises:
+        RecipeError: the run directory already holds checkpoints, or the data or settings are unusable.
     """
+    if any(run_dir.glob("checkpoint-*")):  # checked before the heavy imports: fail fast
+        raise RecipeError(f"{run_dir} already holds checkpoints: choose a new --run-id")
     from peft import LoraConfig
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
