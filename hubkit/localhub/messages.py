@@ -118,3 +118,11 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(
         status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data).encode()
     )
+
+
+def list_field(data: dict, key: str) -> list[dict]:
+    """`data[key]` as a list of JSON objects (absent: empty). Raises InvalidInputError otherwise."""
+    items = data.get(key) or []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise InvalidInputError(f"'{key}' must be a list of objects.")
+    return items

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import api_files, api_repos, api_upload, errors
+from hubkit.localhub import api_files, api_lfs, api_repos, api_upload, errors
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError
@@ -88,22 +88,18 @@ ROUTES = [
     _route("POST", REPO + "/commit/{revision}", api_upload.commit, write=True),
     _route("GET", REPO + "/xet-write-token/{revision}", api_upload.xet_token),
     _route("GET", REPO + "/xet-read-token/{revision}", api_upload.xet_token),
-    _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/batch", api_upload.lfs_batch),
-    _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_upload.lfs_batch)),
-    _route(
-        "POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_upload.lfs_verify, write=True
-    ),
-    _route(
-        "POST", "/{namespace}/{name.git}/info/lfs/objects/verify", _model(api_upload.lfs_verify), write=True
-    ),
-    _route("PUT", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_upload.lfs_put, signed=True),
+    _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/batch", api_lfs.lfs_batch),
+    _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_lfs.lfs_batch)),
+    _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_lfs.lfs_verify, write=True),
+    _route("POST", "/{namespace}/{name.git}/info/lfs/objects/verify", _model(api_lfs.lfs_verify), write=True),
+    _route("PUT", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_lfs.lfs_put, signed=True),
     _route(
         "PUT",
         "/lfs-upload/{types}/{namespace}/{name}/{oid}/part/{part}",
-        api_upload.lfs_put_part,
+        api_lfs.lfs_put_part,
         signed=True,
     ),
-    _route("POST", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_upload.lfs_complete, signed=True),
+    _route("POST", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_lfs.lfs_complete, signed=True),
     _route("GET", "/lfs-objects/{types}/{namespace}/{name}/{oid}", api_files.cdn_object, signed=True),
     _route("GET", "/{types}/{namespace}/{name}/resolve/{revision}/{path+}", api_files.resolve),
     _route("GET", "/{namespace}/{name}/resolve/{revision}/{path+}", _model(api_files.resolve)),
