@@ -2,7 +2,9 @@
 
 Writes one file of random bytes (200 MB by default), then times, best of --repeat runs:
 
-    copy        shutil.copyfile of the same bytes (what the disk allows)
+    copy        shutil.copyfile of the same bytes (what the disk allows): the baseline
+    sha256      hashing the file once, for scale: an upload hashes twice (the client for the oid, the
+                server to verify it), a download not at all
     upload      HfApi.upload_file: preupload, LFS batch, PUT (multipart above 64 MiB), verify, commit
     download    hf_hub_download into an empty cache: HEAD, 302 to the CDN, GET
 
@@ -15,6 +17,7 @@ as `hubkit hub serve` in its own process (as a user runs it), or in this process
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -32,6 +35,14 @@ def best_time(action: Callable[[int], None], repeat: int) -> float:
         action(attempt)
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_random_file(path: Path, size: int) -> None:
@@ -90,6 +101,7 @@ def main() -> None:
             api.create_repo("bench/throughput")
 
             copy = best_time(lambda i: shutil.copyfile(source, work / f"copy-{i}"), args.repeat)
+            sha256 = best_time(lambda i: hash_file(source), args.repeat)
 
             def upload(attempt: int) -> None:
                 # A new path each time, and a fresh object id: identical content would be skipped.
@@ -118,7 +130,7 @@ def main() -> None:
 
     mode = "in-process" if args.in_process else "subprocess (hubkit hub serve)"
     print(f"local Hub throughput, {args.size_mb} MB file, best of {args.repeat}, server: {mode}")
-    for name, seconds in (("copy", copy), ("upload", up), ("download", down)):
+    for name, seconds in (("copy", copy), ("sha256", sha256), ("upload", up), ("download", down)):
         print(
             f"  {name:9s} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s  ratio to copy {seconds / copy:6.2f}"
         )
