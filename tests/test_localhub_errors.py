@@ -357,3 +357,13 @@ def test_multipart_completion_with_unknown_etags_stores_nothing(tmp_path):
             f"{hub.endpoint}/me/parts.git/info/lfs/objects/verify", json={"oid": oid, "size": 3000}
         )
         assert verify.status_code == 404
+
+
+def test_a_malformed_content_length_gets_a_400(local_hub, repo):
+    url = urlsplit(local_hub.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    connection.putrequest("POST", f"/api/models/{repo}/paths-info/main")
+    connection.putheader("Content-Length", "not-a-number")
+    connection.endheaders()
+    assert connection.getresponse().status == 400
+    connection.close()

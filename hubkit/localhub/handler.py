@@ -46,7 +46,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             response = errors.HubHTTPError(
                 500, "Internal error in the local Hub (see its log)."
             ).to_response()
-        if not body.consumed and (body.chunked or body.length):
+        if not body.valid_length or (not body.consumed and (body.chunked or body.length)):
             # The body was never read (the request was refused first): the connection cannot be reused.
             self.close_connection = True
             response.headers["Connection"] = "close"

@@ -22,12 +22,16 @@ class Body:
     def __init__(self, stream: BinaryIO, headers: Message) -> None:
         self._stream = stream
         self.chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
-        self.length = int(headers.get("Content-Length") or 0) if not self.chunked else None
+        declared = headers.get("Content-Length") or "0"
+        self.valid_length = self.chunked or declared.isdigit()
+        self.length = int(declared) if not self.chunked and self.valid_length else None
         self.consumed = False
 
     def chunks(self) -> Iterator[bytes]:
         """Yield the body in pieces. A body that ends early raises InvalidInputError."""
         self.consumed = True
+        if not self.valid_length:
+            raise InvalidInputError("Invalid Content-Length header.")
         try:
             yield from self._chunked() if self.chunked else self._sized()
         except OSError as e:  # the client went away or stalled mid-body
