@@ -120,6 +120,7 @@ def test_commit_with_an_unsafe_path_writes_nothing(local_hub, hub_api, repo, pat
         [{"key": "header", "value": {"summary": "", "description": ""}}, GOOD_FILE],
         [HEADER, {"key": "header", "value": {"summary": "twice"}}],
         [HEADER, {"key": "header", "value": {"summary": "x", "parentCommit": "not-a-sha"}}],
+        [{"key": "header", "value": {"summary": "a\u0000b"}}, GOOD_FILE],
     ],
     ids=[
         "under-a-file",
@@ -130,6 +131,7 @@ def test_commit_with_an_unsafe_path_writes_nothing(local_hub, hub_api, repo, pat
         "empty-summary",
         "second-header",
         "bad-parent",
+        "nul-in-message",
     ],
 )
 def test_malformed_commit_payloads_write_nothing(local_hub, hub_api, repo, lines):

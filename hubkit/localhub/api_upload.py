@@ -74,6 +74,8 @@ class CommitPayload:
 def _header(payload: CommitPayload, value: dict) -> None:
     payload.summary = str(value.get("summary") or "").strip()
     payload.description = str(value.get("description") or "")
+    if "\x00" in payload.summary + payload.description:
+        raise InvalidInputError("A commit message cannot contain NUL characters.")
     parent = value.get("parentCommit")
     if parent is not None and not (isinstance(parent, str) and COMMIT_SHA.match(parent)):
         raise InvalidInputError(f"Invalid parentCommit {parent!r}: expected a 40-character commit id.")
