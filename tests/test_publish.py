@@ -330,3 +330,22 @@ def test_a_run_without_complete_checkpoints_is_refused(
 def test_dry_run_and_watch_do_not_combine(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = _cli(["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--dry-run", "--watch"])
     assert code == 2 and "--dry-run and --watch cannot be combined" in capsys.readouterr().err
+
+
+def test_a_token_in_a_tokenizer_file_is_refused_before_any_connection(
+    run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "hf_" + "Zq9" * 12
+    monkeypatch.setenv("HF_TOKEN", token)
+    config = run_dir / "checkpoint-3" / "tokenizer_config.json"
+    config.write_text(json.dumps({"model_max_length": 128, "auth": token}))
+    code = _cli(
+        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert (
+        err
+        == "Error: refusing to publish tokenizer_config.json: it contains a Hugging Face token; remove it and push again\n"
+    )
+    assert no_network == []

@@ -172,6 +172,7 @@ def push(
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import hub_client, plan_push, prepare_adapters, resolve_token, select_checkpoints
+    from hubkit.publish.adapter_repo import check_adapters_against_base
     from hubkit.publish.merged_repo import add_merged_repo, default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
     from hubkit.publish.record import load_record
@@ -191,6 +192,7 @@ def push(
     prepared: dict[int, PreparedAdapter] = {}
     merges: dict[int, MergeResult] = {}
     pushed: set[tuple[str, str, str]] = set()
+    checked: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
         while True:
             run = load_run(path, base_model=base_model)
@@ -198,7 +200,7 @@ def push(
             chosen = select_checkpoints(run, None if watch else steps, every)
             chosen = tuple(c for c in chosen if not (watch and steps) or c.step in steps)
             if chosen or not watch:
-                adapters = prepare_adapters(run, chosen, Path(staging), prepared, check_base=api is not None)
+                adapters = prepare_adapters(run, chosen, Path(staging), prepared)
                 plan = plan_push(run, repo_id, adapters, private=private, token=token)
                 if api is None:
                     records = {r.repo_id: load_record(path, endpoint, r.repo_id) for r in plan.repos}
@@ -210,6 +212,7 @@ def push(
                             highlight=False,
                         )
                     return
+                check_adapters_against_base(run, adapters, checked)
                 if merged and adapters and (not watch or (run.finished and not run.pending)):
                     console.print(
                         f"Merging step {adapters[-1].step} into {run.manifest.base_model}", highlight=False

@@ -85,43 +85,55 @@ def prepare_adapters(
     checkpoints: Sequence[Checkpoint],
     staging_dir: Path,
     cache: dict[int, PreparedAdapter] | None = None,
-    *,
-    check_base: bool = False,
 ) -> list[PreparedAdapter]:
-    """Normalize and validate each checkpoint's adapter into `staging_dir/global_step_N/`.
+    """Normalize and validate each checkpoint's adapter into `staging_dir/global_step_N/` (no network).
 
     Args:
         run: the run.
         checkpoints: from `select_checkpoints`.
         staging_dir: a scratch directory that lives until the push is done.
         cache: adapters already prepared in this directory (a watching push re-plans often).
-        check_base: also check every adapted module and shape against the base model's config,
-            downloaded from the client's Hub (`HF_ENDPOINT`); a dry run, which opens no connection,
-            skips it.
 
     Returns:
         One prepared adapter per checkpoint, in the same order.
 
     Raises:
         AdapterError: whatever `prepare_adapter` refuses (empty, NaN, alpha 0 ...).
-        BaseModelMismatchError: with `check_base`, an adapter that does not fit the base model.
     """
-    from hubkit.adapters import check_against_base, prepare_adapter  # torch/peft: only when publishing
+    from hubkit.adapters import prepare_adapter  # needs torch/peft: imported only when publishing
 
     cache = {} if cache is None else cache
-    prepared = []
     for checkpoint in checkpoints:
         if checkpoint.step not in cache:
-            adapter = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name)
-            if check_base:
-                manifest = run.manifest
-                label = f"checkpoint {checkpoint.name} of run {manifest.run_id}"
-                check_against_base(
-                    adapter.dir, manifest.base_model, manifest.base_model_revision, label=label
-                )
-            cache[checkpoint.step] = adapter
-        prepared.append(cache[checkpoint.step])
-    return prepared
+            cache[checkpoint.step] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name)
+    return [cache[c.step] for c in checkpoints]
+
+
+def check_adapters_against_base(
+    run: Run, adapters: Sequence[PreparedAdapter], checked: set[int] | None = None
+) -> None:
+    """Check every adapted module and shape against the base model's config.
+
+    The config is downloaded from the client's Hub (`HF_ENDPOINT`), so a dry run, which opens no
+    connection, skips this; a push runs it after the plan is built and before anything is sent.
+
+    Args:
+        run: the run (its manifest names the base model and revision).
+        adapters: prepared adapters.
+        checked: steps already checked (skipped, then added to).
+
+    Raises:
+        BaseModelMismatchError: an adapter does not fit the base model, or the base has no config.
+    """
+    from hubkit.adapters import check_against_base
+
+    checked = set() if checked is None else checked
+    manifest = run.manifest
+    for adapter in adapters:
+        if adapter.step not in checked:
+            label = f"checkpoint global_step_{adapter.step} of run {manifest.run_id}"
+            check_against_base(adapter.dir, manifest.base_model, manifest.base_model_revision, label=label)
+            checked.add(adapter.step)
 
 
 def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
