@@ -92,6 +92,10 @@ def test_upload_folder_then_download_list_branch_and_tag(local_hub, hub_api, new
         "Add step 20",
         "initial commit",
     ]
+    hub_api.delete_tag(new_repo_id, tag="v0.1")
+    hub_api.delete_branch(new_repo_id, branch="step-20")
+    refs = hub_api.list_repo_refs(new_repo_id)
+    assert [b.name for b in refs.branches] == ["main"] and refs.tags == []
 
 
 def test_identical_upload_makes_no_commit_and_sends_no_bytes(
