@@ -369,3 +369,10 @@ def test_a_malformed_content_length_gets_a_400(local_hub, repo):
     connection.endheaders()
     assert connection.getresponse().status == 400
     connection.close()
+
+
+def test_xet_is_refused_with_the_setting_that_avoids_it(local_hub, repo):
+    response = get_session().get(
+        f"{local_hub.endpoint}/api/models/{repo}/xet-write-token/main", headers=_auth(local_hub)
+    )
+    assert response.status_code == 501 and "HF_HUB_DISABLE_XET=1" in response.json()["error"]
