@@ -403,3 +403,30 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
     assert status["adapter_model.safetensors"] == "changed"  # the root follows the newest step
     assert status["README.md"] == "changed"
     assert "compared with the last push from this run directory" in out
+
+
+def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
+    options = [
+        "--endpoint",
+        local_hub.endpoint,
+        "--quiet",
+        "--no-merged",
+        "--watch",
+        "--watch-interval",
+        "0.1",
+    ]
+    process = subprocess.Popen([*command, *options], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors"):
+            assert time.monotonic() < deadline, "the watching push never published step 1"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1] == "Aborted."
