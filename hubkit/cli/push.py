@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from hubkit.merge import MergeResult
     from hubkit.publish import CommitResult, PushPlan, RepoDiff
     from hubkit.publish.record import PushRecord
+    from hubkit.runs import Checkpoint, Run
 
 
 def _parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -113,6 +115,71 @@ def _push_once(api: HfApi, plan: PushPlan, run_dir: Path, console: Console) -> t
     return results
 
 
+@dataclass
+class _PushSession:
+    """What one `hubkit push` keeps between looks at a run: settings, and work already done."""
+
+    run_dir: Path
+    repo_id: str
+    merged_repo_id: str | None  # None with --no-merged
+    private: bool
+    endpoint: str
+    token: str | None
+    api: HfApi | None  # None for a dry run
+    console: Console
+    staging: Path
+    prepared: dict[int, PreparedAdapter] = field(default_factory=dict)
+    merges: dict[int, MergeResult] = field(default_factory=dict)
+    checked: set[int] = field(default_factory=set)
+    pushed: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def look(self, run: Run, chosen: tuple[Checkpoint, ...], *, merge: bool) -> None:
+        """Plan `chosen`, then print the plan (dry run) or push what differs from the remote."""
+        from hubkit.publish import plan_push, prepare_adapters
+        from hubkit.publish.adapter_repo import check_adapters_against_base
+        from hubkit.publish.merged_repo import add_merged_repo
+
+        adapters = prepare_adapters(run, chosen, self.staging, self.prepared)
+        plan = plan_push(run, self.repo_id, adapters, private=self.private, token=self.token)
+        if self.api is None:
+            self._print_dry_run(run, plan, adapters)
+            return
+        check_adapters_against_base(run, adapters, self.checked)
+        if self.merged_repo_id and adapters and merge:
+            self.console.print(
+                f"Merging step {adapters[-1].step} into {run.manifest.base_model}", highlight=False
+            )
+            plan = add_merged_repo(
+                plan,
+                run,
+                adapters[-1],
+                self.staging,
+                self.merges,
+                adapter_repo_id=self.repo_id,
+                repo_id=self.merged_repo_id,
+                endpoint=self.endpoint,
+                token=self.token,
+                private=self.private,
+            )
+        # While watching, a plan already pushed as it is needs no look at the remote.
+        signature = {(r.repo_id, f.path_in_repo, f.hashes.sha256) for r in plan.repos for f in r.files}
+        if signature != self.pushed:
+            _push_once(self.api, plan, self.run_dir, self.console)
+            self.pushed = signature
+
+    def _print_dry_run(self, run: Run, plan: PushPlan, adapters: list[PreparedAdapter]) -> None:
+        from hubkit.publish.record import load_record
+
+        records = {r.repo_id: load_record(self.run_dir, self.endpoint, r.repo_id) for r in plan.repos}
+        self.console.print(describe_plan(plan, records), highlight=False)
+        if self.merged_repo_id and adapters:
+            self.console.print(
+                f"{self.merged_repo_id}: step {adapters[-1].step} would be merged into "
+                f"{run.manifest.base_model} and pushed (a dry run does not merge)",
+                highlight=False,
+            )
+
+
 @click.command()
 @run_options
 @click.option("--repo-id", required=True, metavar="OWNER/NAME", help="The adapter repo to publish to.")
@@ -171,71 +238,34 @@ def push(
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.publish import hub_client, plan_push, prepare_adapters, resolve_token, select_checkpoints
-    from hubkit.publish.adapter_repo import check_adapters_against_base
-    from hubkit.publish.merged_repo import add_merged_repo, default_merged_repo_id
+    from hubkit.publish import hub_client, resolve_token, select_checkpoints
+    from hubkit.publish.merged_repo import default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
-    from hubkit.publish.record import load_record
     from hubkit.runs import find_run_dir, load_run
 
     if dry_run and watch:
         raise click.UsageError("--dry-run and --watch cannot be combined")
     console = Console(quiet=quiet, soft_wrap=True)
-    # hubkit shows its own progress (one bar per push, not one per file).
-    disable_progress_bars()
+    disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
     path = find_run_dir(run_id, runs_dir, run_dir)
     check_repo_id(repo_id)
-    merged_repo_id = merged_repo_id or default_merged_repo_id(repo_id)
-    check_repo_id(merged_repo_id)
+    merged_repo_id = (merged_repo_id or default_merged_repo_id(repo_id)) if merged else None
+    if merged_repo_id:
+        check_repo_id(merged_repo_id)
     token = resolve_token(endpoint, required=not dry_run)
     api = None if dry_run else hub_client(endpoint, token)
-    prepared: dict[int, PreparedAdapter] = {}
-    merges: dict[int, MergeResult] = {}
-    pushed: set[tuple[str, str, str]] = set()
-    checked: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
+        session = _PushSession(
+            path, repo_id, merged_repo_id, private, endpoint, token, api, console, Path(staging)
+        )
         while True:
             run = load_run(path, base_model=base_model)
+            done = run.finished and not run.pending
             # While watching, listed steps that do not exist yet are simply not due yet.
             chosen = select_checkpoints(run, None if watch else steps, every)
             chosen = tuple(c for c in chosen if not (watch and steps) or c.step in steps)
             if chosen or not watch:
-                adapters = prepare_adapters(run, chosen, Path(staging), prepared)
-                plan = plan_push(run, repo_id, adapters, private=private, token=token)
-                if api is None:
-                    records = {r.repo_id: load_record(path, endpoint, r.repo_id) for r in plan.repos}
-                    console.print(describe_plan(plan, records), highlight=False)
-                    if merged and adapters:
-                        console.print(
-                            f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
-                            f"{run.manifest.base_model} and pushed (a dry run does not merge)",
-                            highlight=False,
-                        )
-                    return
-                check_adapters_against_base(run, adapters, checked)
-                if merged and adapters and (not watch or (run.finished and not run.pending)):
-                    console.print(
-                        f"Merging step {adapters[-1].step} into {run.manifest.base_model}", highlight=False
-                    )
-                    plan = add_merged_repo(
-                        plan,
-                        run,
-                        adapters[-1],
-                        Path(staging),
-                        merges,
-                        adapter_repo_id=repo_id,
-                        repo_id=merged_repo_id,
-                        endpoint=endpoint,
-                        token=token,
-                        private=private,
-                    )
-                # While watching, a plan already pushed as it is needs no look at the remote.
-                signature = {
-                    (r.repo_id, f.path_in_repo, f.hashes.sha256) for r in plan.repos for f in r.files
-                }
-                if signature != pushed:
-                    _push_once(api, plan, path, console)
-                    pushed = signature
-            if not watch or (run.finished and not run.pending):
+                session.look(run, chosen, merge=not watch or done)
+            if not watch or done:
                 return
             time.sleep(watch_interval)
