@@ -9,13 +9,14 @@ itself (after imports) as ratios:
     peft merge            from_pretrained + PeftModel.from_pretrained + merge_and_unload + save_pretrained
     copy                  copying the same shards (what the disk allows)
 
-    $ .venv/bin/python bench/merge.py [--layers 10] [--repeat 1]
+    $ .venv/bin/python bench/merge.py [--layers 10] [--repeat 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ TARGETS = {"peak_rss": 0.25, "wall_vs_peft": 0.6, "wall_vs_copy": 3.0}
 
 
 def build_base(base_dir: Path, layers: int) -> int:
-    """Write config.json and bf16 shards with an index; returns the total bytes of the weights."""
+    """Write config.json and bf16 shards with an index; returns the shards' total size in bytes."""
     import torch
     from safetensors.torch import save_file
     from transformers import Qwen3Config
@@ -70,39 +71,38 @@ def build_base(base_dir: Path, layers: int) -> int:
             f"{p}.post_attention_layernorm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
         }
 
-    groups: list[dict[str, torch.Tensor]] = [
+    # Layers are grouped into shards of at most SHARD_BYTES, each written as soon as it is full, so the
+    # builder holds one shard at a time. The embeddings (622 MB) fill the first shard on their own.
+    shards: list[dict[str, torch.Tensor]] = [
         {
             "model.embed_tokens.weight": weight(VOCAB, HIDDEN),
             "model.norm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
         }
     ]
-    # Shards are filled one at a time and written at once, so the builder holds at most one shard.
-    names = [f"layer {i}" for i in range(layers)]
-    shard_files: list[tuple[str, list[str]]] = []
-    total = 0
-    for i, _ in enumerate(names):
+    written: list[tuple[Path, list[str]]] = []  # (temporary file, tensor names), in order
+
+    def flush() -> None:
+        path = base_dir / f"shard-{len(written)}.tmp"
+        save_file(shards[-1], path, metadata={"format": "pt"})
+        written.append((path, list(shards[-1])))
+        shards[-1] = {}
+
+    for i in range(layers):
         tensors = layer_tensors(i)
-        if sum(t.nbytes for t in groups[-1].values()) + sum(t.nbytes for t in tensors.values()) > SHARD_BYTES:
-            total += _write_shard(base_dir, groups.pop(), len(shard_files), shard_files, save_file)
-            groups.append({})
-        groups[-1].update(tensors)
-    total += _write_shard(base_dir, groups.pop(), len(shard_files), shard_files, save_file)
-    count = len(shard_files)
+        if sum(t.nbytes for t in [*shards[-1].values(), *tensors.values()]) > SHARD_BYTES:
+            flush()
+        shards[-1].update(tensors)
+    flush()
+
     weight_map = {}
-    for number, (tmp_name, keys) in enumerate(shard_files, start=1):
-        final = f"model-{number:05d}-of-{count:05d}.safetensors"
-        (base_dir / tmp_name).rename(base_dir / final)
-        weight_map.update(dict.fromkeys(keys, final))
+    for number, (path, names) in enumerate(written, start=1):
+        final = f"model-{number:05d}-of-{len(written):05d}.safetensors"
+        path.rename(base_dir / final)
+        weight_map.update(dict.fromkeys(names, final))
+    total = sum((base_dir / name).stat().st_size for name in set(weight_map.values()))
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (base_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     return total
-
-
-def _write_shard(base_dir, tensors, number, shard_files, save_file) -> int:
-    name = f"shard-{number}.tmp"
-    save_file(tensors, base_dir / name, metadata={"format": "pt"})
-    shard_files.append((name, list(tensors)))
-    return sum(t.nbytes for t in tensors.values())
 
 
 def build_adapter(base_dir: Path, adapter_dir: Path, layers: int) -> None:
@@ -180,15 +180,50 @@ def peak_rss_mib() -> float:
 def run_worker(name: str, base: Path, adapter: Path, out: Path) -> dict[str, float]:
     """Run one contender in its own process; returns its wall time (s) and peak RSS (MiB)."""
     command = [sys.executable, __file__, "--worker", name, str(base), str(adapter), str(out)]
+    # Flush what earlier contenders wrote, so that none of them pays for another's disk writeback.
+    os.sync()
     result = subprocess.run(command, check=True, capture_output=True, text=True)
-    shutil.rmtree(out)
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def compare_merges(ours: Path, reference: Path, base: Path) -> tuple[int, float]:
+    """How many tensors differ from the base, and the largest difference between two merged models in
+    units in the last place of the weights' dtype (PEFT rounds the delta to bf16 before adding it;
+    hubkit rounds once, so up to 1 is expected). Tensors are compared one at a time."""
+    import torch
+    from safetensors import safe_open
+
+    def locations(model_dir: Path) -> dict[str, Path]:
+        found = {}
+        for shard in model_dir.glob("*.safetensors"):
+            with safe_open(shard, "pt") as f:
+                found.update(dict.fromkeys(f.keys(), shard))
+        return found
+
+    ours_at, reference_at, base_at = locations(ours), locations(reference), locations(base)
+    if set(ours_at) != set(reference_at):
+        raise SystemExit(
+            f"hubkit and PEFT saved different tensors: {sorted(set(ours_at) ^ set(reference_at))}"
+        )
+    worst, changed = 0.0, 0
+    for name, shard in ours_at.items():
+        with safe_open(shard, "pt") as f, safe_open(reference_at[name], "pt") as g:
+            a, b = f.get_tensor(name), g.get_tensor(name)
+        with safe_open(base_at[name], "pt") as h:
+            changed += not torch.equal(a, h.get_tensor(name))
+        if torch.equal(a, b):
+            continue
+        a64, b64 = a.to(torch.float64), b.to(torch.float64)
+        magnitude = torch.maximum(a64.abs(), b64.abs()).clamp_min(torch.finfo(a.dtype).tiny)
+        ulp = torch.exp2(torch.floor(torch.log2(magnitude))) * torch.finfo(a.dtype).eps
+        worst = max(worst, ((a64 - b64).abs() / ulp).max().item())
+    return changed, worst
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per contender; the fastest counts")
     parser.add_argument(
         "--worker", nargs=4, metavar=("NAME", "BASE", "ADAPTER", "OUT"), help=argparse.SUPPRESS
     )
@@ -207,12 +242,20 @@ def main() -> None:
             f"synthetic Qwen3-shaped base: {total / 1e9:.2f} GB bf16 in {len(list(base.glob('*.safetensors')))} shards"
         )
         results: dict[str, dict[str, float]] = {}
-        for _ in range(args.repeat):
+        for repeat in range(args.repeat):
             for name in ("copy", "peft", "hubkit"):
-                measured = run_worker(name, base, adapter, Path(tmp) / f"out-{name}")
+                out = Path(tmp) / f"out-{name}"
+                measured = run_worker(name, base, adapter, out)
                 best = results.setdefault(name, measured)
                 best["wall_s"] = min(best["wall_s"], measured["wall_s"])
                 best["peak_rss_mib"] = max(best["peak_rss_mib"], measured["peak_rss_mib"])
+            if repeat == 0:  # a fast merge only counts if it is right
+                changed, ulps = compare_merges(Path(tmp) / "out-hubkit", Path(tmp) / "out-peft", base)
+                print(f"hubkit vs PEFT: {changed} weights merged, largest difference {ulps:.0f} ulp")
+                if ulps > 1 or changed != len(LINEAR_MODULES) * args.layers:
+                    raise SystemExit("hubkit's merge is not PEFT's within one ulp, or missed a weight")
+            for name in results:
+                shutil.rmtree(Path(tmp) / f"out-{name}")
 
     for name, r in results.items():
         print(f"{name:>7}: wall {r['wall_s']:6.2f} s   peak RSS {r['peak_rss_mib']:7.0f} MiB")

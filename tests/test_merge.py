@@ -293,3 +293,21 @@ def test_refuses_an_adapter_without_weights(tiny_qwen3, qwen3_adapter, tmp_path)
     with pytest.raises(AdapterError, match=r"adapter_model\.safetensors"):
         merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
+
+
+def test_a_failed_write_stops_the_merge_and_leaves_nothing(tiny_qwen3, qwen3_adapter, tmp_path, monkeypatch):
+    from hubkit.merge import shards
+
+    real_write = shards.ShardWriter.write_tensor
+    calls = []
+
+    def failing_write(self, name, tensor):  # as a full disk would, on the writer thread
+        calls.append(name)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real_write(self, name, tensor)
+
+    monkeypatch.setattr(shards.ShardWriter, "write_tensor", failing_write)
+    with pytest.raises(OSError, match="No space left"):
+        merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, tmp_path / "out")
+    assert_nothing_written(tmp_path / "out")

@@ -138,6 +138,8 @@ class ShardReader:
     def read_tensor(self, info: TensorInfo, scratch: torch.Tensor) -> torch.Tensor:
         """Read one floating-point tensor (F32, F16 or BF16) into the start of `scratch`.
 
+        Reads at explicit offsets, so one thread may read while another copies from the same shard.
+
         Args:
             info: the tensor, from this shard's header.
             scratch: a uint8 buffer of at least `info.nbytes`, reused from tensor to tensor: a fresh
@@ -147,8 +149,13 @@ class ShardReader:
             The tensor, a view of `scratch` valid until the next read into it.
         """
         tensor = scratch[: info.nbytes].view(TORCH_DTYPES[info.dtype]).view(info.shape)
-        self._file.seek(info.offset)
-        _read_exactly(self._file, memoryview(_byte_view(tensor)), self.header.path)
+        buffer = memoryview(_byte_view(tensor))
+        done = 0
+        while done < len(buffer):
+            n = os.preadv(self._file.fileno(), [buffer[done:]], info.offset + done)
+            if n == 0:
+                raise MergeError(f"{self.header.path.name} ended early while reading; re-download it")
+            done += n
         return tensor
 
     def fileno(self) -> int:
@@ -229,15 +236,6 @@ def _encode_header(tensors: list[TensorInfo], metadata: dict[str, str]) -> bytes
 
 def _byte_view(tensor: torch.Tensor):  # -> numpy.ndarray of uint8 sharing the tensor's memory
     return tensor.reshape(-1).view(torch.uint8).numpy()
-
-
-def _read_exactly(file, buffer: memoryview, path: Path) -> None:  # file: io.FileIO
-    done = 0
-    while done < len(buffer):
-        n = file.readinto(buffer[done:])
-        if not n:
-            raise MergeError(f"{path.name} ended early while reading; the file is truncated, re-download it")
-        done += n
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

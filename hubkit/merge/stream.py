@@ -68,9 +68,9 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
 def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | None) -> list[TensorInfo]:
     copy_carried_files(list(plan.carried), out_dir)
     largest = max(t.nbytes for shard in plan.shards for t in shard.tensors if t.name in plan.targets)
-    # Two buffers for the weights being merged, reused (see ShardReader.read_tensor): one is merged
-    # while the other is still being written.
-    scratch = (torch.empty(largest, dtype=torch.uint8), torch.empty(largest, dtype=torch.uint8))
+    # Three buffers for the weights being merged, reused (see ShardReader.read_tensor): one is read
+    # while one is merged and one is written (see _write_shard).
+    scratch = tuple(torch.empty(largest, dtype=torch.uint8) for _ in range(3))
     merged: list[TensorInfo] = []
     done, total = 0, plan.total_bytes
     with _single_threaded_torch():
@@ -101,7 +101,7 @@ def _single_threaded_torch() -> Iterator[None]:
 
     The merge works on cache-sized blocks and is bound by memory, not arithmetic: a second intra-op
     thread gains little, and on a busy machine every block's parallel region waits for whichever thread
-    was descheduled (measured: 3-5x slower merges under load). The other core writes the output.
+    was descheduled (measured: 3-5x slower merges under load). Reading and writing use other threads.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -112,34 +112,54 @@ def _single_threaded_torch() -> Iterator[None]:
 
 
 def _write_shard(
-    plan: MergePlan, shard: ShardHeader, path: Path, scratch: tuple[torch.Tensor, torch.Tensor]
+    plan: MergePlan, shard: ShardHeader, path: Path, scratch: tuple[torch.Tensor, ...]
 ) -> Iterator[tuple[TensorInfo, bool]]:
     """Write one output shard tensor by tensor; yields each tensor and whether it was merged.
 
-    Writing happens on a second thread, in order, while the next weight is read and merged.
+    Three stages overlap: a reader thread fetches the next weight to merge, this thread merges the
+    current one, and a writer thread writes the previous one (and copies untouched tensors), in order.
+    Weight k uses scratch buffer k % 3, which is free once the write of weight k - 3 is done.
     """
+    targets = [info for info in shard.tensors if info.name in plan.targets]
+    reads: dict[str, Future[torch.Tensor]] = {}
+    buffer_writes: list[Future[None] | None] = [None] * len(scratch)
     writes: list[Future[None]] = []
-    buffer_write: list[Future[None] | None] = [None, None]  # the pending write of each scratch buffer
-    merged_count = 0
     with (
         ShardReader(shard) as reader,
         ShardWriter(path, list(shard.tensors), shard.metadata) as writer,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-writer") as io,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-reader") as read_pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-writer") as write_pool,
     ):
+
+        def prefetch(k: int) -> None:
+            if k < len(targets):
+                slot = k % len(scratch)
+                reads[targets[k].name] = read_pool.submit(
+                    _read_when_free, reader, targets[k], scratch[slot], buffer_writes[slot]
+                )
+
+        prefetch(0)
+        k = 0  # how many weights of this shard were merged so far
         for info in shard.tensors:
             module = plan.targets.get(info.name)
             if module is None:
-                writes.append(io.submit(writer.copy_tensor, info.name, reader, info))
+                writes.append(write_pool.submit(writer.copy_tensor, info.name, reader, info))
                 yield info, False
                 continue
-            slot = merged_count % 2
-            merged_count += 1
-            if buffer_write[slot] is not None:
-                buffer_write[slot].result()  # its previous weight is on disk: the buffer is free
-            weight = reader.read_tensor(info, scratch[slot])
+            weight = reads.pop(info.name).result()
+            prefetch(k + 1)
             add_lora_delta_(weight, module.lora_a, module.lora_b, module.scale, module.module)
-            buffer_write[slot] = io.submit(writer.write_tensor, info.name, weight)
-            writes.append(buffer_write[slot])
+            buffer_writes[k % len(scratch)] = write_pool.submit(writer.write_tensor, info.name, weight)
+            writes.append(buffer_writes[k % len(scratch)])
+            k += 1
             yield info, True
         for write in writes:
             write.result()  # raises the first write error, before the shard is renamed into place
+
+
+def _read_when_free(
+    reader: ShardReader, info: TensorInfo, buffer: torch.Tensor, pending_write: Future[None] | None
+) -> torch.Tensor:
+    if pending_write is not None:
+        pending_write.result()  # the buffer's previous weight is written: it may be overwritten
+    return reader.read_tensor(info, buffer)
