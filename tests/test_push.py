@@ -173,6 +173,9 @@ def test_verl_run_is_published_and_every_step_loads(
     shutil.copytree(verl_reference_dir(verl_run_dir), verl_reference_dir(emptied))
     for checkpoint in load_run(emptied).checkpoints:
         save_file({}, checkpoint.path / "actor" / "lora_adapter" / "adapter_model.safetensors")
+    emptied_run = load_run(emptied)
+    rebuilt = prepare_adapters(emptied_run, emptied_run.checkpoints, tmp_path / "rebuilt")
+    assert all(adapter.rebuilt for adapter in rebuilt)
     repo_id = make_repo_id("rebuilt")
     assert _push(emptied, repo_id, local_hub.endpoint) == 0
     _assert_steps_match_verl_reference(emptied, repo_id, tiny_qwen3)
