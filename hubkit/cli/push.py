@@ -116,7 +116,7 @@ def _push_once(api: HfApi, plan: PushPlan, run_dir: Path, console: Console) -> t
 
 
 @dataclass
-class _PushSession:
+class _PushState:
     """What one `hubkit push` keeps between looks at a run: settings, and work already done."""
 
     run_dir: Path
@@ -255,7 +255,7 @@ def push(
     token = resolve_token(endpoint, required=not dry_run)
     api = None if dry_run else hub_client(endpoint, token)
     with tempfile.TemporaryDirectory(prefix="hubkit-push-") as staging:
-        session = _PushSession(
+        state = _PushState(
             path, repo_id, merged_repo_id, private, endpoint, token, api, console, Path(staging)
         )
         while True:
@@ -265,7 +265,7 @@ def push(
             chosen = select_checkpoints(run, None if watch else steps, every)
             chosen = tuple(c for c in chosen if not (watch and steps) or c.step in steps)
             if chosen or not watch:
-                session.look(run, chosen, merge=not watch or done)
+                state.look(run, chosen, merge=not watch or done)
             if not watch or done:
                 return
             time.sleep(watch_interval)

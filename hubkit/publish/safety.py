@@ -58,7 +58,7 @@ def check_file_contents(
     Args:
         files: the planned files.
         run_dir: the run directory; its absolute path must not appear at all.
-        home_dir: the user's home; a path under it must not appear (the bare directory may: "/root"
+        home_dir: the user's home; a path under it must not appear (the bare directory name may: it
             is an ordinary token in some vocabularies).
         token: the token in use, if any; never echoed in the error.
 
