@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from hubkit.errors import AdapterError, BaseModelMismatchError, MergeError
-from hubkit.merge import lora, merge_adapter
+from hubkit.merge import fetch_base_snapshot, lora, merge_adapter
 
 LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down
 INPUT_IDS = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
@@ -311,3 +311,32 @@ def test_a_failed_write_stops_the_merge_and_leaves_nothing(tiny_qwen3, qwen3_ada
     with pytest.raises(OSError, match="No space left"):
         merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, tmp_path / "out")
     assert_nothing_written(tmp_path / "out")
+
+
+def test_without_copy_file_range_the_output_is_the_same(tiny_qwen3, qwen3_adapter, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, tmp_path / "fast")
+
+    def unsupported(*args, **kwargs):  # as on a kernel or file system without copy_file_range
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "copy_file_range", unsupported)
+    merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, tmp_path / "plain")
+    assert (tmp_path / "plain" / "model.safetensors").read_bytes() == (
+        tmp_path / "fast" / "model.safetensors"
+    ).read_bytes()
+
+
+def test_fetch_base_snapshot_downloads_only_what_a_merge_needs(tiny_qwen3, local_hub):
+    assert fetch_base_snapshot(str(tiny_qwen3.local_dir)) == tiny_qwen3.local_dir  # a local folder as is
+
+    folder = fetch_base_snapshot(tiny_qwen3.repo_id, endpoint=local_hub.endpoint)
+
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in tiny_qwen3.local_dir.iterdir())
+    assert (folder / "model.safetensors").read_bytes() == (
+        tiny_qwen3.local_dir / "model.safetensors"
+    ).read_bytes()
+    with pytest.raises(MergeError, match="hubkit-test/no-such-model was not found on the Hub"):
+        fetch_base_snapshot("hubkit-test/no-such-model", endpoint=local_hub.endpoint)

@@ -8,6 +8,7 @@ Plain reads are used on purpose: memory-mapped pages count towards the resident 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+import numpy
 import torch
 
 from hubkit.errors import MergeError
@@ -35,6 +37,8 @@ TORCH_DTYPES: dict[str, torch.dtype] = {"F32": torch.float32, "F16": torch.float
 # A header larger than this is not a real checkpoint header (safetensors itself caps it at 100 MB).
 MAX_HEADER_BYTES = 100_000_000
 COPY_CHUNK_BYTES = 16 * 1024 * 1024
+# What copy_file_range answers where a kernel or file system does not support it.
+_COPY_UNSUPPORTED = (errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
 
 if sys.byteorder != "little":  # safetensors stores little-endian bytes; torch.frombuffer does not swap.
     raise ImportError("hubkit.merge needs a little-endian machine")
@@ -129,7 +133,7 @@ def _tensor_info(path: Path, name: str, entry: object, data_start: int) -> Tenso
 
 
 class ShardReader:
-    """Reads single tensors from one open safetensors file by seeking to their bytes."""
+    """Reads single tensors from one open safetensors file, each from its own byte range."""
 
     def __init__(self, header: ShardHeader) -> None:
         self.header = header
@@ -234,7 +238,8 @@ def _encode_header(tensors: list[TensorInfo], metadata: dict[str, str]) -> bytes
     return struct.pack("<Q", len(encoded)) + encoded
 
 
-def _byte_view(tensor: torch.Tensor):  # -> numpy.ndarray of uint8 sharing the tensor's memory
+def _byte_view(tensor: torch.Tensor) -> numpy.ndarray:
+    """The tensor's bytes as a uint8 array sharing its memory (a buffer that os.write and preadv take)."""
     return tensor.reshape(-1).view(torch.uint8).numpy()
 
 
@@ -256,8 +261,10 @@ def _copy_range(reader: ShardReader, offset: int, length: int, out_fd: int) -> N
                 raise MergeError(f"{reader.header.path.name} ended early while copying; re-download it")
             offset += copied
         return
-    except OSError:  # e.g. EXDEV/ENOSYS/EINVAL on some file systems: fall back to plain reads
-        pass
+    except OSError as e:
+        if e.errno not in _COPY_UNSUPPORTED:
+            raise
+    # copy_file_range is not available here: copy the rest through a buffer.
     buffer = bytearray(min(COPY_CHUNK_BYTES, end - offset))
     while offset < end:
         chunk = memoryview(buffer)[: min(len(buffer), end - offset)]
