@@ -28,12 +28,16 @@ def _logits(model) -> torch.Tensor:
         return model.eval()(INPUT_IDS).logits
 
 
-def test_merge_command_merges_the_final_checkpoint(trl_run_dir, tiny_qwen3, local_hub, tmp_path):
+def test_merge_command_merges_the_final_checkpoint(trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys):
     out_dir = tmp_path / "merged"
     argv = ["merge", "--run-dir", str(trl_run_dir), "--out", str(out_dir), "--endpoint", local_hub.endpoint]
-    assert _cli([*argv, "--quiet"]) == 0
+    assert _cli(argv) == 0
 
     final = load_run(trl_run_dir).checkpoints[-1]
+    assert (
+        f"Merged step {final.step} of {trl_run_dir.name} into {tiny_qwen3.repo_id}: 14 modules"
+        in capsys.readouterr().out
+    )
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
     plain = _logits(base)
     reference = _logits(PeftModel.from_pretrained(base, final.adapter_dir or final.path))

@@ -49,7 +49,12 @@ def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
         BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ.
     """
     carried = carried_files(base_dir)
-    config = json.loads((base_dir / "config.json").read_text())
+    try:
+        config = json.loads((base_dir / "config.json").read_text())
+    except json.JSONDecodeError as e:
+        raise MergeError(
+            f"the base model's config.json is not valid JSON ({e}); re-download the base model"
+        ) from e
     index = _read_index(base_dir)
     shard_names = sorted(set(index["weight_map"].values())) if index else [SINGLE_SHARD]
     shards = tuple(read_header(base_dir / name) for name in shard_names)
