@@ -222,10 +222,18 @@ def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, n
         "checkpoints/global_step_4/adapter_model.safetensors",
     ]
     assert hub_api.repo_info(new_repo_id).private
-    # A later push of other steps adds them and leaves the published ones in place.
+    # A later push of older steps adds them, leaves the published ones in place, keeps the newest
+    # (step 4) at the root, and the card lists every step in the repo.
     assert _push(synthetic_run, new_repo_id, local_hub.endpoint, "--steps", "1,3") == 0
     files = hub_api.list_repo_files(new_repo_id)
     assert {f"checkpoints/global_step_{s}/adapter_config.json" for s in (1, 2, 3, 4)} <= set(files)
+    root, step_4 = hub_api.get_paths_info(
+        new_repo_id, ["adapter_model.safetensors", "checkpoints/global_step_4/adapter_model.safetensors"]
+    )
+    assert root.lfs.sha256 == step_4.lfs.sha256
+    card = Path(hub_api.hf_hub_download(new_repo_id, "README.md")).read_text()
+    assert all(f"| {s} | `checkpoints/global_step_{s}` |" in card for s in (1, 2, 3, 4))
+    assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 1, 3"
 
 
 # --- refusals and failures leave the remote as it was --------------------------------------------------
@@ -362,8 +370,9 @@ def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
     files = hub_api.list_repo_files(new_repo_id)
     assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= set(files)
     titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
-    # The remote was read once per push, not at every look at the run.
-    assert len([r for r in local_hub.request_log if r[1].startswith(f"/api/models/{new_repo_id}/tree/")]) == 3
+    # The remote was read once at the start and once per push, not at every look at the run.
+    reads = [r for r in local_hub.request_log if r[1] == f"/api/models/{new_repo_id}/revision/main"]
+    assert len(reads) == 4
     # Each checkpoint went up in its own push, as it became complete.
     assert [t for t in titles if "steps" in t] == [
         "hubkit push synthetic-run: steps 3",

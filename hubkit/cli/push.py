@@ -132,6 +132,7 @@ class _PushState:
     merges: dict[int, MergeResult] = field(default_factory=dict)
     checked: set[int] = field(default_factory=set)
     pushed: set[tuple[str, str, str]] = field(default_factory=set)
+    published: set[int] | None = None  # steps in the adapter repo: read once, then grown by each push
 
     def look(self, run: Run, chosen: tuple[Checkpoint, ...], *, merge: bool) -> None:
         """Plan `chosen`, then print the plan (dry run) or push what differs from the remote."""
@@ -140,7 +141,14 @@ class _PushState:
         from hubkit.publish.merged_repo import add_merged_repo
 
         adapters = prepare_adapters(run, chosen, self.staging, self.prepared)
+        # Planned once with local knowledge only, so that every local refusal comes before any connection.
         plan = plan_push(run, self.repo_id, adapters, private=self.private, token=self.token)
+        published = self._published_steps()
+        if published - {a.step for a in adapters}:
+            # The repo holds other steps: the card lists them and the root stays at the newest.
+            plan = plan_push(
+                run, self.repo_id, adapters, private=self.private, token=self.token, published_steps=published
+            )
         if self.api is None:
             self._print_dry_run(run, plan, adapters)
             return
@@ -166,6 +174,23 @@ class _PushState:
         if signature != self.pushed:
             _push_once(self.api, plan, self.run_dir, self.console)
             self.pushed = signature
+            published.update(a.step for a in adapters)
+
+    def _published_steps(self) -> set[int]:
+        """Steps already in the adapter repo: from the remote, or (dry run) the last recorded push."""
+        from hubkit.publish.adapter_repo import steps_in_paths
+        from hubkit.publish.commit import hub_errors
+        from hubkit.publish.record import load_record
+        from hubkit.publish.remote import read_remote
+
+        if self.published is None:
+            if self.api is None:
+                record = load_record(self.run_dir, self.endpoint, self.repo_id)
+                self.published = set(steps_in_paths(record.files)) if record else set()
+            else:
+                with hub_errors(self.repo_id, self.endpoint):
+                    self.published = set(steps_in_paths(read_remote(self.api, self.repo_id).files))
+        return self.published
 
     def _print_dry_run(self, run: Run, plan: PushPlan, adapters: list[PreparedAdapter]) -> None:
         from hubkit.publish.record import load_record

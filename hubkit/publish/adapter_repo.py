@@ -13,7 +13,8 @@ built, so a bad checkpoint stops the push before anything is sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +44,7 @@ TOKENIZER_FILES = (
 )
 METRICS_NAME = "metrics.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
+_STEP_PATH_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
 
 
 def select_checkpoints(
@@ -151,15 +153,19 @@ def plan_adapter_repo(
     *,
     private: bool = False,
     token: str | None = None,
+    published_steps: Collection[int] = (),
 ) -> RepoPlan:
     """The adapter repo's desired files, checked for training state, local paths and tokens.
 
     Args:
         run: the run the adapters come from.
         repo_id: "owner/name".
-        adapters: prepared adapters (at least one); the highest step goes to the root.
+        adapters: prepared adapters (at least one); the highest step goes to the root unless a
+            newer step is already published.
         private: create the repo private (applies only when the push creates it).
         token: the token in use, so that a file containing it is refused.
+        published_steps: steps already in the repo (a push never removes them): the card lists
+            them too, and the root keeps the newest of them.
 
     Returns:
         The plan; nothing is read from or sent to the network.
@@ -178,7 +184,6 @@ def plan_adapter_repo(
         for name in ADAPTER_FILES:
             path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
             files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
-    files += [PlannedFile.from_path(name, final.dir / name) for name in ADAPTER_FILES]
     tokenizer_dir = run.tokenizer_dir(run.checkpoint(final.step))
     tokenizer_files = (
         [
@@ -189,14 +194,15 @@ def plan_adapter_repo(
         if tokenizer_dir is not None
         else []
     )
-    files += tokenizer_files
+    if final.step >= max(published_steps, default=final.step):
+        files += [PlannedFile.from_path(name, final.dir / name) for name in ADAPTER_FILES]
+        files += tokenizer_files
     has_metrics = bool(run.metrics.rows)
     files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
     if has_metrics:
         files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
-    card = render_adapter_card(
-        run.manifest, repo_id, [a.step for a in ordered], has_tokenizer=bool(tokenizer_files)
-    )
+    all_steps = sorted({a.step for a in ordered} | set(published_steps))
+    card = render_adapter_card(run.manifest, repo_id, all_steps, has_tokenizer=bool(tokenizer_files))
     files.append(PlannedFile.from_bytes("README.md", card.encode()))
     check_file_names(files)
     check_file_contents(files, run.run_dir, Path.home(), token)
@@ -212,12 +218,26 @@ def plan_push(
     *,
     private: bool = False,
     token: str | None = None,
+    published_steps: Collection[int] = (),
 ) -> PushPlan:
-    """The whole push: today the adapter repo; a merged-model repo would be one more `RepoPlan` here.
+    """The whole push: the adapter repo (`hubkit.publish.merged_repo` adds the merged model's).
 
     Args and Raises: as `plan_adapter_repo`.
 
     Returns:
         The push plan.
     """
-    return PushPlan(repos=(plan_adapter_repo(run, repo_id, adapters, private=private, token=token),))
+    adapter_repo = plan_adapter_repo(
+        run, repo_id, adapters, private=private, token=token, published_steps=published_steps
+    )
+    return PushPlan(repos=(adapter_repo,))
+
+
+def steps_in_paths(paths: Iterable[str]) -> tuple[int, ...]:
+    """The checkpoint steps an adapter repo holds, from its file paths (`checkpoints/global_step_N/...`)."""
+    steps = set()
+    for path in paths:
+        match = _STEP_PATH_RE.match(path)
+        if match:
+            steps.add(int(match.group(1)))
+    return tuple(sorted(steps))
