@@ -211,6 +211,25 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 3"
 
 
+def test_private_does_not_silently_pass_for_an_existing_public_repo(
+    synthetic_run, local_hub, hub_api, new_repo_id, capsys
+):
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    capsys.readouterr()
+    argv = [
+        "push",
+        "--run-dir",
+        str(synthetic_run),
+        "--repo-id",
+        new_repo_id,
+        "--endpoint",
+        local_hub.endpoint,
+    ]
+    assert _cli([*argv, "--no-merged", "--private"]) == 0
+    assert "already exists and is public: --private only applies to new repos" in capsys.readouterr().out
+    assert not hub_api.repo_info(new_repo_id).private
+
+
 def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, new_repo_id):
     write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
     write_checkpoint(synthetic_run, 4, base_model="x/y", shapes=TINY_SHAPES)

@@ -102,6 +102,13 @@ def _push_once(api: HfApi, plan: PushPlan, run_dir: Path, console: Console) -> t
     from hubkit.publish.record import save_record
 
     diffs: tuple[RepoDiff, ...] = diff_push(api, plan)
+    for diff in diffs:
+        if diff.plan.private and diff.remote.private is False:
+            console.print(
+                f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
+                "(change the visibility in the repo's settings)",
+                highlight=False,
+            )
     total = sum(d.upload_size for d in diffs)
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(

@@ -28,6 +28,7 @@ class RemoteRepo:
     repo_id: str
     head_sha: str | None
     files: dict[str, RemoteFile] = field(default_factory=dict)
+    private: bool | None = None
 
     @property
     def exists(self) -> bool:
@@ -64,4 +65,4 @@ def read_remote(
                 git_sha1=entry.blob_id,
                 lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
             )
-    return RemoteRepo(repo_id=repo_id, head_sha=info.sha, files=files)
+    return RemoteRepo(repo_id=repo_id, head_sha=info.sha, files=files, private=info.private)
