@@ -461,3 +461,13 @@ def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, 
             process.kill()
     assert process.returncode == 130
     assert stderr.strip().splitlines()[-1] == "Aborted."
+
+
+def test_a_run_directory_that_cannot_hold_the_push_record_still_pushes(
+    synthetic_run, local_hub, hub_api, new_repo_id, caplog
+):
+    (synthetic_run / ".hubkit").write_text("not a directory")  # where the record would go
+    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert hub_api.file_exists(new_repo_id, "checkpoints/global_step_2/adapter_model.safetensors")
+    assert "could not record the push in the run directory" in caplog.text
+    assert str(synthetic_run) not in caplog.text

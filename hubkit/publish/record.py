@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from hubkit.publish.plan import PlannedFile, RepoPlan
 
+logger = logging.getLogger(__name__)
 RECORDS_DIR = Path(".hubkit") / "pushes"
 
 
@@ -61,11 +63,11 @@ def load_record(run_dir: Path, endpoint: str, repo_id: str) -> PushRecord | None
             commit_sha=data["commit_sha"],
             files=data["files"],
         )
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
         return None
 
 
-def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -> Path:
+def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -> Path | None:
     """Record that `plan`'s files are on the Hub at `commit_sha` (after a push or an up-to-date check).
 
     Args:
@@ -75,16 +77,24 @@ def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -
         commit_sha: the repo's head after the push.
 
     Returns:
-        The record's path.
+        The record's path, or None when the run directory is not writable (the push itself
+        succeeded; only a later dry run knows less).
     """
     previous = load_record(run_dir, endpoint, plan.repo_id)
     # A push only adds and updates: files recorded earlier and not in this plan are still there.
     files = dict(previous.files) if previous else {}
     files.update({f.path_in_repo: f.hashes.sha256 for f in plan.files})
     path = _record_path(run_dir, endpoint, plan.repo_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     record = {"endpoint": endpoint, "repo_id": plan.repo_id, "commit_sha": commit_sha, "files": files}
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        logger.warning(
+            "could not record the push in the run directory (%s): a dry run will list every file as new",
+            e.strerror,
+        )
+        return None
     return path
