@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from safetensors.torch import load_file
-from test_publish_support import make_run, qwen3_shapes, write_checkpoint
+from test_publish_support import make_run, qwen3_shapes, run_cli, write_checkpoint
 
-from hubkit.cli import main
 from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
 from hubkit.publish import RemoteFile, RemoteRepo, diff_repo, plan_push, prepare_adapters, select_checkpoints
 from hubkit.publish.commit import commit_message
@@ -236,18 +235,11 @@ def test_repo_plan_checks_ids_and_paths() -> None:
 # --- the CLI, before any connection --------------------------------------------------------------
 
 
-def _cli(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main([*argv])
-        raise SystemExit(0)
-    return exited.value.code or 0
-
-
 def test_dry_run_prints_the_plan_and_opens_no_connection(
     run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    code = _cli(
+    code = run_cli(
         [
             "push",
             "--run-dir",
@@ -296,7 +288,7 @@ def test_refusals_before_any_connection(
         argv += ["--repo-id", "me/tiny-run"]
     if "--endpoint" not in argv:
         argv += ["--endpoint", "http://127.0.0.1:9"]
-    code = _cli(["push", *argv])
+    code = run_cli(["push", *argv])
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("Error: ") and message in err and len(err.strip().splitlines()) == 1
@@ -307,7 +299,7 @@ def test_a_nan_adapter_is_refused_before_any_connection(
     run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_checkpoint(run_dir, 4, base_model=BASE, shapes=SHAPES, fill=float("nan"))
-    code = _cli(
+    code = run_cli(
         ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
     )
     err = capsys.readouterr().err
@@ -319,7 +311,7 @@ def test_a_run_without_complete_checkpoints_is_refused(
     tmp_path: Path, no_network: list, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = make_run(tmp_path / "runs", (), base_model=BASE, shapes=SHAPES)
-    code = _cli(
+    code = run_cli(
         ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
     )
     err = capsys.readouterr().err
@@ -328,7 +320,7 @@ def test_a_run_without_complete_checkpoints_is_refused(
 
 
 def test_dry_run_and_watch_do_not_combine(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = _cli(["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--dry-run", "--watch"])
+    code = run_cli(["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--dry-run", "--watch"])
     assert code == 2 and "--dry-run and --watch cannot be combined" in capsys.readouterr().err
 
 
@@ -339,7 +331,7 @@ def test_a_token_in_a_tokenizer_file_is_refused_before_any_connection(
     monkeypatch.setenv("HF_TOKEN", token)
     config = run_dir / "checkpoint-3" / "tokenizer_config.json"
     config.write_text(json.dumps({"model_max_length": 128, "auth": token}))
-    code = _cli(
+    code = run_cli(
         ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
     )
     err = capsys.readouterr().err

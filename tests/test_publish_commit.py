@@ -6,9 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from test_publish_support import make_run, qwen3_shapes
+from test_publish_support import make_run, qwen3_shapes, run_cli
 
-from hubkit.cli import main
 from hubkit.publish import diff_push, hub_client, plan_push, prepare_adapters, select_checkpoints
 from hubkit.publish.commit import commit_repo
 from hubkit.runs import load_run
@@ -52,10 +51,7 @@ def test_the_token_never_reaches_output_or_logs(
     caplog.set_level(logging.DEBUG)
     argv = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
     for extra in ([], ["--dry-run"]):
-        with pytest.raises(SystemExit) as exited:
-            main([*argv, *extra])
-            raise SystemExit(0)
-        assert not exited.value.code
+        assert run_cli([*argv, *extra]) == 0
     captured = capsys.readouterr()
     assert f"{new_repo_id}: committed" in captured.out
     for text in (captured.out, captured.err, caplog.text):

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from hubkit.cli import main
 from hubkit.manifest import LoraSettings, Manifest
 
 TARGETS = ("q_proj", "v_proj")
@@ -111,3 +112,12 @@ def qwen3_shapes(hidden: int, q_out: int, v_out: int, layers: int) -> dict[str, 
         shapes[f"model.layers.{layer}.self_attn.q_proj"] = (hidden, q_out)
         shapes[f"model.layers.{layer}.self_attn.v_proj"] = (hidden, v_out)
     return shapes
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run `hubkit ARGV` in this process; returns the exit status (`main` exits only on errors)."""
+    try:
+        main(argv)
+    except SystemExit as exited:
+        return exited.code if isinstance(exited.code, int) else 1
+    return 0

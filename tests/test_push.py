@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_publish_support import finish_run, make_run, qwen3_shapes, write_checkpoint
+from test_publish_support import finish_run, make_run, qwen3_shapes, run_cli, write_checkpoint
 
-from hubkit.cli import main
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import diff_push, hub_client, plan_push, prepare_adapters, select_checkpoints
 from hubkit.publish.commit import commit_repo
@@ -27,16 +26,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
 
 
-def _cli(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-        raise SystemExit(0)
-    return exited.value.code or 0
-
-
 def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
     # The adapter repo only: the merged repo (on by default) is tested in test_merge_cli.py.
-    return _cli(
+    return run_cli(
         [
             "push",
             "--run-dir",
@@ -225,7 +217,7 @@ def test_private_does_not_silently_pass_for_an_existing_public_repo(
         "--endpoint",
         local_hub.endpoint,
     ]
-    assert _cli([*argv, "--no-merged", "--private"]) == 0
+    assert run_cli([*argv, "--no-merged", "--private"]) == 0
     assert "already exists and is public: --private only applies to new repos" in capsys.readouterr().out
     assert not hub_api.repo_info(new_repo_id).private
 
@@ -408,7 +400,7 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
     start = len(local_hub.request_log)
     capsys.readouterr()
     assert (
-        _cli(
+        run_cli(
             [
                 "push",
                 "--run-dir",
