@@ -340,3 +340,24 @@ def test_fetch_base_snapshot_downloads_only_what_a_merge_needs(tiny_qwen3, local
     ).read_bytes()
     with pytest.raises(MergeError, match="hubkit-test/no-such-model was not found on the Hub"):
         fetch_base_snapshot("hubkit-test/no-such-model", endpoint=local_hub.endpoint)
+
+
+@pytest.mark.parametrize(
+    ("base_config", "merged_config"),
+    [({}, {"dtype": "float32"}), ({"torch_dtype": "bfloat16"}, {"torch_dtype": "float32"})],
+)
+def test_the_merged_config_names_the_dtype_of_the_shards(
+    tiny_qwen3, qwen3_adapter, tmp_path, base_config, merged_config
+):
+    base_dir = shutil.copytree(tiny_qwen3.local_dir, tmp_path / "base")
+    config = json.loads((base_dir / "config.json").read_text())
+    config.pop("dtype")  # the base's config names no dtype, or a wrong one under the old key
+    (base_dir / "config.json").write_text(
+        json.dumps({**config, **base_config, "_name_or_path": str(base_dir)})
+    )
+
+    merge_adapter(base_dir, qwen3_adapter, tmp_path / "merged")
+
+    merged = json.loads((tmp_path / "merged" / "config.json").read_text())
+    assert {k: merged[k] for k in ("dtype", "torch_dtype") if k in merged} == merged_config
+    assert "_name_or_path" not in merged  # a local path is never carried over

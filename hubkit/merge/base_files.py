@@ -32,6 +32,7 @@ CARRIED_PATTERNS = (
 )
 # Keys that record where a config was loaded from, possibly a local path that must not be published.
 _LOCAL_CONFIG_KEYS = ("_name_or_path",)
+_DTYPE_CONFIG_KEYS = ("dtype", "torch_dtype")
 
 
 def fetch_base_snapshot(
@@ -96,13 +97,18 @@ def carried_files(base_dir: Path) -> list[Path]:
     )
 
 
-def copy_carried_files(files: list[Path], out_dir: Path) -> None:
-    """Copy the carried files; config.json loses any key that records a local load path."""
+def copy_carried_files(files: list[Path], out_dir: Path, dtype: str) -> None:
+    """Copy the carried files. config.json loses any key that records a local load path, and its
+    dtype is set to the merged weights' `dtype` (under the key or keys it already uses, `dtype` for
+    transformers 5 and `torch_dtype` before; `dtype` if it names none), so that loading with
+    `dtype="auto"` gives the dtype of the shards."""
     for path in files:
         if path.name == "config.json":
             config = json.loads(path.read_text())
             for key in _LOCAL_CONFIG_KEYS:
                 config.pop(key, None)
+            for key in [k for k in _DTYPE_CONFIG_KEYS if k in config] or [_DTYPE_CONFIG_KEYS[0]]:
+                config[key] = dtype
             (out_dir / path.name).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         else:
             shutil.copyfile(path, out_dir / path.name)

@@ -6,6 +6,7 @@ Everything that can be wrong with the input is found here, before a single outpu
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,12 @@ class MergePlan:
     @property
     def total_bytes(self) -> int:
         return sum(t.nbytes for shard in self.shards for t in shard.tensors)
+
+    @property
+    def dtype(self) -> str:
+        """The merged weights' torch dtype name ("bfloat16"); the most common one if they mix."""
+        counts = Counter(t.dtype for shard in self.shards for t in shard.tensors if t.name in self.targets)
+        return str(TORCH_DTYPES[counts.most_common(1)[0][0]]).removeprefix("torch.")
 
 
 def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:

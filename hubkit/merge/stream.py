@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from hubkit.errors import MergeError
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
-from hubkit.merge.shards import TORCH_DTYPES, ShardHeader, ShardReader, ShardWriter, TensorInfo
+from hubkit.merge.shards import ShardHeader, ShardReader, ShardWriter, TensorInfo
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -55,18 +54,16 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    dtypes = Counter(TORCH_DTYPES[info.dtype] for info in merged)
     return MergeResult(
         out_dir=out_dir,
         merged_modules=len(merged),
         shards=tuple(shard.path.name for shard in plan.shards),
-        # The most common one where a model mixes dtypes.
-        dtype=str(dtypes.most_common(1)[0][0]).removeprefix("torch."),
+        dtype=plan.dtype,
     )
 
 
 def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | None) -> list[TensorInfo]:
-    copy_carried_files(list(plan.carried), out_dir)
+    copy_carried_files(list(plan.carried), out_dir, plan.dtype)
     largest = max(t.nbytes for shard in plan.shards for t in shard.tensors if t.name in plan.targets)
     # Three buffers for the weights being merged, reused (see ShardReader.read_tensor): one is read
     # while one is merged and one is written (see _write_shard).
