@@ -362,13 +362,16 @@ def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
             deadline = time.monotonic() + 60
             while step > 1 and not published(step - 1) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            path = write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
+            if step < 3:
+                write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
+                continue
+            # Step 3 is seen half-saved for a while: weights in place, the completion marker not yet.
+            path = write_checkpoint(tmp_path / "saving", step, base_model="x/y", shapes=TINY_SHAPES)
             state = json.loads((path / "trainer_state.json").read_text())
-            if step == 3:
-                # Saved in two moves, like a trainer: weights first, the completion marker last.
-                (path / "trainer_state.json").write_text(json.dumps({**state, "global_step": 0}))
-                time.sleep(0.6)
-                (path / "trainer_state.json").write_text(json.dumps(state))
+            (path / "trainer_state.json").write_text(json.dumps({**state, "global_step": 0}))
+            path = path.rename(run_dir / path.name)
+            time.sleep(0.6)
+            (path / "trainer_state.json").write_text(json.dumps(state))
         finish_run(run_dir)
 
     trainer = threading.Thread(target=train)
@@ -463,3 +466,15 @@ def test_a_run_directory_that_cannot_hold_the_push_record_still_pushes(
     assert hub_api.file_exists(new_repo_id, "checkpoints/global_step_2/adapter_model.safetensors")
     assert "could not record the push in the run directory" in caplog.text
     assert str(synthetic_run) not in caplog.text
+
+
+def test_watch_reports_listed_steps_the_finished_run_never_saved(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    finish_run(run_dir)
+    assert _push(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--steps", "2,9") == 1
+    assert "no complete checkpoint at step(s) 9" in capsys.readouterr().err
+    files = hub_api.list_repo_files(new_repo_id)
+    assert "checkpoints/global_step_2/adapter_model.safetensors" in files
+    assert "checkpoints/global_step_1/adapter_model.safetensors" not in files

@@ -299,5 +299,7 @@ def push(
             if chosen or not watch:
                 state.look(run, chosen, merge=not watch or done)
             if not watch or done:
+                if watch and steps:
+                    select_checkpoints(run, steps, every)  # refuses listed steps the run never saved
                 return
             time.sleep(watch_interval)
