@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from peft import PeftModel
+from test_publish_support import finish_run, make_run, qwen3_shapes, write_checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hubkit.cli import main
 from hubkit.runs import load_run
 
+# q_proj and v_proj of the tiny Qwen3 (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
+TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
 INPUT_IDS = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
 
 
@@ -109,3 +114,33 @@ def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub
     assert _cli([*push, "--no-merged", "--quiet"]) == 0
     assert hub_api.repo_exists(new_repo_id)
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
+def test_watch_merges_once_the_run_has_finished(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    merged_id = f"{new_repo_id}-merged"
+    merged_while_training: list[bool] = []
+
+    def train() -> None:
+        deadline = time.monotonic() + 60
+        while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_config.json"):
+            assert time.monotonic() < deadline, "step 1 was never pushed"
+            time.sleep(0.05)
+        time.sleep(0.5)  # a few more looks at the unfinished run
+        merged_while_training.append(hub_api.repo_exists(merged_id))
+        write_checkpoint(run_dir, 2, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+        finish_run(run_dir)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    try:
+        push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+        code = _cli([*push, "--watch", "--watch-interval", "0.1", "--quiet"])
+    finally:
+        trainer.join()
+    assert code == 0
+    assert merged_while_training == [False]
+    titles = [c.title for c in hub_api.list_repo_commits(merged_id)]
+    assert titles == ["hubkit push synthetic-run (merged): steps 2", "initial commit"]
+    readme = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
+    assert "checkpoints/global_step_2" in readme and "global_step_1" not in readme

@@ -113,7 +113,7 @@ def plan_merged_repo(
         repo_id=repo_id,
         files=tuple(planned),
         private=private,
-        title=f"hubkit push {run.manifest.run_id}: merged step {step}",
+        title=f"hubkit push {run.manifest.run_id} (merged)",  # the commit adds ": steps N"
     )
 
 
