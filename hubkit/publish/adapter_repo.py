@@ -171,7 +171,8 @@ def plan_adapter_repo(
         The plan; nothing is read from or sent to the network.
 
     Raises:
-        PublishError: an invalid repo id, or no adapters.
+        PublishError: an invalid repo id.
+        CheckpointError: no adapters (the run has no complete checkpoint yet).
         UnsafeFileError: a planned file is training state, a pickle, or holds a local path or token.
     """
     check_repo_id(repo_id)
