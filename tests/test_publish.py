@@ -341,3 +341,16 @@ def test_a_token_in_a_tokenizer_file_is_refused_before_any_connection(
         == "Error: refusing to publish tokenizer_config.json: it contains a Hugging Face token; remove it and push again\n"
     )
     assert no_network == []
+
+
+def test_run_id_is_looked_up_under_hubkit_runs_dir(
+    run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HUBKIT_RUNS_DIR", str(run_dir.parent))
+    monkeypatch.chdir(run_dir)  # no runs/ here: only the variable can find the run
+    assert (
+        run_cli(["push", "--run-id", run_dir.name, "--repo-id", "me/tiny-run", "--dry-run", "--no-merged"])
+        == 0
+    )
+    assert "checkpoints/global_step_3/adapter_model.safetensors" in capsys.readouterr().out
+    assert no_network == []
