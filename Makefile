@@ -8,7 +8,7 @@ VERL_STAMP := $(VERL_VENV)/.installed
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl test lint format demo bench clean browser-deps
+.PHONY: venv venv-verl test lint format demo bench clean
 
 venv: $(STAMP)
 
@@ -31,10 +31,6 @@ $(VERL_STAMP): recipes/verl_gdpo/requirements.txt pyproject.toml
 	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
-# Debian's Chromium for the Space's browser test (playwright drives it; no browser download).
-browser-deps:
-	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
-
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -43,7 +39,7 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv venv-verl browser-deps lint
+test: venv venv-verl lint
 	$(VENV)/bin/pytest
 
 demo: venv
