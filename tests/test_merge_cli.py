@@ -144,3 +144,20 @@ def test_watch_merges_once_the_run_has_finished(tmp_path, tiny_qwen3, local_hub,
     assert titles == ["hubkit push synthetic-run (merged): steps 2", "initial commit"]
     readme = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
     assert "checkpoints/global_step_2" in readme and "global_step_1" not in readme
+
+
+def test_a_refused_merge_stops_the_push_before_anything_is_sent(
+    tmp_path, tiny_qwen2_tied, local_hub, hub_api, new_repo_id, capsys
+):
+    # A LoRA on the lm_head of a model that ties it to the embeddings: a valid adapter, but its merge
+    # would silently lose the head.
+    vocab = len(AutoTokenizer.from_pretrained(tiny_qwen2_tied.local_dir))
+    shapes = {**TINY_SHAPES, "lm_head": (64, vocab)}
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen2_tied.repo_id, shapes=shapes)
+    push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    assert _cli([*push, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and "ties lm_head to the embeddings" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
