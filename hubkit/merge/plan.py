@@ -75,7 +75,8 @@ def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
         if module.module == LM_HEAD and tied:
             raise MergeError(
                 "the adapter has a LoRA on lm_head but the base model ties lm_head to the embeddings; "
-                "train without lm_head in target_modules (or with ensure_weight_tying) and merge again"
+                "its merge would be lost on load. Train without lm_head in target_modules (PEFT's "
+                "all-linear leaves it out)"
             )
         info = weights.get(module.weight_name)
         if info is None:
