@@ -108,7 +108,8 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
 def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub_api, new_repo_id, capsys):
     push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
     assert _cli([*push, "--dry-run", "--merged-repo-id", "hubkit-test/elsewhere"]) == 0
-    assert "hubkit-test/elsewhere: step 3 would be merged" in capsys.readouterr().out
+    final_step = load_run(trl_run_dir).checkpoints[-1].step
+    assert f"hubkit-test/elsewhere: step {final_step} would be merged" in capsys.readouterr().out
     assert not hub_api.repo_exists(new_repo_id)
 
     assert _cli([*push, "--no-merged", "--quiet"]) == 0
