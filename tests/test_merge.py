@@ -278,12 +278,15 @@ def test_a_non_finite_delta_removes_the_partial_output(tiny_qwen3, qwen3_adapter
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_a_non_empty_output_folder(tiny_qwen3, qwen3_adapter, tmp_path):
+def test_refuses_a_non_empty_output_folder(tiny_qwen3, qwen3_adapter, tmp_path, monkeypatch):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     (out_dir / "keep.txt").write_text("mine")
     with pytest.raises(MergeError, match="not empty"):
         merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, out_dir)
+    monkeypatch.chdir(out_dir)
+    with pytest.raises(MergeError, match="not empty"):
+        merge_adapter(tiny_qwen3.local_dir, qwen3_adapter, Path("."))
     assert [p.name for p in out_dir.iterdir()] == ["keep.txt"]
 
 

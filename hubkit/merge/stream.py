@@ -41,6 +41,7 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
     Raises:
         MergeError: `out_dir` exists and is not empty, or a merged weight is not finite.
     """
+    out_dir = out_dir.absolute()  # "." or "merged/" must still name a sibling staging folder
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise MergeError(f"output folder {out_dir} is not empty; choose a new folder or empty it")
     staging = out_dir.with_name(f".{out_dir.name}.partial")
