@@ -85,7 +85,9 @@ class LoraSettings:
         if self.r <= 0:
             raise ManifestError(f"lora.r must be positive, got {self.r}")
         if self.alpha <= 0:
-            raise ManifestError(f"lora.alpha must be positive, got {self.alpha} (alpha 0 makes a no-op adapter)")
+            raise ManifestError(
+                f"lora.alpha must be positive, got {self.alpha} (alpha 0 makes a no-op adapter)"
+            )
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ class Manifest:
             )
         for rel in (self.checkpoints_dir, self.metrics_file):
             if rel is not None and (os.path.isabs(rel) or ".." in Path(rel).parts):
-                raise ManifestError(f"paths in {MANIFEST_NAME} must be relative to the run directory, got {rel!r}")
+                raise ManifestError(
+                    f"paths in {MANIFEST_NAME} must be relative to the run directory, got {rel!r}"
+                )
 
     # --- JSON ------------------------------------------------------------------------------------
 
