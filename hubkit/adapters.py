@@ -341,14 +341,18 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
 
 
 @lru_cache(maxsize=8)
-def _base_linear_shapes(base_model: str, revision: str | None) -> dict[str, tuple[int, int]]:
+def _base_linear_shapes(
+    base_model: str, revision: str | None, endpoint: str | None, token: str | None
+) -> dict[str, tuple[int, int]]:
     """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        config_path = hf_hub_download(base_model, "config.json", revision=revision)
+        config_path = hf_hub_download(
+            base_model, "config.json", revision=revision, endpoint=endpoint, token=token
+        )
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as e:
         at = f" at revision {revision}" if revision else ""
         raise BaseModelMismatchError(
@@ -365,7 +369,13 @@ def _base_linear_shapes(base_model: str, revision: str | None) -> dict[str, tupl
 
 
 def check_against_base(
-    adapter_dir: Path, base_model: str, revision: str | None = None, *, label: str | None = None
+    adapter_dir: Path,
+    base_model: str,
+    revision: str | None = None,
+    *,
+    label: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
 ) -> None:
     """Check that every adapted module exists in the base model, with matching shapes.
 
@@ -377,6 +387,8 @@ def check_against_base(
         base_model: the base model's Hub id.
         revision: the base model revision, if pinned.
         label: how errors name the checkpoint; default the directory name.
+        endpoint: the Hub holding the base model (default: `HF_ENDPOINT`, else huggingface.co).
+        token: the token for that Hub (default: the client's own lookup).
 
     Raises:
         BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
@@ -387,7 +399,7 @@ def check_against_base(
     if not path.is_file():
         raise CheckpointError(f"{label}: no {ADAPTER_WEIGHTS} in {adapter_dir.name}/")
     _check_safetensors_length(path, label)
-    linears = _base_linear_shapes(base_model, revision)
+    linears = _base_linear_shapes(base_model, revision, endpoint, token)
     with safe_open(path, framework="pt") as f:
         for key in f.keys():  # noqa: SIM118 - safe_open handles are not iterable
             match = _LORA_KEY_RE.match(key)

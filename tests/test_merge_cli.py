@@ -117,6 +117,24 @@ def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
 
 
+def test_a_push_of_older_steps_leaves_the_merged_model_at_the_newest(
+    trl_run_dir, local_hub, hub_api, new_repo_id, capsys
+):
+    steps = [c.step for c in load_run(trl_run_dir).checkpoints]
+    merged_id = f"{new_repo_id}-merged"
+    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    assert _cli([*push, "--steps", str(steps[-1]), "--quiet"]) == 0
+    merged_commits = len(hub_api.list_repo_commits(merged_id))
+    capsys.readouterr()
+
+    assert _cli([*push, "--steps", str(steps[0])]) == 0
+    out = capsys.readouterr().out
+    assert f"already holds step {steps[-1]}" in out and "merged model is left as it is" in out
+    assert len(hub_api.list_repo_commits(merged_id)) == merged_commits
+    readme = hub_api.hf_hub_download(merged_id, "README.md")
+    assert f"global_step_{steps[-1]}" in Path(readme).read_text()
+
+
 def test_watch_merges_once_the_run_has_finished(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     merged_id = f"{new_repo_id}-merged"

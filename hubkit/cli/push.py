@@ -159,8 +159,16 @@ class _PushState:
         if self.api is None:
             self._print_dry_run(run, plan, adapters)
             return
-        check_adapters_against_base(run, adapters, self.checked)
-        if self.merged_repo_id and adapters and merge:
+        check_adapters_against_base(self.api, run, adapters, self.checked)
+        newest_published = max(published, default=-1)
+        if self.merged_repo_id and adapters and merge and adapters[-1].step < newest_published:
+            # The merged model follows the adapter at the repo root, which stays at the newer step.
+            self.console.print(
+                f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
+                "the merged model is left as it is",
+                highlight=False,
+            )
+        elif self.merged_repo_id and adapters and merge:
             self.console.print(
                 f"Merging step {adapters[-1].step} into {run.manifest.base_model}", highlight=False
             )

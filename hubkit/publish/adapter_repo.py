@@ -27,6 +27,8 @@ from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import Checkpoint, Run
 
 if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
     from hubkit.adapters import PreparedAdapter
 
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
@@ -112,14 +114,15 @@ def prepare_adapters(
 
 
 def check_adapters_against_base(
-    run: Run, adapters: Sequence[PreparedAdapter], checked: set[int] | None = None
+    api: HfApi, run: Run, adapters: Sequence[PreparedAdapter], checked: set[int] | None = None
 ) -> None:
     """Check every adapted module and shape against the base model's config.
 
-    The config is downloaded from the client's Hub (`HF_ENDPOINT`), so a dry run, which opens no
-    connection, skips this; a push runs it after the plan is built and before anything is sent.
+    The config is downloaded from the Hub the push goes to, so a dry run, which opens no connection,
+    skips this; a push runs it after the plan is built and before anything is sent.
 
     Args:
+        api: the client of the push (its endpoint and token are used for the download).
         run: the run (its manifest names the base model and revision).
         adapters: prepared adapters.
         checked: steps already checked (skipped, then added to).
@@ -134,7 +137,14 @@ def check_adapters_against_base(
     for adapter in adapters:
         if adapter.step not in checked:
             label = f"checkpoint global_step_{adapter.step} of run {manifest.run_id}"
-            check_against_base(adapter.dir, manifest.base_model, manifest.base_model_revision, label=label)
+            check_against_base(
+                adapter.dir,
+                manifest.base_model,
+                manifest.base_model_revision,
+                label=label,
+                endpoint=api.endpoint,
+                token=api.token,
+            )
             checked.add(adapter.step)
 
 
