@@ -1,4 +1,4 @@
-"""Model cards rendered from a run's manifest (templates in the project's `model_cards/`).
+"""Model cards rendered from a run's manifest (Jinja templates in `hubkit/cards/templates/`, shipped with the package).
 
 The adapter card is a placeholder: YAML metadata the Hub understands (base model, `library_name:
 peft`, `base_model_relation: adapter`, ...) and a usage snippet that works as written.
@@ -15,7 +15,7 @@ import yaml
 from hubkit.errors import PublishError
 from hubkit.manifest import Manifest
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "model_cards"
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 
 
 def adapter_card_metadata(manifest: Manifest) -> dict[str, object]:

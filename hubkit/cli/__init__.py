@@ -22,15 +22,13 @@ def cli() -> None:
 
 
 def _register() -> None:
-    # Imported here so that `hubkit --help` stays fast and each group's heavy imports stay lazy.
-    for name in ("hub", "push", "merge"):
-        try:
-            module = __import__(f"hubkit.cli.{name}", fromlist=[name])
-        except ModuleNotFoundError as e:
-            if e.name != f"hubkit.cli.{name}":
-                raise
-            continue
-        cli.add_command(getattr(module, name))
+    # Each group's module imports its heavy dependencies inside the command, so `hubkit --help` stays fast.
+    from hubkit.cli.hub import hub
+    from hubkit.cli.merge import merge
+    from hubkit.cli.push import push
+
+    for command in (hub, push, merge):
+        cli.add_command(command)
 
 
 _register()
