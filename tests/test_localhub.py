@@ -310,26 +310,6 @@ def test_localhub_imports_only_the_standard_library():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.slow
-def test_demo_publishes_the_base_model(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "hubkit.demo", "--root", str(tmp_path / "demo-hub")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith("Local Hub at http://127.0.0.1:")
-    assert any(
-        line.startswith("Published base model demo/tiny-qwen3") and "model.safetensors" in line
-        for line in lines
-    )
-    assert "AutoModelForCausalLM.from_pretrained('demo/tiny-qwen3')" in result.stdout
-    assert (tmp_path / "demo-hub" / "repos" / "models" / "demo" / "tiny-qwen3.git" / "HEAD").is_file()
-
-
 def test_use_local_hub_patches_an_already_imported_client(tmp_path):
     """When huggingface_hub was imported first, its constants are patched: LFS uploads skip Xet, the
     endpoint and the cache are the local ones."""
