@@ -12,12 +12,12 @@ Trainer writes it after the adapter and optimizer state. Metrics come from the n
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.runs.files import numbered_dirs, read_json_object
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -32,32 +32,13 @@ ADAPTER_CONFIG = "adapter_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from `path`, or None when it is missing or half-written (a save in progress)."""
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _checkpoint_dirs(root: Path) -> list[tuple[int, Path]]:
-    found = []
-    if root.is_dir():
-        for child in root.iterdir():
-            match = _CHECKPOINT_RE.match(child.name)
-            if match and child.is_dir():
-                found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
 def looks_like(root: Path) -> bool:
     """True when `root` holds TRL ``checkpoint-N/`` directories."""
-    return bool(_checkpoint_dirs(root))
+    return bool(numbered_dirs(root, _CHECKPOINT_RE))
 
 
 def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
-    state = _read_json(path / TRAINER_STATE)
+    state = read_json_object(path / TRAINER_STATE)
     complete = state is not None and state.get("global_step") == step
     if (path / TOKENIZER_CONFIG).is_file():
         tokenizer_dir: Path | None = path
@@ -70,8 +51,8 @@ def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
 
 def _newest_state(root: Path, checkpoints: list[Checkpoint]) -> dict[str, Any] | None:
     """The trainer state with the highest global_step: the newest complete checkpoint's or the output dir's."""
-    candidates = [_read_json(c.path / TRAINER_STATE) for c in checkpoints if c.complete]
-    candidates.append(_read_json(root / TRAINER_STATE))  # written by trainer.save_state()
+    candidates = [read_json_object(c.path / TRAINER_STATE) for c in checkpoints if c.complete]
+    candidates.append(read_json_object(root / TRAINER_STATE))  # written by trainer.save_state()
     states = [s for s in candidates if s is not None and isinstance(s.get("global_step"), int)]
     return max(states, key=lambda s: s["global_step"]) if states else None
 
@@ -102,7 +83,7 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
         The run's contents; checkpoints sorted by step, complete or not.
     """
     root = run_dir / manifest.checkpoints_dir
-    checkpoints = [_checkpoint(root, step, path) for step, path in _checkpoint_dirs(root)]
+    checkpoints = [_checkpoint(root, step, path) for step, path in numbered_dirs(root, _CHECKPOINT_RE)]
     state = _newest_state(root, checkpoints)
     max_steps = (state or {}).get("max_steps")
     ended = bool(state and isinstance(max_steps, int) and max_steps > 0 and state["global_step"] >= max_steps)
@@ -114,8 +95,8 @@ def infer(root: Path) -> InferredSettings:
 
     The base model is only taken when it is a Hub id, never a local path.
     """
-    for _, path in reversed(_checkpoint_dirs(root)):
-        config = _read_json(path / ADAPTER_CONFIG)
+    for _, path in reversed(numbered_dirs(root, _CHECKPOINT_RE)):
+        config = read_json_object(path / ADAPTER_CONFIG)
         if config is None:
             continue
         base = config.get("base_model_name_or_path")

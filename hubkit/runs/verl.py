@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from hubkit.errors import ManifestError
 from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.runs.files import numbered_dirs, read_json_object
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -41,27 +41,9 @@ LORA_META = "lora_train_meta.json"
 DEFAULT_METRICS_FILE = "metrics.jsonl"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _step_dirs(root: Path) -> list[tuple[int, Path]]:
-    found = []
-    if root.is_dir():
-        for child in root.iterdir():
-            match = _STEP_RE.match(child.name)
-            if match and (child / "actor").is_dir():
-                found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
 def looks_like(root: Path) -> bool:
     """True when `root` holds verl ``global_step_N/actor/`` directories."""
-    return bool(_step_dirs(root))
+    return bool(numbered_dirs(root, _STEP_RE, holding="actor"))
 
 
 def latest_saved_step(root: Path) -> int | None:
@@ -74,7 +56,7 @@ def latest_saved_step(root: Path) -> int | None:
 
 def world_size(actor_dir: Path) -> int | None:
     """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json``."""
-    config = _read_json(actor_dir / FSDP_CONFIG)
+    config = read_json_object(actor_dir / FSDP_CONFIG)
     size = (config or {}).get("world_size")
     return size if isinstance(size, int) and size > 0 else None
 
@@ -161,7 +143,9 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     """
     root = run_dir / manifest.checkpoints_dir
     latest = latest_saved_step(root)
-    checkpoints = tuple(_checkpoint(step, path, latest) for step, path in _step_dirs(root))
+    checkpoints = tuple(
+        _checkpoint(step, path, latest) for step, path in numbered_dirs(root, _STEP_RE, holding="actor")
+    )
     metrics_path = _metrics_path(run_dir, manifest)
     hyperparameters = manifest.hyperparameters
     total = hyperparameters.get("max_steps", hyperparameters.get("total_training_steps"))
@@ -175,7 +159,7 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
 
 def lora_from_meta(actor_dir: Path) -> LoraSettings | None:
     """LoRA settings from ``lora_train_meta.json`` (verl >= 0.8), or None when absent or alpha is 0."""
-    meta = _read_json(actor_dir / LORA_META)
+    meta = read_json_object(actor_dir / LORA_META)
     if meta is None:
         return None
     return lora_from_adapter_config({"r": meta.get("r"), "lora_alpha": meta.get("lora_alpha")})
@@ -185,9 +169,9 @@ def infer(root: Path) -> InferredSettings:
     """Base model and LoRA settings recorded by verl itself, from the newest step that has them."""
     base_model: str | None = None
     lora: LoraSettings | None = None
-    for _, path in reversed(_step_dirs(root)):
+    for _, path in reversed(numbered_dirs(root, _STEP_RE, holding="actor")):
         actor = path / "actor"
-        config = _read_json(actor / "lora_adapter" / "adapter_config.json")
+        config = read_json_object(actor / "lora_adapter" / "adapter_config.json")
         if config is not None and base_model is None:
             base = config.get("base_model_name_or_path")
             if isinstance(base, str) and is_hub_id(base) and not Path(base).exists():

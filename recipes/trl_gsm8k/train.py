@@ -31,20 +31,11 @@ from typing import Any
 
 from hubkit.errors import HubkitError
 from hubkit.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
+from hubkit.rewards.gsm8k import SYSTEM_PROMPT  # the seed run's, verbatim
 from hubkit.rewards.spec import gsm8k_seed
 
 logger = logging.getLogger("trl_gsm8k")
 
-# The seed run's system prompt (research: trl.md §6.1), verbatim.
-SYSTEM_PROMPT = """
-Respond in the following format:
-<reasoning>
-...
-</reasoning>
-<answer>
-...
-</answer>
-"""
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 

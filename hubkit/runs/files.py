@@ -1,0 +1,36 @@
+"""File helpers both framework readers share: tolerant JSON reads and numbered checkpoint folders."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None when it is missing or half-written (a save in progress)."""
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def numbered_dirs(
+    root: Path, pattern: re.Pattern[str], *, holding: str | None = None
+) -> list[tuple[int, Path]]:
+    """(step, path) of the folders of `root` whose name matches `pattern` (step in group 1), sorted by step.
+
+    Args:
+        root: the folder to look in.
+        pattern: e.g. ``^checkpoint-(\\d+)$``.
+        holding: only folders that contain this sub-folder (verl's ``actor``).
+    """
+    found = []
+    if root.is_dir():
+        for child in root.iterdir():
+            match = pattern.match(child.name)
+            if match and child.is_dir() and (holding is None or (child / holding).is_dir()):
+                found.append((int(match.group(1)), child))
+    return sorted(found)
