@@ -443,14 +443,23 @@ def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, 
         "--watch-interval",
         "0.1",
     ]
-    process = subprocess.Popen([*command, *options], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    # PYTHONFAULTHANDLER: if the push hangs, SIGABRT makes it print every thread's stack for the report.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    process = subprocess.Popen(
+        [*command, *options], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         deadline = time.monotonic() + 120
         while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors"):
             assert time.monotonic() < deadline, "the watching push never published step 1"
             time.sleep(0.1)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stderr = process.communicate(timeout=30)
+            pytest.fail(f"the watching push ignored Ctrl-C for 60 s; its stacks:\n{stderr[-6000:]}")
     finally:
         if process.poll() is None:
             process.kill()
