@@ -446,7 +446,14 @@ def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, 
     # PYTHONFAULTHANDLER: if the push hangs, SIGABRT makes it print every thread's stack for the report.
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     process = subprocess.Popen(
-        [*command, *options], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True, env=env
+        [*command, *options],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # A terminal gives the command the default SIGINT action; a test run started in the background
+        # inherits SIGINT ignored (POSIX shells do that to background jobs), and so would the push.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
