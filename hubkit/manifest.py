@@ -70,6 +70,11 @@ class DatasetInfo:
     num_rows: int | None = None
     content_sha256: str | None = None
 
+    @property
+    def on_hub(self) -> bool:
+        """True when `id` names a Hub dataset ("owner/name"), not a local problem file."""
+        return "/" in self.id and is_hub_id(self.id)
+
 
 @dataclass(frozen=True)
 class LoraSettings:

@@ -32,7 +32,7 @@ def adapter_card_metadata(manifest: Manifest) -> dict[str, object]:
         "pipeline_tag": "text-generation",
         "tags": tags,
     }
-    if manifest.dataset is not None:
+    if manifest.dataset is not None and manifest.dataset.on_hub:
         metadata["datasets"] = [manifest.dataset.id]
     return metadata
 
@@ -72,7 +72,7 @@ def render_adapter_card(
         base_model=manifest.base_model,
         framework={"trl": "TRL", "verl": "verl"}[manifest.framework],
         algorithm=algorithm,
-        dataset=manifest.dataset.id if manifest.dataset else None,
+        dataset=manifest.dataset,
         steps=sorted(steps),
         final_step=max(steps),
     )

@@ -19,7 +19,7 @@ def merged_card_metadata(manifest: Manifest) -> dict[str, object]:
         "pipeline_tag": "text-generation",
         "tags": ["hubkit", "merged-lora", manifest.framework, "gdpo" if gdpo else "grpo"],
     }
-    if manifest.dataset is not None:
+    if manifest.dataset is not None and manifest.dataset.on_hub:
         metadata["datasets"] = [manifest.dataset.id]
     return metadata
 
@@ -54,7 +54,7 @@ def render_merged_card(
         step=step,
         algorithm="GDPO (normalize-then-sum)" if gdpo else "GRPO",
         framework={"trl": "TRL", "verl": "verl"}[manifest.framework],
-        dataset=manifest.dataset.id if manifest.dataset else None,
+        dataset=manifest.dataset,
         dtype=dtype,
         merged_modules=merged_modules,
     )
