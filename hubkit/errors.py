@@ -62,3 +62,14 @@ class UnsafeFileError(PublishError):
 
 class RewardSpecError(HubkitError):
     """A reward spec names an unknown component or has invalid parameters."""
+
+
+# --- Evaluation ---------------------------------------------------------------------------------
+
+
+class EvalError(HubkitError):
+    """An evaluation cannot run as asked: no problems, an unknown metric, unreadable or newer results."""
+
+
+class ContaminationError(EvalError):
+    """The evaluation problems overlap the problems the run was trained on."""

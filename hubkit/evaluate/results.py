@@ -1,0 +1,408 @@
+"""What an evaluation stores: ``eval/results.json`` (the summary) and ``eval/samples.jsonl`` (every answer).
+
+The files are the contract between `hubkit eval` and what reads its results (the push, the cards, the
+Space's example prompts). ``results.json``::
+
+    {"schema_version": 1, "run_id": "...", "created_at": "2026-03-01T12:00:00Z",
+     "metric": {"name": "gsm8k_correctness", "description": "..."},
+     "problems": {"source": "openai/gsm8k", "split": "test", "revision": "...", "n": 200, "sha256": "...",
+                  "contamination": {"checked": true, "overlap": 0, "train_problems": 7473}},
+     "generation": {"backend": "transformers", "max_new_tokens": 768, "temperature": 0.0, "top_p": 1.0,
+                    "do_sample": false, "seed": 0, "batch_size": 16, "chat_template": "...",
+                    "system_prompt": "..."},
+     "models": [{"name": "base", "step": null, "n": 200, "correct": 141, "accuracy": 0.705,
+                 "ci95": [0.638, 0.764], "tokens_mean": 283.1, "tokens_median": 270.0, "tokens_max": 768,
+                 "truncated_share": 0.02}, {"name": "global_step_20", "step": 20, ...}]}
+
+``samples.jsonl`` holds one line per (model, problem)::
+
+    {"model": "global_step_20", "step": 20, "problem_index": 0, "problem": "...", "reference": "72",
+     "answer": "...", "correct": true, "tokens": 215, "truncated": false}
+
+`save_eval` writes the samples first and the summary last (each atomically), so a ``results.json`` on disk
+always belongs to a complete ``samples.jsonl``. This module needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hubkit.errors import EvalError
+
+SCHEMA_VERSION = 1
+EVAL_DIR = "eval"
+RESULTS_NAME = "results.json"
+SAMPLES_NAME = "samples.jsonl"
+BASE_NAME = "base"
+METRICS: tuple[str, ...] = ("gsm8k_correctness", "math_correctness")
+BACKENDS: tuple[str, ...] = ("transformers", "vllm")
+# The 97.5th percentile of the standard normal distribution (a two-sided 95 % interval).
+_Z95 = 1.959963984540054
+
+MetricName = Literal["gsm8k_correctness", "math_correctness"]
+Backend = Literal["transformers", "vllm"]
+
+
+def model_name(step: int | None) -> str:
+    """How results name a model: ``base`` for the base model, ``global_step_N`` for a checkpoint."""
+    return BASE_NAME if step is None else f"global_step_{step}"
+
+
+def wilson_interval(correct: int, n: int) -> tuple[float, float]:
+    """The Wilson score 95 % interval of a proportion `correct` / `n`.
+
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or `n` correct.
+
+    Args:
+        correct: successes, 0 ≤ correct ≤ n.
+        n: trials, at least 1.
+
+    Returns:
+        (low, high).
+
+    Raises:
+        ValueError: `n` < 1 or `correct` outside [0, n].
+    """
+    if n < 1 or not 0 <= correct <= n:
+        raise ValueError(f"need 0 <= correct <= n and n >= 1, got correct={correct}, n={n}")
+    p = correct / n
+    z2 = _Z95 * _Z95
+    denominator = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denominator
+    half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One model's answer to one problem, with its verdict."""
+
+    model: str
+    step: int | None
+    problem_index: int
+    problem: str
+    reference: str
+    answer: str
+    correct: bool
+    tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """The metric: a reward component of the run's own spec, used as a 0/1 verdict."""
+
+    name: MetricName
+    description: str
+
+    def __post_init__(self) -> None:
+        if self.name not in METRICS:
+            raise EvalError(f"metric must be one of {METRICS}, got {self.name!r}")
+
+
+@dataclass(frozen=True)
+class Contamination:
+    """Whether the problems were checked against the run's training problems, and how many overlap.
+
+    Attributes:
+        checked: False when the run records no training-problem hashes.
+        overlap: evaluation problems whose normalized text is a training problem's (0 when not checked).
+        train_problems: how many training problems the run records, or None when not checked.
+    """
+
+    checked: bool
+    overlap: int
+    train_problems: int | None
+
+
+@dataclass(frozen=True)
+class ProblemsInfo:
+    """The problem set: where it came from (a Hub dataset id or a file name, never a local path)."""
+
+    source: str
+    split: str | None
+    revision: str | None
+    n: int
+    sha256: str
+    contamination: Contamination
+
+
+@dataclass(frozen=True)
+class GenerationInfo:
+    """How the answers were generated."""
+
+    backend: Backend
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    do_sample: bool
+    seed: int
+    batch_size: int
+    chat_template: str
+    system_prompt: str | None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise EvalError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One model's scores: accuracy with its Wilson 95 % interval, and its answers' lengths in tokens."""
+
+    name: str
+    step: int | None
+    n: int
+    correct: int
+    accuracy: float
+    ci95: tuple[float, float]
+    tokens_mean: float
+    tokens_median: float
+    tokens_max: int
+    truncated_share: float
+
+    @classmethod
+    def from_samples(cls, step: int | None, samples: Sequence[Sample]) -> ModelResult:
+        """Summarize one model's samples.
+
+        Args:
+            step: the checkpoint's step, None for the base model.
+            samples: that model's samples, at least one.
+
+        Returns:
+            The summary.
+
+        Raises:
+            ValueError: no samples, or a sample of another model.
+        """
+        name = model_name(step)
+        if not samples:
+            raise ValueError(f"no samples for {name}")
+        if any(s.model != name or s.step != step for s in samples):
+            raise ValueError(f"samples of other models than {name} given")
+        n = len(samples)
+        correct = sum(s.correct for s in samples)
+        tokens = [s.tokens for s in samples]
+        return cls(
+            name=name,
+            step=step,
+            n=n,
+            correct=correct,
+            accuracy=correct / n,
+            ci95=wilson_interval(correct, n),
+            tokens_mean=statistics.fmean(tokens),
+            tokens_median=float(statistics.median(tokens)),
+            tokens_max=max(tokens),
+            truncated_share=sum(s.truncated for s in samples) / n,
+        )
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """The content of ``results.json``."""
+
+    run_id: str
+    created_at: str
+    metric: MetricInfo
+    problems: ProblemsInfo
+    generation: GenerationInfo
+    models: tuple[ModelResult, ...]
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.schema_version > SCHEMA_VERSION:
+            raise EvalError(
+                f"{RESULTS_NAME} has schema {self.schema_version}, newer than this hubkit ({SCHEMA_VERSION}): "
+                "upgrade hubkit"
+            )
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise EvalError(f"{RESULTS_NAME} names a model twice: {names}")
+
+    @property
+    def base(self) -> ModelResult | None:
+        """The base model's result, if it was evaluated."""
+        return next((m for m in self.models if m.step is None), None)
+
+    @property
+    def checkpoints(self) -> tuple[ModelResult, ...]:
+        """The checkpoints' results, by step."""
+        return tuple(sorted((m for m in self.models if m.step is not None), key=lambda m: m.step or 0))
+
+    def by_step(self, step: int | None) -> ModelResult:
+        """The result of the checkpoint at `step` (None: the base model).
+
+        Raises:
+            KeyError: that model was not evaluated.
+        """
+        for result in self.models:
+            if result.step == step:
+                return result
+        raise KeyError(model_name(step))
+
+    def best(self) -> ModelResult | None:
+        """The checkpoint to use: the highest accuracy; on a tie, fewer tokens on average, then the earlier step.
+
+        Returns:
+            That checkpoint's result, or None when no checkpoint was evaluated (the base never counts).
+        """
+        return min(self.checkpoints, key=lambda m: (-m.accuracy, m.tokens_mean, m.step), default=None)
+
+
+@dataclass(frozen=True)
+class EvalResults:
+    """A run's evaluation as read back: the summary and every sample."""
+
+    summary: EvalSummary
+    samples: tuple[Sample, ...]
+
+    def best(self) -> ModelResult | None:
+        """See `EvalSummary.best`."""
+        return self.summary.best()
+
+    def by_step(self, step: int | None) -> ModelResult:
+        """See `EvalSummary.by_step`."""
+        return self.summary.by_step(step)
+
+    def samples_of(self, step: int | None) -> tuple[Sample, ...]:
+        """One model's samples (None: the base model), in problem order."""
+        return tuple(sorted((s for s in self.samples if s.step == step), key=lambda s: s.problem_index))
+
+    def before_after(self, step: int, limit: int | None = None) -> list[tuple[Sample, Sample]]:
+        """(base answer, checkpoint answer) pairs for the same problems, the telling ones first.
+
+        Order: problems the checkpoint fixed (base wrong, checkpoint right); then problems both got
+        right, the most tokens saved first; then the rest, in problem order.
+
+        Args:
+            step: the checkpoint.
+            limit: at most this many pairs.
+
+        Returns:
+            The pairs (empty when the base or the checkpoint was not evaluated).
+        """
+        base = {s.problem_index: s for s in self.samples_of(None)}
+        pairs = [(base[s.problem_index], s) for s in self.samples_of(step) if s.problem_index in base]
+
+        def order(pair: tuple[Sample, Sample]) -> tuple[int, int, int]:
+            before, after = pair
+            if after.correct and not before.correct:
+                rank = 0
+            elif after.correct and before.correct:
+                rank = 1
+            else:
+                rank = 2
+            saved = before.tokens - after.tokens if rank == 1 else 0
+            return rank, -saved, after.problem_index
+
+        return sorted(pairs, key=order)[:limit]
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def summary_to_dict(summary: EvalSummary) -> dict[str, Any]:
+    """`results.json`'s JSON form of `summary` (the key order of the documented schema)."""
+    data = asdict(summary)
+    ordered = {"schema_version": data.pop("schema_version"), **data}
+    for model in ordered["models"]:
+        model["ci95"] = list(model["ci95"])
+    return ordered
+
+
+def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
+    """Rebuild a summary from `summary_to_dict`'s form.
+
+    Raises:
+        EvalError: the data is not a valid summary, or has a newer schema.
+    """
+    if not isinstance(data, dict):
+        raise EvalError(f"{RESULTS_NAME} must hold a JSON object")
+    try:
+        problems = dict(data["problems"])
+        problems["contamination"] = Contamination(**problems["contamination"])
+        models = tuple(ModelResult(**{**m, "ci95": tuple(m["ci95"])}) for m in data["models"])
+        return EvalSummary(
+            run_id=data["run_id"],
+            created_at=data["created_at"],
+            metric=MetricInfo(**data["metric"]),
+            problems=ProblemsInfo(**problems),
+            generation=GenerationInfo(**data["generation"]),
+            models=models,
+            schema_version=data.get("schema_version", SCHEMA_VERSION),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise EvalError(f"invalid {RESULTS_NAME} ({e}): run `hubkit eval` again") from e
+
+
+def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: Iterable[Sample]) -> Path:
+    """Write ``run_dir/eval/samples.jsonl`` and then ``run_dir/eval/results.json``.
+
+    Args:
+        run_dir: the run directory.
+        summary: the summary.
+        samples: every (model, problem) sample.
+
+    Returns:
+        The ``eval/`` directory.
+    """
+    eval_dir = Path(run_dir) / EVAL_DIR
+    eval_dir.mkdir(parents=True, exist_ok=True)
+    lines = (json.dumps(asdict(s), ensure_ascii=False, allow_nan=False) + "\n" for s in samples)
+    _write_atomic(eval_dir / SAMPLES_NAME, "".join(lines))
+    text = json.dumps(summary_to_dict(summary), indent=2, ensure_ascii=False, allow_nan=False)
+    _write_atomic(eval_dir / RESULTS_NAME, text + "\n")
+    return eval_dir
+
+
+def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
+    """Read a run's evaluation.
+
+    Args:
+        run_dir: the run directory.
+
+    Returns:
+        The results, or None when the run has not been evaluated (no ``eval/results.json``).
+
+    Raises:
+        EvalError: the files are corrupt, incomplete or from a newer hubkit.
+    """
+    eval_dir = Path(run_dir) / EVAL_DIR
+    try:
+        text = (eval_dir / RESULTS_NAME).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        summary = summary_from_dict(json.loads(text))
+    except json.JSONDecodeError as e:
+        raise EvalError(
+            f"{EVAL_DIR}/{RESULTS_NAME} is not valid JSON ({e.msg}): run `hubkit eval` again"
+        ) from e
+    try:
+        lines = (eval_dir / SAMPLES_NAME).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as e:
+        raise EvalError(f"{EVAL_DIR}/{SAMPLES_NAME} is missing: run `hubkit eval` again") from e
+    samples = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            samples.append(Sample(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise EvalError(
+                f"{EVAL_DIR}/{SAMPLES_NAME} line {number} is not a sample ({e}): run `hubkit eval` again"
+            ) from e
+    return EvalResults(summary=summary, samples=tuple(samples))
