@@ -12,29 +12,31 @@ from __future__ import annotations
 import json
 import logging
 import re
-import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
 from hubkit.manifest import LoraSettings
+from hubkit.peft_adapter import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    LoraPair,
+    lora_pairs,
+    normalize_key,
+    parse_lora_key,
+    read_adapter_config,
+    read_adapter_weights,
+    read_weights_header,
+)
 from hubkit.runs.model import Checkpoint, Run
 from hubkit.runs.verl import lora_from_meta
 
 logger = logging.getLogger(__name__)
-
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-PICKLED_WEIGHTS = "adapter_model.bin"
-PEFT_PREFIX = "base_model.model."
-# base_model.model.<module path>.lora_{A,B}.weight: the only keys a plain LoRA adapter holds.
-_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 
 
 @dataclass(frozen=True)
@@ -56,124 +58,29 @@ class PreparedAdapter:
     rebuilt: bool
 
 
-# --- reading --------------------------------------------------------------------------------------
-
-
-def _check_safetensors_length(path: Path, label: str) -> None:
-    """Refuse a safetensors file whose size disagrees with its header (a truncated copy or save)."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        raw_length = f.read(8)
-        if len(raw_length) < 8:
-            raise CheckpointError(f"{label}: {path.name} is truncated ({size} bytes): re-save the checkpoint")
-        (header_length,) = struct.unpack("<Q", raw_length)
-        if 8 + header_length > size:
-            raise CheckpointError(f"{label}: {path.name} is truncated (header runs past the end of the file)")
-        try:
-            header = json.loads(f.read(header_length))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{label}: {path.name} has a corrupt header: re-save the checkpoint") from e
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{label}: {path.name} has a corrupt header: re-save the checkpoint")
-    data_end = max(
-        (entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"),
-        default=0,
-    )
-    if size != 8 + header_length + data_end:
-        raise CheckpointError(
-            f"{label}: {path.name} is truncated ({size} bytes, its header describes {8 + header_length + data_end})"
-        )
-
-
-def _read_config(adapter_dir: Path, label: str) -> dict[str, Any]:
-    path = adapter_dir / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise AdapterError(
-            f"{label}: no {ADAPTER_CONFIG} in the adapter: the checkpoint cannot be loaded"
-        ) from e
-    except json.JSONDecodeError as e:
-        raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e.msg})") from e
-    if not isinstance(config, dict):
-        raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object")
-    return config
-
-
-def _read_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tensor]:
-    path = adapter_dir / ADAPTER_WEIGHTS
-    if not path.is_file():
-        if (adapter_dir / PICKLED_WEIGHTS).is_file():
-            raise CheckpointError(
-                f"{label}: only {PICKLED_WEIGHTS} (a pickle, never loaded by hubkit) is saved: "
-                "re-save the adapter with safe_serialization=True"
-            )
-        raise CheckpointError(f"{label}: no {ADAPTER_WEIGHTS} in the adapter: the checkpoint is incomplete")
-    _check_safetensors_length(path, label)
-    return load_file(path)
-
-
-def normalize_key(key: str) -> str:
-    """A LoRA key in PEFT's saved form: adapter name and FSDP wrapper names removed, PEFT prefix present.
-
-    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight`` →
-    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``.
-    """
-    key = key.replace("_fsdp_wrapped_module.", "")
-    key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
-    return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
-
-
 # --- validation -----------------------------------------------------------------------------------
 
 
-def _module_pairs(
-    tensors: dict[str, torch.Tensor], label: str
-) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """lora_A/lora_B per module, refusing foreign keys, unpaired weights, NaN/Inf and no-op adapters."""
+def _checked_pairs(
+    tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str
+) -> dict[str, LoraPair]:
+    """The adapter's LoRA pairs (see `hubkit.peft_adapter.lora_pairs`), refusing NaN/Inf and no-op adapters."""
     if not tensors:
         raise AdapterError(
             f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
             "it would load as a no-op"
         )
-    halves: dict[str, dict[str, torch.Tensor]] = {}
     for key, tensor in tensors.items():
-        match = _LORA_KEY_RE.match(key)
-        if match is None:
-            raise AdapterError(
-                f"{label}: unexpected tensor {key!r}: only plain LoRA adapters can be published"
-            )
         if not torch.isfinite(tensor).all():
             raise AdapterError(
                 f"{label}: {key} contains NaN or Inf: training diverged at or before this step"
             )
-        halves.setdefault(match["module"], {})[match["part"]] = tensor
-    pairs = {}
-    for module, parts in sorted(halves.items()):
-        if set(parts) != {"A", "B"}:
-            raise AdapterError(f"{label}: module {module} has lora_{next(iter(parts))} but not its pair")
-        a, b = parts["A"], parts["B"]
-        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1]:
-            raise AdapterError(
-                f"{label}: module {module} has mismatched LoRA shapes A{tuple(a.shape)} B{tuple(b.shape)}"
-            )
-        pairs[module] = (a, b)
-    if all(not b.any() for _, b in pairs.values()):
+    pairs = lora_pairs(tensors, config, label)
+    if all(not pair.lora_b.any() for pair in pairs.values()):
         raise AdapterError(
             f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
         )
     return pairs
-
-
-def _check_rank(
-    pairs: dict[str, tuple[torch.Tensor, torch.Tensor]], config: dict[str, Any], label: str
-) -> None:
-    if config.get("rank_pattern"):
-        return  # per-module ranks: the A/B pairing check already holds
-    r = config.get("r")
-    for module, (a, _) in pairs.items():
-        if a.shape[0] != r:
-            raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={r}")
 
 
 def _is_targeted(module: str, targets: object) -> bool:
@@ -230,7 +137,7 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
     return normalized
 
 
-def _rebuilt_config(pairs: dict[str, Any], lora: LoraSettings, run: Run) -> dict[str, Any]:
+def _rebuilt_config(modules: set[str], lora: LoraSettings, run: Run) -> dict[str, Any]:
     """A LoRA config for tensors rebuilt from verl's shards (verl builds LoRA with these fixed settings)."""
     return {
         "peft_type": "LORA",
@@ -242,7 +149,7 @@ def _rebuilt_config(pairs: dict[str, Any], lora: LoraSettings, run: Run) -> dict
         "lora_dropout": lora.dropout,
         "use_rslora": lora.use_rslora,
         "bias": "none",
-        "target_modules": sorted({module.rsplit(".", 1)[-1] for module in pairs}),
+        "target_modules": sorted({module.rsplit(".", 1)[-1] for module in modules}),
         "inference_mode": True,
         "fan_in_fan_out": False,
         "use_dora": False,
@@ -254,12 +161,11 @@ def _rebuilt_config(pairs: dict[str, Any], lora: LoraSettings, run: Run) -> dict
 def _validated_saved_adapter(
     adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
-    config = _read_config(adapter_dir, label)
+    config = read_adapter_config(adapter_dir, label)
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
-    tensors = {normalize_key(k): v for k, v in _read_weights(adapter_dir, label).items()}
-    pairs = _module_pairs(tensors, label)
-    _check_rank(pairs, config, label)
+    tensors = {normalize_key(k): v for k, v in read_adapter_weights(adapter_dir, label).items()}
+    pairs = _checked_pairs(tensors, config, label)
     _check_targets(pairs, config, label)
     alpha = _alpha(config, lora, label)
     return tensors, _normalized_config(config, run, alpha), len(pairs)
@@ -279,9 +185,8 @@ def _rebuilt_adapter(
             "(no lora_train_meta.json): add lora to hubkit.json"
         )
     tensors = {normalize_key(k): v for k, v in load_lora_tensors(actor_dir, label).items()}
-    pairs = _module_pairs(tensors, label)
-    config = _rebuilt_config(pairs, lora, run)
-    _check_rank(pairs, config, label)
+    config = _rebuilt_config({parse_lora_key(k)[0] for k in tensors if parse_lora_key(k)}, lora, run)
+    pairs = _checked_pairs(tensors, config, label)
     return tensors, config, len(pairs)
 
 
@@ -392,33 +297,26 @@ def check_against_base(
 
     Raises:
         BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
-        CheckpointError: the adapter weights file is missing or truncated.
+        AdapterError: the adapter weights file is missing or truncated.
     """
     label = label or adapter_dir.name
-    path = Path(adapter_dir) / ADAPTER_WEIGHTS
-    if not path.is_file():
-        raise CheckpointError(f"{label}: no {ADAPTER_WEIGHTS} in {adapter_dir.name}/")
-    _check_safetensors_length(path, label)
+    header = read_weights_header(Path(adapter_dir), label)
     linears = _base_linear_shapes(base_model, revision, endpoint, token)
-    with safe_open(path, framework="pt") as f:
-        for key in f.keys():  # noqa: SIM118 - safe_open handles are not iterable
-            match = _LORA_KEY_RE.match(key)
-            if match is None:
-                raise BaseModelMismatchError(
-                    f"{label}: {key!r} is not a LoRA weight of a {base_model} module"
-                )
-            module = match["module"]
-            if module not in linears:
-                raise BaseModelMismatchError(
-                    f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"
-                )
-            in_features, out_features = linears[module]
-            shape = tuple(f.get_slice(key).get_shape())
-            expected_dim, actual_dim = (
-                (in_features, shape[1]) if match["part"] == "A" else (out_features, shape[0])
+    for tensor in header.tensors:
+        key = tensor.name
+        parsed = parse_lora_key(key)
+        if parsed is None:
+            raise BaseModelMismatchError(f"{label}: {key!r} is not a LoRA weight of a {base_model} module")
+        module, part = parsed
+        if module not in linears:
+            raise BaseModelMismatchError(
+                f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"
             )
-            if actual_dim != expected_dim:
-                raise BaseModelMismatchError(
-                    f"{label}: {module}.lora_{match['part']} has shape {shape} but {base_model}'s {module} "
-                    f"is {in_features}->{out_features}: was it trained on another base?"
-                )
+        in_features, out_features = linears[module]
+        shape = tensor.shape
+        expected_dim, actual_dim = (in_features, shape[1]) if part == "A" else (out_features, shape[0])
+        if actual_dim != expected_dim:
+            raise BaseModelMismatchError(
+                f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
+                f"is {in_features}->{out_features}: was it trained on another base?"
+            )

@@ -200,7 +200,7 @@ def test_refuses_truncated_safetensors(tmp_path: Path, keep_bytes: int) -> None:
     data = weights.read_bytes()
     weights.write_bytes(data[:keep_bytes])
     with pytest.raises(
-        CheckpointError, match=r"global_step_1 of run handmade: adapter_model\.safetensors is truncated"
+        AdapterError, match=r"global_step_1 of run handmade: adapter_model\.safetensors is truncated"
     ):
         _prepare(tmp_path / "run", tmp_path / "out")
 
@@ -221,7 +221,7 @@ def test_refuses_pickle_only_checkpoint_without_unpickling(tmp_path: Path) -> No
     marker = tmp_path / "unpickled"
     (checkpoint / "adapter_model.bin").write_bytes(pickle.dumps({"weights": _Tripwire(marker)}))
     with pytest.raises(
-        CheckpointError, match=r"global_step_1 of run handmade: only adapter_model\.bin \(a pickle"
+        AdapterError, match=r"global_step_1 of run handmade: only adapter_model\.bin \(a pickle"
     ):
         _prepare(tmp_path / "run", tmp_path / "out")
     assert not marker.exists()

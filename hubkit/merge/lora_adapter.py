@@ -1,27 +1,19 @@
-"""Read a PEFT LoRA adapter folder into the (A, B, scale) triples that the merge folds in."""
+"""The adapter side of a merge: a PEFT LoRA folder as the (A, B, scale) triples the merge folds in.
+
+The format itself is read by `hubkit.peft_adapter`; this module adds what only a merge cares about:
+the LoRA variants whose merge is not ``W + scale * B @ A`` are refused.
+"""
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 from hubkit.errors import AdapterError, MergeError
 from hubkit.merge.lora import lora_scale
-
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-# PEFT saves `base_model.model.<module>.lora_A.weight`; <module> is the base model's module name.
-PEFT_PREFIX = "base_model.model."
-# PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
-# `<module>.base_layer.weight`; the merge takes that weight from the base shards instead.
-_FROZEN_COPY = ".base_layer.weight"
-_LORA_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+from hubkit.peft_adapter import lora_pairs, read_adapter_config, read_adapter_weights
 
 # LoraConfig options that change what a merge must compute; hubkit merges plain LoRA and rsLoRA only.
 _UNSUPPORTED_OPTIONS = {
@@ -62,93 +54,33 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
         One LoraModule per adapted module, sorted by module name.
 
     Raises:
-        AdapterError: a file is missing or unreadable, the adapter is not LoRA, or a key is not a
-            PEFT LoRA key.
-        MergeError: the adapter uses a LoRA variant hubkit cannot merge (DoRA, biases, ...).
+        AdapterError: a file is missing, truncated or unreadable, a key is not a PEFT LoRA key, or the
+            adapter holds no LoRA weights (as `hubkit.peft_adapter` reports them).
+        MergeError: the adapter is not LoRA or uses a variant hubkit cannot merge (DoRA, biases, ...).
     """
-    config = _read_config(adapter_dir)
+    label = f"adapter {adapter_dir.name}"
+    config = read_adapter_config(adapter_dir, label)
+    if config.get("peft_type") != "LORA":
+        raise MergeError(
+            f"the adapter is {config.get('peft_type')!r}, not LoRA; hubkit merges LoRA adapters only"
+        )
     for option, what in _UNSUPPORTED_OPTIONS.items():
         if config.get(option):
             raise MergeError(
                 f"the adapter uses {what}, which hubkit cannot merge; merge it with PEFT instead"
             )
-    try:
-        tensors = load_file(adapter_dir / ADAPTER_WEIGHTS)
-    except (FileNotFoundError, SafetensorError) as e:
-        raise AdapterError(
-            f"cannot read {ADAPTER_WEIGHTS} in the adapter folder ({e}); re-save the adapter"
-        ) from e
-
-    pairs: dict[str, dict[str, torch.Tensor]] = {}
-    frozen_copies = []
-    for key, tensor in tensors.items():
-        match = _LORA_KEY.match(key.removeprefix(PEFT_PREFIX))
-        if key.startswith(PEFT_PREFIX) and key.endswith(_FROZEN_COPY):
-            frozen_copies.append(key.removeprefix(PEFT_PREFIX).removesuffix(_FROZEN_COPY))
-        elif not key.startswith(PEFT_PREFIX) or match is None:
-            if "lora_magnitude_vector" in key:
-                raise MergeError("the adapter holds DoRA magnitude vectors, which hubkit cannot merge")
-            raise AdapterError(
-                f"adapter key {key} is not a PEFT LoRA Linear key; normalize the adapter first"
-            )
-        else:
-            pairs.setdefault(match["module"], {})[match["part"]] = tensor
-    for module in frozen_copies:
-        if module not in pairs:
-            raise AdapterError(
-                f"the adapter stores a full {module} weight without LoRA; hubkit cannot merge it"
-            )
-
+    tensors = read_adapter_weights(adapter_dir, label)
+    if any("lora_magnitude_vector" in key for key in tensors):
+        raise MergeError("the adapter holds DoRA magnitude vectors, which hubkit cannot merge")
+    pairs = lora_pairs(tensors, config, label, frozen_copies=True)
+    if not pairs:
+        raise AdapterError(f"{label} holds no LoRA weights; it would merge as a no-op")
     modules = []
-    for module, pair in sorted(pairs.items()):
-        if set(pair) != {"A", "B"}:
+    for pair in pairs.values():
+        if not pair.alpha:
             raise AdapterError(
-                f"adapter module {module} has lora_A or lora_B but not both; re-save the adapter"
+                f"{label}: module {pair.module} has lora_alpha {pair.alpha}; it would merge as a no-op"
             )
-        modules.append(_lora_module(module, pair["A"], pair["B"], config))
-    if not modules:
-        raise AdapterError("the adapter holds no LoRA weights; it would merge as a no-op")
+        scale = lora_scale(pair.alpha, pair.rank, bool(config.get("use_rslora")))
+        modules.append(LoraModule(module=pair.module, lora_a=pair.lora_a, lora_b=pair.lora_b, scale=scale))
     return modules
-
-
-def _read_config(adapter_dir: Path) -> dict:
-    path = adapter_dir / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise AdapterError(f"no {ADAPTER_CONFIG} in the adapter folder {adapter_dir.name}") from e
-    except json.JSONDecodeError as e:
-        raise AdapterError(f"{ADAPTER_CONFIG} is not valid JSON ({e}); re-save the adapter") from e
-    if config.get("peft_type") != "LORA":
-        raise MergeError(
-            f"the adapter is {config.get('peft_type')!r}, not LoRA; hubkit merges LoRA adapters only"
-        )
-    return config
-
-
-def _lora_module(module: str, lora_a: torch.Tensor, lora_b: torch.Tensor, config: dict) -> LoraModule:
-    if lora_a.dim() != 2 or lora_b.dim() != 2 or lora_a.shape[0] != lora_b.shape[1]:
-        raise AdapterError(
-            f"adapter module {module} has lora_A {tuple(lora_a.shape)} and lora_B {tuple(lora_b.shape)}, "
-            "which do not form a LoRA pair; re-save the adapter"
-        )
-    rank = config.get("rank_pattern", {}).get(
-        _pattern_key(config.get("rank_pattern", {}), module), config["r"]
-    )
-    alpha = config.get("alpha_pattern", {}).get(
-        _pattern_key(config.get("alpha_pattern", {}), module), config["lora_alpha"]
-    )
-    if rank != lora_a.shape[0]:
-        raise AdapterError(f"adapter module {module} has rank {lora_a.shape[0]} but its config says r={rank}")
-    if not alpha:
-        raise AdapterError(f"adapter module {module} has lora_alpha {alpha}; it would merge as a no-op")
-    scale = lora_scale(alpha, rank, bool(config.get("use_rslora")))
-    return LoraModule(module=module, lora_a=lora_a, lora_b=lora_b, scale=scale)
-
-
-def _pattern_key(patterns: dict[str, object], module: str) -> str:
-    # PEFT's rule (peft.utils.other.get_pattern_key): a pattern matches a suffix of the module name.
-    for key in patterns:
-        if re.match(rf"(.*\.)?({key})$", module):
-            return key
-    return module

@@ -13,7 +13,8 @@ from pathlib import Path
 from hubkit.errors import BaseModelMismatchError, MergeError
 from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
 from hubkit.merge.lora_adapter import LoraModule
-from hubkit.merge.shards import TORCH_DTYPES, ShardHeader, TensorInfo, read_header
+from hubkit.merge.shards import TORCH_DTYPES, read_shard_header
+from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 # The output head of the Qwen2/Qwen3/Llama family; with tied embeddings it has no weight of its own.
 LM_HEAD = "lm_head"
@@ -24,7 +25,7 @@ class MergePlan:
     """What to merge where: the base shards in order, and the LoRA module for each targeted weight."""
 
     base_dir: Path
-    shards: tuple[ShardHeader, ...]
+    shards: tuple[SafetensorsHeader, ...]
     index: dict | None  # the parsed model.safetensors.index.json, None for a single-file model
     targets: dict[str, LoraModule]  # base weight name -> the LoRA module merged into it
     carried: tuple[Path, ...]  # config, generation config, tokenizer, chat template, license
@@ -64,7 +65,7 @@ def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
         ) from e
     index = _read_index(base_dir)
     shard_names = sorted(set(index["weight_map"].values())) if index else [SINGLE_SHARD]
-    shards = tuple(read_header(base_dir / name) for name in shard_names)
+    shards = tuple(read_shard_header(base_dir / name) for name in shard_names)
     weights = {t.name: t for shard in shards for t in shard.tensors}
     if index:
         _check_index(index, shards)
@@ -111,7 +112,7 @@ def _read_index(base_dir: Path) -> dict | None:
     return index
 
 
-def _check_index(index: dict, shards: tuple[ShardHeader, ...]) -> None:
+def _check_index(index: dict, shards: tuple[SafetensorsHeader, ...]) -> None:
     located = {t.name: shard.path.name for shard in shards for t in shard.tensors}
     for name, shard_name in index["weight_map"].items():
         if located.get(name) != shard_name:

@@ -14,7 +14,6 @@ import os
 import struct
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -22,20 +21,11 @@ import numpy
 import torch
 
 from hubkit.errors import MergeError
-
-# Bytes per element of the safetensors dtypes whose size can be checked against the shape.
-DTYPE_SIZES: dict[str, int] = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2,
-    "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-    "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
-    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-}  # fmt: skip
+from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 # The floating-point dtypes a LoRA delta can be merged into (quantized weights cannot).
 TORCH_DTYPES: dict[str, torch.dtype] = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
-# A header larger than this is not a real checkpoint header (safetensors itself caps it at 100 MB).
-MAX_HEADER_BYTES = 100_000_000
 COPY_CHUNK_BYTES = 16 * 1024 * 1024
 # What copy_file_range answers where a kernel or file system does not support it.
 _COPY_UNSUPPORTED = (errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
@@ -44,98 +34,22 @@ if sys.byteorder != "little":  # safetensors stores little-endian bytes; torch.f
     raise ImportError("hubkit.merge needs a little-endian machine")
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor of a shard: its name, dtype, shape and where its bytes lie in the file."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int  # absolute position of the first byte in the file
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class ShardHeader:
-    """The parsed header of one safetensors file; tensors are in file order."""
-
-    path: Path
-    tensors: tuple[TensorInfo, ...]
-    metadata: dict[str, str]
-
-    def by_name(self) -> dict[str, TensorInfo]:
-        return {t.name: t for t in self.tensors}
-
-
-def read_header(path: Path) -> ShardHeader:
-    """Parse and check a safetensors header without reading any tensor bytes.
-
-    Args:
-        path: the safetensors file.
-
-    Returns:
-        The header, with absolute byte offsets, tensors sorted by offset.
+def read_shard_header(path: Path) -> SafetensorsHeader:
+    """A base shard's header (see `hubkit.safetensors_header.read_header`).
 
     Raises:
-        MergeError: the file is missing, truncated, or its header is not valid safetensors.
+        MergeError: the shard is missing, truncated or corrupt.
     """
     try:
-        file_size = path.stat().st_size
-        with path.open("rb") as f:
-            prefix = f.read(8)
-            if len(prefix) < 8:
-                raise MergeError(
-                    f"{path.name} is not a safetensors file (shorter than 8 bytes); re-download it"
-                )
-            (header_len,) = struct.unpack("<Q", prefix)
-            if header_len > min(MAX_HEADER_BYTES, file_size - 8):
-                raise MergeError(
-                    f"{path.name} has a corrupt safetensors header (length {header_len}); re-download it"
-                )
-            raw = json.loads(f.read(header_len))
-    except FileNotFoundError as e:
-        raise MergeError(f"base shard {path.name} is missing; re-download the base model") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MergeError(f"{path.name} has a corrupt safetensors header ({e}); re-download it") from e
-    if not isinstance(raw, dict):
-        raise MergeError(f"{path.name} has a corrupt safetensors header (not a JSON object); re-download it")
-    data_start = 8 + header_len
-    metadata = raw.pop("__metadata__", None) or {}
-    tensors = [_tensor_info(path, name, entry, data_start) for name, entry in raw.items()]
-    tensors.sort(key=lambda t: t.offset)
-    position = data_start
-    for t in tensors:
-        if t.offset != position:
-            raise MergeError(f"{path.name} has overlapping or gapped tensor data at {t.name}; re-download it")
-        position += t.nbytes
-    if position != file_size:
-        raise MergeError(
-            f"{path.name} is {file_size} bytes but its header describes {position}: the file is truncated "
-            "or corrupt; re-download it"
-        )
-    return ShardHeader(path=path, tensors=tuple(tensors), metadata=dict(metadata))
-
-
-def _tensor_info(path: Path, name: str, entry: object, data_start: int) -> TensorInfo:
-    try:
-        dtype = entry["dtype"]  # type: ignore[index]
-        shape = tuple(int(d) for d in entry["shape"])  # type: ignore[index]
-        begin, end = (int(o) for o in entry["data_offsets"])  # type: ignore[index]
-    except (TypeError, KeyError, ValueError) as e:
-        raise MergeError(f"{path.name} has a corrupt header entry for {name}; re-download it") from e
-    nbytes = end - begin
-    numel = 1
-    for d in shape:
-        numel *= d
-    if begin < 0 or nbytes < 0 or (dtype in DTYPE_SIZES and nbytes != numel * DTYPE_SIZES[dtype]):
-        raise MergeError(f"{path.name} has a corrupt header entry for {name}; re-download it")
-    return TensorInfo(name=name, dtype=dtype, shape=shape, offset=data_start + begin, nbytes=nbytes)
+        return read_header(path)
+    except SafetensorsFormatError as e:
+        raise MergeError(f"base shard {e}; re-download the base model") from e
 
 
 class ShardReader:
     """Reads single tensors from one open safetensors file, each from its own byte range."""
 
-    def __init__(self, header: ShardHeader) -> None:
+    def __init__(self, header: SafetensorsHeader) -> None:
         self.header = header
         self._file = header.path.open("rb", buffering=0)
 

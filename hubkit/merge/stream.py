@@ -16,7 +16,8 @@ from hubkit.errors import MergeError
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
-from hubkit.merge.shards import ShardHeader, ShardReader, ShardWriter, TensorInfo
+from hubkit.merge.shards import ShardReader, ShardWriter
+from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -110,7 +111,7 @@ def _single_threaded_torch() -> Iterator[None]:
 
 
 def _write_shard(
-    plan: MergePlan, shard: ShardHeader, path: Path, scratch: tuple[torch.Tensor, ...]
+    plan: MergePlan, shard: SafetensorsHeader, path: Path, scratch: tuple[torch.Tensor, ...]
 ) -> Iterator[tuple[TensorInfo, bool]]:
     """Write one output shard tensor by tensor; yields each tensor and whether it was merged.
 

@@ -1,0 +1,179 @@
+"""The PEFT LoRA adapter format, read in one place: file names, key names, the config, A/B pairs.
+
+A saved adapter is a folder with ``adapter_config.json`` and ``adapter_model.safetensors`` whose keys are
+``base_model.model.<module>.lora_A.weight`` (r × in) and ``...lora_B.weight`` (out × r). Publishing
+(`hubkit.adapters`) and merging (`hubkit.merge.lora_adapter`) both read adapters through this module, so
+the same defect gives the same error on both paths.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hubkit.errors import AdapterError
+from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, read_header
+
+if TYPE_CHECKING:
+    import torch
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
+PICKLED_WEIGHTS = "adapter_model.bin"
+PEFT_PREFIX = "base_model.model."
+# PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
+# `<module>.base_layer.weight`.
+FROZEN_COPY_SUFFIX = ".base_layer.weight"
+# base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
+_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+
+
+def parse_lora_key(key: str) -> tuple[str, str] | None:
+    """``(module, "A" | "B")`` for a PEFT LoRA key, None for any other key."""
+    match = _LORA_KEY_RE.match(key)
+    return (match["module"], match["part"]) if match else None
+
+
+def normalize_key(key: str) -> str:
+    """A LoRA key in PEFT's saved form: adapter name and FSDP wrapper names removed, PEFT prefix present.
+
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight`` →
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``.
+    """
+    key = key.replace("_fsdp_wrapped_module.", "")
+    key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
+    return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
+
+
+def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
+    """The adapter's ``adapter_config.json`` as a dict.
+
+    Raises:
+        AdapterError: the file is missing, not JSON, or not a JSON object.
+    """
+    path = adapter_dir / ADAPTER_CONFIG
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e}): re-save the adapter") from e
+    if not isinstance(config, dict):
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object: re-save the adapter")
+    return config
+
+
+def read_weights_header(adapter_dir: Path, label: str) -> SafetensorsHeader:
+    """The header of ``adapter_model.safetensors``, checked to be complete (no tensor is read).
+
+    Raises:
+        AdapterError: the weights are missing, saved only as a pickle (never loaded), or truncated.
+    """
+    path = adapter_dir / ADAPTER_WEIGHTS
+    if not path.is_file():
+        if (adapter_dir / PICKLED_WEIGHTS).is_file():
+            raise AdapterError(
+                f"{label}: only {PICKLED_WEIGHTS} (a pickle, never loaded by hubkit) is saved: "
+                "re-save the adapter with safe_serialization=True"
+            )
+        raise AdapterError(f"{label}: no {ADAPTER_WEIGHTS} in the adapter: the save is incomplete")
+    try:
+        return read_header(path)
+    except SafetensorsFormatError as e:
+        raise AdapterError(f"{label}: {e}: re-save the adapter") from e
+
+
+def read_adapter_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tensor]:
+    """Every tensor of ``adapter_model.safetensors``, after checking its header.
+
+    Raises:
+        AdapterError: as `read_weights_header`.
+    """
+    from safetensors.torch import load_file
+
+    read_weights_header(adapter_dir, label)
+    return load_file(adapter_dir / ADAPTER_WEIGHTS)
+
+
+@dataclass(frozen=True)
+class LoraPair:
+    """One adapted module's A and B, with PEFT's rank and alpha for it (after rank/alpha patterns)."""
+
+    module: str
+    lora_a: torch.Tensor  # (r, in)
+    lora_b: torch.Tensor  # (out, r)
+    rank: int
+    alpha: float
+
+
+def _pattern_key(patterns: dict[str, object], module: str) -> str:
+    # PEFT's rule (peft.utils.other.get_pattern_key): a pattern matches a suffix of the module name.
+    for key in patterns:
+        if re.match(rf"(.*\.)?({key})$", module):
+            return key
+    return module
+
+
+def module_rank_alpha(config: dict[str, Any], module: str) -> tuple[object, object]:
+    """The rank and alpha PEFT gives `module`: ``rank_pattern``/``alpha_pattern`` over ``r``/``lora_alpha``."""
+    rank_pattern = config.get("rank_pattern") or {}
+    alpha_pattern = config.get("alpha_pattern") or {}
+    rank = rank_pattern.get(_pattern_key(rank_pattern, module), config.get("r"))
+    alpha = alpha_pattern.get(_pattern_key(alpha_pattern, module), config.get("lora_alpha"))
+    return rank, alpha
+
+
+def lora_pairs(
+    tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str, *, frozen_copies: bool = False
+) -> dict[str, LoraPair]:
+    """Pair every module's lora_A and lora_B and check them against the config.
+
+    Args:
+        tensors: the adapter's tensors by key (PEFT's saved form: see `normalize_key`).
+        config: its ``adapter_config.json``.
+        label: how errors name the adapter.
+        frozen_copies: accept ``<module>.base_layer.weight`` copies of adapted modules (and skip them).
+
+    Returns:
+        The pairs by module name, sorted.
+
+    Raises:
+        AdapterError: a key that is not a plain LoRA weight, a lora_A without its lora_B (or the
+            reverse), shapes that do not form a pair, or a rank other than the config's.
+    """
+    halves: dict[str, dict[str, torch.Tensor]] = {}
+    copies = []
+    for key, tensor in tensors.items():
+        parsed = parse_lora_key(key)
+        if (
+            parsed is None
+            and frozen_copies
+            and key.startswith(PEFT_PREFIX)
+            and key.endswith(FROZEN_COPY_SUFFIX)
+        ):
+            copies.append(key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX))
+        elif parsed is None:
+            raise AdapterError(f"{label}: unexpected tensor {key!r}: only plain LoRA adapters are supported")
+        else:
+            halves.setdefault(parsed[0], {})[parsed[1]] = tensor
+    for module in copies:
+        if module not in halves:
+            raise AdapterError(f"{label}: the adapter stores a full {module} weight without LoRA")
+    pairs = {}
+    for module, parts in sorted(halves.items()):
+        if set(parts) != {"A", "B"}:
+            raise AdapterError(f"{label}: module {module} has lora_{next(iter(parts))} but not its pair")
+        a, b = parts["A"], parts["B"]
+        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1]:
+            raise AdapterError(
+                f"{label}: module {module} has mismatched LoRA shapes A{tuple(a.shape)} B{tuple(b.shape)}"
+            )
+        rank, alpha = module_rank_alpha(config, module)
+        if rank != a.shape[0]:
+            raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={rank}")
+        pairs[module] = LoraPair(module, a, b, int(rank), alpha)  # type: ignore[arg-type]
+    return pairs
