@@ -1,4 +1,4 @@
-"""Model cards rendered from a run's manifest (Jinja templates in `hubkit/cards/templates/`, shipped with the package).
+"""Model cards rendered from a run's manifest (Jinja templates in the top-level `model_cards/`, shipped in the wheel).
 
 The adapter card is a placeholder: YAML metadata the Hub understands (base model, `library_name:
 peft`, `base_model_relation: adapter`, ...) and a usage snippet that works as written.
@@ -14,8 +14,9 @@ import yaml
 
 from hubkit.errors import PublishError
 from hubkit.manifest import Manifest
+from hubkit.resources import model_cards_dir
 
-TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATES_DIR = model_cards_dir()
 
 
 def adapter_card_metadata(manifest: Manifest) -> dict[str, object]:
