@@ -57,6 +57,10 @@ class UnsafeFileError(PublishError):
     """A planned file is never publishable (optimizer/RNG state, pickles) or holds a secret or local path."""
 
 
+class LocalHubError(HubkitError):
+    """The local Hub cannot start as asked: no credentials on a shared address, a root in use, a bad users file."""
+
+
 # --- Rewards ------------------------------------------------------------------------------------
 
 

@@ -37,11 +37,29 @@ def hub() -> None:
     help="Require this token for writes and private reads.  [default: $HUBKIT_HUB_TOKEN, else any token]",
 )
 @click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
-def serve(root: Path, host: str, port: int, token: str | None, no_cdn: bool) -> None:
+@click.option(
+    "--faults",
+    metavar="SPEC",
+    help=(
+        "For tests: inject faults, seeded and reproducible. SPEC is name=P[:N],... where P is the chance "
+        "per eligible request (0-1) and N caps the count. Names: lfs_503, lfs_429 (with Retry-After: "
+        "retry_after=S, default 0), commit_500_after_lfs (the commit is not applied), drop_mid_upload "
+        "(connection cut halfway, nothing stored), crash_mid_upload, crash_mid_commit (the server "
+        "SIGKILLs itself); seed=S. Counters: GET /api/local-hub/faults. "
+        "Example: lfs_503=0.3,lfs_429=1:2,commit_500_after_lfs=1:1,seed=7"
+    ),
+)
+def serve(root: Path, host: str, port: int, token: str | None, no_cdn: bool, faults: str | None) -> None:
     """Serve a local Hub until stopped; the first line printed is its endpoint URL."""
-    from hubkit.localhub import LocalHub
+    from hubkit.localhub import HubSettings, LocalHub
+    from hubkit.localhub.faults import FaultPlan
 
-    server = LocalHub(root, host=host, port=port, token=token, cdn=not no_cdn)
+    try:
+        plan = FaultPlan.parse(faults) if faults else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--faults") from None
+    settings = HubSettings(token=token, faults=plan)
+    server = LocalHub(root, host=host, port=port, cdn=not no_cdn, settings=settings, own_process=True)
     try:
         server.start()
     except OSError as e:

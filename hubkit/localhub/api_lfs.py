@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from hubkit.localhub import errors
 from hubkit.localhub.context import URL_PREFIXES, HubContext
@@ -94,22 +95,34 @@ def _check_upload_signature(ctx: HubContext, req: Request, path: str) -> int:
     return int(size)
 
 
+def _upload_body(ctx: HubContext, req: Request, size: int) -> Iterator[bytes]:
+    """The body of an LFS upload, through the fault mode: a 503/429 instead, or a body cut halfway."""
+    refusal = ctx.faults.upload_status()
+    if refusal is not None:
+        for _ in req.body.chunks():  # read it all, so that the client sees the answer, not a reset
+            pass
+        status, headers = refusal
+        raise errors.HubHTTPError(status, f"Fault injected by the local Hub: {status}.", headers=headers)
+    return ctx.faults.upload_body(req.body.chunks(), size)
+
+
 def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str) -> Response:
     size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
     repo = ctx.repo(repo_type, namespace, name, authenticated=True)
-    repo.lfs.write(oid, size, req.body.chunks())
+    repo.lfs.write(oid, size, _upload_body(ctx, req, size))
     return json_response({})
 
 
 def lfs_put_part(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str, part: str
 ) -> Response:
-    _check_upload_signature(ctx, req, f"{_upload_path(repo_type, namespace, name, oid)}/part/{part}")
+    size = _check_upload_signature(ctx, req, f"{_upload_path(repo_type, namespace, name, oid)}/part/{part}")
     if not part.isdigit() or int(part) < 1:
         raise errors.bad_request(f"Invalid part number {part!r}.")
     repo = ctx.repo(repo_type, namespace, name, authenticated=True)
     offset = (int(part) - 1) * ctx.settings.multipart_chunk_size
-    etag = repo.lfs.write_part(oid, int(part), offset, req.body.chunks())
+    length = min(ctx.settings.multipart_chunk_size, max(size - offset, 0))
+    etag = repo.lfs.write_part(oid, int(part), offset, _upload_body(ctx, req, length))
     return json_response({}, headers={"ETag": etag})
 
 

@@ -15,7 +15,7 @@ from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.messages import Request, Response, json_response, list_field
 from hubkit.localhub.names import COMMIT_SHA, check_path
-from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation
+from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, Repo
 
 
 def validate_yaml(ctx: HubContext, req: Request) -> Response:
@@ -145,11 +145,20 @@ def parse_commit_payload(body: bytes) -> CommitPayload:
     return payload
 
 
+def _all_lfs_arrived(repo: Repo, operations: list[Operation]) -> bool:
+    """Whether the commit names LFS files and every one of their objects is stored."""
+    lfs = [op for op in operations if isinstance(op, AddLfs)]
+    stored = [(repo.lfs.size(op.oid), op.size) for op in lfs]
+    return bool(lfs) and all(size is not None and want in (None, size) for size, want in stored)
+
+
 def commit(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
     repo = ctx.repo(repo_type, namespace, name, req.authenticated)
     payload = parse_commit_payload(req.body.read())
+    if _all_lfs_arrived(repo, payload.operations) and ctx.faults.commit_fails():
+        raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
     message = payload.summary + (f"\n\n{payload.description}" if payload.description.strip() else "")
     sha, ref = repo.commit(
         revision,
@@ -158,6 +167,7 @@ def commit(
         ctx.author,
         payload.parent_commit,
         create_pr=req.flag("create_pr"),
+        before_ref_update=ctx.faults.crash_mid_commit,
     )
     url = ctx.repo_url(repo.ref)
     pr_url = f"{url}/discussions/{ref.rsplit('/', 1)[-1]}" if ref.startswith("refs/pr/") else None

@@ -8,6 +8,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
+from hubkit.localhub.faults import FaultPlan, Faults
 from hubkit.localhub.repos import Repo, RepoRef, RepoStore
 
 # URL prefix of each repo type on the Hub's web and git routes (models have none).
@@ -23,12 +24,14 @@ class HubSettings:
         user: the account every request acts as (the namespace of repos created without one).
         multipart_threshold: LFS uploads of at least this many bytes are asked for in parts.
         multipart_chunk_size: size of each part.
+        faults: faults to inject on purpose, for tests of clients against a flaky Hub (`faults.py`).
     """
 
     token: str | None = None
     user: str = "hubkit-user"
     multipart_threshold: int = 64 * 1024 * 1024
     multipart_chunk_size: int = 16 * 1024 * 1024
+    faults: FaultPlan | None = None
 
 
 @dataclass
@@ -39,7 +42,9 @@ class HubContext:
     settings: HubSettings
     endpoint: str = ""
     cdn_endpoint: str | None = None
-    _secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    faults: Faults = field(default_factory=lambda: Faults(None))
+    # Signs upload and download URLs; kept in the root, so that URLs handed out survive a restart.
+    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     @property
     def author(self) -> str:
@@ -47,7 +52,7 @@ class HubContext:
 
     def sign(self, path: str) -> str:
         """A signature that lets a URL path be used without a token (like the Hub's presigned URLs)."""
-        return hmac.new(self._secret, path.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self.secret, path.encode(), hashlib.sha256).hexdigest()
 
     def signature_ok(self, path: str, signature: str | None) -> bool:
         return signature is not None and hmac.compare_digest(self.sign(path), signature)

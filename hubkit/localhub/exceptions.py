@@ -35,3 +35,7 @@ class RefExistsError(StorageError):
 
 class ParentCommitMismatchError(StorageError):
     """The branch head moved away from the commit the client based its change on (HTTP 412)."""
+
+
+class RootInUseError(Exception):
+    """Another process serves this storage root (not a request's fault: the server does not start)."""

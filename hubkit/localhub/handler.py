@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import socket
+import struct
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
+from hubkit.localhub.faults import DropConnection
 from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
@@ -40,6 +43,10 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         )
         try:
             response = dispatch(self.server.context, request)
+        except DropConnection:
+            self._drop()
+            self.server.request_log.append((self.command, raw_path, 0))
+            return
         except Exception:
             # A bug in a handler must not take the server down: log it with its traceback, answer 500.
             logger.exception("local Hub failed on %s %s", self.command, raw_path)
@@ -55,6 +62,12 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             self._send(response)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _drop(self) -> None:
+        """Cut the connection with no answer: a reset, as when a proxy or the network fails mid-request."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     def _send(self, response: Response) -> None:
         self.send_response(response.status)

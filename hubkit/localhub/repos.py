@@ -7,10 +7,15 @@ crash or a refused request never leaves a half-made commit behind.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import secrets
 import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +27,7 @@ from hubkit.localhub.exceptions import (
     RepoExistsError,
     RepoNotFoundError,
     RevisionNotFoundError,
+    RootInUseError,
 )
 from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
 from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, atomic_write, blob_sha
@@ -255,11 +261,13 @@ class Repo:
         author: str,
         parent_commit: str | None = None,
         create_pr: bool = False,
+        before_ref_update: Callable[[], None] | None = None,
     ) -> tuple[str, str]:
         """Apply `operations` on top of `branch` as one commit; return (commit id, ref it landed on).
 
         Every operation is checked before the first object is written. With `create_pr`, the commit
-        lands on a new `refs/pr/N` started from the branch head.
+        lands on a new `refs/pr/N` started from the branch head. `before_ref_update` is called once
+        the commit's objects are written and before the branch moves (the fault mode's crash point).
 
         Raises:
             InvalidInputError: a bad path, an LFS object never uploaded, or a revision that is no branch.
@@ -284,6 +292,8 @@ class Repo:
                 self.git.write_blob(data)
             tree = self.git.write_tree(files)
             sha = self.git.write_commit(tree, [head], message, author, int(time.time()))
+            if before_ref_update is not None:
+                before_ref_update()
             if create_pr:
                 number = 1 + max((int(n) for n in self.pull_requests()), default=0)
                 ref = f"refs/pr/{number}"
@@ -366,13 +376,68 @@ class Repo:
             self.git.delete_ref(ref)
 
 
+# What a server killed mid-write leaves in a repository: temporary files (relative to the git dir) and,
+# in the namespace folder, half-created repositories and temporary metadata files.
+_LEFTOVERS = (
+    "lfs/tmp/*",
+    "objects/??/*.lock",
+    "objects/??/.tmp-*",
+    "refs/**/*.lock",
+    "refs/**/.tmp-*",
+    "*.lock",
+)
+
+
 class RepoStore:
-    """All repositories under `root/repos/{type}s/{namespace}/{name}.git`."""
+    """All repositories under `root/repos/{type}s/{namespace}/{name}.git`.
+
+    One process at a time serves a root: `open()` takes an exclusive lock on `root/.lock` (the
+    kernel releases it when the process dies, however it dies) and clears what a killed server left.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock = threading.Lock()
         self._open: dict[RepoRef, Repo] = {}
+        self._root_lock: int | None = None
+
+    def open(self) -> None:
+        """Take the root for this process and remove a killed server's leftovers. Raises RootInUseError."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RootInUseError(f"Another local Hub is serving {self.root}.") from None
+        self._root_lock = fd
+        for git_dir in (self.root / "repos").glob("*/*/*.git"):
+            for pattern in _LEFTOVERS:
+                for leftover in git_dir.glob(pattern):
+                    leftover.unlink(missing_ok=True)
+        for leftover in self.root.glob(".tmp-*"):
+            leftover.unlink(missing_ok=True)
+        for namespace in (self.root / "repos").glob("*/*"):
+            for leftover in namespace.glob(".tmp-*"):
+                leftover.unlink(missing_ok=True)
+            for staging in namespace.glob(".creating-*"):
+                shutil.rmtree(staging, ignore_errors=True)
+
+    def signing_key(self) -> bytes:
+        """The root's key for signed URLs, made on first use (readable by the server's user only)."""
+        path = self.root / ".signing-key"
+        if not path.is_file():
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            os.write(fd, secrets.token_bytes(32))
+            os.close(fd)
+            os.replace(tmp, path)  # mkstemp made it 0600
+        return path.read_bytes()
+
+    def close(self) -> None:
+        """Let another process serve the root."""
+        if self._root_lock is not None:
+            os.close(self._root_lock)
+            self._root_lock = None
 
     def _git_path(self, ref: RepoRef) -> Path:
         return self.root / "repos" / f"{ref.repo_type}s" / ref.namespace / f"{ref.name}.git"

@@ -70,6 +70,7 @@ ROUTES = [
     _route("DELETE", "/api/repos/delete", api_repos.delete_repo, write=True),
     _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),  # huggingface_hub <1.0
     _route("GET", "/api/whoami-v2", api_repos.whoami),
+    _route("GET", "/api/local-hub/faults", api_repos.fault_stats),
     _route("POST", "/api/validate-yaml", api_upload.validate_yaml),
     _route("GET", "/api/{types}", api_repos.list_repos),
     _route("GET", REPO, api_repos.repo_info),

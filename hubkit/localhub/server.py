@@ -15,7 +15,10 @@ import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+from hubkit.errors import LocalHubError
 from hubkit.localhub.context import HubContext, HubSettings
+from hubkit.localhub.exceptions import RootInUseError
+from hubkit.localhub.faults import Faults
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.localhub.repos import RepoStore
 
@@ -66,6 +69,8 @@ class LocalHub:
         request_log: (method, path, status) of every request answered, in order; the path is as
             sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200).
         token: the token writes need, or None when any token (or none) is accepted.
+        faults: the fault mode's counters (`faults.injected`, `faults.stats()`), also served as JSON at
+            `GET /api/local-hub/faults`; nothing is injected unless `settings.faults` says so.
     """
 
     def __init__(
@@ -76,24 +81,49 @@ class LocalHub:
         token: str | None = None,
         cdn: bool = True,
         settings: HubSettings | None = None,
+        own_process: bool = False,
     ) -> None:
+        """Args (beyond the attributes): `settings` for everything else; `own_process` allows the crash
+        faults, which kill the process (only `hubkit hub serve` runs a Hub in a process of its own).
+
+        Raises:
+            ValueError: the token given twice, or crash faults for a Hub that shares its process.
+        """
         self.root = Path(root)
         self.host, self.port = host, port
         self.settings = settings or HubSettings(token=token)
         if token and self.settings.token != token:
             raise ValueError("Pass the token either as `token` or in `settings`, not both.")
         self.token = self.settings.token
+        if self.settings.faults and self.settings.faults.crashes and not own_process:
+            raise ValueError("Crash faults kill the process: run them in `hubkit hub serve --faults`.")
+        self.faults = Faults(self.settings.faults)
         self.use_cdn = cdn
         self.request_log: list[tuple[str, str, int]] = []
         self.endpoint = ""
         self.cdn_endpoint: str | None = None
         self._servers: list[HubHTTPServer] = []
+        self._store: RepoStore | None = None
 
     def start(self) -> LocalHub:
-        """Bind the servers and serve from background threads. Returns self."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        context = HubContext(RepoStore(self.root), self.settings)
-        api = HubHTTPServer((self.host, self.port), context, self.request_log)
+        """Bind the servers and serve from background threads. Returns self.
+
+        Raises:
+            LocalHubError: another process serves the same root.
+            OSError: the address cannot be bound.
+        """
+        store = RepoStore(self.root)
+        try:
+            store.open()
+        except RootInUseError as e:
+            raise LocalHubError(f"{e} Stop it first, or serve another --root.") from None
+        context = HubContext(store, self.settings, faults=self.faults, secret=store.signing_key())
+        try:
+            api = HubHTTPServer((self.host, self.port), context, self.request_log)
+        except OSError:
+            store.close()
+            raise
+        self._store = store
         self._servers = [api]
         self.endpoint = context.endpoint = f"http://{self.host}:{api.server_address[1]}"
         # A CDN on a loopback address only helps clients on this machine.
@@ -119,6 +149,9 @@ class LocalHub:
             server.close_connections()
             server.server_close()
         self._servers = []
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def __enter__(self) -> LocalHub:
         return self.start()
