@@ -27,14 +27,32 @@ def hub() -> None:
     required=True,
     help="Storage directory; restarting on the same root serves the same repos.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; any but loopback needs --token or --users (0.0.0.0: every interface).",
+)
 @click.option(
     "--port", default=0, type=click.IntRange(0, 65535), help="Port to listen on (0: any free port)."
 )
 @click.option(
     "--token",
     envvar="HUBKIT_HUB_TOKEN",
-    help="Require this token for writes and private reads.  [default: $HUBKIT_HUB_TOKEN, else any token]",
+    help=(
+        "An administrator's token: it reads and writes every namespace; other callers need a token from "
+        "--users to write.  [default: $HUBKIT_HUB_TOKEN; with neither, any token is accepted on loopback]"
+    ),
+)
+@click.option(
+    "--users",
+    "users_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help=(
+        "TOML file of users: [users.NAME] with tokens = [...] (write), read_tokens = [...] (read-only) "
+        "and orgs = [...]; a token may be written as sha256:HEX. A user writes under their own name "
+        "and their orgs only, and sees private repos there only."
+    ),
 )
 @click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
 @click.option(
@@ -49,16 +67,27 @@ def hub() -> None:
         "Example: lfs_503=0.3,lfs_429=1:2,commit_500_after_lfs=1:1,seed=7"
     ),
 )
-def serve(root: Path, host: str, port: int, token: str | None, no_cdn: bool, faults: str | None) -> None:
+def serve(
+    root: Path,
+    host: str,
+    port: int,
+    token: str | None,
+    users_file: Path | None,
+    no_cdn: bool,
+    faults: str | None,
+) -> None:
     """Serve a local Hub until stopped; the first line printed is its endpoint URL."""
+    from hubkit.errors import LocalHubError
     from hubkit.localhub import HubSettings, LocalHub
+    from hubkit.localhub.access import load_users
     from hubkit.localhub.faults import FaultPlan
 
     try:
         plan = FaultPlan.parse(faults) if faults else None
+        users = load_users(users_file) if users_file else ()
     except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--faults") from None
-    settings = HubSettings(token=token, faults=plan)
+        raise LocalHubError(str(e)) from None
+    settings = HubSettings(token=token or None, users=users, faults=plan)
     server = LocalHub(root, host=host, port=port, cdn=not no_cdn, settings=settings, own_process=True)
     try:
         server.start()

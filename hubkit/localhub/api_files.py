@@ -32,7 +32,7 @@ def _clean_path(path: str) -> str:
 def list_tree(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str, path: str = ""
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.resolve(revision)
     entries = repo.tree(commit, _clean_path(path.strip("/")), recursive=req.flag("recursive"))
     return json_response([_entry_json(e) for e in entries])
@@ -41,7 +41,7 @@ def list_tree(
 def paths_info(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     body = req.body.read()
     if "json" in req.headers.get("Content-Type", ""):
         try:
@@ -98,7 +98,7 @@ def resolve(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str, path: str
 ) -> Response:
     """A file at a revision: regular files inline, LFS files by a 302 to the CDN (as huggingface.co does)."""
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.resolve(revision)
     entry = repo.file(commit, _clean_path(path))
     headers = {"X-Repo-Commit": commit}
@@ -125,7 +125,7 @@ def cdn_object(
     """An LFS object by signed URL (no token: the signature is the permission)."""
     if not ctx.signature_ok(_cdn_path(repo_type, namespace, name, oid), req.param("sig")):
         raise errors.forbidden("Invalid or missing signature for this download URL.")
-    repo = ctx.repo(repo_type, namespace, name, authenticated=True)
+    repo = ctx.signed_repo(repo_type, namespace, name)
     size = repo.lfs.size(oid)
     if size is None:
         raise errors.not_found(f"LFS object {oid} not found.")

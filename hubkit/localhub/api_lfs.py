@@ -18,38 +18,43 @@ def _upload_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
     return f"/lfs-upload/{repo_type}s/{namespace}/{name}/{oid}"
 
 
-def _signed(ctx: HubContext, path: str, size: int) -> str:
+def _signed(ctx: HubContext, req: Request, path: str, size: int) -> str:
     query = f"size={size}"
-    return f"{ctx.endpoint}{path}?{query}&sig={ctx.sign(f'{path}?{query}')}"
+    return f"{req.base_url}{path}?{query}&sig={ctx.sign(f'{path}?{query}')}"
 
 
 def _upload_actions(
-    ctx: HubContext, repo_type: str, namespace: str, name: str, oid: str, size: int, multipart: bool
+    ctx: HubContext,
+    req: Request,
+    repo_type: str,
+    namespace: str,
+    name: str,
+    oid: str,
+    size: int,
+    multipart: bool,
 ) -> dict:
     path = _upload_path(repo_type, namespace, name, oid)
     verify = {
-        "href": f"{ctx.endpoint}/{URL_PREFIXES[repo_type]}{namespace}/{name}.git/info/lfs/objects/verify"
+        "href": f"{req.base_url}/{URL_PREFIXES[repo_type]}{namespace}/{name}.git/info/lfs/objects/verify"
     }
     chunk = ctx.settings.multipart_chunk_size
     if multipart and size >= ctx.settings.multipart_threshold:
         parts = {
-            str(n): _signed(ctx, f"{path}/part/{n}", size) for n in range(1, math.ceil(size / chunk) + 1)
+            str(n): _signed(ctx, req, f"{path}/part/{n}", size) for n in range(1, math.ceil(size / chunk) + 1)
         }
-        upload = {"href": _signed(ctx, path, size), "header": {"chunk_size": str(chunk), **parts}}
+        upload = {"href": _signed(ctx, req, path, size), "header": {"chunk_size": str(chunk), **parts}}
     else:
-        upload = {"href": _signed(ctx, path, size)}
+        upload = {"href": _signed(ctx, req, path, size)}
     return {"upload": upload, "verify": verify}
 
 
 def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
     """The git-lfs batch API: which objects to send (with signed URLs) and which are already here."""
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
     data = req.body.json()
     operation = data.get("operation")
     if operation not in ("upload", "download"):
         raise errors.bad_request("LFS batch operation must be 'upload' or 'download'.")
-    if operation == "upload" and ctx.settings.token and not req.authenticated:
-        raise errors.unauthorized()
+    repo = ctx.repo(req, repo_type, namespace, name, write=operation == "upload")
     multipart = "multipart" in (data.get("transfers") or [])
     objects = []
     for obj in list_field(data, "objects"):
@@ -70,7 +75,7 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
                 )
             else:
                 cdn_path = f"/lfs-objects/{repo_type}s/{namespace}/{name}/{oid}"
-                href = f"{ctx.cdn_endpoint or ctx.endpoint}{cdn_path}?sig={ctx.sign(cdn_path)}"
+                href = f"{ctx.cdn_endpoint or req.base_url}{cdn_path}?sig={ctx.sign(cdn_path)}"
                 objects.append({"oid": oid, "size": stored, "actions": {"download": {"href": href}}})
         elif stored == size:
             objects.append({"oid": oid, "size": size})  # already here: no actions, the client skips it
@@ -79,7 +84,7 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
                 {
                     "oid": oid,
                     "size": size,
-                    "actions": _upload_actions(ctx, repo_type, namespace, name, oid, size, multipart),
+                    "actions": _upload_actions(ctx, req, repo_type, namespace, name, oid, size, multipart),
                 }
             )
     return json_response({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=LFS_JSON)
@@ -108,7 +113,7 @@ def _upload_body(ctx: HubContext, req: Request, size: int) -> Iterator[bytes]:
 
 def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str) -> Response:
     size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
-    repo = ctx.repo(repo_type, namespace, name, authenticated=True)
+    repo = ctx.signed_repo(repo_type, namespace, name)
     repo.lfs.write(oid, size, _upload_body(ctx, req, size))
     return json_response({})
 
@@ -119,7 +124,7 @@ def lfs_put_part(
     size = _check_upload_signature(ctx, req, f"{_upload_path(repo_type, namespace, name, oid)}/part/{part}")
     if not part.isdigit() or int(part) < 1:
         raise errors.bad_request(f"Invalid part number {part!r}.")
-    repo = ctx.repo(repo_type, namespace, name, authenticated=True)
+    repo = ctx.signed_repo(repo_type, namespace, name)
     offset = (int(part) - 1) * ctx.settings.multipart_chunk_size
     length = min(ctx.settings.multipart_chunk_size, max(size - offset, 0))
     etag = repo.lfs.write_part(oid, int(part), offset, _upload_body(ctx, req, length))
@@ -130,7 +135,7 @@ def lfs_complete(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
 ) -> Response:
     size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
-    repo = ctx.repo(repo_type, namespace, name, authenticated=True)
+    repo = ctx.signed_repo(repo_type, namespace, name)
     data = req.body.json()
     try:
         parts = sorted(data["parts"], key=lambda p: int(p["partNumber"]))
@@ -145,7 +150,7 @@ def lfs_complete(
 
 
 def lfs_verify(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     data = req.body.json()
     oid, size = data.get("oid"), data.get("size")
     stored = repo.lfs.size(check_oid(oid))

@@ -21,16 +21,16 @@ def iso_time(timestamp: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(timestamp))
 
 
-def _ref_from_body(ctx: HubContext, data: dict) -> RepoRef:
-    return RepoRef(
-        data.get("type") or "model", data.get("organization") or ctx.settings.user, data.get("name")
-    )
+def _ref_from_body(req: Request, data: dict) -> RepoRef:
+    # Without an organization, the repo goes under the caller's own name (as on the Hub).
+    return RepoRef(data.get("type") or "model", data.get("organization") or req.caller.name, data.get("name"))
 
 
 def create_repo(ctx: HubContext, req: Request) -> Response:
     data = req.body.json()
-    ref = _ref_from_body(ctx, data)
-    url = ctx.repo_url(ref)
+    ref = _ref_from_body(req, data)
+    ctx.access.check_write(req.caller, ref.namespace, f"create a {ref.repo_type} under")
+    url = ctx.repo_url(req, ref)
     if ctx.store.exists(ref):
         # The client reads "url" even from a 409 when exist_ok=True.
         raise errors.conflict(f"You already created this {ref.repo_type} repo", url=url)
@@ -39,17 +39,19 @@ def create_repo(ctx: HubContext, req: Request) -> Response:
         raise errors.bad_request(f"A Space needs an sdk, one of {', '.join(SPACE_SDKS)}; got {sdk!r}.")
     private = bool(data.get("private")) or data.get("visibility") in ("private", "protected")
     meta = RepoMeta(private=private, sdk=sdk if ref.repo_type == "space" else None)
-    ctx.store.create(ref, meta, default_initial_files(ref, meta.sdk), ctx.author)
+    ctx.store.create(ref, meta, default_initial_files(ref, meta.sdk), ctx.author(req.caller))
     return json_response({"url": url, "name": ref.repo_id})
 
 
 def delete_repo(ctx: HubContext, req: Request) -> Response:
-    ctx.store.delete(_ref_from_body(ctx, req.body.json()))
+    ref = _ref_from_body(req, req.body.json())
+    ctx.repo(req, ref.repo_type, ref.namespace, ref.name)  # may the caller see it, and write there?
+    ctx.store.delete(ref)
     return json_response({})
 
 
 def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     data = req.body.json()
     if "visibility" in data:
         repo.set_private(data["visibility"] in ("private", "protected"))
@@ -59,17 +61,18 @@ def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: st
 
 
 def whoami(ctx: HubContext, req: Request) -> Response:
-    if ctx.settings.token and not req.authenticated:
+    caller = req.caller
+    if caller.name is None:
         raise errors.unauthorized()
-    user = ctx.settings.user
+    role = "write" if caller.can_write else "read"
     return json_response(
         {
             "type": "user",
-            "id": user,
-            "name": user,
-            "fullname": user,
-            "orgs": [],
-            "auth": {"type": "access_token", "accessToken": {"displayName": "local", "role": "write"}},
+            "id": caller.name,
+            "name": caller.name,
+            "fullname": caller.name,
+            "orgs": [{"type": "org", "name": org, "id": org} for org in caller.orgs],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "local", "role": role}},
         }
     )
 
@@ -84,7 +87,9 @@ def list_repos(ctx: HubContext, req: Request, repo_type: str) -> Response:
     refs = [
         r
         for r in ctx.store.list(repo_type)
-        if (author is None or r.namespace == author) and search.lower() in r.repo_id.lower()
+        if (author is None or r.namespace == author)
+        and search.lower() in r.repo_id.lower()
+        and (req.caller.owns(r.namespace) or not ctx.store.get(r).meta.private)
     ]
     return json_response([{"id": r.repo_id, "_id": r.repo_id, "author": r.namespace} for r in refs])
 
@@ -115,7 +120,7 @@ def _space_runtime(meta: RepoMeta, paths: set[str]) -> dict:
 def repo_info(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str = "main"
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.commit_info(repo.resolve(revision))
     files = repo.files(commit.sha)
     meta = repo.meta
@@ -148,12 +153,12 @@ def repo_info(
 
 
 def space_runtime(ctx: HubContext, req: Request, namespace: str, name: str) -> Response:
-    repo = ctx.repo("space", namespace, name, req.authenticated)
+    repo = ctx.repo(req, "space", namespace, name)
     return json_response(_space_runtime(repo.meta, set(repo.files(repo.resolve("main")))))
 
 
 def list_refs(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
 
     def refs(kind: str, names: dict[str, str]) -> list[dict]:
         return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": sha} for n, sha in names.items()]
@@ -167,7 +172,7 @@ def list_refs(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
 def list_commits(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     return json_response(
         [
             {
@@ -185,23 +190,25 @@ def list_commits(
 def create_branch(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, branch: str
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     data = req.body.json()
-    repo.create_branch(branch, data.get("startingPoint"), bool(data.get("emptyBranch")), ctx.author)
+    repo.create_branch(
+        branch, data.get("startingPoint"), bool(data.get("emptyBranch")), ctx.author(req.caller)
+    )
     return json_response({})
 
 
 def delete_branch(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, branch: str
 ) -> Response:
-    ctx.repo(repo_type, namespace, name, req.authenticated).delete_ref("heads", branch)
+    ctx.repo(req, repo_type, namespace, name).delete_ref("heads", branch)
     return json_response({})
 
 
 def create_tag(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     data = req.body.json()
     if not isinstance(data.get("tag"), str):
         raise errors.bad_request("Missing 'tag' in the request body.")
@@ -212,5 +219,5 @@ def create_tag(
 def delete_tag(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, tag: str
 ) -> Response:
-    ctx.repo(repo_type, namespace, name, req.authenticated).delete_ref("tags", tag)
+    ctx.repo(req, repo_type, namespace, name).delete_ref("tags", tag)
     return json_response({})

@@ -38,7 +38,7 @@ def preupload(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
     """Tell the client, per file, whether it goes through LFS and what the remote oid is now."""
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.resolve(revision)
     patterns = repo.lfs_patterns(commit)
     answers = []
@@ -155,7 +155,7 @@ def _all_lfs_arrived(repo: Repo, operations: list[Operation]) -> bool:
 def commit(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
-    repo = ctx.repo(repo_type, namespace, name, req.authenticated)
+    repo = ctx.repo(req, repo_type, namespace, name)
     payload = parse_commit_payload(req.body.read())
     if _all_lfs_arrived(repo, payload.operations) and ctx.faults.commit_fails():
         raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
@@ -164,12 +164,12 @@ def commit(
         revision,
         payload.operations,
         message,
-        ctx.author,
+        ctx.author(req.caller),
         payload.parent_commit,
         create_pr=req.flag("create_pr"),
         before_ref_update=ctx.faults.crash_mid_commit,
     )
-    url = ctx.repo_url(repo.ref)
+    url = ctx.repo_url(req, repo.ref)
     pr_url = f"{url}/discussions/{ref.rsplit('/', 1)[-1]}" if ref.startswith("refs/pr/") else None
     return json_response(
         {"success": True, "commitOid": sha, "commitUrl": f"{url}/commit/{sha}", "pullRequestUrl": pr_url}

@@ -58,8 +58,9 @@ def not_found(message: str) -> HubHTTPError:
     return HubHTTPError(404, message)
 
 
-def repo_not_found(message: str) -> HubHTTPError:
-    return HubHTTPError(404, message, code="RepoNotFound")
+def repo_not_found(message: str, status: int = 404) -> HubHTTPError:
+    # The Hub answers 401 to anonymous callers (the repo may exist, private), 404 to others.
+    return HubHTTPError(status, message, code="RepoNotFound")
 
 
 def revision_not_found(message: str) -> HubHTTPError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import struct
 from http.server import BaseHTTPRequestHandler
@@ -14,6 +15,8 @@ from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
 logger = logging.getLogger(__name__)
+# host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
+_HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
 
 
 class HubRequestHandler(BaseHTTPRequestHandler):
@@ -40,6 +43,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             query=parse_qs(query, keep_blank_values=True),
             headers=self.headers,
             body=body,
+            base_url=self._base_url(),
         )
         try:
             response = dispatch(self.server.context, request)
@@ -63,6 +67,12 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def _base_url(self) -> str:
+        """Where the client reached us: URLs in answers name it, so a Hub bound to 0.0.0.0 hands out
+        addresses that work for the client (a malformed Host falls back to the server's own endpoint)."""
+        host = self.headers.get("Host", "")
+        return f"http://{host}" if _HOST.match(host) else self.server.context.endpoint
+
     def _drop(self) -> None:
         """Cut the connection with no answer: a reset, as when a proxy or the network fails mid-request."""
         self.close_connection = True
@@ -83,6 +93,10 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         with response.file.open("rb") as f:
             # Zero-copy from the file to the socket (os.sendfile where the platform has it).
             self.connection.sendfile(f, response.offset, response.length)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # The path only: a query string may hold a URL's signature; headers (tokens) are never logged.
+        logger.debug('%s "%s %s" %s', self.address_string(), self.command, self.path.partition("?")[0], code)
 
     def log_message(self, format: str, *args: object) -> None:
         logger.debug("%s - %s", self.address_string(), format % args)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.identity import ANONYMOUS, Caller
 
 CHUNK = 1 << 20
 # Bodies read whole (JSON, NDJSON commits) above this are refused; LFS content is streamed instead.
@@ -92,7 +93,9 @@ class Request:
     query: dict[str, list[str]]
     headers: Message
     body: Body
-    authenticated: bool = False
+    base_url: str = ""  # scheme and address the client used (from Host), for every URL in the answer
+    caller: Caller = ANONYMOUS
+    write: bool = False  # the route changes the repository (set by the dispatcher)
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)

@@ -25,7 +25,7 @@ class Route:
     method: str
     pattern: tuple[str, ...]
     handler: Handler
-    write: bool = False  # needs the token when the Hub has one
+    write: bool = False  # needs a write token for the namespace
     signed: bool = False  # authorized by a URL signature instead of a token
 
     def match(self, segments: list[str]) -> dict[str, str] | None:
@@ -107,19 +107,6 @@ ROUTES = [
 ]
 
 
-def _authenticate(ctx: HubContext, req: Request) -> bool:
-    """Whether the request carries the Hub's token. A wrong token is refused outright, as the Hub does."""
-    if not ctx.settings.token:
-        return True
-    header = req.headers.get("Authorization")
-    if header is None:
-        return False
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or token.strip() != ctx.settings.token:
-        raise errors.unauthorized()
-    return True
-
-
 def dispatch(ctx: HubContext, req: Request) -> Response:
     """Answer one request; every refusal becomes the Hub's status code and error body."""
     method = "GET" if req.method == "HEAD" else req.method
@@ -128,9 +115,10 @@ def dispatch(ctx: HubContext, req: Request) -> Response:
             if route.method != method or (params := route.match(req.segments)) is None:
                 continue
             if not route.signed:
-                req.authenticated = _authenticate(ctx, req)
-                if route.write and not req.authenticated:
-                    raise errors.unauthorized()
+                req.caller = ctx.access.authenticate(req.headers.get("Authorization"))
+                req.write = route.write
+                if route.write:
+                    ctx.access.check_write(req.caller)  # the namespace is checked where the repo is known
             return route.handler(ctx, req, **params)
         raise errors.not_found(f"Not found: {req.method} /{'/'.join(req.segments)}")
     except HubHTTPError as e:

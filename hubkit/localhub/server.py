@@ -9,8 +9,10 @@ X-Linked-Etag/X-Linked-Size, then downloads from the CDN without the token.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import socket
+import socketserver
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -33,10 +35,16 @@ class HubHTTPServer(ThreadingHTTPServer):
     block_on_close = False
 
     def __init__(self, address: tuple[str, int], context: HubContext, request_log: list) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, HubRequestHandler)
         self.context = context
         self.request_log = request_log
         self._connections: set[socket.socket] = set()
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind also looks up the host's domain name (a DNS query): not needed here.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
     def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:
         self._connections.add(request)
@@ -53,6 +61,23 @@ class HubHTTPServer(ThreadingHTTPServer):
                 connection.shutdown(socket.SHUT_RDWR)
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (only this machine can reach it)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def public_host(host: str) -> str:
+    """The address to print for clients: the machine's name for a wildcard bind (0.0.0.0, ::)."""
+    if host in ("", "0.0.0.0", "::"):
+        return socket.gethostname()
+    return f"[{host}]" if ":" in host else host
+
+
 class LocalHub:
     """A Hub-compatible server on a directory of bare git repositories.
 
@@ -63,12 +88,14 @@ class LocalHub:
 
     Attributes:
         root: the storage directory (repos survive restarts on the same root).
-        endpoint: the URL to use as HF_ENDPOINT, once started.
+        endpoint: the URL to use as HF_ENDPOINT, once started (for a Hub bound to 0.0.0.0 or ::, the
+            machine's host name; answers name whatever address the client used, from its Host header).
         cdn_endpoint: where LFS downloads are redirected, or None when 127.0.0.2 could not be bound or
             the Hub listens on another address than loopback (LFS files are then served directly with a 200).
         request_log: (method, path, status) of every request answered, in order; the path is as
-            sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200).
-        token: the token writes need, or None when any token (or none) is accepted.
+            sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200);
+            status 0 for a connection cut on purpose (the fault mode's drop_mid_upload).
+        token: the administrator's token, or None (see `access.py` for who may do what).
         faults: the fault mode's counters (`faults.injected`, `faults.stats()`), also served as JSON at
             `GET /api/local-hub/faults`; nothing is injected unless `settings.faults` says so.
     """
@@ -109,9 +136,14 @@ class LocalHub:
         """Bind the servers and serve from background threads. Returns self.
 
         Raises:
-            LocalHubError: another process serves the same root.
+            LocalHubError: a non-loopback address without credentials, or another process serves the root.
             OSError: the address cannot be bound.
         """
+        if not is_loopback(self.host) and not self.settings.has_credentials:
+            raise LocalHubError(
+                f"Refusing to serve {self.host or 'every address'} without credentials (anyone reaching it "
+                "could write): pass --token or --users FILE, or listen on 127.0.0.1."
+            )
         store = RepoStore(self.root)
         try:
             store.open()
@@ -125,7 +157,7 @@ class LocalHub:
             raise
         self._store = store
         self._servers = [api]
-        self.endpoint = context.endpoint = f"http://{self.host}:{api.server_address[1]}"
+        self.endpoint = context.endpoint = f"http://{public_host(self.host)}:{api.server_address[1]}"
         # A CDN on a loopback address only helps clients on this machine.
         if self.use_cdn and self.host in ("127.0.0.1", "localhost"):
             try:

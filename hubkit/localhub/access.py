@@ -1,0 +1,144 @@
+"""Who may do what: tokens, users and organizations, and the Hub's rules for namespaces and private repos.
+
+Three ways to run, from the server's settings:
+
+- open (no token, no users file): every caller, with any token or none, acts as the server's user
+  and may write every namespace. The server then listens on loopback only (`server.py`).
+- one token (`--token`): its holder is the server's user, an administrator who reads and writes
+  every namespace; anyone may read public repos; any other token is refused (401).
+- a users file (`--users FILE`, with or without `--token`): each token belongs to a user, who
+  creates, writes and deletes under their own name and their organizations', and reads private repos
+  there only; read-only tokens read what their user reads. The file, in TOML:
+
+      [users.alice]
+      tokens = ["hf_alice_token"]           # read and write
+      read_tokens = ["hf_alice_read_token"] # read only
+      orgs = ["lab"]
+
+      [users.bob]
+      tokens = ["sha256:<hex>"]             # a token may be given by its sha256 instead
+
+Tokens are kept as sha256 digests and compared in constant time; they are never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from hubkit.localhub import errors
+from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.identity import ANONYMOUS, Caller
+from hubkit.localhub.names import check_name
+
+
+@dataclass(frozen=True)
+class Account:
+    """One token of the users file: its digest, whose it is, and whether it may write."""
+
+    user: str
+    orgs: tuple[str, ...]
+    digest: bytes
+    can_write: bool
+
+    def __repr__(self) -> str:  # the digest stays out of logs and tracebacks
+        return f"Account(user={self.user!r}, orgs={self.orgs!r}, can_write={self.can_write})"
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _digest(entry: object, where: str) -> bytes:
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"{where}: each token must be a non-empty string.")
+    if entry.startswith("sha256:"):
+        try:
+            digest = bytes.fromhex(entry.removeprefix("sha256:"))
+        except ValueError:
+            digest = b""
+        if len(digest) != 32:
+            raise ValueError(f"{where}: 'sha256:' must be followed by 64 hex digits.")
+        return digest
+    return token_digest(entry)
+
+
+def load_users(path: Path) -> tuple[Account, ...]:
+    """Read a users file (see the module docstring).
+
+    Raises:
+        ValueError: unreadable TOML, an unknown key, a bad name, a token given twice, or a user and an
+            organization of the same name; the message names the file and the problem.
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"Cannot read the users file {path}: {e}") from None
+    users = data.get("users")
+    if set(data) - {"users"} or not isinstance(users, dict) or not users:
+        raise ValueError(f"{path}: expected [users.NAME] tables and nothing else.")
+    accounts: list[Account] = []
+    for name, entry in users.items():
+        where = f"{path}: [users.{name}]"
+        if not isinstance(entry, dict) or set(entry) - {"tokens", "read_tokens", "orgs"}:
+            raise ValueError(f"{where} may hold only tokens, read_tokens and orgs.")
+        orgs = entry.get("orgs", [])
+        tokens, read_tokens = entry.get("tokens", []), entry.get("read_tokens", [])
+        if not all(isinstance(v, list) for v in (orgs, tokens, read_tokens)):
+            raise ValueError(f"{where}: tokens, read_tokens and orgs are lists.")
+        try:
+            check_name(name, "user name")
+            for org in orgs:
+                check_name(org, "organization name")
+        except InvalidInputError as e:
+            raise ValueError(f"{where}: {e}") from None
+        for token, can_write in [(t, True) for t in tokens] + [(t, False) for t in read_tokens]:
+            accounts.append(Account(name, tuple(orgs), _digest(token, where), can_write))
+    if len({a.digest for a in accounts}) != len(accounts):
+        raise ValueError(f"{path}: a token is listed twice.")
+    clash = {a.user for a in accounts} & {org for a in accounts for org in a.orgs}
+    if clash:
+        raise ValueError(f"{path}: {sorted(clash)[0]!r} is both a user and an organization.")
+    return tuple(accounts)
+
+
+class AccessPolicy:
+    """Turns a request's Authorization header into a `Caller`, and says what that caller may do."""
+
+    def __init__(self, admin_name: str, admin_token: str | None, accounts: tuple[Account, ...]) -> None:
+        self.admin = Caller(admin_name, can_write=True, admin=True)
+        self.open = admin_token is None and not accounts
+        self._admin_digest = token_digest(admin_token) if admin_token else None
+        self._accounts = accounts
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        """The caller a header names. Raises 401 for a token that is not known (as the Hub does)."""
+        if self.open:
+            return self.admin
+        if authorization is None:
+            return ANONYMOUS
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise errors.unauthorized()
+        digest = token_digest(token.strip())
+        # Every known token is compared, each in constant time: the time taken says nothing of which matched.
+        found = [a for a in self._accounts if hmac.compare_digest(a.digest, digest)]
+        if self._admin_digest is not None and hmac.compare_digest(self._admin_digest, digest):
+            return self.admin
+        if not found:
+            raise errors.unauthorized()
+        account = found[0]
+        return Caller(account.user, account.orgs, can_write=account.can_write)
+
+    @staticmethod
+    def check_write(caller: Caller, namespace: str | None = None, action: str = "write to") -> None:
+        """Refuse a write: 401 without a token, 403 for a read-only token or another's namespace."""
+        if caller.name is None:
+            raise errors.unauthorized()
+        if not caller.can_write:
+            raise errors.forbidden("This token is read-only: use a token with write access.")
+        if namespace is not None and not caller.owns(namespace):
+            raise errors.forbidden(f'You don\'t have the rights to {action} the namespace "{namespace}".')

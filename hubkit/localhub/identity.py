@@ -1,0 +1,22 @@
+"""Who sent a request, as the access rules (`access.py`) decided it; handlers read it from the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request. `name` is None for an anonymous caller."""
+
+    name: str | None
+    orgs: tuple[str, ...] = ()
+    can_write: bool = False
+    admin: bool = False  # reads and writes every namespace
+
+    def owns(self, namespace: str) -> bool:
+        """Whether the caller may see private repos of `namespace` (and write there, with a write token)."""
+        return self.admin or (self.name is not None and (namespace == self.name or namespace in self.orgs))
+
+
+ANONYMOUS = Caller(None)
