@@ -1,0 +1,363 @@
+"""The comparison Space of a published run: its configuration, the files of its repo, and running it locally.
+
+The app itself lives in the top-level `spaces/compare/` (shipped in the wheel) and never imports hubkit;
+this module writes what it reads, `space_config.json`, from the run:
+
+    config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
+    files = space_repo_files(config)        # {"app.py": b"...", ..., "README.md": b"..."}
+
+The Space repo (`<repo_id>-demo` by default) holds the app's files, the config, pinned requirements and a
+README whose metadata the Hub reads (`sdk: gradio`, `sdk_version`, `models`, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.errors import HubkitError
+from hubkit.manifest import Manifest
+from hubkit.resources import model_cards_dir, space_dir
+
+if TYPE_CHECKING:
+    from hubkit.runs import Run
+
+SPACE_SUFFIX = "-demo"
+APP_NAME = "compare"
+APP_FILE = "app.py"
+CONFIG_NAME = "space_config.json"
+REQUIREMENTS_NAME = "requirements.txt"
+# The app's own modules, copied as they are.
+APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py")
+# ZeroGPU documents Python 3.10 and 3.12 only.
+PYTHON_VERSION = "3.12"
+SHORT_DESCRIPTION = "Base model vs. each training checkpoint, side by side"
+DEFAULT_HARDWARE = "l4x1"  # informational on the Hub; a 4B model in bf16 fits with room for a batch
+DEFAULT_MAX_NEW_TOKENS = 1024
+EXAMPLES_FROM_EVAL = 5
+_README_ONLY = ("space_repo_id", "hardware")  # SpaceConfig fields the app does not read
+# Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
+# so they are in no training set).
+FALLBACK_EXAMPLES = (
+    (
+        "A baker makes 12 trays of 24 cookies and sells all but 30 of them. How many cookies does she sell?",
+        "258",
+    ),
+    ("What is the sum of the first 20 positive odd numbers?", "400"),
+    ("A train covers 180 km in 2.5 hours. What is its average speed in km/h?", "72"),
+    ("Solve for x: 3x + 7 = 22.", "5"),
+)
+
+
+class SpaceError(HubkitError):
+    """The Space's files cannot be written (a package the app needs is missing, a bad setting)."""
+
+
+def default_space_repo_id(repo_id: str) -> str:
+    """The default Space beside an adapter repo: `<repo_id>-demo`."""
+    return repo_id + SPACE_SUFFIX
+
+
+@dataclass(frozen=True)
+class SpaceExample:
+    """An example problem, with its reference answer when known."""
+
+    prompt: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    """What the Space loads and how it answers; `space_config.json` holds all of it but `space_repo_id`
+    and `hardware` (README only). Field meanings: see `spaces/compare/config.py`, which reads it.
+
+    Args:
+        space_repo_id: the Space repo (`<repo_id>-demo` by default), named in the README's API example.
+        hardware: the README's `suggested_hardware` (the Hub's flavor names, e.g. "l4x1", "a10g-small").
+    """
+
+    title: str
+    base_model: str
+    adapter_repo: str
+    space_repo_id: str
+    base_revision: str | None = None
+    adapter_revision: str | None = None
+    merged_repo: str | None = None
+    system_prompt: str | None = None
+    chat_template: str = "adapter"
+    dtype: str = "auto"
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens_limit: int = 4096
+    max_prompt_chars: int = 4000
+    max_prompt_tokens: int = 1024
+    max_loaded_adapters: int = 12
+    queue_size: int = 32
+    gpu_seconds_per_token: float = 0.05
+    gpu_overhead_seconds: float = 15.0
+    examples: tuple[SpaceExample, ...] = ()
+    hardware: str = DEFAULT_HARDWARE
+    schema_version: int = 1
+
+    def __post_init__(self) -> None:
+        if self.chat_template not in ("adapter", "base", "none"):
+            raise SpaceError(f"chat_template must be 'adapter', 'base' or 'none', got {self.chat_template!r}")
+        if not 1 <= self.max_new_tokens <= self.max_new_tokens_limit:
+            raise SpaceError(
+                f"max_new_tokens ({self.max_new_tokens}) must be between 1 and max_new_tokens_limit "
+                f"({self.max_new_tokens_limit})"
+            )
+
+    @classmethod
+    def from_manifest(
+        cls,
+        manifest: Manifest,
+        repo_id: str,
+        *,
+        merged_repo_id: str | None = None,
+        space_repo_id: str | None = None,
+        adapter_revision: str | None = None,
+        tokenizer_published: bool = True,
+        examples: Sequence[SpaceExample] = (),
+    ) -> SpaceConfig:
+        """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
+
+        Args:
+            manifest: the run's manifest.
+            repo_id: the adapter repo.
+            merged_repo_id: the merged model's repo, if one is published.
+            space_repo_id: the Space repo; default `<repo_id>-demo`.
+            adapter_revision: pin the adapters to this revision (default: the repo's main branch, so that
+                the checkpoint list follows later pushes).
+            tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
+                template (else the base model's are used).
+            examples: example problems; default a few general math problems.
+
+        Returns:
+            The configuration.
+        """
+        trained_length = manifest.hyperparameters.get("max_completion_length")
+        max_new_tokens = DEFAULT_MAX_NEW_TOKENS
+        if isinstance(trained_length, int) and trained_length > 0:
+            max_new_tokens = min(trained_length, DEFAULT_MAX_NEW_TOKENS)
+        return cls(
+            title=manifest.run_id,
+            base_model=manifest.base_model,
+            base_revision=manifest.base_model_revision,
+            adapter_repo=repo_id,
+            adapter_revision=adapter_revision,
+            merged_repo=merged_repo_id,
+            space_repo_id=space_repo_id or default_space_repo_id(repo_id),
+            system_prompt=manifest.system_prompt,
+            chat_template="adapter" if tokenizer_published else "base",
+            max_new_tokens=max_new_tokens,
+            examples=tuple(examples) or tuple(SpaceExample(p, a) for p, a in FALLBACK_EXAMPLES),
+        )
+
+    @classmethod
+    def from_run(
+        cls,
+        run: Run,
+        repo_id: str,
+        *,
+        merged_repo_id: str | None = None,
+        space_repo_id: str | None = None,
+        adapter_revision: str | None = None,
+    ) -> SpaceConfig:
+        """The Space of a run about to be (or already) published to `repo_id`.
+
+        Examples are held-out problems from the run's evaluation (`hubkit eval`) when it has one, those
+        that the best checkpoint answers better than the base first; else a few general math problems.
+
+        Args:
+            run: the run.
+            repo_id: the adapter repo.
+            merged_repo_id: the merged model's repo, if the push publishes one.
+            space_repo_id: the Space repo; default `<repo_id>-demo`.
+            adapter_revision: see `from_manifest`.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            EvalError: the run's evaluation files are corrupt.
+        """
+        return cls.from_manifest(
+            run.manifest,
+            repo_id,
+            merged_repo_id=merged_repo_id,
+            space_repo_id=space_repo_id,
+            adapter_revision=adapter_revision,
+            tokenizer_published=run.tokenizer_dir() is not None,
+            examples=eval_examples(run.run_dir),
+        )
+
+    def to_json(self) -> str:
+        """`space_config.json`: every field but the README-only ones."""
+        data = {k: v for k, v in asdict(self).items() if k not in _README_ONLY}
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[SpaceExample, ...]:
+    """Held-out problems from the run's evaluation, the telling ones first (none without an evaluation).
+
+    Args:
+        run_dir: the run directory.
+        limit: at most this many.
+
+    Returns:
+        (problem, reference) examples; empty when the run has no `eval/`.
+
+    Raises:
+        EvalError: the evaluation files are corrupt.
+    """
+    from hubkit.evaluate.results import load_eval
+
+    results = load_eval(run_dir)
+    if results is None:
+        return ()
+    best = results.best()
+    if best is not None and best.step is not None:
+        samples = [after for _before, after in results.before_after(best.step, limit)]
+    else:
+        samples = []
+    if not samples:  # no base to compare with: the problems in order
+        samples = sorted(results.samples, key=lambda s: s.problem_index)
+    examples: dict[str, SpaceExample] = {}
+    for sample in samples:
+        examples.setdefault(sample.problem, SpaceExample(sample.problem, sample.reference))
+    return tuple(examples.values())[:limit]
+
+
+def _version(package: str) -> str:
+    try:
+        version = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise SpaceError(
+            f"{package} is not installed, so the Space cannot be pinned to a tested version: "
+            "pip install 'hubkit[space]' (or push without the Space)"
+        ) from e
+    return version.split("+", 1)[0]  # a local build tag such as "+cpu" is not on PyPI
+
+
+def pinned_requirements() -> str:
+    """The app's `requirements.txt`, each package pinned to the version installed here (the tested one).
+
+    gradio is not listed: the README's `sdk_version` installs it.
+
+    Raises:
+        SpaceError: a package the app needs is not installed.
+    """
+    lines = (space_dir(APP_NAME) / REQUIREMENTS_NAME).read_text(encoding="utf-8").splitlines()
+    packages = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    pinned = [f"{package}=={_version(package)}" for package in packages]
+    return (
+        "# Pinned to the versions hubkit tested the app with; gradio comes from sdk_version.\n"
+        + "\n".join(pinned)
+        + "\n"
+    )
+
+
+def space_readme(config: SpaceConfig) -> str:
+    """The Space's README.md: the metadata the Hub reads, then what the Space does and its API.
+
+    Raises:
+        SpaceError: gradio is not installed (its version is the Space's `sdk_version`).
+    """
+    from huggingface_hub import SpaceCard, SpaceCardData
+
+    models = [config.base_model, config.adapter_repo]
+    card_data = SpaceCardData(
+        title=config.title,
+        sdk="gradio",
+        sdk_version=_version("gradio"),
+        python_version=PYTHON_VERSION,
+        app_file=APP_FILE,
+        models=models,
+        tags=["hubkit", "lora", "peft", "checkpoints"],
+        emoji="⚖️",
+        colorFrom="indigo",
+        colorTo="green",
+        short_description=SHORT_DESCRIPTION,
+        suggested_hardware=config.hardware,
+        pinned=False,
+    )
+    example = config.examples[0].prompt if config.examples else "What is 12 * 13?"
+    card = SpaceCard.from_template(
+        card_data,
+        template_path=str(model_cards_dir() / "space.md.j2"),
+        config=config,
+        example=example,
+    )
+    return str(card)
+
+
+def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
+    """Every file of the Space repo, by path: the app's modules, `space_config.json`, pinned
+    `requirements.txt` and `README.md`.
+
+    Args:
+        config: the Space's configuration.
+
+    Returns:
+        Path in the repo -> content.
+
+    Raises:
+        SpaceError: gradio or a package the app needs is not installed (their versions are pinned).
+    """
+    app_dir = space_dir(APP_NAME)
+    files = {name: (app_dir / name).read_bytes() for name in APP_MODULES}
+    files[CONFIG_NAME] = config.to_json().encode()
+    files[REQUIREMENTS_NAME] = pinned_requirements().encode()
+    files["README.md"] = space_readme(config).encode()
+    return files
+
+
+def serve_locally(
+    config: SpaceConfig, *, port: int, endpoint: str | None = None, environ: Mapping[str, str] | None = None
+) -> int:
+    """Run the Space's app from the installed hubkit on 127.0.0.1 until it exits (Ctrl-C stops it).
+
+    Args:
+        config: the configuration (as the push would write it).
+        port: the port to serve on.
+        endpoint: the Hub the app reads the models from (default: `HF_ENDPOINT`, else huggingface.co).
+        environ: the environment to start from (default: this process's).
+
+    Returns:
+        The app's exit status.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if endpoint:
+        env["HF_ENDPOINT"] = endpoint.rstrip("/")
+    env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    with tempfile.TemporaryDirectory(prefix="hubkit-space-") as workdir:
+        config_path = Path(workdir) / CONFIG_NAME
+        config_path.write_text(config.to_json(), encoding="utf-8")
+        command = [
+            sys.executable,
+            str(space_dir(APP_NAME) / APP_FILE),
+            f"--config={config_path}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+        ]
+        process = subprocess.Popen(command, env=env)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+            if process.poll() is None:
+                process.kill()
+            return process.wait()

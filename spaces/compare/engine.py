@@ -1,0 +1,477 @@
+"""One base model in memory, the run's adapters loaded on demand, and batched generation across them.
+
+Every answer the app shows comes from `Engine.stream`: one `generate` call in which each row of the
+batch uses its own adapter (PEFT's mixed-adapter batch, `adapter_names=[...]`, with `"__base__"` for
+the base model). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
+checkpoint. Adapters are loaded on first use into a bounded cache; the least recently used one is
+unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
+`generate` fails).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from huggingface_hub import HfApi
+from huggingface_hub.hf_api import RepoFolder
+from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from config import AppConfig
+
+logger = logging.getLogger(__name__)
+
+BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+FINAL = ""  # the checkpoint value of the final adapter, at the adapter repo's root
+CHECKPOINTS_DIR = "checkpoints"
+_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)$")
+_STREAM_INTERVAL_S = 0.1  # how often partial answers are handed on while generating
+
+
+class RequestError(Exception):
+    """A request the app refuses or cannot serve; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Generation settings of one request (temperature 0 is greedy decoding)."""
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One row's answer.
+
+    Args:
+        text: the decoded answer (special tokens removed).
+        token_ids: the generated ids, without the stop token.
+        seconds: from the start of the call until this row stopped.
+        finished: True when the row ended with a stop token, False when cut at max_new_tokens (or still
+            being generated, in a partial answer).
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    seconds: float
+    finished: bool
+
+    @property
+    def tokens(self) -> int:
+        return len(self.token_ids)
+
+
+def checkpoint_step(value: str) -> int | None:
+    """The training step of a checkpoint value (`checkpoints/global_step_N`), None for the final adapter."""
+    match = _CHECKPOINT_RE.match(value)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_label(value: str) -> str:
+    """A short label for a checkpoint value: "step 20", or "final adapter"."""
+    step = checkpoint_step(value)
+    return "final adapter" if step is None else f"step {step}"
+
+
+def _adapter_name(value: str) -> str:
+    # PEFT adapter names become module keys: no "/" or ".".
+    step = checkpoint_step(value)
+    return "final" if step is None else f"step_{step}"
+
+
+def _short(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ""
+    return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
+
+
+def resolve_dtype(name: str, device: str) -> torch.dtype:
+    """The torch dtype for a config's `dtype` ("auto": bfloat16 on a GPU, float32 on a CPU)."""
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, name)
+
+
+class _RowStreamer(BaseStreamer):
+    """Receives the tokens of every row from `generate` (the prompt first, then one token per row per step)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.queue: queue.Queue[list[list[int]] | None] = queue.Queue()
+        self._prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        self.queue.put(value.reshape(self.rows, -1).tolist())
+
+    def end(self) -> None:
+        self.queue.put(None)
+
+
+class _Cancelled(StoppingCriteria):
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        return torch.full(
+            (input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device
+        )
+
+
+class Engine:
+    """The base model, the adapter cache and generation.
+
+    Args:
+        config: the Space's configuration.
+        device: where the model runs (default: CUDA when available, else CPU). On ZeroGPU this is "cuda"
+            from start-up (`import spaces` first): the weights are placed there outside GPU calls.
+    """
+
+    def __init__(self, config: AppConfig, device: str | None = None) -> None:
+        self.config = config
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.capacity = config.max_loaded_adapters
+        tokenizer_repo, tokenizer_revision = (
+            (config.adapter_repo, config.adapter_revision)
+            if config.chat_template == "adapter"
+            else (config.base_model, config.base_revision)
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_repo, revision=tokenizer_revision)
+        if config.chat_template != "none" and not self.tokenizer.chat_template:
+            raise ValueError(
+                f"the tokenizer of {tokenizer_repo} has no chat template: set chat_template to 'none' "
+                "or publish the run's tokenizer"
+            )
+        base = AutoModelForCausalLM.from_pretrained(
+            config.base_model, revision=config.base_revision, dtype=self.dtype
+        )
+        self.base = base.to(self.device).eval()
+        self.model = None  # the PeftModel, created with the first adapter
+        eos = self.base.generation_config.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.append(self.tokenizer.eos_token_id)
+        if not eos_ids:
+            raise ValueError(f"{config.base_model} names no eos token in its generation config or tokenizer")
+        self.stop_ids = tuple(dict.fromkeys(eos_ids))
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else self.stop_ids[0]
+        self._loaded: OrderedDict[str, str] = OrderedDict()  # checkpoint value -> adapter name, LRU first
+        self._lock = threading.Lock()  # adapter loads/unloads and generation: the model is shared state
+        self._checkpoints: tuple[str, ...] = ()
+        self._listing_lock = threading.Lock()
+
+    # --- Checkpoints ----------------------------------------------------------------------------
+
+    def list_checkpoints(self) -> tuple[str, ...]:
+        """Read the adapter repo's checkpoints: `checkpoints/global_step_N` by step, then the final adapter.
+
+        Only folders holding an `adapter_config.json` count (a half-uploaded one does not).
+
+        Returns:
+            The checkpoint values ("" is the final adapter at the root).
+        """
+        api = HfApi()
+        repo, revision = self.config.adapter_repo, self.config.adapter_revision
+        root = {entry.path for entry in api.list_repo_tree(repo, revision=revision)}
+        values: list[str] = []
+        if CHECKPOINTS_DIR in root:
+            folders = [
+                entry.path
+                for entry in api.list_repo_tree(repo, path_in_repo=CHECKPOINTS_DIR, revision=revision)
+                if isinstance(entry, RepoFolder) and _CHECKPOINT_RE.match(entry.path)
+            ]
+            configs = [f"{folder}/adapter_config.json" for folder in folders]
+            found = {
+                info.path.rsplit("/", 1)[0] for info in api.get_paths_info(repo, configs, revision=revision)
+            }
+            values = sorted((f for f in folders if f in found), key=lambda f: checkpoint_step(f) or 0)
+        if "adapter_config.json" in root:
+            values.append(FINAL)
+        with self._listing_lock:
+            self._checkpoints = tuple(values)
+        return self._checkpoints
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        """The checkpoint values found by the last `list_checkpoints`."""
+        return self._checkpoints
+
+    def validate(self, value: str | None) -> str:
+        """The checkpoint value a request names, checked against the repo (listed again once if unknown).
+
+        Args:
+            value: `checkpoints/global_step_N`, or "" / None for the final adapter.
+
+        Raises:
+            RequestError: the value is not a checkpoint of the adapter repo.
+        """
+        value = (value or FINAL).strip().strip("/")
+        if value != FINAL and not _CHECKPOINT_RE.match(value):
+            raise RequestError(
+                f"Unknown checkpoint {value[:80]!r}: give checkpoints/global_step_N, or nothing for the final adapter."
+            )
+        if value not in self._checkpoints:
+            self.list_checkpoints()  # pushed since start-up?
+        if value not in self._checkpoints:
+            known = ", ".join(checkpoint_label(v) for v in self._checkpoints) or "none"
+            raise RequestError(
+                f"{self.config.adapter_repo} has no {checkpoint_label(value)} (it has: {known})."
+            )
+        return value
+
+    # --- Adapters ---------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        """The checkpoint values loaded now, least recently used first."""
+        with self._lock:
+            return tuple(self._loaded)
+
+    def ensure_loaded(self, values: Sequence[str]) -> tuple[str, ...]:
+        """Load the adapters of `values` that are not loaded yet, unloading least recently used others.
+
+        Args:
+            values: validated checkpoint values; at most `capacity` of them.
+
+        Returns:
+            Their PEFT adapter names, in order.
+
+        Raises:
+            RequestError: an adapter could not be loaded (the others stay usable).
+        """
+        with self._lock:
+            return self._ensure_loaded(values)
+
+    def _ensure_loaded(self, values: Sequence[str]) -> tuple[str, ...]:
+        wanted = list(dict.fromkeys(values))
+        if len(wanted) > self.capacity:
+            raise ValueError(f"{len(wanted)} adapters requested at once, the cache holds {self.capacity}")
+        for value in wanted:
+            if value in self._loaded:
+                self._loaded.move_to_end(value)
+                continue
+            # Unload before loading to bound memory, but never the last adapter or one this request needs.
+            while len(self._loaded) >= self.capacity and len(self._loaded) > 1:
+                if not self._unload_one(keep=wanted):
+                    break
+            self._load(value)
+        while len(self._loaded) > self.capacity and self._unload_one(keep=wanted):
+            pass
+        return tuple(self._loaded[value] for value in values)
+
+    def _unload_one(self, keep: Sequence[str]) -> bool:
+        for value in self._loaded:
+            if value not in keep:
+                name = self._loaded.pop(value)
+                self.model.delete_adapter(name)
+                logger.info("unloaded %s", checkpoint_label(value))
+                return True
+        return False
+
+    def _load(self, value: str) -> None:
+        from peft import PeftModel
+
+        name = _adapter_name(value)
+        kwargs: dict[str, object] = {
+            "adapter_name": name,
+            "revision": self.config.adapter_revision,
+            "is_trainable": False,
+            # Without it PEFT picks CUDA whenever it is visible, which breaks ZeroGPU (peft issue 3793).
+            "torch_device": self.device,
+        }
+        if value != FINAL:
+            kwargs["subfolder"] = value
+        started = time.perf_counter()
+        try:
+            if self.model is None:
+                self.model = PeftModel.from_pretrained(self.base, self.config.adapter_repo, **kwargs)
+            else:
+                self.model.load_adapter(self.config.adapter_repo, **kwargs)
+        except Exception as e:  # a broken or missing adapter must not take the app down
+            if self.model is not None and name in self.model.peft_config and len(self.model.peft_config) > 1:
+                self.model.delete_adapter(name)
+            logger.warning("could not load %s: %s", checkpoint_label(value), _short(e))
+            raise RequestError(f"The {checkpoint_label(value)} could not be loaded ({_short(e)}).") from e
+        self.model.eval()
+        self._loaded[value] = name
+        logger.info("loaded %s in %.2f s", checkpoint_label(value), time.perf_counter() - started)
+
+    # --- Prompts and generation -------------------------------------------------------------------
+
+    def encode(self, prompt: str) -> list[int]:
+        """The prompt's token ids, with the system prompt and chat template.
+
+        Raises:
+            RequestError: empty, or longer than the limits in characters or tokens.
+        """
+        if not prompt or not prompt.strip():
+            raise RequestError("The prompt is empty: type a problem first.")
+        if len(prompt) > self.config.max_prompt_chars:
+            raise RequestError(
+                f"The prompt has {len(prompt)} characters; this Space accepts up to {self.config.max_prompt_chars}."
+            )
+        if self.config.chat_template == "none":
+            text = prompt
+        else:
+            messages = [{"role": "user", "content": prompt}]
+            if self.config.system_prompt:
+                messages.insert(0, {"role": "system", "content": self.config.system_prompt})
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) > self.config.max_prompt_tokens:
+            raise RequestError(
+                f"The prompt is {len(ids)} tokens long; this Space accepts up to {self.config.max_prompt_tokens}."
+            )
+        return ids
+
+    def check_settings(self, settings: Settings) -> Settings:
+        """Refuse settings outside the Space's limits.
+
+        Raises:
+            RequestError: max_new_tokens, temperature or top_p out of range.
+        """
+        limit = self.config.max_new_tokens_limit
+        if not 1 <= settings.max_new_tokens <= limit:
+            raise RequestError(
+                f"max new tokens must be between 1 and {limit}, got {settings.max_new_tokens}."
+            )
+        if not 0.0 <= settings.temperature <= 2.0:
+            raise RequestError(f"temperature must be between 0 and 2, got {settings.temperature}.")
+        if not 0.0 < settings.top_p <= 1.0:
+            raise RequestError(f"top-p must be above 0 and at most 1, got {settings.top_p}.")
+        return settings
+
+    def stream(
+        self, prompt_ids: Sequence[int], rows: Sequence[str | None], settings: Settings
+    ) -> Iterator[list[Answer]]:
+        """Answer one prompt with several adapters in one batched `generate`, yielding partial answers.
+
+        Args:
+            prompt_ids: from `encode`.
+            rows: one checkpoint value per row (None: the base model); at most `capacity` adapters.
+            settings: checked generation settings.
+
+        Yields:
+            One `Answer` per row, every `_STREAM_INTERVAL_S` while generating; the last yield holds the
+            final answers (token ids from `generate`'s output).
+
+        Raises:
+            RequestError: an adapter could not be loaded.
+        """
+        if all(value is None for value in rows):
+            raise ValueError("stream needs at least one adapter row")
+        streamer = _RowStreamer(len(rows))
+        cancel = threading.Event()
+        outcome: dict[str, object] = {}
+        thread = threading.Thread(
+            target=self._generate,
+            args=(list(prompt_ids), list(rows), settings, streamer, cancel, outcome),
+            daemon=True,
+        )
+        started = time.perf_counter()
+        tokens: list[list[int]] = [[] for _ in rows]
+        stopped_at: list[float | None] = [None] * len(rows)
+        thread.start()
+        try:
+            last_yield = 0.0
+            while (step := streamer.queue.get()) is not None:
+                now = time.perf_counter() - started
+                for row, new in enumerate(step):
+                    for token in new:
+                        if stopped_at[row] is None and token in self.stop_ids:
+                            stopped_at[row] = now
+                        elif stopped_at[row] is None:
+                            tokens[row].append(token)
+                if now - last_yield >= _STREAM_INTERVAL_S:
+                    last_yield = now
+                    yield [
+                        Answer(
+                            self._decode(ids), tuple(ids), stopped_at[row] or now, stopped_at[row] is not None
+                        )
+                        for row, ids in enumerate(tokens)
+                    ]
+        finally:
+            cancel.set()  # the consumer went away (client disconnected): stop generating
+            thread.join()
+        if "error" in outcome:
+            raise outcome["error"]  # type: ignore[misc]
+        total = time.perf_counter() - started
+        output: torch.Tensor = outcome["output"]  # type: ignore[assignment]
+        answers = []
+        for row, sequence in enumerate(output[:, len(prompt_ids) :].tolist()):
+            ids, finished = self._until_stop(sequence)
+            answers.append(Answer(self._decode(ids), tuple(ids), stopped_at[row] or total, finished))
+        yield answers
+
+    def generate(
+        self, prompt_ids: Sequence[int], rows: Sequence[str | None], settings: Settings
+    ) -> list[Answer]:
+        """`stream` without the partial answers: the final answers only."""
+        answers: list[Answer] = []
+        for answers in self.stream(prompt_ids, rows, settings):  # noqa: B007  (the last yield is the result)
+            pass
+        return answers
+
+    def _until_stop(self, sequence: list[int]) -> tuple[list[int], bool]:
+        for index, token in enumerate(sequence):
+            if token in self.stop_ids:
+                return sequence[:index], True
+        return sequence, False
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _generate(
+        self,
+        prompt_ids: list[int],
+        rows: list[str | None],
+        settings: Settings,
+        streamer: _RowStreamer,
+        cancel: threading.Event,
+        outcome: dict[str, object],
+    ) -> None:
+        try:
+            with self._lock:
+                values = [value for value in rows if value is not None]
+                names = dict(zip(values, self._ensure_loaded(values), strict=True))
+                input_ids = torch.tensor([prompt_ids] * len(rows), dtype=torch.long, device=self.device)
+                sampling: dict[str, object] = (
+                    {
+                        "do_sample": True,
+                        "temperature": settings.temperature,
+                        "top_p": settings.top_p,
+                        "top_k": None,
+                    }
+                    if settings.temperature > 0
+                    else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+                )
+                with torch.inference_mode():
+                    outcome["output"] = self.model.generate(
+                        input_ids=input_ids,
+                        attention_mask=torch.ones_like(input_ids),
+                        adapter_names=[BASE if v is None else names[v] for v in rows],
+                        max_new_tokens=settings.max_new_tokens,
+                        eos_token_id=list(self.stop_ids),
+                        pad_token_id=self.pad_id,
+                        streamer=streamer,
+                        stopping_criteria=StoppingCriteriaList([_Cancelled(cancel)]),
+                        **sampling,
+                    )
+        except BaseException as e:  # handed to the consumer, which raises it in the request's thread
+            outcome["error"] = e
+        finally:
+            streamer.end()
