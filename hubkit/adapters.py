@@ -24,6 +24,7 @@ from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
 from hubkit.manifest import LoraSettings
 from hubkit.peft_adapter import (
     ADAPTER_CONFIG,
+    ADAPTER_FILES,
     ADAPTER_WEIGHTS,
     LoraPair,
     lora_pairs,
@@ -56,6 +57,11 @@ class PreparedAdapter:
     config: dict[str, Any]
     num_modules: int
     rebuilt: bool
+
+    @property
+    def size(self) -> int:
+        """Bytes published for this adapter (weights and config)."""
+        return sum((self.dir / name).stat().st_size for name in ADAPTER_FILES)
 
 
 # --- validation -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ hubkit is refused with a message rather than half-read.
 Example (abridged)::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "run_id": "20260223_182638_deepscaler_gdpo_lambda0.5",
       "framework": "verl", "framework_version": "0.6.1",
       "base_model": "Qwen/Qwen3-4B", "base_model_revision": null,
@@ -23,7 +23,8 @@ Example (abridged)::
       "started_at": "2026-02-23T18:26:38Z", "finished_at": null,
       "trackers": [{"name": "wandb", "url": "https://wandb.ai/..."}],
       "system_prompt": "...",
-      "checkpoints_dir": ".", "metrics_file": "metrics.jsonl"
+      "checkpoints_dir": ".", "metrics_file": "metrics.jsonl",
+      "push_to": "me/qwen3-4b-gdpo"
     }
 """
 
@@ -40,7 +41,8 @@ from hubkit.errors import ManifestError
 from hubkit.rewards.spec import RewardSpec
 
 MANIFEST_NAME = "hubkit.json"
-SCHEMA_VERSION = 1
+# 2 added push_to. Fields are only ever added: schema 1 manifests still load.
+SCHEMA_VERSION = 2
 Framework = Literal["trl", "verl"]
 FRAMEWORKS: tuple[str, ...] = ("trl", "verl")
 # Hub repo ids: "name" or "owner/name", letters, digits, "-", "_", "." (no "--" or ".." runs).
@@ -128,6 +130,7 @@ class Manifest:
     system_prompt: str | None = None
     checkpoints_dir: str = "."
     metrics_file: str | None = None
+    push_to: str | None = None  # the adapter repo ("owner/name") the recipe was told to publish to
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -145,6 +148,8 @@ class Manifest:
                 f"base_model must be a Hub id like 'Qwen/Qwen3-4B', got {self.base_model!r}: "
                 "local paths are never published"
             )
+        if self.push_to is not None and (self.push_to.count("/") != 1 or not is_hub_id(self.push_to)):
+            raise ManifestError(f"push_to must be a Hub repo id like 'me/qwen3-4b-grpo', got {self.push_to!r}")
         for rel in (self.checkpoints_dir, self.metrics_file):
             if rel is not None and (os.path.isabs(rel) or ".." in Path(rel).parts):
                 raise ManifestError(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from peft import PeftModel
-from test_publish_support import finish_run, make_run, qwen3_shapes, write_checkpoint
+from synthetic_runs import finish_run, make_run, qwen3_shapes, write_checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hubkit.cli import main

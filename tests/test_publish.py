@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 from safetensors.torch import load_file
-from test_publish_support import make_run, qwen3_shapes, run_cli, write_checkpoint
+from synthetic_runs import make_run, qwen3_shapes, run_cli, write_checkpoint
 
+from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
-from hubkit.publish import RemoteFile, RemoteRepo, diff_repo, plan_push, prepare_adapters, select_checkpoints
+from hubkit.publish.adapter_repo import prepare_adapters, select_checkpoints
 from hubkit.publish.commit import commit_message
+from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan, hash_file
+from hubkit.publish.remote import RemoteFile, RemoteRepo
+from hubkit.publish.repos import BuildContext, build_adapter_repo
 from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import load_run
 
@@ -54,9 +58,17 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 
 def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run"):
+    """The adapter repo's plan for a first push (nothing on the remote yet), built as a push builds it."""
     run = load_run(run_dir)
-    chosen = select_checkpoints(run, steps)
-    return plan_push(run, repo_id, prepare_adapters(run, chosen, tmp_path / "staging")).repos[0]
+    adapters = prepare_adapters(run, select_checkpoints(run, steps), tmp_path / "staging")
+    context = BuildContext(
+        run=run,
+        repo_id=repo_id,
+        adapters=tuple(adapters),
+        remotes={repo_id: RemoteRepo(repo_id, head_sha=None)},
+        base_card=BaseModelCard(repo_id=BASE, license="apache-2.0"),
+    )
+    return build_adapter_repo(context)
 
 
 def test_plan_lays_out_checkpoints_root_adapter_and_metadata(run_dir: Path, tmp_path: Path) -> None:
@@ -76,6 +88,7 @@ def test_plan_lays_out_checkpoints_root_adapter_and_metadata(run_dir: Path, tmp_
         "hubkit.json",
         "metrics.jsonl",
         "README.md",
+        "assets/reward.png",  # the one curve this run logged (its metrics have a reward only)
     }
     # The root adapter is the newest step's; every checkpoint's weights are the checkpoint's own.
     assert (
@@ -109,7 +122,8 @@ def test_card_front_matter_and_usage_snippet(run_dir: Path, tmp_path: Path) -> N
     assert "trl" in metadata["tags"]
     assert 'PeftModel.from_pretrained(base, "me/tiny-run")' in body
     assert 'subfolder="checkpoints/global_step_3"' in body
-    assert "| 1 | `checkpoints/global_step_1` |" in body and "global_step_2" not in body
+    assert metadata["license"] == "apache-2.0"  # the base card's
+    assert "`checkpoints/global_step_1`" in body and "global_step_2" not in body
 
 
 def test_git_blob_sha1_matches_git(tmp_path: Path) -> None:

@@ -3,35 +3,27 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
-from test_publish_support import make_run, qwen3_shapes, run_cli
+from synthetic_runs import make_run, qwen3_shapes, run_cli
 
-from hubkit.publish import diff_push, hub_client, plan_push, prepare_adapters, select_checkpoints
-from hubkit.publish.commit import commit_repo
-from hubkit.runs import load_run
+from hubkit.publish import PushProgress, PushRequest, push_run
 
 SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
 
 
-def _diff(run_dir: Path, repo_id: str, endpoint: str, token: str | None, staging: Path):
-    run = load_run(run_dir)
-    plan = plan_push(run, repo_id, prepare_adapters(run, select_checkpoints(run), staging), token=token)
-    api = hub_client(endpoint, token)
-    (diff,) = diff_push(api, plan)
-    return api, diff
-
-
-def test_every_changed_file_is_reported_once(tmp_path, local_hub, hub_api, new_repo_id):
-    run_dir = make_run(tmp_path / "runs", (1, 2), base_model="hubkit-test/tiny-qwen3", shapes=SHAPES)
-    api, diff = _diff(run_dir, new_repo_id, local_hub.endpoint, local_hub.token, tmp_path / "staging")
-    assert not diff.remote.exists and len(diff.changed) == len(diff.plan.files)
-    reported = []
-    result = commit_repo(api, diff, on_uploaded=lambda planned: reported.append(planned.path_in_repo))
-    assert sorted(reported) == sorted(f.path_in_repo for f in diff.plan.files)
-    assert result.uploaded_bytes == diff.plan.total_size and result.steps == (1, 2)
-    assert hub_api.repo_info(new_repo_id).sha == result.commit_sha
+def test_every_uploaded_byte_is_reported_once(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=SHAPES)
+    totals, uploaded = [], []
+    progress = PushProgress(upload_started=totals.append, uploaded=uploaded.append)
+    request = PushRequest(run_dir, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
+    report = push_run(request, progress)
+    (repo,) = report.repos
+    (plan,) = report.plan.repos
+    assert repo.files_uploaded == len(plan.files) and repo.steps == (1, 2) == report.steps
+    assert totals == [plan.total_size] == [sum(uploaded)] == [repo.bytes_uploaded]
+    assert sorted(uploaded) == sorted(f.size for f in plan.files)
+    assert hub_api.repo_info(new_repo_id).sha == repo.commit_sha
     # The client's own LFS upload already stored the root copy of step 2's adapter: same object on the Hub.
     infos = hub_api.get_paths_info(
         new_repo_id, ["adapter_model.safetensors", "checkpoints/global_step_2/adapter_model.safetensors"]

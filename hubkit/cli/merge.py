@@ -45,7 +45,8 @@ def merge(
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.publish import prepare_adapters, resolve_token, select_checkpoints
+    from hubkit.publish.adapter_repo import prepare_adapters, refuse_no_checkpoint, select_checkpoints
+    from hubkit.publish.auth import resolve_token
     from hubkit.publish.merged_repo import merge_prepared_adapter
     from hubkit.runs import find_run_dir, load_run
 
@@ -53,6 +54,8 @@ def merge(
     disable_progress_bars()
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
     checkpoint = select_checkpoints(run, None if step is None else [step])[-1:]
+    if not checkpoint:
+        refuse_no_checkpoint(run)
     token = resolve_token(endpoint, required=False)
     with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:
         (adapter,) = prepare_adapters(run, checkpoint, Path(staging))

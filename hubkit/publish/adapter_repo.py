@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
-from hubkit.cards import render_adapter_card
 from hubkit.errors import CheckpointError
 from hubkit.manifest import MANIFEST_NAME, Manifest
-from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
+from hubkit.peft_adapter import ADAPTER_FILES
+from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import Checkpoint, Run
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
     from hubkit.adapters import PreparedAdapter
+    from hubkit.publish.remote import RemoteFile
 
-ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
 # What `AutoTokenizer.from_pretrained(repo_id)` reads; anything else in a tokenizer dir stays local.
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -82,6 +82,25 @@ def select_checkpoints(
     if every is not None:
         chosen = [c for c in chosen if c.step % every == 0]
     return tuple(chosen)
+
+
+def refuse_no_checkpoint(run: Run) -> NoReturn:
+    """Refuse a run with nothing to publish, saying why each checkpoint folder is not complete.
+
+    Raises:
+        CheckpointError: always.
+    """
+    run_id = run.manifest.run_id
+    if not run.pending:
+        raise CheckpointError(
+            f"run {run_id} has no complete checkpoint to publish yet: it has no checkpoint folder "
+            "(wait for the first save, or check --run-dir)"
+        )
+    reasons = "; ".join(f"{c.path.name}: {c.incomplete_reason or 'not complete'}" for c in run.pending)
+    raise CheckpointError(
+        f"run {run_id} has no complete checkpoint to publish yet ({reasons}): wait for the save to finish, "
+        "or publish a run whose saves completed"
+    )
 
 
 def prepare_adapters(
@@ -156,6 +175,49 @@ def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
     return (json.dumps(published.to_dict(), indent=2) + "\n").encode()
 
 
+def has_tokenizer(run: Run, step: int) -> bool:
+    """Whether the adapter repo's root gets the run's tokenizer along with `step`'s adapter."""
+    return bool(_tokenizer_files(run, step))
+
+
+def _tokenizer_files(run: Run, step: int) -> list[PlannedFile]:
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
+    if tokenizer_dir is None:
+        return []
+    return [
+        PlannedFile.from_path(n, tokenizer_dir / n) for n in TOKENIZER_FILES if (tokenizer_dir / n).is_file()
+    ]
+
+
+def _run_files(run: Run, adapters: Sequence[PreparedAdapter], root_step: int | None) -> list[PlannedFile]:
+    """The files the adapter repo takes from the run: adapters, tokenizer (at the root step), manifest, metrics."""
+    files: list[PlannedFile] = []
+    for adapter in adapters:
+        for name in ADAPTER_FILES:
+            path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
+            files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
+    root = next((a for a in adapters if a.step == root_step), None)
+    if root is not None:
+        files += [PlannedFile.from_path(name, root.dir / name) for name in ADAPTER_FILES]
+        files += _tokenizer_files(run, root.step)
+    has_metrics = bool(run.metrics.rows)
+    files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
+    if has_metrics:
+        files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
+    return files
+
+
+def check_run_files(run: Run, adapters: Sequence[PreparedAdapter], token: str | None) -> None:
+    """Refuse, before any connection, run files that must never be published (see `hubkit.publish.safety`).
+
+    Raises:
+        UnsafeFileError: training state, a pickle, or a file holding a local path or the token.
+    """
+    files = _run_files(run, adapters, max((a.step for a in adapters), default=None))
+    check_file_names(files)
+    check_file_contents(files, run.run_dir, Path.home(), token)
+
+
 def plan_adapter_repo(
     run: Run,
     repo_id: str,
@@ -164,6 +226,7 @@ def plan_adapter_repo(
     private: bool = False,
     token: str | None = None,
     published_steps: Collection[int] = (),
+    card_files: Mapping[str, bytes] | None = None,
 ) -> RepoPlan:
     """The adapter repo's desired files, checked for training state, local paths and tokens.
 
@@ -174,8 +237,10 @@ def plan_adapter_repo(
             newer step is already published.
         private: create the repo private (applies only when the push creates it).
         token: the token in use, so that a file containing it is refused.
-        published_steps: steps already in the repo (a push never removes them): the card lists
-            them too, and the root keeps the newest of them.
+        published_steps: steps already in the repo (a push never removes them): the root keeps the
+            newest of them.
+        card_files: the card and its images (`hubkit.cards.adapter_card_files`), path in repo → bytes;
+            None plans no card (the card builder needs the base model's card from the Hub).
 
     Returns:
         The plan; nothing is read from or sent to the network.
@@ -187,34 +252,12 @@ def plan_adapter_repo(
     """
     check_repo_id(repo_id)
     if not adapters:
-        raise CheckpointError(f"run {run.manifest.run_id} has no complete checkpoint to publish yet")
+        refuse_no_checkpoint(run)
     ordered = sorted(adapters, key=lambda a: a.step)
     final = ordered[-1]
-    files: list[PlannedFile] = []
-    for adapter in ordered:
-        for name in ADAPTER_FILES:
-            path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
-            files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
-    tokenizer_dir = run.tokenizer_dir(run.checkpoint(final.step))
-    tokenizer_files = (
-        [
-            PlannedFile.from_path(n, tokenizer_dir / n)
-            for n in TOKENIZER_FILES
-            if (tokenizer_dir / n).is_file()
-        ]
-        if tokenizer_dir is not None
-        else []
-    )
-    if final.step >= max(published_steps, default=final.step):
-        files += [PlannedFile.from_path(name, final.dir / name) for name in ADAPTER_FILES]
-        files += tokenizer_files
-    has_metrics = bool(run.metrics.rows)
-    files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
-    if has_metrics:
-        files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
-    all_steps = sorted({a.step for a in ordered} | set(published_steps))
-    card = render_adapter_card(run.manifest, repo_id, all_steps, has_tokenizer=bool(tokenizer_files))
-    files.append(PlannedFile.from_bytes("README.md", card.encode()))
+    root_step = final.step if final.step >= max(published_steps, default=final.step) else None
+    files = _run_files(run, ordered, root_step)
+    files += [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
     check_file_names(files)
     check_file_contents(files, run.run_dir, Path.home(), token)
     return RepoPlan(
@@ -222,26 +265,15 @@ def plan_adapter_repo(
     )
 
 
-def plan_push(
-    run: Run,
-    repo_id: str,
-    adapters: Sequence[PreparedAdapter],
-    *,
-    private: bool = False,
-    token: str | None = None,
-    published_steps: Collection[int] = (),
-) -> PushPlan:
-    """The whole push: the adapter repo (`hubkit.publish.merged_repo` adds the merged model's).
-
-    Args and Raises: as `plan_adapter_repo`.
-
-    Returns:
-        The push plan.
-    """
-    adapter_repo = plan_adapter_repo(
-        run, repo_id, adapters, private=private, token=token, published_steps=published_steps
-    )
-    return PushPlan(repos=(adapter_repo,))
+def adapter_bytes_in_repo(files: Mapping[str, RemoteFile]) -> dict[int, int]:
+    """Bytes of each published checkpoint's adapter (weights and config), by step, from a repo listing."""
+    sizes: dict[int, int] = {}
+    for step in steps_in_paths(files):
+        for name in ADAPTER_FILES:
+            remote = files.get(f"{CHECKPOINTS_DIR}/global_step_{step}/{name}")
+            if remote is not None and remote.size >= 0:
+                sizes[step] = sizes.get(step, 0) + remote.size
+    return sizes
 
 
 def steps_in_paths(paths: Iterable[str]) -> tuple[int, ...]:

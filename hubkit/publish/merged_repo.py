@@ -8,12 +8,12 @@ README.md                                                             (the merge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubkit.cards.merged import render_merged_card
 from hubkit.publish.adapter_repo import TOKENIZER_FILES
-from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import Run
 
@@ -67,9 +67,9 @@ def merge_prepared_adapter(
 def plan_merged_repo(
     run: Run,
     repo_id: str,
-    adapter_repo_id: str,
     step: int,
     result: MergeResult,
+    card_files: Mapping[str, bytes],
     *,
     private: bool = False,
     token: str | None = None,
@@ -79,9 +79,9 @@ def plan_merged_repo(
     Args:
         run: the run the merged checkpoint comes from.
         repo_id: the merged repo, "owner/name".
-        adapter_repo_id: the adapter repo that publishes the same checkpoint (named in the card).
         step: the merged checkpoint's step.
         result: the merge, from `merge_prepared_adapter` (its folder must live until the push ends).
+        card_files: the card (`hubkit.cards.merged_card_files`), path in repo → bytes.
         private: create the repo private (applies only when the push creates it).
         token: the token in use, so that a file containing it is refused.
 
@@ -103,10 +103,9 @@ def plan_merged_repo(
     if run_tokenizer:
         files = {n: p for n, p in files.items() if n not in TOKENIZER_FILES} | run_tokenizer
     planned = [PlannedFile.from_path(name, path, step=step) for name, path in sorted(files.items())]
-    card = render_merged_card(
-        run.manifest, repo_id, adapter_repo_id, step, dtype=result.dtype, merged_modules=result.merged_modules
-    )
-    planned.append(PlannedFile.from_bytes("README.md", card.encode(), step=step))
+    planned += [
+        PlannedFile.from_bytes(path, content, step=step) for path, content in sorted(card_files.items())
+    ]
     check_file_names(planned)
     check_file_contents(planned, run.run_dir, Path.home(), token)
     return RepoPlan(
@@ -115,42 +114,3 @@ def plan_merged_repo(
         private=private,
         title=f"hubkit push {run.manifest.run_id} (merged)",  # the commit adds ": steps N"
     )
-
-
-def add_merged_repo(
-    plan: PushPlan,
-    run: Run,
-    adapter: PreparedAdapter,
-    work_dir: Path,
-    merges: dict[int, MergeResult],
-    *,
-    adapter_repo_id: str,
-    repo_id: str,
-    endpoint: str | None = None,
-    token: str | None = None,
-    private: bool = False,
-) -> PushPlan:
-    """`plan` plus the merged repo of `adapter`'s checkpoint, merging it unless `merges` has it.
-
-    Args:
-        plan: the push plan so far (the adapter repo).
-        run: the run.
-        adapter: the checkpoint to merge (a push merges its newest).
-        work_dir: where the merged folder is written; it must live until the push ends.
-        merges: merges already made in `work_dir`, by step (a watching push plans many times).
-        adapter_repo_id, repo_id: the adapter repo and the merged repo.
-        endpoint, token, private: as `merge_prepared_adapter` and `plan_merged_repo`.
-
-    Returns:
-        A new plan with the merged repo last.
-
-    Raises:
-        As `merge_prepared_adapter` and `plan_merged_repo`.
-    """
-    if adapter.step not in merges:
-        out_dir = work_dir / f"merged-step-{adapter.step}"
-        merges[adapter.step] = merge_prepared_adapter(run, adapter, out_dir, endpoint=endpoint, token=token)
-    merged = plan_merged_repo(
-        run, repo_id, adapter_repo_id, adapter.step, merges[adapter.step], private=private, token=token
-    )
-    return PushPlan(repos=(*plan.repos, merged))

@@ -1,50 +1,476 @@
-"""Carry out a push plan: read each repo's remote state, diff, and commit what changed."""
+"""The push, as one library call: `push_run(PushRequest(...)) -> PushReport`.
+
+One direction, each step handing plain data to the next:
+
+    load the run → choose checkpoints → prepare adapters (every local refusal happens here)
+    → read each remote once → merge (an explicit step, with its own progress)
+    → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
+
+A dry run stops after the builders and compares with the last recorded push instead of the remote:
+it opens no connection. `PushSession` keeps what one push (or one watch, or one training run's
+callback) has already done: prepared adapters, merges, steps checked against the base.
+"""
 
 from __future__ import annotations
 
-from huggingface_hub import HfApi
+import logging
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hubkit.publish.commit import CommitResult, UploadCallback, commit_repo, hub_errors
-from hubkit.publish.diff import RepoDiff, diff_repo
-from hubkit.publish.plan import PushPlan
-from hubkit.publish.remote import read_remote
+from hubkit.errors import PublishError
+from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.repos import BuildContext, build_repos
 
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
-def diff_push(api: HfApi, plan: PushPlan) -> tuple[RepoDiff, ...]:
-    """Read every planned repo's remote state and diff the plan against it.
+    from hubkit.adapters import PreparedAdapter
+    from hubkit.cards import BaseModelCard
+    from hubkit.merge import MergeResult
+    from hubkit.publish.record import PushRecord
+    from hubkit.publish.remote import RemoteRepo
+    from hubkit.runs import Checkpoint, Run
 
-    Args:
-        api: a client bound to the endpoint and token.
-        plan: the push plan.
+logger = logging.getLogger(__name__)
 
-    Returns:
-        One diff per repo, in plan order.
-
-    Raises:
-        AuthError, PublishError: the Hub refused or could not be reached.
-    """
-    diffs = []
-    for repo in plan.repos:
-        with hub_errors(repo.repo_id, api.endpoint):
-            remote = read_remote(api, repo.repo_id, repo.repo_type)
-        diffs.append(diff_repo(repo, remote))
-    return tuple(diffs)
+HUB_ENDPOINT = "https://huggingface.co"
 
 
-def commit_push(
-    api: HfApi, diffs: tuple[RepoDiff, ...], on_uploaded: UploadCallback | None = None
-) -> tuple[CommitResult, ...]:
-    """Make at most one commit per repo; repos whose diff is empty get none.
+@dataclass(frozen=True)
+class PushRequest:
+    """Everything a push is told: the command line's options, as data.
 
     Args:
-        api: a client bound to the endpoint and token.
-        diffs: from `diff_push`.
-        on_uploaded: called once per uploaded file (progress).
+        run_dir: the run directory.
+        repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
+            else `<token owner>/<run id>`.
+        base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
+        steps: publish only these steps (each must be a complete checkpoint).
+        every: publish only steps that are multiples of this.
+        private: create new repos private.
+        merged: also merge the newest pushed checkpoint and push it to its own repo.
+        merged_repo_id: the merged repo; default `<repo_id>-merged`.
+        endpoint: the Hub URL.
+        token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
+        dry_run: build the plan and compare it with the last recorded push; send nothing.
+    """
+
+    run_dir: Path
+    repo_id: str | None = None
+    base_model: str | None = None
+    steps: tuple[int, ...] | None = None
+    every: int | None = None
+    private: bool = False
+    merged: bool = True
+    merged_repo_id: str | None = None
+    endpoint: str = HUB_ENDPOINT
+    token: str | None = field(default=None, repr=False)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class RepoReport:
+    """What a push did to one repo. `commit_sha` is None when the repo was already up to date."""
+
+    repo_id: str
+    repo_type: str
+    url: str
+    commit_sha: str | None
+    files_uploaded: int
+    bytes_uploaded: int
+    steps: tuple[int, ...]
+
+    @property
+    def unchanged(self) -> bool:
+        return self.commit_sha is None
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """What a push did (or, for a dry run, would do).
+
+    Args:
+        run_id: the run.
+        repo_id: the adapter repo the push chose (from the request, the manifest or the token owner).
+        steps: the checkpoint steps this push published.
+        repos: one report per repo that was pushed (empty for a dry run).
+        plan: the desired files of every repo.
+        records: for a dry run, the last recorded push to each repo from this run directory.
+        notes: things the user should know that are not errors (a repo already public, a merge skipped).
+        finished: whether the run had finished training when it was read.
+    """
+
+    run_id: str
+    repo_id: str
+    steps: tuple[int, ...]
+    repos: tuple[RepoReport, ...]
+    plan: PushPlan
+    records: dict[str, PushRecord | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    finished: bool = True
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class PushProgress:
+    """Callbacks a caller can give to show progress; the library never prints.
+
+    Args:
+        stage: a one-line description of the step starting now ("Merging step 40 into ...").
+        merge: (bytes done, total bytes) while merging.
+        upload_started: the total bytes the push will upload.
+        uploaded: bytes just uploaded.
+    """
+
+    stage: Callable[[str], None] = lambda _message: None
+    merge: Callable[[int, int], None] | None = None
+    upload_started: Callable[[int], None] = lambda _total: None
+    uploaded: Callable[[int], None] = lambda _bytes: None
+
+
+def repo_name_for_run(run_id: str) -> str:
+    """`run_id` made into a valid Hub repo name (letters, digits, `-`, `_`, `.`; at most 96 characters)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id)
+    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).strip("-.")[:96].rstrip("-.")
+    if not name:
+        raise PublishError(f"run id {run_id!r} gives no valid repo name: pass --repo-id OWNER/NAME")
+    return name
+
+
+class PushSession:
+    """One push's working state, kept across pushes of the same run (watching, training callbacks).
+
+    Use as a context manager: its staging folder (prepared adapters, merged models) is removed on exit.
+
+        with PushSession(request) as session:
+            report = session.push()
+    """
+
+    def __init__(self, request: PushRequest) -> None:
+        self.request = request
+        self._staging = tempfile.TemporaryDirectory(prefix="hubkit-push-")
+        self.staging = Path(self._staging.name)
+        self._prepared: dict[int, PreparedAdapter] = {}
+        self._merges: dict[int, MergeResult] = {}
+        self._checked: set[int] = set()
+        self._token: str | None = None
+        self._api: HfApi | None = None
+        self._repo_id: str | None = None
+        self._base: BaseModelCard | None = None
+
+    def __enter__(self) -> PushSession:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._staging.cleanup()
+
+    # --- the push --------------------------------------------------------------------------------
+
+    def push(
+        self,
+        progress: PushProgress | None = None,
+        *,
+        merge: bool = True,
+        allow_missing_steps: bool = False,
+    ) -> PushReport:
+        """Publish the run's chosen checkpoints as the request says; see the module docstring for the order.
+
+        Args:
+            progress: callbacks for stages, merge and upload progress.
+            merge: whether this push may merge (a watching push merges only once the run has finished).
+            allow_missing_steps: listed `steps` the run has not saved yet are skipped, not refused
+                (a watching push waits for them).
+
+        Returns:
+            The report: one entry per repo with its commit (or none when unchanged).
+
+        Raises:
+            HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
+        """
+        from hubkit.evaluate.results import load_eval
+        from hubkit.runs import load_run
+
+        progress = progress or PushProgress()
+        request = self.request
+        run = load_run(request.run_dir, base_model=request.base_model)
+        chosen = self._choose(run, allow_missing_steps)
+        api = self._client()  # resolves the token (which files are checked not to contain); no connection
+        adapters = self._prepare(run, chosen, progress)
+        repo_id = self._adapter_repo_id(run, api)
+        merged_repo_id = self._merged_repo_id(repo_id)
+        if api is None:
+            return self._dry_run(run, repo_id, merged_repo_id, adapters)
+        remotes = self._read_remotes(api, [repo_id, *([merged_repo_id] if merged_repo_id else [])])
+        self._check_against_base(api, run, adapters)
+        notes: list[str] = []
+        merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
+        context = BuildContext(
+            run=run,
+            repo_id=repo_id,
+            adapters=tuple(adapters),
+            remotes=remotes,
+            base_card=self._base_card(run),
+            eval=load_eval(run.run_dir),
+            merged_repo_id=merged_repo_id if merged else None,
+            merged=merged,
+            private=request.private,
+            token=self._token,
+        )
+        plan = PushPlan(repos=build_repos(context))
+        repos = self._commit(api, plan, remotes, notes, progress)
+        return PushReport(
+            run_id=run.manifest.run_id,
+            repo_id=repo_id,
+            steps=tuple(a.step for a in adapters),
+            repos=repos,
+            plan=plan,
+            notes=tuple(notes),
+            finished=run.finished and not run.pending,
+        )
+
+    # --- the steps, in order ---------------------------------------------------------------------
+
+    def _choose(self, run: Run, allow_missing: bool) -> tuple[Checkpoint, ...]:
+        from hubkit.publish.adapter_repo import select_checkpoints
+
+        steps = self.request.steps
+        if allow_missing and steps:
+            saved = {c.step for c in run.checkpoints}
+            steps = tuple(s for s in steps if s in saved)
+            if not steps:
+                return ()
+        return select_checkpoints(run, steps, self.request.every)
+
+    def _prepare(
+        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
+    ) -> list[PreparedAdapter]:
+        from hubkit.publish.adapter_repo import check_run_files, prepare_adapters, refuse_no_checkpoint
+
+        if not chosen:
+            refuse_no_checkpoint(run)
+        new = [c.step for c in chosen if c.step not in self._prepared]
+        if new:
+            progress.stage(f"Checking {len(new)} adapter(s) of run {run.manifest.run_id}")
+        adapters = prepare_adapters(run, chosen, self.staging / "adapters", self._prepared)
+        check_run_files(run, adapters, self._token)
+        return adapters
+
+    def _client(self) -> HfApi | None:
+        from hubkit.publish.auth import hub_client, resolve_token
+
+        if self._api is None and not self.request.dry_run:
+            self._token = self.request.token or resolve_token(self.request.endpoint, required=True)
+            self._api = hub_client(self.request.endpoint, self._token)
+        elif self.request.dry_run and self._token is None:
+            self._token = self.request.token or resolve_token(self.request.endpoint, required=False)
+        return self._api
+
+    def _adapter_repo_id(self, run: Run, api: HfApi | None) -> str:
+        if self._repo_id is None:
+            repo_id = self.request.repo_id or run.manifest.push_to
+            if repo_id is None:
+                repo_id = f"{self._token_owner(api)}/{repo_name_for_run(run.manifest.run_id)}"
+            check_repo_id(repo_id)
+            self._repo_id = repo_id
+        return self._repo_id
+
+    def _token_owner(self, api: HfApi | None) -> str:
+        from hubkit.publish.commit import hub_errors
+
+        if api is None:
+            raise PublishError(
+                "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
+                "(or record one with the recipe's --push-to)"
+            )
+        with hub_errors("your account", api.endpoint):
+            return api.whoami()["name"]
+
+    def _merged_repo_id(self, repo_id: str) -> str | None:
+        if not self.request.merged:
+            return None
+        from hubkit.publish.merged_repo import default_merged_repo_id
+
+        merged = self.request.merged_repo_id or default_merged_repo_id(repo_id)
+        check_repo_id(merged)
+        return merged
+
+    def _read_remotes(self, api: HfApi, repo_ids: list[str]) -> dict[str, RemoteRepo]:
+        from hubkit.publish.commit import hub_errors
+        from hubkit.publish.remote import read_remote
+
+        remotes = {}
+        for repo_id in repo_ids:
+            with hub_errors(repo_id, api.endpoint):
+                remotes[repo_id] = read_remote(api, repo_id)
+        return remotes
+
+    def _base_card(self, run: Run) -> BaseModelCard:
+        from hubkit.cards import read_base_model_card
+
+        if self._base is None:
+            manifest = run.manifest
+            self._base = read_base_model_card(
+                manifest.base_model,
+                manifest.base_model_revision,
+                endpoint=self.request.endpoint,
+                token=self._token,
+            )
+        return self._base
+
+    def _check_against_base(self, api: HfApi, run: Run, adapters: list[PreparedAdapter]) -> None:
+        from hubkit.publish.adapter_repo import check_adapters_against_base
+
+        check_adapters_against_base(api, run, adapters, self._checked)
+
+    def _merge(
+        self,
+        run: Run,
+        adapters: list[PreparedAdapter],
+        adapter_remote: RemoteRepo,
+        merged_repo_id: str | None,
+        allowed: bool,
+        notes: list[str],
+        progress: PushProgress,
+    ) -> MergeResult | None:
+        from hubkit.publish.adapter_repo import steps_in_paths
+        from hubkit.publish.merged_repo import merge_prepared_adapter
+
+        if merged_repo_id is None or not allowed:
+            return None
+        newest = adapters[-1]
+        newest_published = max(steps_in_paths(adapter_remote.files), default=-1)
+        if newest.step < newest_published:
+            # The merged model follows the adapter at the repo root, which stays at the newer step.
+            notes.append(
+                f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
+                "the merged model is left as it is"
+            )
+            return None
+        if newest.step not in self._merges:
+            progress.stage(f"Merging step {newest.step} into {run.manifest.base_model}")
+            self._merges[newest.step] = merge_prepared_adapter(
+                run,
+                newest,
+                self.staging / f"merged-step-{newest.step}",
+                endpoint=self.request.endpoint,
+                token=self._token,
+                progress=progress.merge,
+            )
+        return self._merges[newest.step]
+
+    def _commit(
+        self,
+        api: HfApi,
+        plan: PushPlan,
+        remotes: dict[str, RemoteRepo],
+        notes: list[str],
+        progress: PushProgress,
+    ) -> tuple[RepoReport, ...]:
+        from hubkit.publish.commit import commit_repo
+        from hubkit.publish.diff import diff_repo
+        from hubkit.publish.record import save_record
+
+        diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
+        for diff in diffs:
+            if diff.plan.private and diff.remote.private is False:
+                notes.append(
+                    f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
+                    "(change the visibility in the repo's settings)"
+                )
+        progress.upload_started(sum(d.upload_size for d in diffs))
+        reports = []
+        for diff in diffs:
+            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size))
+            head = result.commit_sha or diff.remote.head_sha or ""
+            save_record(self.request.run_dir, api.endpoint, diff.plan, head)
+            reports.append(
+                RepoReport(
+                    repo_id=diff.plan.repo_id,
+                    repo_type=diff.plan.repo_type,
+                    url=_repo_url(api.endpoint, diff.plan),
+                    commit_sha=result.commit_sha,
+                    files_uploaded=result.uploaded_files,
+                    bytes_uploaded=result.uploaded_bytes,
+                    steps=result.steps,
+                )
+            )
+        return tuple(reports)
+
+    def _dry_run(
+        self, run: Run, repo_id: str, merged_repo_id: str | None, adapters: list[PreparedAdapter]
+    ) -> PushReport:
+        """The plan as far as it can be built without the Hub, compared with the last recorded push."""
+        from hubkit.cards import BaseModelCard
+        from hubkit.evaluate.results import load_eval
+        from hubkit.publish.adapter_repo import steps_in_paths
+        from hubkit.publish.record import load_record, remote_from_record
+
+        endpoint = self.request.endpoint
+        record = load_record(self.request.run_dir, endpoint, repo_id)
+        remotes = {repo_id: remote_from_record(record, repo_id)}
+        notes = []
+        if merged_repo_id:
+            newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
+            if adapters[-1].step >= newest_published:
+                notes.append(
+                    f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
+                    f"{run.manifest.base_model} and pushed (a dry run does not merge)"
+                )
+        context = BuildContext(
+            run=run,
+            repo_id=repo_id,
+            adapters=tuple(adapters),
+            remotes=remotes,
+            # A dry run opens no connection: the card it plans states no licence (the push reads it).
+            base_card=BaseModelCard(repo_id=run.manifest.base_model),
+            eval=load_eval(run.run_dir),
+            merged_repo_id=None,
+            merged=None,
+            private=self.request.private,
+            token=self._token,
+        )
+        plan = PushPlan(repos=build_repos(context))
+        records = {r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos}
+        return PushReport(
+            run_id=run.manifest.run_id,
+            repo_id=repo_id,
+            steps=tuple(a.step for a in adapters),
+            repos=(),
+            plan=plan,
+            records=records,
+            notes=tuple(notes),
+            finished=run.finished and not run.pending,
+            dry_run=True,
+        )
+
+
+def _repo_url(endpoint: str, plan: RepoPlan) -> str:
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
+    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+
+
+def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:
+    """Publish a run: adapters, merged model, and what the run's repos hold, in one commit per repo.
+
+        from hubkit.publish import PushRequest, push_run
+        report = push_run(PushRequest(run_dir=Path("runs/RUN"), repo_id="me/qwen3-4b-grpo"))
+
+    Args:
+        request: what to push, and where.
+        progress: callbacks for progress display.
 
     Returns:
-        One result per repo, in plan order.
+        What was pushed, per repo.
 
     Raises:
-        AuthError, PublishError: as `hubkit.publish.commit.commit_repo`.
+        HubkitError: every refusal as its subclass, before anything is sent when the cause is local.
     """
-    return tuple(commit_repo(api, diff, on_uploaded) for diff in diffs)
+    with PushSession(request) as session:
+        return session.push(progress)

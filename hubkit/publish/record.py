@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 
 from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteFile, RemoteRepo
 
 logger = logging.getLogger(__name__)
 RECORDS_DIR = Path(".hubkit") / "pushes"
@@ -65,6 +66,17 @@ def load_record(run_dir: Path, endpoint: str, repo_id: str) -> PushRecord | None
         )
     except (OSError, json.JSONDecodeError, KeyError, TypeError):
         return None
+
+
+def remote_from_record(record: PushRecord | None, repo_id: str) -> RemoteRepo:
+    """What a dry run takes the remote to be: the files of the last recorded push (sizes unknown)."""
+    if record is None:
+        return RemoteRepo(repo_id=repo_id, head_sha=None)
+    files = {
+        path: RemoteFile(path=path, size=-1, git_sha1="", lfs_sha256=sha256)
+        for path, sha256 in record.files.items()
+    }
+    return RemoteRepo(repo_id=repo_id, head_sha=record.commit_sha, files=files)
 
 
 def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -> Path | None:

@@ -24,6 +24,7 @@ class Checkpoint:
         path: the step's directory (TRL ``checkpoint-N/``, verl ``global_step_N/``).
         complete: True once the framework has marked the save as finished; incomplete steps are still
             being written (or were interrupted) and must not be published.
+        incomplete_reason: why an incomplete step is not complete, in words (None when complete).
         adapter_dir: where the framework saved a PEFT adapter for this step, if it did (verl's
             ``actor/lora_adapter/`` may be missing or empty; `hubkit.adapters` then rebuilds it).
         tokenizer_dir: where the tokenizer and chat template files of this step are, if anywhere.
@@ -32,6 +33,7 @@ class Checkpoint:
     step: int
     path: Path
     complete: bool
+    incomplete_reason: str | None = None
     adapter_dir: Path | None = None
     tokenizer_dir: Path | None = None
 

@@ -39,14 +39,28 @@ def looks_like(root: Path) -> bool:
 
 def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
     state = read_json_object(path / TRAINER_STATE)
-    complete = state is not None and state.get("global_step") == step
+    if state is None:
+        incomplete: str | None = (
+            f"it has no readable {TRAINER_STATE} (the Trainer writes it last when saving)"
+        )
+    elif state.get("global_step") != step:
+        incomplete = f"its {TRAINER_STATE} records global_step {state.get('global_step')}, not {step}"
+    else:
+        incomplete = None
     if (path / TOKENIZER_CONFIG).is_file():
         tokenizer_dir: Path | None = path
     elif (root / TOKENIZER_CONFIG).is_file():
         tokenizer_dir = root  # Trainer.save_model() at the end writes the tokenizer to the output dir
     else:
         tokenizer_dir = None
-    return Checkpoint(step=step, path=path, complete=complete, adapter_dir=path, tokenizer_dir=tokenizer_dir)
+    return Checkpoint(
+        step=step,
+        path=path,
+        complete=incomplete is None,
+        incomplete_reason=incomplete,
+        adapter_dir=path,
+        tokenizer_dir=tokenizer_dir,
+    )
 
 
 def _newest_state(root: Path, checkpoints: list[Checkpoint]) -> dict[str, Any] | None:

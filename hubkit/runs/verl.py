@@ -69,18 +69,23 @@ def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
 def _checkpoint(step: int, path: Path, latest: int | None) -> Checkpoint:
     actor = path / "actor"
     size = world_size(actor)
-    complete = (
-        latest is not None
-        and step <= latest
-        and size is not None
-        and all(p.is_file() for p in model_shard_paths(actor, size))
-    )
+    if latest is None:
+        incomplete = f"verl has not finished any save yet (no {LATEST_FILE})"
+    elif step > latest:
+        incomplete = (
+            f"it is beyond {LATEST_FILE} ({latest}): verl is still saving it, or the save was interrupted"
+        )
+    elif size is None or not all(p.is_file() for p in model_shard_paths(actor, size)):
+        incomplete = "its actor/ model shards are missing"
+    else:
+        incomplete = None
     hf_dir = actor / "huggingface"
     lora_dir = actor / "lora_adapter"
     return Checkpoint(
         step=step,
         path=path,
-        complete=complete,
+        complete=incomplete is None,
+        incomplete_reason=incomplete,
         adapter_dir=lora_dir if lora_dir.is_dir() else None,
         tokenizer_dir=hf_dir if (hf_dir / "tokenizer_config.json").is_file() else None,
     )
