@@ -24,6 +24,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan, Faults
+from hubkit.localhub.gitstore import blob_sha
 
 BIN = Path(sys.executable).parent
 
@@ -208,30 +209,44 @@ def _fsck(root: Path) -> None:
 
 @pytest.mark.slow
 def test_crash_mid_commit_then_restart_leaves_the_last_commit_and_takes_the_same_commit_again(tmp_path):
+    """A large upload's commit (an LFS file and 100 small ones) is killed after its objects are written
+    and before its branch moves; whatever else a kill can leave (git lock files) is planted too."""
     import httpx2
 
-    root, data = tmp_path / "hub", os.urandom(2_000_000)
+    root, folder = tmp_path / "hub", tmp_path / "upload"
+    (folder / "notes").mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(os.urandom(12_000_000))
+    for i in range(100):
+        (folder / "notes" / f"{i}.txt").write_text(f"note {i}\n")
     process, endpoint = _serve(root, "--faults", "crash_mid_commit=1:1")
     try:
         api = HfApi(endpoint=endpoint, token="any")
         api.create_repo("me/crash")
         head = api.model_info("me/crash").sha
         with pytest.raises(httpx2.TransportError):
-            api.upload_file(path_or_fileobj=data, path_in_repo="w.safetensors", repo_id="me/crash")
+            api.upload_folder(repo_id="me/crash", folder_path=folder)
         assert process.wait(30) == -signal.SIGKILL
     finally:
         process.kill()
         process.wait(30)
     _fsck(root)
+    git_dir = root / "repos" / "models" / "me" / "crash.git"
+    # As if killed while writing notes/0.txt's blob (only the killed commit names it) and moving main.
+    sha = blob_sha(b"note 0\n")
+    loose = git_dir / "objects" / sha[:2] / sha[2:]
+    loose.unlink()
+    for lock in (git_dir / "refs" / "heads" / "main.lock", loose.with_name(loose.name + ".lock")):
+        lock.write_text("left by a killed writer\n")
 
     process, endpoint = _serve(root)
     try:
         api = HfApi(endpoint=endpoint, token="any")
         assert api.model_info("me/crash").sha == head
-        api.upload_file(path_or_fileobj=data, path_in_repo="w.safetensors", repo_id="me/crash")
+        api.upload_folder(repo_id="me/crash", folder_path=folder)
         assert len(api.list_repo_commits("me/crash")) == 2
-        path = hf_hub_download("me/crash", "w.safetensors", endpoint=endpoint, cache_dir=tmp_path / "c")
-        assert Path(path).read_bytes() == data
+        path = hf_hub_download("me/crash", "model.safetensors", endpoint=endpoint, cache_dir=tmp_path / "c")
+        assert Path(path).read_bytes() == (folder / "model.safetensors").read_bytes()
+        assert len(api.list_repo_files("me/crash")) == 102
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0

@@ -176,3 +176,116 @@ def test_lfs_downloads_with_and_without_the_cdn(tmp_path, cdn):
         resolves = [s for m, p, s in hub.request_log if m == "HEAD" and p.endswith("/w.safetensors")]
         assert resolves == ([302] if cdn else [200])
         assert bool(hub.cdn_endpoint) == cdn
+
+
+def test_git_gc_in_a_served_repo_changes_nothing_for_clients(tmp_path):
+    """An administrator's `git gc --aggressive` packs objects and refs while the Hub runs: downloads,
+    listings and a new commit still work, and git agrees with the Hub."""
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    _fill(upload)
+    with LocalHub(tmp_path / "hub") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/gc")
+        api.upload_folder(repo_id="me/gc", folder_path=upload, commit_message="Add files")
+        api.create_tag("me/gc", tag="v1")
+        api.create_branch("me/gc", branch="dev")
+        before = api.model_info("me/gc", files_metadata=True)
+        git_dir = tmp_path / "hub" / "repos" / "models" / "me" / "gc.git"
+        gc = _git("--git-dir", str(git_dir), "gc", "--aggressive", "--prune=now")
+        assert gc.returncode == 0, gc.stderr
+        assert list((git_dir / "objects" / "pack").glob("*.pack"))
+        assert not [p for p in (git_dir / "objects").glob("??/*")]  # no loose object left
+        assert not (git_dir / "refs" / "tags" / "v1").exists()  # the refs are packed too
+
+        after = api.model_info("me/gc", files_metadata=True)
+        assert after.sha == before.sha
+        assert [(s.rfilename, s.blob_id) for s in after.siblings] == [
+            (s.rfilename, s.blob_id) for s in before.siblings
+        ]
+        assert {t.name for t in api.list_repo_refs("me/gc").tags} == {"v1"}
+        path = hf_hub_download("me/gc", "a/b.txt", endpoint=hub.endpoint, cache_dir=tmp_path / "c")
+        assert Path(path).read_text() == "inside a\n"
+        assert api.file_exists("me/gc", "données/é t.txt", revision="v1")
+        api.upload_file(path_or_fileobj=b"after gc\n", path_in_repo="a/c.txt", repo_id="me/gc")
+        api.create_commit(
+            "me/gc", [CommitOperationAdd("dev.txt", b"dev")], commit_message="dev", revision="dev"
+        )
+        commits = [c.commit_id for c in api.list_repo_commits("me/gc")]
+        assert len(commits) == 3 and commits[1] == before.sha
+    _fsck(git_dir)
+    log = _git("--git-dir", str(git_dir), "log", "--format=%H", "main").stdout.split()
+    assert log == commits
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 4 MiB tmpfs: a real full disk (needs the right to mount, as root has in CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill_disk(mount: Path, leave: int) -> Path:
+    """Fill the disk until about `leave` bytes are free; return the filler file."""
+    filler = mount / "filler"
+    with filler.open("ab") as f:
+        try:
+            while os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize > leave:
+                f.write(b"\0" * 16384)
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_disk, tmp_path):
+    root = small_disk / "hub"
+    with LocalHub(root) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/full")
+        api.upload_file(path_or_fileobj=b"before\n", path_in_repo="before.txt", repo_id="me/full")
+        git_dir = root / "repos" / "models" / "me" / "full.git"
+        head = api.model_info("me/full").sha
+        files_before = sorted(p.relative_to(git_dir) for p in git_dir.rglob("*") if p.is_file())
+        filler = _fill_disk(small_disk, leave=64 * 1024)
+
+        big_regular = [
+            CommitOperationAdd(f"notes/{i}.txt", os.urandom(40_000).hex().encode()) for i in range(4)
+        ]
+        with pytest.raises(HfHubHTTPError) as caught:
+            api.create_commit("me/full", big_regular, commit_message="too big")
+        assert caught.value.response.status_code == 507
+        assert "disk is full" in caught.value.response.json()["error"]
+        with pytest.raises(RuntimeError, match="Error while uploading") as caught:  # the client wraps it
+            api.upload_file(path_or_fileobj=os.urandom(600_000), path_in_repo="w.bin", repo_id="me/full")
+        assert caught.value.__cause__.response.status_code == 507
+        _fill_disk(small_disk, leave=0)
+        with pytest.raises(HfHubHTTPError) as caught:
+            api.create_repo("me/another")
+        assert caught.value.response.status_code == 507
+
+        assert api.model_info("me/full").sha == head
+        assert sorted(p.relative_to(git_dir) for p in git_dir.rglob("*") if p.is_file()) == files_before
+        assert not api.repo_exists("me/another")
+        assert sorted(p.name for p in (root / "repos" / "models" / "me").iterdir()) == [
+            "full.git",
+            "full.meta.json",
+        ]
+        _fsck(git_dir)
+
+        filler.unlink()  # space again: the same commit is accepted
+        api.create_commit("me/full", big_regular, commit_message="fits now")
+        assert [c.title for c in api.list_repo_commits("me/full")][:2] == [
+            "fits now",
+            "Upload before.txt with huggingface_hub",
+        ]
+    _fsck(git_dir)

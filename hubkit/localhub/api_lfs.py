@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 
@@ -111,10 +112,23 @@ def _upload_body(ctx: HubContext, req: Request, size: int) -> Iterator[bytes]:
     return ctx.faults.upload_body(req.body.chunks(), size)
 
 
+@contextlib.contextmanager
+def _drained_on_error(body: Iterator[bytes]) -> Iterator[None]:
+    """When storing fails (a full disk), read the rest of the body, so that the client gets the answer."""
+    try:
+        yield
+    except OSError:
+        for _ in body:
+            pass
+        raise
+
+
 def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str) -> Response:
     size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
     repo = ctx.signed_repo(repo_type, namespace, name)
-    repo.lfs.write(oid, size, _upload_body(ctx, req, size))
+    body = _upload_body(ctx, req, size)
+    with _drained_on_error(body):
+        repo.lfs.write(oid, size, body)
     return json_response({})
 
 
@@ -127,7 +141,9 @@ def lfs_put_part(
     repo = ctx.signed_repo(repo_type, namespace, name)
     offset = (int(part) - 1) * ctx.settings.multipart_chunk_size
     length = min(ctx.settings.multipart_chunk_size, max(size - offset, 0))
-    etag = repo.lfs.write_part(oid, int(part), offset, _upload_body(ctx, req, length))
+    body = _upload_body(ctx, req, length)
+    with _drained_on_error(body):
+        etag = repo.lfs.write_part(oid, int(part), offset, body)
     return json_response({}, headers={"ETag": etag})
 
 

@@ -85,6 +85,12 @@ def range_not_satisfiable(size: int) -> HubHTTPError:
     return HubHTTPError(416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{size}"})
 
 
+def insufficient_storage() -> HubHTTPError:
+    return HubHTTPError(
+        507, "The local Hub's disk is full: nothing was stored. Free space on the server, then retry."
+    )
+
+
 def not_implemented(message: str) -> HubHTTPError:
     return HubHTTPError(501, message)
 

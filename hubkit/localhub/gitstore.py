@@ -1,38 +1,42 @@
-"""A bare git repository written in git's own object format, with no dependency on the git binary.
+"""A bare git repository, read and written through dulwich (git's whole object store in pure Python).
 
-Only what a Hub needs: loose objects (blob, tree, commit), refs as files, nested trees built from
-a flat path map. Everything written here passes `git fsck --strict` and can be cloned by git.
+Objects are read whether loose or packed (a `git gc` or `git repack` by an administrator changes
+nothing for clients) and written loose; refs, packed or not, move by compare-and-swap under git's
+own lock files. Everything written passes `git fsck --strict` and can be cloned by git.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import tempfile
-import zlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-FILE_MODE = "100644"
-TREE_MODE = "40000"
-EMPTY_TREE_SHA = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+from dulwich.objects import Blob, Tree
+from dulwich.objects import Commit as GitCommit
+from dulwich.repo import Repo as DulwichRepo
+
+FILE_MODE = 0o100644
+TREE_MODE = 0o040000
+# Only what a bare repo served over HTTP needs: no reflogs (the Hub keeps none).
+_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 
 
 class GitObjectMissingError(KeyError):
-    """An object id that is not in the repository."""
+    """An object id that is not in the repository (or is not of the kind asked for)."""
 
 
 @dataclass(frozen=True)
 class TreeEntry:
-    """One entry of a git tree: a file (mode 100644) or a subtree (mode 40000)."""
+    """One entry of a git tree: a file or a subtree."""
 
-    mode: str
     name: str
     sha: str
-
-    @property
-    def is_tree(self) -> bool:
-        return self.mode == TREE_MODE
+    is_tree: bool
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class Commit:
 
 def blob_sha(data: bytes) -> str:
     """The git blob id of `data` (what the Hub calls a regular file's oid)."""
-    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+    return Blob.from_string(data).id.decode()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -74,98 +78,98 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _tree_sort_key(entry: TreeEntry) -> bytes:
-    # git sorts tree entries by name, comparing a subtree's name as if it ended with "/".
-    return entry.name.encode() + (b"/" if entry.is_tree else b"")
-
-
 class GitDir:
-    """A bare git directory (`<name>.git`): objects, refs and HEAD."""
+    """A bare git directory (`<name>.git`): objects, refs and HEAD. Safe to share between threads."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._repo = DulwichRepo(str(path))
+        # dulwich's object store caches open packs; one thread at a time uses it.
+        self._lock = threading.RLock()
+        self._written: list[str] | None = None
 
     @classmethod
     def init(cls, path: Path, default_branch: str = "main") -> GitDir:
         """Create an empty bare repository at `path` whose HEAD names `default_branch`."""
-        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "info"):
-            (path / sub).mkdir(parents=True, exist_ok=True)
-        (path / "HEAD").write_text(f"ref: refs/heads/{default_branch}\n")
-        (path / "config").write_text(
-            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
-        )
+        path.mkdir(parents=True)
+        DulwichRepo.init_bare(str(path), default_branch=default_branch.encode()).close()
+        (path / "config").write_text(_CONFIG)
         (path / "description").write_text("Repository served by hubkit's local Hub.\n")
         return cls(path)
 
     # --- objects ---------------------------------------------------------------------------------
 
-    def _object_path(self, sha: str) -> Path:
+    def _loose_path(self, sha: str) -> Path:
         return self.path / "objects" / sha[:2] / sha[2:]
 
-    def has_object(self, sha: str) -> bool:
-        return self._object_path(sha).is_file()
-
-    def write_object(self, kind: str, data: bytes) -> str:
-        """Store an object (idempotent) and return its id."""
-        raw = f"{kind} {len(data)}".encode() + b"\x00" + data
-        sha = hashlib.sha1(raw).hexdigest()
-        path = self._object_path(sha)
-        if not path.exists():
-            atomic_write(path, zlib.compress(raw, 1))
+    def _add(self, obj: Blob | Tree | GitCommit) -> str:
+        sha = obj.id.decode()
+        with self._lock:
+            if self._written is not None and not self._loose_path(sha).exists():
+                self._written.append(sha)
+            self._repo.object_store.add_object(obj)
         return sha
 
-    def read_object(self, sha: str) -> tuple[str, bytes]:
-        """Return (kind, data) of an object. Raises GitObjectMissingError if it is absent."""
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Objects written inside are removed again if the block fails (a full disk leaves nothing behind).
+
+        Only one transaction at a time per repository: callers hold the repository's lock.
+        """
+        self._written = []
         try:
-            raw = zlib.decompress(self._object_path(sha).read_bytes())
-        except FileNotFoundError:
-            raise GitObjectMissingError(sha) from None
-        header, _, data = raw.partition(b"\x00")
-        kind, _, _size = header.decode().partition(" ")
-        return kind, data
+            yield
+        except BaseException:
+            for sha in self._written:
+                self._loose_path(sha).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # the folder, when this object was its only one
+                    self._loose_path(sha).parent.rmdir()
+            raise
+        finally:
+            self._written = None
+
+    def _read(self, sha: str, kind: type) -> Blob | Tree | GitCommit:
+        with self._lock:
+            try:
+                obj = self._repo.object_store[sha.encode()]
+            except (KeyError, ValueError, AssertionError):
+                raise GitObjectMissingError(sha) from None
+        if not isinstance(obj, kind):
+            raise GitObjectMissingError(sha)
+        return obj
+
+    def is_commit(self, sha: str) -> bool:
+        try:
+            self._read(sha, GitCommit)
+        except GitObjectMissingError:
+            return False
+        return True
 
     def write_blob(self, data: bytes) -> str:
-        return self.write_object("blob", data)
+        return self._add(Blob.from_string(data))
 
     def read_blob(self, sha: str) -> bytes:
-        kind, data = self.read_object(sha)
-        if kind != "blob":
-            raise GitObjectMissingError(sha)
-        return data
+        return self._read(sha, Blob).as_raw_string()
 
     # --- trees -----------------------------------------------------------------------------------
 
-    def write_tree_entries(self, entries: list[TreeEntry]) -> str:
-        body = b"".join(
-            f"{e.mode} {e.name}".encode() + b"\x00" + bytes.fromhex(e.sha)
-            for e in sorted(entries, key=_tree_sort_key)
-        )
-        return self.write_object("tree", body)
-
     def read_tree(self, sha: str) -> list[TreeEntry]:
-        kind, data = self.read_object(sha)
-        if kind != "tree":
-            raise GitObjectMissingError(sha)
-        entries, pos = [], 0
-        while pos < len(data):
-            nul = data.index(b"\x00", pos)
-            mode, _, name = data[pos:nul].decode().partition(" ")
-            entries.append(TreeEntry(mode, name, data[nul + 1 : nul + 21].hex()))
-            pos = nul + 21
-        return entries
+        tree = self._read(sha, Tree)
+        return [TreeEntry(e.path.decode(), e.sha.decode(), e.mode == TREE_MODE) for e in tree.iteritems()]
 
     def write_tree(self, files: dict[str, str]) -> str:
         """Write nested trees for a flat {path: blob sha} map; return the root tree id."""
         children: dict[str, dict[str, str]] = {}
-        entries: list[TreeEntry] = []
+        tree = Tree()
         for path, sha in files.items():
             head, sep, rest = path.partition("/")
             if sep:
                 children.setdefault(head, {})[rest] = sha
             else:
-                entries.append(TreeEntry(FILE_MODE, head, sha))
-        entries += [TreeEntry(TREE_MODE, name, self.write_tree(sub)) for name, sub in children.items()]
-        return self.write_tree_entries(entries)
+                tree.add(head.encode(), FILE_MODE, sha.encode())
+        for name, sub in children.items():
+            tree.add(name.encode(), TREE_MODE, self.write_tree(sub).encode())
+        return self._add(tree)
 
     def list_files(self, tree_sha: str, prefix: str = "") -> dict[str, str]:
         """Flatten a tree into {path: blob sha}, recursively."""
@@ -182,49 +186,51 @@ class GitDir:
 
     def write_commit(self, tree: str, parents: list[str], message: str, author: str, timestamp: int) -> str:
         """Write a commit object. `author` is `Name <email>`; times are UTC."""
-        lines = [f"tree {tree}"] + [f"parent {p}" for p in parents]
-        lines += [f"author {author} {timestamp} +0000", f"committer {author} {timestamp} +0000"]
-        text = "\n".join(lines) + "\n\n" + message.rstrip("\n") + "\n"
-        return self.write_object("commit", text.encode())
+        commit = GitCommit()
+        commit.tree = tree.encode()
+        commit.parents = [p.encode() for p in parents]
+        commit.author = commit.committer = author.encode()
+        commit.author_time = commit.commit_time = timestamp
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.message = (message.rstrip("\n") + "\n").encode()
+        return self._add(commit)
 
     def read_commit(self, sha: str) -> Commit:
-        kind, data = self.read_object(sha)
-        if kind != "commit":
-            raise GitObjectMissingError(sha)
-        header, _, message = data.decode().partition("\n\n")
-        tree, parents, author, timestamp = "", [], "", 0
-        for line in header.split("\n"):
-            key, _, value = line.partition(" ")
-            if key == "tree":
-                tree = value
-            elif key == "parent":
-                parents.append(value)
-            elif key == "author":
-                name, _, when = value.rpartition(">")
-                author = name + ">"
-                timestamp = int(when.split()[0])
-        return Commit(sha, tree, tuple(parents), author, timestamp, message.rstrip("\n"))
+        commit = self._read(sha, GitCommit)
+        return Commit(
+            sha=sha,
+            tree=commit.tree.decode(),
+            parents=tuple(p.decode() for p in commit.parents),
+            author=commit.author.decode("utf-8", "replace"),
+            timestamp=commit.author_time,
+            message=commit.message.decode("utf-8", "replace").rstrip("\n"),
+        )
 
     # --- refs ------------------------------------------------------------------------------------
 
     def read_ref(self, name: str) -> str | None:
-        """The commit id a full ref name (`refs/heads/main`) points to, or None."""
-        path = self.path / name
-        return path.read_text().strip() if path.is_file() else None
+        """The commit id a full ref name (`refs/heads/main`) points to, loose or packed, or None."""
+        with self._lock:
+            sha = self._repo.refs.read_ref(name.encode())
+        return sha.decode() if sha else None
 
-    def write_ref(self, name: str, sha: str) -> None:
-        atomic_write(self.path / name, (sha + "\n").encode())
+    def update_ref(self, name: str, new: str, old: str | None) -> bool:
+        """Point `name` at `new` if it still points at `old` (None: if it does not exist). Atomic."""
+        with self._lock:
+            if old is None:
+                return self._repo.refs.add_if_new(name.encode(), new.encode())
+            return self._repo.refs.set_if_equals(name.encode(), old.encode(), new.encode())
 
     def delete_ref(self, name: str) -> None:
-        (self.path / name).unlink(missing_ok=True)
+        with self._lock:
+            self._repo.refs.remove_if_equals(name.encode(), None)
 
     def list_refs(self, prefix: str) -> dict[str, str]:
-        """{short name: commit id} of the refs under `prefix` (e.g. `refs/heads/`)."""
-        base = self.path / prefix
-        if not base.is_dir():
-            return {}
-        return {
-            p.relative_to(base).as_posix(): p.read_text().strip()
-            for p in sorted(base.rglob("*"))
-            if p.is_file() and not p.name.startswith(".tmp-")
-        }
+        """{short name: commit id} of the refs under `prefix` (e.g. `refs/heads/`), loose or packed."""
+        with self._lock:
+            refs = self._repo.refs.as_dict(prefix.rstrip("/").encode())
+        return {name.decode(): sha.decode() for name, sha in sorted(refs.items())}
+
+    def close(self) -> None:
+        with self._lock:
+            self._repo.close()

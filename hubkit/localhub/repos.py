@@ -30,7 +30,7 @@ from hubkit.localhub.exceptions import (
     RootInUseError,
 )
 from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
-from hubkit.localhub.gitstore import Commit, GitDir, GitObjectMissingError, atomic_write, blob_sha
+from hubkit.localhub.gitstore import Commit, GitDir, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
 from hubkit.localhub.names import COMMIT_SHA, PR_REF, REF_NAME, check_name, check_path, check_ref_name
 
@@ -147,11 +147,8 @@ class Repo:
         if not isinstance(revision, str):
             raise InvalidInputError(f"Invalid revision {revision!r}.")
         if COMMIT_SHA.match(revision):
-            try:
-                if self.git.read_object(revision)[0] == "commit":
-                    return revision
-            except GitObjectMissingError:
-                pass
+            if self.git.is_commit(revision):
+                return revision
         elif REF_NAME.match(revision) and ".." not in revision and not revision.startswith("/"):
             full = (
                 [revision]
@@ -288,16 +285,21 @@ class Repo:
                 )
             files = {path: entry.blob_sha for path, entry in self.files(head).items()}
             new_blobs = self._apply(files, operations, head)
-            for data in new_blobs:
-                self.git.write_blob(data)
-            tree = self.git.write_tree(files)
-            sha = self.git.write_commit(tree, [head], message, author, int(time.time()))
-            if before_ref_update is not None:
-                before_ref_update()
-            if create_pr:
-                number = 1 + max((int(n) for n in self.pull_requests()), default=0)
-                ref = f"refs/pr/{number}"
-            self.git.write_ref(ref, sha)
+            # The branch moves last, in one atomic step: a crash or a full disk before it leaves the
+            # repository at its previous commit (and a failure removes the objects written so far).
+            with self.git.transaction():
+                for data in new_blobs:
+                    self.git.write_blob(data)
+                tree = self.git.write_tree(files)
+                sha = self.git.write_commit(tree, [head], message, author, int(time.time()))
+                if before_ref_update is not None:
+                    before_ref_update()
+                expected: str | None = head
+                if create_pr:
+                    number = 1 + max((int(n) for n in self.pull_requests()), default=0)
+                    ref, expected = f"refs/pr/{number}", None
+                if not self.git.update_ref(ref, sha, expected):
+                    raise ParentCommitMismatchError(f"{ref} moved while committing: try again.")
             return sha, ref
 
     def _apply(self, files: dict[str, str], operations: list[Operation], head: str) -> list[bytes]:
@@ -353,7 +355,8 @@ class Repo:
                 )
             else:
                 sha = self.resolve(start or "main")
-            self.git.write_ref(ref, sha)
+            if not self.git.update_ref(ref, sha, None):
+                raise RefExistsError(f"Reference already exists: {ref}")
             return sha
 
     def create_tag(self, name: str, revision: str) -> str:
@@ -362,7 +365,8 @@ class Repo:
             if self.git.read_ref(ref):
                 raise RefExistsError(f"Tag already exists: {name}")
             sha = self.resolve(revision)
-            self.git.write_ref(ref, sha)
+            if not self.git.update_ref(ref, sha, None):
+                raise RefExistsError(f"Tag already exists: {name}")
             return sha
 
     def delete_ref(self, kind: str, name: str) -> None:
@@ -464,14 +468,18 @@ class RepoStore:
                 raise RepoExistsError(f"You already created this {ref.repo_type} repo: {ref.repo_id}")
             staging = path.with_name(f".creating-{ref.name}")
             shutil.rmtree(staging, ignore_errors=True)
-            git = GitDir.init(staging)
-            tree = git.write_tree({p: git.write_blob(data) for p, data in initial_files.items()})
-            git.write_ref(
-                "refs/heads/main", git.write_commit(tree, [], "initial commit", author, meta.created_at)
-            )
-            path.with_suffix(".meta.json").write_text(json.dumps(asdict(meta)))
-            # The repository appears whole or not at all.
-            staging.rename(path)
+            try:
+                git = GitDir.init(staging)
+                tree = git.write_tree({p: git.write_blob(data) for p, data in initial_files.items()})
+                commit = git.write_commit(tree, [], "initial commit", author, meta.created_at)
+                git.update_ref("refs/heads/main", commit, None)
+                git.close()
+                atomic_write(path.with_suffix(".meta.json"), json.dumps(asdict(meta)).encode())
+                # The repository appears whole or not at all.
+                staging.rename(path)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
             repo = self._open[ref] = Repo(ref, path)
             return repo
 
@@ -479,6 +487,7 @@ class RepoStore:
         """Delete `ref` and its LFS objects. Raises RepoNotFoundError."""
         repo = self.get(ref)
         with self._lock, repo.lock:
+            repo.git.close()
             shutil.rmtree(repo.git.path)
             repo.meta_path.unlink(missing_ok=True)
             self._open.pop(ref, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,3 +126,7 @@ def dispatch(ctx: HubContext, req: Request) -> Response:
         return e.to_response()
     except StorageError as e:
         return errors.from_storage(e).to_response()
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # every write path cleans up after itself
+            return errors.insufficient_storage().to_response()
+        raise
