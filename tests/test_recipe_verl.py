@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from hubkit.errors import HubkitError, ManifestError
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 from hubkit.manifest import DatasetInfo, Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +170,10 @@ def test_prepare_data_keeps_the_easy_problems_in_verl_format(
     recorded = json.loads((tmp_path / "dataset_info.json").read_text())
     assert DatasetInfo(**recorded) == info
     assert info.content_sha256 == prepare_data.content_sha256(rows)
+    # The hash of every kept problem's text, for `hubkit eval`'s contamination check.
+    hashes = (tmp_path / TRAIN_PROBLEM_HASHES_NAME).read_text().split()
+    assert hashes == sorted(problem_hash(list(prompt)[1]["content"]) for prompt in rows["prompt"])
+    assert len(hashes) == 6 and problem_hash("  what is $3 + 4 \\cdot 2$?\n") in hashes
 
 
 def test_content_hash_follows_the_content(prepare_data: ModuleType, tmp_path: Path) -> None:
@@ -351,6 +356,25 @@ def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_pat
         "nodes": 1,
     }
     assert str(tmp_path) not in (tmp_path / "hubkit.json").read_text(), "no local path in the manifest"
+
+
+def test_manifest_start_copies_the_training_problem_hashes_into_the_run(
+    prepare_data: ModuleType, write_manifest: ModuleType, tmp_path: Path
+) -> None:
+    _prepare(prepare_data, tmp_path / "data")
+    overrides = _launch_overrides(tmp_path, Path(sys.executable)).stdout.splitlines()
+    run_dir = tmp_path / "runs" / "run"
+    dataset_info = str(tmp_path / "data" / "dataset_info.json")
+    write_manifest.main(
+        [
+            *("start", "--run-dir", str(run_dir), "--dataset-info", dataset_info, "--accelerator", "cpu"),
+            *("--base-model", "Qwen/Qwen3-4B", "--lambda", "0.5", "--aggregation", "sum_then_normalize"),
+            *("--", *overrides),
+        ]
+    )
+    recorded = (run_dir / TRAIN_PROBLEM_HASHES_NAME).read_text()
+    assert recorded == (tmp_path / "data" / TRAIN_PROBLEM_HASHES_NAME).read_text()
+    assert len(recorded.split()) == 6
 
 
 def test_manifest_can_select_gdpo(write_manifest: ModuleType, tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ problems solved 99-100 % of the time (1,840 rows expected).
 A source that already carries a solve-rate column needs no companion: name it with `--solve-rate-column` and
 pass `--difficulty-source none`.
 
-Writes `<output-dir>/train.parquet` (verl's RL format: data_source, prompt, ability, reward_model, extra_info)
-and `<output-dir>/dataset_info.json` (dataset id, revision, filter, row count and content hash, as the run
-manifest's `dataset`). Examples::
+Writes `<output-dir>/train.parquet` (verl's RL format: data_source, prompt, ability, reward_model, extra_info),
+`<output-dir>/dataset_info.json` (dataset id, revision, filter, row count and content hash, as the run
+manifest's `dataset`) and `<output-dir>/train_problems.sha256` (the normalized-text hash of every training
+problem; `write_manifest.py start` copies it into the run, where `hubkit eval` checks benchmarks against it).
+Examples::
 
     # from the Hub (needs network)
     python recipes/verl_gdpo/prepare_data.py --output-dir data/deepscaler_easy
@@ -35,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from hubkit.errors import HubkitError
+from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.manifest import DatasetInfo
 
 logger = logging.getLogger("prepare_data")
@@ -241,6 +244,7 @@ def prepare(args: argparse.Namespace) -> DatasetInfo:
     args.output_dir.mkdir(parents=True, exist_ok=True)
     rows.to_parquet(args.output_dir / "train.parquet", index=False)
     (args.output_dir / "dataset_info.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
+    write_train_problem_hashes(args.output_dir, (prompt[-1]["content"] for prompt in rows["prompt"]))
     logger.info("kept %d of %d problems -> %s", len(rows), len(problems), args.output_dir / "train.parquet")
     return info
 

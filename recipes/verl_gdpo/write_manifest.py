@@ -1,7 +1,8 @@
 """Write the run manifest `hubkit.json` of a verl run, before training (`start`) and after it (`finish`).
 
 `launch.sh` calls this with the exact Hydra overrides it hands to verl, so the manifest records what verl
-was told, not a second copy of the settings::
+was told, not a second copy of the settings. `start` also copies the training-problem hashes that
+prepare_data.py wrote beside the dataset info into the run::
 
     python write_manifest.py start --run-dir runs/RUN --dataset-info data/x/dataset_info.json \\
         --base-model Qwen/Qwen3-4B --lambda 0.5 --aggregation sum_then_normalize -- key=value ...
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -22,6 +24,7 @@ from pathlib import Path
 from prepare_data import SYSTEM_PROMPT
 
 from hubkit.errors import HubkitError, ManifestError
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest
 from hubkit.rewards.spec import deepscaler_length_penalty
 
@@ -215,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
             )
             args.run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(args.run_dir)
+            hashes = args.dataset_info.with_name(TRAIN_PROBLEM_HASHES_NAME)
+            if hashes.is_file():
+                shutil.copyfile(hashes, args.run_dir / TRAIN_PROBLEM_HASHES_NAME)
         else:
             manifest = Manifest.load(args.run_dir)
             manifest.with_updates(finished_at=_now()).save(args.run_dir)

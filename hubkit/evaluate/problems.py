@@ -1,0 +1,360 @@
+"""Problem sets for evaluation, the normalized-text hashes of training problems, and the contamination check.
+
+Both recipes record the sha256 of every training problem's normalized text in the run directory
+(`TRAIN_PROBLEM_HASHES_NAME`, one hex digest per line, sorted). The file is published with the run, so
+anyone can check a benchmark against it without seeing the training data; `check_contamination` does so
+before an evaluation starts.
+
+Importing this module needs only the standard library (the verl recipe's environment imports it);
+loading a parquet file or a Hub dataset imports `pyarrow` or `datasets` when it happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hubkit.errors import ContaminationError, EvalError
+
+TRAIN_PROBLEM_HASHES_NAME = "train_problems.sha256"
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+QUESTION_COLUMNS = ("question", "problem")
+ANSWER_COLUMNS = ("answer", "ground_truth")
+_HEX_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+_WHITESPACE_RE = re.compile(r"\s+")
+
+
+# --- hashing --------------------------------------------------------------------------------------
+
+
+def normalize_problem_text(text: str) -> str:
+    """A problem's text in the form that is hashed: Unicode NFKC, case-folded, whitespace runs as one space.
+
+    So that a benchmark copy that differs only in line breaks, spacing, case or full-width digits still
+    matches its training twin.
+    """
+    return _WHITESPACE_RE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def problem_hash(text: str) -> str:
+    """The sha256 hex digest of a problem's normalized text (`normalize_problem_text`)."""
+    return hashlib.sha256(normalize_problem_text(text).encode("utf-8")).hexdigest()
+
+
+def write_train_problem_hashes(directory: str | os.PathLike[str], problems: Iterable[str]) -> Path:
+    """Write `TRAIN_PROBLEM_HASHES_NAME` into `directory`: the distinct hashes of `problems`, sorted.
+
+    Args:
+        directory: the run directory (or the data directory a recipe copies it from); created if needed.
+        problems: the training problems' texts (the question, without system prompt or answer).
+
+    Returns:
+        The file written.
+    """
+    path = Path(directory) / TRAIN_PROBLEM_HASHES_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    digests = sorted({problem_hash(text) for text in problems})
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(d + "\n" for d in digests), encoding="ascii")
+    os.replace(tmp, path)
+    return path
+
+
+def read_train_problem_hashes(run_dir: str | os.PathLike[str]) -> frozenset[str] | None:
+    """The training-problem hashes a run records, or None when it records none.
+
+    Raises:
+        EvalError: a line is not a sha256 hex digest.
+    """
+    path = Path(run_dir) / TRAIN_PROBLEM_HASHES_NAME
+    try:
+        lines = path.read_text(encoding="ascii").split()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as e:
+        raise EvalError(f"{TRAIN_PROBLEM_HASHES_NAME} is not ASCII: it must hold sha256 hex digests") from e
+    bad = [line for line in lines if not _HEX_DIGEST_RE.match(line)]
+    if bad:
+        raise EvalError(
+            f"{TRAIN_PROBLEM_HASHES_NAME} holds {len(bad)} line(s) that are not sha256 hex digests "
+            f"(first: {bad[0][:70]!r}): rewrite it with hubkit.evaluate.problems.write_train_problem_hashes"
+        )
+    return frozenset(lines)
+
+
+# --- problem sets ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One evaluation problem: the question a model is asked and its reference answer as the data gives it."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class ProblemSet:
+    """Problems in a fixed order, and where they came from.
+
+    Attributes:
+        source: a Hub dataset id (``openai/gsm8k``) or a file name, never a local path.
+        split: the split, for a Hub dataset.
+        revision: the Hub commit the problems were read at.
+        problems: the problems, in the source's order.
+        skipped: rows left out because they have no reference answer.
+    """
+
+    source: str
+    split: str | None
+    revision: str | None
+    problems: tuple[Problem, ...]
+    skipped: int = 0
+
+    @property
+    def sha256(self) -> str:
+        """A hash of the problems and their answers, in order."""
+        digest = hashlib.sha256()
+        for problem in self.problems:
+            line = json.dumps({"question": problem.question, "answer": problem.answer}, sort_keys=True)
+            digest.update(line.encode("utf-8") + b"\n")
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """A problem set on the Hub: dataset id, config (subset) and split."""
+
+    dataset: str
+    config: str | None
+    split: str
+
+
+# The default held-out set of GSM8K runs.
+GSM8K_TEST = HubSource("openai/gsm8k", "main", "test")
+
+
+def _last_user_message(messages: Any) -> str | None:
+    if isinstance(messages, list | tuple):
+        users = [m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users and isinstance(users[-1], str):
+            return users[-1]
+    return None
+
+
+def _problem_from_row(row: Mapping[str, Any], where: str) -> Problem | None:
+    """The question and answer of a row: GSM8K (question/answer), MATH/DeepScaleR (problem/answer), or
+    verl's RL format (prompt messages, reward_model.ground_truth). None when the row has no answer."""
+    question = next((row[c] for c in QUESTION_COLUMNS if isinstance(row.get(c), str)), None)
+    if question is None:
+        question = _last_user_message(row.get("prompt"))
+    reward_model = row.get("reward_model")
+    answer = next((row[c] for c in ANSWER_COLUMNS if row.get(c) is not None), None)
+    if answer is None and isinstance(reward_model, Mapping):
+        answer = reward_model.get("ground_truth")
+    if question is None:
+        raise EvalError(
+            f"{where}: a row has no question (columns {sorted(row)}): "
+            "expected 'question' or 'problem', or verl's 'prompt' messages"
+        )
+    if answer is None or not str(answer).strip():
+        return None
+    return Problem(question=question, answer=str(answer))
+
+
+def _read_local_rows(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq  # installed with the eval extra (datasets)
+
+        return pq.read_table(path).to_pylist()
+    text = path.read_text(encoding="utf-8")
+    try:
+        if suffix == ".json" and text.lstrip().startswith("["):
+            rows = json.loads(text)
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise EvalError(f"{path.name} is not JSON lines or a JSON array ({e.msg} at line {e.lineno})") from e
+    if not all(isinstance(row, dict) for row in rows):
+        raise EvalError(f"{path.name} must hold one JSON object per problem")
+    return rows
+
+
+def problem_set_from_rows(
+    rows: Iterable[Mapping[str, Any]],
+    source: str,
+    *,
+    split: str | None = None,
+    revision: str | None = None,
+    limit: int | None = None,
+) -> ProblemSet:
+    """Problems from table rows, the first `limit` of those with an answer.
+
+    Raises:
+        EvalError: a row has no question, or no row has an answer.
+    """
+    problems: list[Problem] = []
+    skipped = 0
+    for row in rows:
+        if limit is not None and len(problems) >= limit:
+            break
+        problem = _problem_from_row(row, source)
+        if problem is None:
+            skipped += 1
+        else:
+            problems.append(problem)
+    if not problems:
+        raise EvalError(f"{source} holds no problem with an answer")
+    return ProblemSet(source, split, revision, tuple(problems), skipped)
+
+
+def load_local_problems(path: str | os.PathLike[str], *, limit: int | None = None) -> ProblemSet:
+    """A problem set from a local ``.jsonl``, ``.json`` (lines or array) or ``.parquet`` file.
+
+    The set's source is the file's name: its local path is never recorded.
+
+    Raises:
+        EvalError: no such file, an unknown extension, or rows without questions.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise EvalError(f"no problem file {path}: check --problems")
+    if path.suffix.lower() not in LOCAL_SUFFIXES:
+        raise EvalError(f"{path.name}: a problem file must end in {', '.join(LOCAL_SUFFIXES)}")
+    return problem_set_from_rows(_read_local_rows(path), path.name, limit=limit)
+
+
+def parse_hub_source(text: str, split: str | None) -> HubSource:
+    """``ID`` or ``ID:CONFIG`` (e.g. ``openai/gsm8k:main``) and a split (default ``test``) as a `HubSource`."""
+    dataset, _, config = text.partition(":")
+    return HubSource(dataset, config or None, split or "test")
+
+
+def load_hub_problems(
+    source: HubSource,
+    *,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    limit: int | None = None,
+) -> ProblemSet:
+    """A problem set from a Hub dataset, read at one commit (recorded as the set's revision).
+
+    The dataset repo is fetched through the Hub cache and read with `datasets` (its README's configs
+    decide which files hold which split).
+
+    Args:
+        source: dataset id, config and split.
+        revision: branch, tag or commit; default the main branch.
+        endpoint: the Hub URL; default the client's.
+        token: for a private or gated dataset; default the client's.
+        limit: keep the first this many problems.
+
+    Raises:
+        EvalError: the dataset, revision, config or split does not exist.
+    """
+    import datasets
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        commit = HfApi(endpoint=endpoint, token=token).dataset_info(source.dataset, revision=revision).sha
+        folder = snapshot_download(
+            source.dataset, repo_type="dataset", revision=commit, endpoint=endpoint, token=token
+        )
+    except HfHubHTTPError as e:
+        raise EvalError(
+            f"could not fetch dataset {source.dataset}@{revision or 'main'} ({type(e).__name__}): "
+            "check --problems, --revision and --endpoint"
+        ) from e
+    try:
+        rows = datasets.load_dataset(folder, name=source.config, split=source.split)
+    except (ValueError, FileNotFoundError) as e:
+        raise EvalError(
+            f"dataset {source.dataset} has no split {source.split!r}"
+            + (f" in config {source.config!r}" if source.config else "")
+            + f" ({str(e).splitlines()[0][:120]}): check --split, or name a config as ID:CONFIG"
+        ) from e
+    return problem_set_from_rows(rows, source.dataset, split=source.split, revision=commit, limit=limit)
+
+
+def load_problems(
+    spec: str,
+    *,
+    split: str | None = None,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    limit: int | None = None,
+) -> ProblemSet:
+    """A local problem file (an existing path ending in .jsonl/.json/.parquet) or a Hub dataset id.
+
+    Raises:
+        EvalError: neither an existing file nor a loadable dataset.
+    """
+    if Path(spec).suffix.lower() in LOCAL_SUFFIXES or Path(spec).exists():
+        return load_local_problems(spec, limit=limit)
+    return load_hub_problems(
+        parse_hub_source(spec, split), revision=revision, endpoint=endpoint, token=token, limit=limit
+    )
+
+
+# --- contamination --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContaminationReport:
+    """The check of a problem set against a run's training problems.
+
+    Attributes:
+        checked: False when the run records no training-problem hashes.
+        overlapping: indices (in the problem set) of problems that are training problems.
+        train_problems: how many distinct training problems the run records (None if not checked).
+    """
+
+    checked: bool
+    overlapping: tuple[int, ...]
+    train_problems: int | None
+
+
+def find_overlap(problems: ProblemSet, train_hashes: frozenset[str] | None) -> ContaminationReport:
+    """Which problems of `problems` are training problems (by normalized-text hash)."""
+    if train_hashes is None:
+        return ContaminationReport(checked=False, overlapping=(), train_problems=None)
+    overlapping = tuple(
+        i for i, problem in enumerate(problems.problems) if problem_hash(problem.question) in train_hashes
+    )
+    return ContaminationReport(checked=True, overlapping=overlapping, train_problems=len(train_hashes))
+
+
+def check_contamination(
+    problems: ProblemSet, train_hashes: frozenset[str] | None, *, run_id: str
+) -> ContaminationReport:
+    """`find_overlap`, refusing any overlap.
+
+    Returns:
+        The report (no overlap, or not checked when the run records no hashes).
+
+    Raises:
+        ContaminationError: some problems are training problems; the message says how many and which.
+    """
+    report = find_overlap(problems, train_hashes)
+    if report.overlapping:
+        shown = ", ".join(str(i) for i in report.overlapping[:10])
+        more = f" and {len(report.overlapping) - 10} more" if len(report.overlapping) > 10 else ""
+        first = normalize_problem_text(problems.problems[report.overlapping[0]].question)
+        preview = first if len(first) <= 60 else first[:57] + "..."
+        raise ContaminationError(
+            f"{len(report.overlapping)} of {len(problems.problems)} problems in {problems.source} are training "
+            f"problems of run {run_id} (problem index {shown}{more}; first: {preview!r}): "
+            "evaluate on held-out problems"
+        )
+    return report
