@@ -13,6 +13,7 @@ from types import ModuleType
 import pytest
 
 from hubkit.errors import HubkitError
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 from hubkit.manifest import Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +128,22 @@ def test_prompts_over_256_tokens_are_dropped(recipe: ModuleType, qwen3_tokenizer
         recipe.to_prompts(problems, tokenizer, 8)
 
 
+def test_training_problem_hashes_are_recorded(
+    recipe: ModuleType, qwen3_tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    import datasets
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    problems = datasets.load_dataset("json", data_files={"train": str(PROBLEMS)}, split="train")
+    path = recipe.record_train_problems(tmp_path, recipe.to_prompts(problems, tokenizer, 256))
+
+    questions = [json.loads(line)["question"] for line in PROBLEMS.read_text().splitlines()]
+    trained = [q for q in questions if "farmer keeps careful notes" not in q]  # the one dropped as too long
+    assert path == tmp_path / TRAIN_PROBLEM_HASHES_NAME
+    assert path.read_text().split() == sorted(problem_hash(q) for q in trained)
+
+
 @pytest.mark.slow
 def test_tiny_run_trains_three_steps_and_pushes(
     recipe: ModuleType, tmp_path: Path, tiny_qwen3, new_repo_id: str, monkeypatch: pytest.MonkeyPatch
@@ -159,6 +176,7 @@ def test_tiny_run_trains_three_steps_and_pushes(
     assert manifest.base_model == tiny_qwen3.repo_id
     assert manifest.started_at and manifest.finished_at
     assert manifest.dataset.num_rows == 12 and manifest.dataset.id == "gsm8k_mini.jsonl"
+    assert len((run_dir / TRAIN_PROBLEM_HASHES_NAME).read_text().split()) == 12
     assert manifest.dataset.content_sha256 and manifest.hyperparameters["max_steps"] == 3
     assert manifest.hyperparameters["extra_reward"].startswith("tiny_signal_reward")
     assert str(tmp_path) not in (run_dir / "hubkit.json").read_text()

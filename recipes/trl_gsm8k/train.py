@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import HubkitError
+from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
 from hubkit.rewards.gsm8k import SYSTEM_PROMPT  # the seed run's, verbatim
 from hubkit.rewards.spec import gsm8k_seed
@@ -187,6 +188,12 @@ def content_sha256(prompts: Any) -> str:
         line = json.dumps({"question": row["prompt"][-1]["content"], "answer": row["answer"]}, sort_keys=True)
         digest.update(line.encode() + b"\n")
     return digest.hexdigest()
+
+
+def record_train_problems(run_dir: Path, prompts: Any) -> Path:
+    """Write the normalized-text hashes of the training questions into the run (published with it), so that
+    `hubkit eval` and anyone with the release can check a benchmark against them."""
+    return write_train_problem_hashes(run_dir, (row["prompt"][-1]["content"] for row in prompts))
 
 
 # --- TRL settings --------------------------------------------------------------------------------
@@ -379,6 +386,7 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
         if is_main:
             run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(run_dir)
+            record_train_problems(run_dir, prompts)
 
         trainer = GRPOTrainer(
             model=config.model,
