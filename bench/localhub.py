@@ -8,10 +8,14 @@ Writes one file of random bytes (200 MB by default), then times, best of --repea
     upload      HfApi.upload_file: preupload, LFS batch, PUT (multipart above 64 MiB), verify, commit
     download    hf_hub_download into an empty cache: HEAD, 302 to the CDN, GET
 
-and prints each as MB/s and as a ratio to the copy time (1.0 = as fast as copying the file). The Hub runs
-as `hubkit hub serve` in its own process (as a user runs it), or in this process with --in-process.
+and prints each as MB/s and as a ratio to the copy time (1.0 = as fast as copying the file). Then a team at
+once: --clients clients (threads), each doing --rounds rounds of one download of a --concurrent-mb file into
+an empty cache and one commit of a small file, all to one repo; its throughput (rounds per second) is
+printed as a ratio to one client doing the same alone, and every download and commit is checked. The Hub
+runs as `hubkit hub serve` in its own process (as a user runs it), or in this process with --in-process.
 
     $ .venv/bin/python bench/localhub.py [--size-mb 200] [--repeat 3] [--in-process]
+                                         [--clients 8] [--rounds 3] [--concurrent-mb 20]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +79,55 @@ def start_server(root: Path, in_process: bool) -> tuple[str, Callable[[], None]]
     return endpoint, stop
 
 
+def team_round_trips(api, work: Path, clients: int, rounds: int, expected: str, tag: str) -> float:
+    """Seconds for `clients` threads to each download the shared file and commit a small file, `rounds`
+    times; then checks that every download is intact and every commit landed."""
+    from huggingface_hub import hf_hub_download
+
+    barrier = threading.Barrier(clients + 1)
+    downloads: list[Path] = []
+    failures: list[BaseException] = []
+
+    def client(number: int) -> None:
+        barrier.wait()
+        try:
+            for round_number in range(rounds):
+                downloads.append(
+                    Path(
+                        hf_hub_download(
+                            "bench/team",
+                            "shared.safetensors",
+                            cache_dir=work / f"{tag}-cache-{number}-{round_number}",
+                            token="bench",
+                        )
+                    )
+                )
+                api.upload_file(
+                    path_or_fileobj=f"{tag} {number} {round_number}\n".encode(),
+                    path_in_repo=f"{tag}/{number}-{round_number}.txt",
+                    repo_id="bench/team",
+                )
+        except BaseException as e:  # reported by the main thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - start
+    if failures:
+        raise failures[0]
+    if len(downloads) != clients * rounds or any(hash_file(p) != expected for p in downloads):
+        raise SystemExit("a concurrent download is missing or corrupt")
+    landed = [f for f in api.list_repo_files("bench/team") if f.startswith(f"{tag}/")]
+    if len(landed) != clients * rounds:
+        raise SystemExit(f"{len(landed)} of {clients * rounds} concurrent commits landed")
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,6 +135,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--in-process", action="store_true", help="run the Hub in this process (threads)")
+    parser.add_argument("--clients", type=int, default=8, help="clients at once in the concurrent case")
+    parser.add_argument("--rounds", type=int, default=3, help="download + commit rounds per client")
+    parser.add_argument("--concurrent-mb", type=int, default=20, help="size of the file they all download")
     args = parser.parse_args()
     size = args.size_mb * 1000 * 1000
 
@@ -125,6 +182,14 @@ def main() -> None:
                 )
 
             down = best_time(download, args.repeat)
+
+            shared = work / "shared.safetensors"
+            write_random_file(shared, args.concurrent_mb * 1000 * 1000)
+            api.create_repo("bench/team")
+            api.upload_file(path_or_fileobj=shared, path_in_repo="shared.safetensors", repo_id="bench/team")
+            expected = hash_file(shared)
+            alone = team_round_trips(api, work, 1, args.rounds, expected, "alone")
+            team = team_round_trips(api, work, args.clients, args.rounds, expected, "team")
         finally:
             stop()
 
@@ -134,6 +199,17 @@ def main() -> None:
         print(
             f"  {name:9s} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s  ratio to copy {seconds / copy:6.2f}"
         )
+    alone_rate, team_rate = args.rounds / alone, args.clients * args.rounds / team
+    print(
+        f"concurrent: each round downloads {args.concurrent_mb} MB into an empty cache and commits a small file "
+        f"(one repo); {os.cpu_count()} CPUs"
+    )
+    print(f"  1 client    {args.rounds:3d} rounds in {alone:6.2f} s  {alone_rate:6.2f} rounds/s")
+    print(
+        f"  {args.clients} clients {args.clients * args.rounds:3d} rounds in {team:6.2f} s  {team_rate:6.2f} rounds/s"
+        f"  all intact, all committed"
+    )
+    print(f"  throughput ratio, {args.clients} clients to 1 client: {team_rate / alone_rate:.2f}")
 
 
 if __name__ == "__main__":

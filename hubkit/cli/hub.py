@@ -11,12 +11,13 @@ import click
 
 @click.group()
 def hub() -> None:
-    """A local Hugging Face Hub on 127.0.0.1 (bare git repositories with LFS objects).
+    """A local Hugging Face Hub (bare git repositories with LFS objects), for you or a whole team.
 
     \b
         $ hubkit hub serve --root ./hub
         http://127.0.0.1:43117
         $ HF_ENDPOINT=http://127.0.0.1:43117 HF_HUB_DISABLE_XET=1 hf upload me/model ./model
+        $ hubkit hub serve --root ./hub --host 0.0.0.0 --port 8080 --users users.toml
     """
 
 

@@ -1,25 +1,27 @@
-"""A Hub-compatible HTTP server for tests, demos and offline work (standard library only).
+"""A Hub-compatible HTTP server for tests, demos, offline work and teams (standard library and dulwich).
 
-Repositories are bare git repositories (`git fsck` clean, clonable); large files are Git LFS
-objects. The real `huggingface_hub` client, transformers and peft talk to it through
-`HF_ENDPOINT` (with `HF_HUB_DISABLE_XET=1`, both set before the client is imported:
-`hubkit.localhub.client_env.use_local_hub` does it).
+Repositories are bare git repositories (`git fsck` clean, clonable, packed or loose: `git gc` is
+safe); large files are Git LFS objects. A commit's branch moves last, atomically, so a killed server
+restarts with every repo at its last complete commit; a full disk answers 507 and changes nothing.
+The real `huggingface_hub` client, transformers and peft talk to it through `HF_ENDPOINT` (with
+`HF_HUB_DISABLE_XET=1`, both set before the client is imported: `use_local_hub` in `client_env`).
 
     with LocalHub(root) as hub:               # or: hubkit hub serve --root DIR
         use_local_hub(hub.endpoint, hf_home)
 
 Where it differs from huggingface.co, knowingly:
 - no Xet: uploads take the LFS batch path (multipart above `HubSettings.multipart_threshold`);
-- one token (or none) instead of accounts, orgs, scopes and gated repos; a private repo is hidden
-  (404 RepoNotFound) from callers without the token;
+- accounts are a users file (tokens → user, orgs, read-only), or one administrator's token, or
+  none (then loopback only): no fine-grained scopes, no gated repos (`access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
 - tree listings are not paginated and carry no `lastCommit`; `.gitattributes` matching is an
   fnmatch approximation of git's rules;
 - Spaces never run: their runtime stage only says whether the SDK's app file exists.
 
 Layout: `names` (what is a valid name or path), `gitstore` and `lfs` (objects on disk), `repos`
-(repositories, commits, refs), `api_*` (one handler per endpoint), `routes` (URL → handler, auth,
-errors), `handler` and `server` (sockets, threads, start/stop).
+(repositories, commits, refs), `access` and `identity` (tokens, users, namespace rules), `faults`
+(failures injected on purpose, for tests), `api_*` (one handler per endpoint), `routes` (URL →
+handler, auth, errors), `handler` and `server` (sockets, threads, start/stop).
 """
 
 from hubkit.localhub.context import HubSettings
