@@ -48,7 +48,12 @@ def even_token_reward(completion_ids: list[list[int]], **_: object) -> list[floa
 
 
 def make_trl_run(
-    run_dir: Path, model_dir: Path, base_model: str, steps: int = TRL_STEPS, seed: int = 0
+    run_dir: Path,
+    model_dir: Path,
+    base_model: str,
+    steps: int = TRL_STEPS,
+    seed: int = 0,
+    callbacks: list | None = None,
 ) -> Path:
     """Train `steps` real GRPO steps with TRL + PEFT LoRA on CPU, saving a checkpoint every step.
 
@@ -58,6 +63,7 @@ def make_trl_run(
         base_model: the Hub id the run is published against (the manifest names it, not `model_dir`).
         steps: training steps (one checkpoint each).
         seed: the training seed (LoRA init and sampling).
+        callbacks: `TrainerCallback`s for the trainer (the finished time is recorded after them).
 
     Returns:
         `run_dir`.
@@ -109,6 +115,7 @@ def make_trl_run(
         model=str(model_dir),
         reward_funcs=[even_token_reward],
         args=config,
+        callbacks=callbacks,
         train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
         peft_config=LoraConfig(
             r=LORA_R,

@@ -145,8 +145,14 @@ def test_training_problem_hashes_are_recorded(
 
 
 @pytest.mark.slow
-def test_tiny_run_trains_three_steps_and_pushes(
-    recipe: ModuleType, tmp_path: Path, tiny_qwen3, new_repo_id: str, monkeypatch: pytest.MonkeyPatch
+def test_tiny_run_trains_three_steps_and_pushes_while_training(
+    recipe: ModuleType,
+    tmp_path: Path,
+    tiny_qwen3,
+    hub_api,
+    new_repo_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import torch
     from peft import PeftModel
@@ -169,10 +175,13 @@ def test_tiny_run_trains_three_steps_and_pushes(
             str(runs),
             "--run-id",
             run_id,
+            "--push-to",
+            new_repo_id,
         ]
     )
     run_dir = runs / run_id
     manifest = Manifest.load(run_dir)
+    assert manifest.push_to == new_repo_id
     assert manifest.base_model == tiny_qwen3.repo_id
     assert manifest.started_at and manifest.finished_at
     assert manifest.dataset.num_rows == 12 and manifest.dataset.id == "gsm8k_mini.jsonl"
@@ -194,11 +203,20 @@ def test_tiny_run_trains_three_steps_and_pushes(
     assert any(last[k].abs().sum() > 0 for k in lora_b), "the steps trained the adapter"
     assert any(not torch.equal(first[k], last[k]) for k in lora_b)
 
+    # Pushed while training: every checkpoint, the final one at the root, and the merged model.
+    files = set(hub_api.list_repo_files(new_repo_id))
+    assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= files
+    assert {"adapter_model.safetensors", "README.md", "hubkit.json"} <= files
+    assert hub_api.file_exists(new_repo_id + "-merged", "model.safetensors")
+    commits = hub_api.list_repo_commits(new_repo_id)
+
+    # `hubkit push --run-id RUN` and nothing else finds the recorded repo, which is already complete.
     monkeypatch.setenv("HUBKIT_RUNS_DIR", str(runs))
-    with pytest.raises(SystemExit) as exited:
-        hubkit_main(["push", "--run-id", run_id, "--repo-id", new_repo_id, "--quiet"])
-        raise SystemExit(0)
-    assert exited.value.code in (0, None)
+    capsys.readouterr()
+    hubkit_main(["push", "--run-id", run_id])
+    out = capsys.readouterr().out
+    assert f"Publishing to {new_repo_id}" in out and f"{new_repo_id}: up to date" in out
+    assert hub_api.list_repo_commits(new_repo_id) == commits
 
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
     published = PeftModel.from_pretrained(base, new_repo_id, subfolder="checkpoints/global_step_3").eval()

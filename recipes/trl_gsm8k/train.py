@@ -277,7 +277,12 @@ def _now() -> str:
 
 
 def build_manifest(
-    config: RecipeConfig, run_id: str, dataset: DatasetInfo, accelerator: str, world: int
+    config: RecipeConfig,
+    run_id: str,
+    dataset: DatasetInfo,
+    accelerator: str,
+    world: int,
+    push_to: str | None = None,
 ) -> Manifest:
     """The run manifest written before training starts (finished_at is set when it ends)."""
     import trl
@@ -298,6 +303,7 @@ def build_manifest(
         started_at=_now(),
         system_prompt=SYSTEM_PROMPT,
         checkpoints_dir=".",
+        push_to=push_to,
     )
 
 
@@ -343,8 +349,13 @@ def _quantization_config(config: RecipeConfig) -> Any:
     )
 
 
-def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Path:
+def train(
+    config: RecipeConfig, run_dir: Path, problems_file: Path | None, push_to: str | None = None
+) -> Path:
     """Prepare the data, write the manifest, train, and mark the manifest finished.
+
+    With `push_to`, every checkpoint is published while training runs (`HubkitPushCallback`), and the
+    final step and the merged model when it ends.
 
     Returns:
         `run_dir`.
@@ -355,9 +366,10 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
     if any(run_dir.glob("checkpoint-*")):  # checked before the heavy imports: fail fast
         raise RecipeError(f"{run_dir} already holds checkpoints: choose a new --run-id")
     from peft import LoraConfig
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from hubkit.integrations.trl import HubkitPushCallback
     from hubkit.rewards import trl as hubkit_trl
     from hubkit.rewards.build import build
 
@@ -381,12 +393,24 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
         args = GRPOConfig(**kwargs)
 
         dataset = dataset_info(config, prompts, revision, problems_file)
-        manifest = build_manifest(config, run_dir.name, dataset, _accelerator(), world)
+        manifest = build_manifest(config, run_dir.name, dataset, _accelerator(), world, push_to)
         is_main = int(os.environ.get("RANK", "0")) == 0
         if is_main:
             run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(run_dir)
             record_train_problems(run_dir, prompts)
+
+        class RecordEnd(TrainerCallback):
+            """Marks the manifest finished when training ends, before the final push reads it."""
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+                if is_main:
+                    manifest.with_updates(finished_at=_now()).save(run_dir)
+
+        callbacks: list[Any] = [RecordEnd()]
+        if push_to:
+            endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+            callbacks.append(HubkitPushCallback(push_to, endpoint=endpoint, run_dir=run_dir))
 
         trainer = GRPOTrainer(
             model=config.model,
@@ -402,10 +426,9 @@ def train(config: RecipeConfig, run_dir: Path, problems_file: Path | None) -> Pa
                 target_modules=list(LORA_TARGETS),
                 task_type="CAUSAL_LM",
             ),
+            callbacks=callbacks,
         )
         trainer.train()
-    if is_main:
-        manifest.with_updates(finished_at=_now()).save(run_dir)
     return run_dir
 
 
@@ -426,6 +449,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-quantization", action="store_true", help="bf16 LoRA instead of 4-bit QLoRA")
     parser.add_argument(
         "--tiny", action="store_true", help="CPU smoke run: needs --model and --problems-file"
+    )
+    parser.add_argument(
+        "--push-to",
+        metavar="OWNER/NAME",
+        default=os.environ.get("PUSH_TO") or None,
+        help="publish every checkpoint to this repo while training, and the merged model at the end "
+        "(also PUSH_TO; the repo is recorded in hubkit.json, so a later `hubkit push --run-id` needs no --repo-id)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the manifest and TRL settings, train nothing"
@@ -456,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.dry_run:
             dataset = DatasetInfo(id=config.dataset_id, config=config.dataset_config, split="train")
-            manifest = build_manifest(config, run_id, dataset, "unknown", world_size())
+            manifest = build_manifest(config, run_id, dataset, "unknown", world_size(), args.push_to)
             from hubkit.rewards import trl as hubkit_trl
 
             grpo = grpo_config_kwargs(config, Path(run_id), world_size())
@@ -466,10 +496,15 @@ def main(argv: list[str] | None = None) -> None:
             }
             print(json.dumps(report, indent=2))
             return
-        train(config, run_dir, args.problems_file)
+        train(config, run_dir, args.problems_file, args.push_to)
     except HubkitError as e:
         sys.exit(f"Error: {e}")
-    print(f"Run written to {run_dir}\nPublish it with: hubkit push --run-id {run_id} --repo-id <you>/<name>")
+    if args.push_to:
+        print(
+            f"Run written to {run_dir}; checkpoints pushed to {args.push_to} while training (a failed push is logged above: `hubkit push --run-id {run_id}` completes it)"
+        )
+    else:
+        print(f"Run written to {run_dir}\nPublish it with: hubkit push --run-id {run_id}")
 
 
 if __name__ == "__main__":

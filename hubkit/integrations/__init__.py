@@ -1,0 +1,1 @@
+"""Pushing from inside training frameworks (`trl.HubkitPushCallback`)."""
