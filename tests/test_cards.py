@@ -1,46 +1,646 @@
-"""Model cards name the training data as the run recorded it: a Hub dataset is linked, a local file is not."""
+"""Model cards written from the run itself, checked value by value against the run; their images; their
+usage snippets run against the local Hub; the reward read back from a published repo; the templates
+shipped in the wheel."""
 
 from __future__ import annotations
 
+import ast
+import io
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 import yaml
+from synthetic_runs import run_cli
 
-from hubkit.cards import render_adapter_card
-from hubkit.cards.merged import render_merged_card
-from hubkit.manifest import DatasetInfo, Manifest
+from hubkit.cards import (
+    BaseModelCard,
+    CardInputs,
+    adapter_card_files,
+    merged_card_files,
+    plots,
+    read_base_model_card,
+)
+from hubkit.cards.metrics import key_metric_series
+from hubkit.errors import PublishError, RewardSpecError
+from hubkit.evaluate.results import (
+    Contamination,
+    EvalSummary,
+    GenerationInfo,
+    MetricInfo,
+    ModelResult,
+    ProblemsInfo,
+    Sample,
+    load_eval,
+    save_eval,
+)
+from hubkit.manifest import DatasetInfo, Manifest, Tracker
+from hubkit.rewards import gsm8k
+from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty, gsm8k_seed
+from hubkit.runs import load_run
+from hubkit.runs.model import Metrics, Run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LICENSED_REVISION = "card-licence"  # a branch of the tiny base whose README states a custom licence
+BASE_README = """---
+license: other
+license_name: qwen-research
+license_link: LICENSE
+---
+
+# A tiny base model
+"""
+GSM8K = DatasetInfo(
+    id="openai/gsm8k",
+    config="main",
+    split="train",
+    revision="e53f048856ff4f594e959d75785d2c2d37b678ee",
+    filter="prompt <= 256 tokens after the chat template",
+    num_rows=7473,
+    content_sha256="3f" * 32,
+)
+TRAIN_HASHES = [f"{i:064x}" for i in range(5)]
+PROBLEMS = [
+    "What is 2 + 3?",
+    "What is 7 * 6?",
+    "Tom has 3 apples and buys 4 more. How many?",
+    "What is 10 - 4?",
+]
+REFERENCES = ["5", "42", "7", "6"]
 
 
-def _manifest(dataset_id: str) -> Manifest:
-    return Manifest(
-        run_id="run",
-        framework="trl",
-        base_model="Qwen/Qwen2.5-3B-Instruct",
-        dataset=DatasetInfo(id=dataset_id),
+def _python_blocks(card: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)\n```$", card, flags=re.DOTALL | re.MULTILINE)
+
+
+def _g(value: float) -> str:
+    """How a metric value reads in a card: an integer as such, else 4 significant digits."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
+def _write_eval(run_dir: Path, run_id: str, steps: tuple[int, ...]) -> None:
+    """An evaluation of the base and `steps` on four problems: the base gets problem 0 wrong, every step right."""
+    samples = []
+    for step in (None, *steps):
+        name = "base" if step is None else f"global_step_{step}"
+        for index, (problem, reference) in enumerate(zip(PROBLEMS, REFERENCES, strict=True)):
+            wrong = step is None and index == 0
+            tokens = 40 - index if step is None else 20 + index
+            answer = f"<reasoning>\nstep {step} thinks\n</reasoning>\n<answer>\n{'9' if wrong else reference}\n</answer>"
+            samples.append(Sample(name, step, index, problem, reference, answer, not wrong, tokens, False))
+    models = tuple(
+        ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, *steps)
     )
-
-
-def _cards(dataset_id: str) -> list[str]:
-    manifest = _manifest(dataset_id)
-    return [
-        render_adapter_card(manifest, "me/adapter", [20, 40], has_tokenizer=True),
-        render_merged_card(
-            manifest, "me/adapter-merged", "me/adapter", 40, dtype="bfloat16", merged_modules=7
+    summary = EvalSummary(
+        run_id=run_id,
+        created_at="2026-03-01T12:00:00Z",
+        metric=MetricInfo("gsm8k_correctness", "the last number of the <answer> block equals the reference"),
+        problems=ProblemsInfo(
+            source="openai/gsm8k",
+            split="test",
+            revision="main",
+            n=len(PROBLEMS),
+            sha256="ab" * 32,
+            contamination=Contamination(checked=True, overlap=0, train_problems=len(TRAIN_HASHES)),
         ),
+        generation=GenerationInfo(
+            backend="transformers",
+            max_new_tokens=12,
+            temperature=0.0,
+            top_p=1.0,
+            do_sample=False,
+            seed=0,
+            batch_size=8,
+            chat_template="{{ messages }}",
+            system_prompt=gsm8k.SYSTEM_PROMPT,
+        ),
+        models=models,
+    )
+    save_eval(run_dir, summary, samples)
+
+
+@pytest.fixture(scope="session")
+def licensed_base(hub_api, tiny_qwen3) -> str:
+    """A branch of the tiny base whose card states `license: other` / `qwen-research` with a relative link."""
+    hub_api.create_branch(tiny_qwen3.repo_id, branch=LICENSED_REVISION, exist_ok=True)
+    hub_api.upload_file(
+        path_or_fileobj=BASE_README.encode(),
+        path_in_repo="README.md",
+        repo_id=tiny_qwen3.repo_id,
+        revision=LICENSED_REVISION,
+    )
+    return LICENSED_REVISION
+
+
+@pytest.fixture(scope="session")
+def trl_card_run(tmp_path_factory, trl_run_dir: Path, licensed_base: str) -> Path:
+    """The tiny TRL run as a recipe records it: GSM8K data, the seed's reward and system prompt, a tracker,
+    training-problem hashes, the base pinned at the licensed revision, and an evaluation of steps 1 and 3."""
+    run_dir = tmp_path_factory.mktemp("card-runs") / trl_run_dir.name
+    shutil.copytree(trl_run_dir, run_dir)
+    manifest = Manifest.load(run_dir)
+    manifest.with_updates(
+        base_model_revision=licensed_base,
+        dataset=GSM8K,
+        reward=gsm8k_seed(),
+        system_prompt=gsm8k.SYSTEM_PROMPT,
+        trackers=(Tracker("wandb", "https://wandb.ai/hubkit/tiny-trl"),),
+    ).save(run_dir)
+    (run_dir / "train_problems.sha256").write_text("".join(h + "\n" for h in TRAIN_HASHES))
+    _write_eval(run_dir, manifest.run_id, (1, 3))
+    return run_dir
+
+
+def _inputs(run_dir: Path, endpoint: str, **changes) -> CardInputs:
+    run = load_run(run_dir)
+    manifest = run.manifest
+    base = read_base_model_card(manifest.base_model, manifest.base_model_revision, endpoint=endpoint)
+    defaults = {
+        "run": run,
+        "repo_id": "hubkit-test/tiny-trl-card",
+        "steps": tuple(c.step for c in run.checkpoints),
+        "base": base,
+        "adapter_bytes": {c.step: 10_000 + c.step for c in run.checkpoints},
+        "has_tokenizer": True,
+        "merged_repo_id": "hubkit-test/tiny-trl-card-merged",
+        "merged_step": run.checkpoints[-1].step,
+        "eval": load_eval(run_dir),
+    }
+    return CardInputs(**(defaults | changes))
+
+
+@pytest.fixture(scope="session")
+def trl_card(trl_card_run: Path, local_hub) -> tuple[CardInputs, dict[str, bytes]]:
+    inputs = _inputs(trl_card_run, local_hub.endpoint)
+    return inputs, adapter_card_files(inputs)
+
+
+# --- the adapter card holds the run's values ----------------------------------------------------------
+
+
+def test_trl_card_metadata_comes_from_the_run_the_base_card_and_the_eval(trl_card, tiny_qwen3, local_hub):
+    from huggingface_hub import ModelCard
+
+    inputs, files = trl_card
+    card = ModelCard(files["README.md"].decode())
+    data = card.data
+    assert data.base_model == tiny_qwen3.repo_id
+    assert data.base_model_relation == "adapter" and data.library_name == "peft"
+    assert (data.license, data.license_name) == ("other", "qwen-research")
+    # The base card's relative link, made absolute to the base repo at the pinned revision.
+    assert data.license_link == f"{local_hub.endpoint}/{tiny_qwen3.repo_id}/blob/{LICENSED_REVISION}/LICENSE"
+    assert data.datasets == ["openai/gsm8k"]
+    assert {"trl", "grpo", "lora", "math"} <= set(data.tags) and "gdpo" not in data.tags
+    # model-index: the root adapter's (step 3) accuracy on the eval's problems.
+    (result,) = data.eval_results
+    step3 = inputs.eval.by_step(3)
+    assert (result.metric_type, result.metric_value) == ("accuracy", round(step3.accuracy, 4))
+    assert (result.dataset_type, result.dataset_split) == ("openai/gsm8k", "test")
+    card.validate()  # the local Hub's /api/validate-yaml
+
+
+def test_trl_card_sections_hold_the_runs_values(trl_card, trl_card_run: Path):
+    import trl
+
+    _, files = trl_card
+    card = files["README.md"].decode()
+    run = load_run(trl_card_run)
+    spec = run.manifest.reward
+    # Objective and progress.
+    assert "GRPO (TRL" in card and "on [openai/gsm8k](https://huggingface.co/datasets/openai/gsm8k)" in card
+    assert "Training finished at step 3 of 3." in card
+    # Reward: formula, components with weights, aggregation by name and meaning.
+    assert spec.formula() in card
+    assert f"| `gsm8k_correctness` | 1.0 | – | {gsm8k.CORRECTNESS_SCORE:g} when" in card
+    assert "Aggregation: `sum_then_normalize` (unbiased std, ε = 0.0001). GRPO on the combined reward" in card
+    # Configuration: every hyperparameter, LoRA, framework version, hardware, wall time.
+    for name, value in run.manifest.hyperparameters.items():
+        assert f"| `{name}` | {value} |" in card
+    assert f"| framework | TRL {trl.__version__} |" in card
+    assert "| LoRA rank r | 8 |" in card and "| LoRA alpha | 16 |" in card
+    assert "| hardware | 1 × cpu, 1 node |" in card and "| wall time | " in card
+    # Dataset: revision, filter, rows, hash, system prompt, contamination from the recorded hashes and the eval.
+    assert f"| revision | `{GSM8K.revision}` |" in card and f"| filter | {GSM8K.filter} |" in card
+    assert "| rows | 7,473 |" in card and f"| content sha256 | `{GSM8K.content_sha256}` |" in card
+    assert "```text\n" + gsm8k.SYSTEM_PROMPT.rstrip("\n") + "\n```" in card
+    assert f"all {len(TRAIN_HASHES)} training problems" in card
+    assert "4 evaluation problems (`openai/gsm8k`, test split) were checked against them: 0 overlap" in card
+    # Run details and citations.
+    assert "| run id | `tiny-qwen3-trl-grpo` |" in card and "<https://wandb.ai/hubkit/tiny-trl>" in card
+    assert "papers/2402.03300" in card and "2601.05242" not in card
+    assert "papers/2110.14168" in card  # GSM8K
+
+
+def test_trl_card_metrics_at_the_first_middle_and_last_step_and_per_checkpoint(trl_card, trl_card_run: Path):
+    inputs, files = trl_card
+    card = files["README.md"].decode()
+    metrics = load_run(trl_card_run).metrics
+    steps = [row.step for row in metrics.rows]
+    first, middle, last = steps[0], steps[(len(steps) - 1) // 2], steps[-1]
+    assert f"| metric | logged as | step {first} | step {middle} | step {last} |" in card
+    for label, name in [
+        ("reward (mean)", "reward"),
+        ("response length, mean (tokens)", "completions/mean_length"),
+        ("gradient norm", "grad_norm"),
+        ("entropy", "entropy"),
+        ("reward: even_token_reward (mean)", "rewards/even_token_reward/mean"),
+    ]:
+        values = dict(metrics.series(name))
+        cells = " | ".join(_g(values[s]) for s in (first, middle, last))
+        assert f"| {label} | `{name}` | {cells} |" in card
+    # beta = 0: TRL logs no KL, so the card has no KL row or column (not a row of zeros).
+    assert "kl" not in metrics.names and "KL to the reference" not in card and "| KL |" not in card
+    # The checkpoint table: subfolder, size, metrics at that step, eval where evaluated (not step 2).
+    reward = dict(metrics.series("reward"))
+    length = dict(metrics.series("completions/mean_length"))
+    for step in (1, 2, 3):
+        size = f"{(10_000 + step) / 1000:.1f} KB"
+        row = f"| {step} | `checkpoints/global_step_{step}` | {size} | {_g(reward[step])} |"
+        assert row in card
+    step3 = inputs.eval.by_step(3)
+    assert f"| {_g(length[3])} | {100 * step3.accuracy:.1f} % | {_g(step3.tokens_mean)} |" in card
+    assert f"| {_g(length[2])} | – | – |" in card
+
+
+def test_trl_card_eval_table_and_before_after_answers_come_from_the_samples(trl_card):
+    inputs, files = trl_card
+    card = files["README.md"].decode()
+    base = inputs.eval.by_step(None)
+    assert f"| base model | {100 * base.accuracy:.1f} % |" in card and f"| {base.correct}/{base.n} |" in card
+    assert "![Accuracy vs. answer length](assets/accuracy_vs_length.png)" in card
+    # The first pair is the problem the checkpoint fixed: problem 0, base answered 9.
+    before, after = inputs.eval.before_after(3)[0]
+    assert before.problem_index == 0 and not before.correct and after.correct
+    assert "### Problem 1 (reference answer: `5`)" in card
+    assert f"Base model (wrong, {before.tokens} tokens):\n\n```\n{before.answer}\n```" in card
+    assert f"Step 3 (correct, {after.tokens} tokens):\n\n```\n{after.answer}\n```" in card
+
+
+def test_a_run_still_training_says_which_step_of_how_many(trl_card_run: Path, local_hub):
+    run = load_run(trl_card_run)
+    manifest = run.manifest.with_updates(finished_at=None, hyperparameters={"max_steps": 10})
+    inputs = _inputs(trl_card_run, local_hub.endpoint, run=replace(run, manifest=manifest, finished=False))
+    card = adapter_card_files(inputs)["README.md"].decode()
+    assert "**Training is still running**: this card was written at step 3 of 10" in card
+
+
+# --- the same rows from verl's metric names --------------------------------------------------------
+
+
+def _metrics_run(tmp_path: Path, framework: str, rows: list[dict[str, float]]) -> Run:
+    manifest = Manifest(run_id=f"{framework}-run", framework=framework, base_model="hubkit-test/tiny-qwen3")
+    metrics = Metrics.from_entries([(step, values) for step, values in enumerate(rows, start=1)])
+    return Run(tmp_path, manifest, (), (), metrics, finished=True)
+
+
+def test_trl_and_verl_names_map_to_the_same_rows_and_unlogged_metrics_are_left_out(tmp_path: Path):
+    trl_rows = [
+        {"reward": 0.1 * s, "completions/mean_length": 100.0 + s, "loss": 0.5, "grad_norm": 1.0 + s}
+        for s in range(3)
+    ]
+    verl_rows = [
+        {"critic/score/mean": 0.1 * s, "response_length/mean": 100.0 + s, "actor/pg_loss": 0.5}
+        | {"actor/grad_norm": 1.0 + s, "timing_s/step": 9.0}
+        for s in range(3)
+    ]
+    trl = key_metric_series(_metrics_run(tmp_path, "trl", trl_rows))
+    verl = key_metric_series(_metrics_run(tmp_path, "verl", verl_rows))
+    assert [(s.key, s.points) for s in trl] == [(s.key, s.points) for s in verl]
+    assert [s.key for s in verl] == ["reward", "length_mean", "policy_loss", "grad_norm"]
+    assert [s.logged_as for s in verl] == [
+        "critic/score/mean",
+        "response_length/mean",
+        "actor/pg_loss",
+        "actor/grad_norm",
+    ]
+    charts = plots.training_charts(verl, published_steps=(2,))
+    assert [c.path for c in charts] == [
+        "assets/reward.png",
+        "assets/response_length.png",
+        "assets/grad_norm.png",
     ]
 
 
-def _front_matter(card: str) -> dict:
-    return yaml.safe_load(card.split("---\n")[1])
+@pytest.fixture(scope="session")
+def verl_card_run(tmp_path_factory, verl_run_dir: Path, tiny_qwen3) -> Path:
+    """The tiny verl run with a GDPO length-penalty reward on a local problem file."""
+    run_dir = tmp_path_factory.mktemp("card-runs") / verl_run_dir.name
+    shutil.copytree(verl_run_dir, run_dir, ignore=shutil.ignore_patterns("optim_*", "extra_state_*"))
+    Manifest.load(run_dir).with_updates(
+        reward=deepscaler_length_penalty(0.5, 64, "normalize_then_sum"),
+        dataset=DatasetInfo(id="deepscaler_mini.parquet", num_rows=40, filter="solve rate >= 99%"),
+    ).save(run_dir)
+    return run_dir
 
 
-@pytest.mark.parametrize("card", _cards("openai/gsm8k"))
-def test_a_hub_dataset_is_listed_and_linked(card):
-    assert _front_matter(card)["datasets"] == ["openai/gsm8k"]
-    assert "[openai/gsm8k](https://huggingface.co/datasets/openai/gsm8k)" in card
+@pytest.mark.verl
+def test_verl_card_shows_verls_metrics_gdpo_and_a_local_dataset(verl_card_run: Path, local_hub, caplog):
+    from huggingface_hub import ModelCard
+
+    with caplog.at_level(logging.WARNING, logger="hubkit.cards.base_card"):
+        inputs = _inputs(verl_card_run, local_hub.endpoint, merged_repo_id=None, merged_step=None)
+    assert "states no licence" in caplog.text or "has no model card" in caplog.text
+    files = adapter_card_files(inputs)
+    card = files["README.md"].decode()
+    data = ModelCard(card).data
+    assert data.license is None and data.datasets is None
+    assert {"verl", "gdpo", "math"} <= set(data.tags)
+    run = inputs.run
+    assert run.manifest.reward.formula() in card and "Aggregation: `normalize_then_sum`" in card
+    assert "papers/2601.05242" in card and "a local problem file (`deepscaler_mini.parquet`)" in card
+    steps = [row.step for row in run.metrics.rows]
+    for name in ("critic/score/mean", "actor/pg_loss", "actor/grad_norm", "response_length/mean"):
+        values = dict(run.metrics.series(name))
+        assert f"| `{name}` | {_g(values[steps[0]])} |" in card
+    assert (
+        "logs the normalized sum" in card
+        and "| `length_penalty` | 0.5 | max_completion_length = 64 |" in card
+    )
+    for step in inputs.steps:
+        assert f"| {step} | `checkpoints/global_step_{step}` |" in card
+    assert "assets/reward.png" in files and "assets/kl.png" not in files  # the tiny run logs no KL
+    ModelCard(card).validate()
 
 
-@pytest.mark.parametrize("card", _cards("gsm8k_mini.jsonl"))
-def test_a_local_problem_file_is_named_but_never_linked_as_a_hub_dataset(card):
-    assert "datasets" not in _front_matter(card)
-    assert "a local problem file (`gsm8k_mini.jsonl`)" in card
-    assert "huggingface.co/datasets" not in card
+# --- images -------------------------------------------------------------------------------------------
+
+
+def _has_color(image, hex_color: str, tolerance: int = 40) -> bool:
+    target = tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return any(
+        sum(abs(a - b) for a, b in zip(pixel[:3], target, strict=True)) <= tolerance
+        for _, pixel in image.getcolors(maxcolors=1 << 20)
+    )
+
+
+def test_images_are_pngs_with_one_curve_per_logged_metric(trl_card, trl_card_run: Path):
+    from PIL import Image
+
+    inputs, files = trl_card
+    run = load_run(trl_card_run)
+    series = key_metric_series(run)
+    charts = plots.training_charts(series, inputs.steps)
+    logged = {s.logged_as: s.points for s in series}
+    drawn = {"reward", "length_mean", "length_max", "kl", "entropy", "grad_norm"}
+    expected_curves = sorted(s.logged_as for s in series if s.key in drawn or s.key.startswith("component:"))
+    assert (
+        sorted(c.label.rsplit("[", 1)[1].rstrip("]") for chart in charts for c in chart.curves)
+        == expected_curves
+    )
+    for chart in charts:
+        for curve in chart.curves:
+            assert curve.points == logged[curve.label.rsplit("[", 1)[1].rstrip("]")]
+        data = files[chart.path]
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+        image = Image.open(io.BytesIO(data))
+        image.verify()
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        assert image.size == (700, 360)
+        for color in plots.CURVE_COLORS[: len(chart.curves)]:
+            assert _has_color(image, color), f"{chart.path}: no curve drawn in {color}"
+    assert files[f"{plots.ASSETS_DIR}/accuracy_vs_length.png"].startswith(b"\x89PNG")
+    # Rendering again gives the same bytes: a push with nothing new uploads nothing.
+    assert adapter_card_files(inputs) == files
+
+
+# --- base model card ------------------------------------------------------------------------------------
+
+
+def test_a_base_without_a_card_gives_no_licence_and_a_warning(tiny_qwen3, local_hub, caplog):
+    with caplog.at_level(logging.WARNING, logger="hubkit.cards.base_card"):
+        base = read_base_model_card(tiny_qwen3.repo_id, endpoint=local_hub.endpoint)
+    assert base == BaseModelCard(repo_id=tiny_qwen3.repo_id)
+    assert f"{tiny_qwen3.repo_id} has no model card" in caplog.text
+    with pytest.raises(PublishError, match="is not on"):
+        read_base_model_card("hubkit-test/no-such-base", endpoint=local_hub.endpoint)
+
+
+def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_path: Path):
+    manifest = Manifest(run_id="run", framework="trl", base_model="Qwen/Qwen2.5-3B-Instruct", dataset=GSM8K)
+    run = Run(tmp_path, manifest, (), (), Metrics(), finished=False)
+    inputs = CardInputs(
+        run=run,
+        repo_id="me/adapter",
+        steps=(40, 20),
+        base=BaseModelCard(repo_id=manifest.base_model),
+        merged_repo_id="me/adapter-merged",
+        merged_step=40,
+    )
+    files = adapter_card_files(inputs)
+    assert list(files) == ["README.md"]  # nothing logged: no curves
+    adapter = files["README.md"].decode()
+    merged = merged_card_files(inputs, dtype="bfloat16", merged_modules=7)["README.md"].decode()
+    for card in (adapter, merged):
+        front = yaml.safe_load(card.split("---\n")[1])
+        assert front["datasets"] == ["openai/gsm8k"] and "license" not in front
+        assert "states no licence, so this card states none" in card
+    assert (
+        "| 20 | `checkpoints/global_step_20` | – |" in adapter
+        and "The run logged no training metrics." in adapter
+    )
+    assert (
+        "this card was written at step 40 and is refreshed by each push" in adapter
+    )  # no max_steps recorded
+    assert "has not been evaluated yet" in adapter and "The run's manifest records no reward spec." in adapter
+    assert "base model's dtype (bfloat16); 7 modules were merged" in merged and "global_step_20" not in merged
+    local = replace(run, manifest=manifest.with_updates(dataset=DatasetInfo(id="gsm8k_mini.jsonl")))
+    card = adapter_card_files(replace(inputs, run=local))["README.md"].decode()
+    assert "a local problem file (`gsm8k_mini.jsonl`)" in card and "huggingface.co/datasets" not in card
+    assert "datasets" not in yaml.safe_load(card.split("---\n")[1])
+
+
+# --- published: snippets run, the reward comes back -------------------------------------------------------
+
+
+def _run_snippet(code: str) -> dict:
+    namespace: dict = {}
+    exec(compile(code, "<card snippet>", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.slow
+def test_published_card_snippets_load_the_adapter_and_the_merged_model(
+    trl_card_run: Path, local_hub, hub_api, make_repo_id, capsys
+):
+    import torch
+    from huggingface_hub import CommitOperationAdd, ModelCard
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    repo_id = make_repo_id("adapter")
+    argv = [
+        "push",
+        "--run-dir",
+        str(trl_card_run),
+        "--repo-id",
+        repo_id,
+        "--endpoint",
+        local_hub.endpoint,
+        "--quiet",
+    ]
+    assert run_cli(argv) == 0
+    merged_id = f"{repo_id}-merged"
+    inputs = _inputs(trl_card_run, local_hub.endpoint, repo_id=repo_id, merged_repo_id=merged_id)
+    files = adapter_card_files(inputs)
+    hub_api.create_commit(  # the client validates the README's metadata before it commits
+        repo_id,
+        [CommitOperationAdd(path, data) for path, data in files.items()],
+        commit_message="Card from hubkit.cards",
+    )
+    card = Path(hub_api.hf_hub_download(repo_id, "README.md")).read_text()
+    assert card == files["README.md"].decode()
+    ModelCard(card).validate()
+    assert {path for path in files if path.startswith("assets/")} <= set(hub_api.list_repo_files(repo_id))
+
+    checkpoint, root, merged, vllm = _python_blocks(card)
+    capsys.readouterr()
+    loaded = _run_snippet(checkpoint)
+    assert capsys.readouterr().out.strip() != ""  # the snippet generated and printed an answer
+    model = loaded["model"]
+    assert isinstance(model, PeftModel)
+    saved = load_file(trl_card_run / "checkpoints" / "checkpoint-3" / "adapter_model.safetensors")
+    state = model.state_dict()
+    for key, tensor in saved.items():
+        torch.testing.assert_close(state[key.replace(".weight", ".default.weight")], tensor, rtol=0, atol=0)
+    adapter_model = _run_snippet(root)["model"].eval()
+    merged_model = _run_snippet(merged)["model"].eval()
+    assert not isinstance(merged_model, PeftModel)
+    input_ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+    with torch.no_grad():
+        expected = adapter_model(input_ids).logits
+        got = merged_model(input_ids).logits
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)  # fp32 merge vs. unmerged LoRA
+    # vLLM is not installed here: the snippet is valid Python that downloads and names the root step.
+    ast.parse(vllm)
+    assert 'allow_patterns=["checkpoints/global_step_3/*"]' in vllm
+    assert 'LoRARequest("global_step_3", 1, f"{local_dir}/checkpoints/global_step_3")' in vllm
+
+    merged_card = merged_card_files(inputs, dtype="float32", merged_modules=14)["README.md"].decode()
+    assert ModelCard(merged_card).data.base_model_relation == "finetune"
+    (merged_snippet,) = _python_blocks(merged_card)
+    assert merged_snippet == merged
+
+
+@pytest.mark.slow
+def test_the_reward_travels_with_the_published_model(
+    trl_card_run: Path, local_hub, hub_api, make_repo_id, capsys
+):
+    repo_id = make_repo_id("reward")
+    argv = ["push", "--run-dir", str(trl_card_run), "--repo-id", repo_id, "--endpoint", local_hub.endpoint]
+    assert run_cli([*argv, "--quiet", "--no-merged"]) == 0
+    spec = Manifest.load(trl_card_run).reward
+    assert RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint) == spec
+    capsys.readouterr()
+    assert run_cli(["reward", "show", repo_id, "--endpoint", local_hub.endpoint]) == 0
+    out = capsys.readouterr().out
+    assert spec.formula() in out and "gsm8k_strict_format" in out
+    assert run_cli(["reward", "show", repo_id, "--json", "--endpoint", local_hub.endpoint]) == 0
+    assert RewardSpec.from_dict(json.loads(capsys.readouterr().out)) == spec
+
+    newer = json.loads(Path(hub_api.hf_hub_download(repo_id, "hubkit.json")).read_text()) | {
+        "schema_version": 99
+    }
+    hub_api.upload_file(
+        path_or_fileobj=json.dumps(newer).encode(), path_in_repo="hubkit.json", repo_id=repo_id
+    )
+    with pytest.raises(RewardSpecError, match=r"has schema 99, newer than this hubkit .*: upgrade hubkit"):
+        RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint)
+    with pytest.raises(RewardSpecError, match=r"has no hubkit\.json"):
+        RewardSpec.from_hub(
+            repo_id, endpoint=local_hub.endpoint, revision=hub_api.list_repo_commits(repo_id)[-1].commit_id
+        )
+
+
+def test_hubkit_card_renders_every_card_and_image_for_preview(trl_card_run: Path, local_hub, tmp_path: Path):
+    out = tmp_path / "preview"
+    argv = ["card", "--run-dir", str(trl_card_run), "--repo-id", "me/tiny", "--out", str(out)]
+    assert run_cli([*argv, "--endpoint", local_hub.endpoint, "--quiet"]) == 0
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert {"README.md", "assets/reward.png", "assets/accuracy_vs_length.png", "merged/README.md"} <= written
+    card = (out / "README.md").read_text()
+    sizes = [
+        sum(
+            (trl_card_run / "checkpoints" / f"checkpoint-{s}" / n).stat().st_size
+            for n in ("adapter_model.safetensors", "adapter_config.json")
+        )
+        for s in (1, 2, 3)
+    ]
+    assert f"| 1 | `checkpoints/global_step_1` | {sizes[0] / 1000:.1f} KB |" in card
+    merged = (out / "merged" / "README.md").read_text()
+    assert "# me/tiny-merged" in merged and "14 modules were merged" in merged  # 7 targets x 2 layers
+
+
+# --- the wheel ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
+    source = tmp_path / "source"
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, listed):
+        top = name.split("/")[0]
+        if (REPO_ROOT / name).is_file() and ("/" not in name or top in ("hubkit", "model_cards", "spaces")):
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, source / name)
+    wheels = tmp_path / "wheels"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)], check=True
+    )
+    (wheel,) = wheels.glob("hubkit-*.whl")
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"hubkit/_model_cards/adapter.md.j2", "hubkit/_model_cards/merged.md.j2"} <= set(names)
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [*pip, "--python", str(venv / "bin" / "python"), "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+    )
+    script = textwrap.dedent(
+        """
+        import hubkit, sys
+        from pathlib import Path
+        from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
+        from hubkit.manifest import Manifest
+        from hubkit.resources import model_cards_dir
+        from hubkit.runs.model import Metrics, Run
+
+        assert "site-packages" in hubkit.__file__ and Path(sys.prefix).name == "venv", hubkit.__file__
+        assert model_cards_dir() == Path(hubkit.__file__).parent / "_model_cards", model_cards_dir()
+        manifest = Manifest(run_id="run", framework="verl", base_model="Qwen/Qwen3-4B")
+        run = Run(Path.cwd(), manifest, (), (), Metrics.from_entries([(5, {"critic/score/mean": 0.25})]), True)
+        inputs = CardInputs(run=run, repo_id="me/wheel", steps=(5,), base=BaseModelCard("Qwen/Qwen3-4B"))
+        files = adapter_card_files(inputs)
+        assert files["assets/reward.png"].startswith(b"\\x89PNG"), sorted(files)
+        print(files["README.md"].decode())
+        """
+    )
+    site = next((REPO_ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "# me/wheel" in result.stdout and "| 5 | `checkpoints/global_step_5` | – | 0.25 |" in result.stdout

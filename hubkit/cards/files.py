@@ -1,0 +1,214 @@
+"""The files a push publishes for the cards: the adapter repo's README.md and its images under
+``assets/``, and the merged repo's README.md. Pure: everything comes from `CardInputs`, nothing is read
+from the network, and the same inputs give the same bytes (so a push with nothing new commits nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hubkit.cards import plots, sections, tables, text
+from hubkit.cards.inputs import BaseModelCard, CardInputs
+from hubkit.cards.metadata import card_data
+from hubkit.cards.metrics import MetricSeries, key_metric_series
+from hubkit.cards.render import render_card
+from hubkit.cards.usage import snippets
+from hubkit.errors import PublishError
+
+ADAPTER_TEMPLATE = "adapter.md.j2"
+MERGED_TEMPLATE = "merged.md.j2"
+ACCURACY_PLOT = f"{plots.ASSETS_DIR}/accuracy_vs_length.png"
+
+
+def license_statement(base: BaseModelCard) -> str:
+    """The licence sentence: the base model's, as its card states it, or that it states none."""
+    base_link = f"[{base.repo_id}](https://huggingface.co/{base.repo_id})"
+    if base.license is None:
+        return f"the base model's card ({base_link}) states no licence, so this card states none."
+    name = base.license_name or base.license
+    shown = f"[{name}]({base.license_link})" if base.license_link else text.code(name)
+    return f"{shown}, the licence of the base model {base_link}; its terms apply to this model too."
+
+
+def _reward(inputs: CardInputs) -> dict[str, Any] | None:
+    section = sections.reward_section(inputs.run.manifest.reward)
+    if section is None:
+        return None
+    return {
+        "formula_block": text.fence(section.formula, "text"),
+        "components": section.components,
+        "aggregation": section.aggregation,
+        "meaning": section.meaning,
+        "std": section.std,
+        "epsilon": section.epsilon,
+    }
+
+
+def _key_metrics_note(inputs: CardInputs) -> str:
+    manifest = inputs.run.manifest
+    if (
+        manifest.framework == "verl"
+        and manifest.reward
+        and manifest.reward.aggregation == "normalize_then_sum"
+    ):
+        return (
+            " With `normalize_then_sum`, verl logs the normalized sum Σ wᵢ·zᵢ as `critic/score/mean`, not the "
+            "raw reward."
+        )
+    return ""
+
+
+def _common_context(inputs: CardInputs) -> dict[str, Any]:
+    """What both cards say about the run."""
+    run = inputs.run
+    manifest = run.manifest
+    dataset = manifest.dataset
+    return {
+        "repo_id": inputs.repo_id,
+        "base_model": manifest.base_model,
+        "objective": sections.objective(run),
+        "progress": sections.progress(run, inputs.steps),
+        "license_statement": license_statement(inputs.base),
+        "reward": _reward(inputs),
+        "configuration": tables.Table(
+            header=("setting", "value"), rows=sections.configuration_rows(run), numeric=(False, False)
+        ),
+        "dataset": (
+            tables.Table(header=("dataset", ""), rows=sections.dataset_rows(dataset), numeric=(False, False))
+            if dataset is not None
+            else None
+        ),
+        "system_prompt": text.fence(manifest.system_prompt, "text") if manifest.system_prompt else None,
+        "contamination": sections.contamination(run, inputs.eval),
+        "citations": tuple(
+            {
+                "role": c.role,
+                "title": c.title,
+                "url": c.url,
+                "bibtex": text.fence(c.bibtex, "bibtex") if c.bibtex else None,
+            }
+            for c in sections.citations(manifest)
+        ),
+        "merged_repo_id": inputs.merged_repo_id,
+        "merged_step": inputs.merged_step,
+    }
+
+
+def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
+    evaluation = inputs.eval
+    if evaluation is None:
+        return None
+    summary = evaluation.summary
+    problems, generation = summary.problems, summary.generation
+    split = f", {problems.split} split" if problems.split else ""
+    revision = f" at revision {text.code(problems.revision)}" if problems.revision else ""
+    sampling = (
+        "greedy decoding"
+        if not generation.do_sample
+        else f"sampling (temperature {generation.temperature:g}, top-p {generation.top_p:g})"
+    )
+    description = (
+        f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision}, scored with "
+        f"`{summary.metric.name}` ({summary.metric.description}); {sampling}, at most "
+        f"{generation.max_new_tokens} new tokens, {generation.backend} backend, seed {generation.seed}, "
+        "the run's chat template and system prompt. Accuracy intervals are Wilson 95 % intervals."
+    )
+    return {"description": description, "table": tables.eval_table(evaluation), "plot": ACCURACY_PLOT}
+
+
+def _usage(inputs: CardInputs) -> dict[str, str | None]:
+    found = snippets(inputs)
+    return {
+        "checkpoint": text.fence(found.checkpoint, "python"),
+        "root": text.fence(found.root, "python"),
+        "merged": text.fence(found.merged, "python") if found.merged else None,
+        "vllm": text.fence(found.vllm, "python"),
+    }
+
+
+def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
+    """The adapter repo's card and its images.
+
+    Args:
+        inputs: the run, the repo's steps and sizes, the base model's licence, the eval.
+
+    Returns:
+        ``README.md`` and one ``assets/*.png`` per training chart (reward and components, response
+        length, KL, entropy, grad norm: those the run logged), plus ``assets/accuracy_vs_length.png``
+        when the run was evaluated; path in repo → bytes.
+    """
+    series: tuple[MetricSeries, ...] = key_metric_series(inputs.run)
+    charts = plots.training_charts(series, inputs.steps)
+    files = {chart.path: plots.draw_chart(chart) for chart in charts}
+    if inputs.eval is not None:
+        files[ACCURACY_PLOT] = plots.draw_accuracy_vs_length(inputs.eval.summary)
+    context = {
+        **_common_context(inputs),
+        "steps": inputs.steps,
+        "root_step": inputs.root_step,
+        "usage": _usage(inputs),
+        "key_metrics": tables.key_metrics_table(series),
+        "key_metrics_note": _key_metrics_note(inputs),
+        "charts": tuple({"path": c.path, "title": c.title} for c in charts),
+        "checkpoints": tables.checkpoint_table(inputs, series),
+        "evaluation": _evaluation(inputs),
+        "examples": tables.before_after(inputs),
+        "example_step": tables.example_step(inputs),
+        "run_details": tables.Table(
+            header=("run", ""), rows=sections.run_details(inputs.run), numeric=(False, False)
+        ),
+    }
+    readme = render_card(card_data(inputs, "adapter"), ADAPTER_TEMPLATE, context)
+    return {"README.md": readme.encode(), **files}
+
+
+def _step_metrics(series: tuple[MetricSeries, ...], step: int) -> tables.Table | None:
+    rows = tuple(
+        (text.cell(s.label), text.code(s.logged_as), text.number(s.at(step)))
+        for s in series
+        if s.at(step) is not None
+    )
+    if not rows:
+        return None
+    return tables.Table(
+        header=("metric", "logged as", f"step {step}"), rows=rows, numeric=(False, False, True)
+    )
+
+
+def merged_card_files(inputs: CardInputs, *, dtype: str, merged_modules: int) -> dict[str, bytes]:
+    """The merged repo's card.
+
+    Args:
+        inputs: as for `adapter_card_files`, with `merged_repo_id` and `merged_step` set.
+        dtype: the merged weights' dtype (`MergeResult.dtype`).
+        merged_modules: how many modules were merged (`MergeResult.merged_modules`).
+
+    Returns:
+        ``{"README.md": bytes}``.
+
+    Raises:
+        PublishError: `inputs` names no merged repo.
+    """
+    if inputs.merged_repo_id is None or inputs.merged_step is None:
+        raise PublishError(f"no merged repo to write a card for (adapter repo {inputs.repo_id})")
+    run, step = inputs.run, inputs.merged_step
+    checkpoint = next((c for c in run.checkpoints if c.step == step), None)
+    run_tokenizer = checkpoint is not None and run.tokenizer_dir(checkpoint) is not None
+    result = None
+    if inputs.eval is not None:
+        result = next((m for m in inputs.eval.summary.checkpoints if m.step == step), None)
+    merged_eval = (
+        f"{text.percent(result.accuracy)} accuracy on {result.n} problems of "
+        f"{text.code(inputs.eval.summary.problems.source)}, {text.number(result.tokens_mean)} tokens on average"
+        if result is not None and inputs.eval is not None
+        else None
+    )
+    context = {
+        **_common_context(inputs),
+        "usage": _usage(inputs),
+        "dtype": dtype,
+        "merged_modules": merged_modules,
+        "tokenizer_source": "the run's own" if run_tokenizer else "the base model's",
+        "merged_metrics": _step_metrics(key_metric_series(run), step),
+        "merged_eval": merged_eval,
+    }
+    return {"README.md": render_card(card_data(inputs, "merged"), MERGED_TEMPLATE, context).encode()}

@@ -1,0 +1,96 @@
+"""The cards' metadata (YAML front matter) as huggingface_hub `ModelCardData`: base model and relation,
+library, the base's licence, Hub datasets, tags, and ``model-index`` from the evaluation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from hubkit.cards.inputs import CardInputs
+from hubkit.cards.sections import algorithm
+from hubkit.manifest import Manifest
+
+if TYPE_CHECKING:
+    from huggingface_hub import EvalResult, ModelCardData
+
+# Components that check answers to math problems: their runs are tagged `math`.
+_MATH_COMPONENTS = ("math_correctness", "gsm8k_correctness")
+
+
+def tags(manifest: Manifest, *extra: str) -> list[str]:
+    """hubkit, lora, the framework, grpo or gdpo, and math when the reward checks math answers."""
+    found = ["hubkit", "lora", *extra, manifest.framework, algorithm(manifest.reward).lower()]
+    reward = manifest.reward
+    if reward is not None and any(c.name in _MATH_COMPONENTS for c in reward.components):
+        found.append("math")
+    return found
+
+
+def eval_results(inputs: CardInputs, step: int) -> list[EvalResult] | None:
+    """``model-index`` results of the checkpoint at `step` (accuracy on the eval's problems), if evaluated."""
+    from huggingface_hub import EvalResult
+
+    evaluation = inputs.eval
+    if evaluation is None:
+        return None
+    try:
+        result = evaluation.by_step(step)
+    except KeyError:
+        return None
+    summary = evaluation.summary
+    problems = summary.problems
+    return [
+        EvalResult(
+            task_type="text-generation",
+            dataset_type=problems.source,
+            dataset_name=problems.source,
+            dataset_split=problems.split,
+            dataset_revision=problems.revision,
+            metric_type="accuracy",
+            metric_name=f"accuracy ({summary.metric.name})",
+            metric_value=round(result.accuracy, 4),
+        )
+    ]
+
+
+def card_data(inputs: CardInputs, kind: Literal["adapter", "merged"]) -> ModelCardData:
+    """The metadata of the adapter repo's card or the merged repo's card.
+
+    Args:
+        inputs: what the card is written from.
+        kind: ``adapter`` (``library_name: peft``, ``base_model_relation: adapter``, model-index for the
+            root adapter) or ``merged`` (``transformers``, ``finetune``, model-index for the merged step).
+
+    Returns:
+        The card data.
+    """
+    from huggingface_hub import ModelCardData
+
+    manifest = inputs.run.manifest
+    base = inputs.base
+    if kind == "adapter":
+        repo_id, step, library, relation = inputs.repo_id, inputs.root_step, "peft", "adapter"
+        extra_tags: tuple[str, ...] = ("peft",)
+    else:
+        assert inputs.merged_repo_id is not None and inputs.merged_step is not None  # checked by the caller
+        repo_id, step, library, relation = (
+            inputs.merged_repo_id,
+            inputs.merged_step,
+            "transformers",
+            "finetune",
+        )
+        extra_tags = ("merged-lora",)
+    dataset = manifest.dataset
+    results = eval_results(inputs, step)
+    return ModelCardData(
+        base_model=manifest.base_model,
+        base_model_relation=relation,
+        library_name=library,
+        license=base.license,
+        license_name=base.license_name,
+        license_link=base.license_link,
+        datasets=[dataset.id] if dataset is not None and dataset.on_hub else None,
+        pipeline_tag="text-generation",
+        tags=tags(manifest, *extra_tags),
+        model_name=repo_id.split("/")[-1] if results else None,  # model-index needs it; nothing else does
+        eval_results=results,
+    )

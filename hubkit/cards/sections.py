@@ -1,0 +1,338 @@
+"""What a card says about how the model was trained, all read from the run: the objective, the reward,
+the configuration, the dataset, the progress of training, run details and citations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.cards import text
+from hubkit.manifest import DatasetInfo, Manifest
+from hubkit.rewards import gsm8k
+from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.model import Run
+
+if TYPE_CHECKING:
+    from hubkit.evaluate.results import EvalResults
+
+HUB_URL = "https://huggingface.co"
+# What the data preparation records: the normalized-text sha256 of each training problem, one per line.
+TRAIN_PROBLEMS_FILE = "train_problems.sha256"
+
+AGGREGATION_MEANINGS = {
+    "sum_then_normalize": (
+        "GRPO on the combined reward: each answer's weighted sum Σ wᵢ·rᵢ is z-normalized within the group "
+        "of answers to the same prompt, A = (r − mean) / (std + ε)."
+    ),
+    "normalize_then_sum": (
+        "GDPO: each reward term is z-normalized within the group of answers to the same prompt first, then "
+        "the normalized terms are weighted and summed, A = Σ wᵢ·(rᵢ − meanᵢ) / (stdᵢ + ε)."
+    ),
+}
+_BATCH_WHITEN = " The sum is then whitened over the whole batch (GDPO paper, TRL, verl)."
+
+
+def _component_meanings() -> dict[str, str]:
+    return {
+        "math_correctness": (
+            "1 when the last `\\boxed{}` answer is equivalent to the reference answer (math-verify), else 0"
+        ),
+        "length_penalty": "minus the answer's length in tokens over {L}: longer answers score lower",
+        "gsm8k_correctness": (
+            f"{gsm8k.CORRECTNESS_SCORE:g} when the last number in the last `<answer>` block equals the "
+            "reference number, else 0"
+        ),
+        "gsm8k_strict_format": (
+            f"{gsm8k.STRICT_FORMAT_SCORE:g} when the whole answer is a `<reasoning>` block then an `<answer>` "
+            "block, each tag on its own line"
+        ),
+        "gsm8k_soft_format": (
+            f"{gsm8k.SOFT_FORMAT_SCORE:g} when a `<reasoning>…</reasoning>` block is followed by an "
+            "`<answer>…</answer>` block"
+        ),
+        "gsm8k_number_only": f"{gsm8k.NUMBER_ONLY_SCORE:g} when the `<answer>` block holds a plain number",
+    }
+
+
+_GOALS = {
+    "math_correctness": "give correct final answers",
+    "gsm8k_correctness": "give correct final answers",
+    "length_penalty": "keep answers short",
+    "gsm8k_strict_format": "follow the `<reasoning>`/`<answer>` format",
+    "gsm8k_soft_format": "follow the `<reasoning>`/`<answer>` format",
+    "gsm8k_number_only": "answer with a plain number",
+}
+
+
+def algorithm(spec: RewardSpec | None) -> str:
+    """``GDPO`` for a normalize-then-sum reward, else ``GRPO`` (a run without a spec trained with GRPO)."""
+    return "GDPO" if spec is not None and spec.aggregation == "normalize_then_sum" else "GRPO"
+
+
+def framework_name(manifest: Manifest) -> str:
+    """``TRL 1.16.0`` / ``verl 0.6.1`` (the version when the manifest records it)."""
+    name = {"trl": "TRL", "verl": "verl"}[manifest.framework]
+    return f"{name} {manifest.framework_version}" if manifest.framework_version else name
+
+
+def dataset_link(dataset: DatasetInfo) -> str:
+    """The dataset as Markdown: a link for a Hub dataset, a named local file otherwise."""
+    if dataset.on_hub:
+        return f"[{dataset.id}]({HUB_URL}/datasets/{dataset.id})"
+    return f"a local problem file ({text.code(dataset.id)})"
+
+
+def objective(run: Run) -> str:
+    """One paragraph: what the training rewarded, on which problems, with which algorithm."""
+    manifest = run.manifest
+    spec = manifest.reward
+    parts = [
+        f"{algorithm(spec)} ({framework_name(manifest)}) trained a LoRA adapter on {manifest.base_model}"
+    ]
+    if spec is not None:
+        goals: list[str] = []
+        for component in spec.components:
+            goal = _GOALS.get(component.name, f"score high on `{component.name}`")
+            if goal not in goals:
+                goals.append(goal)
+        joined = goals[0] if len(goals) == 1 else ", ".join(goals[:-1]) + " and " + goals[-1]
+        parts.append(f" to {joined}")
+    dataset = manifest.dataset
+    if dataset is not None:
+        rows = f", {dataset.num_rows:,} problems" if dataset.num_rows is not None else ""
+        parts.append(f", on {dataset_link(dataset)} ({dataset.split} split{rows})")
+    sentence = "".join(parts) + "."
+    if spec is None:
+        return sentence + " The run recorded no reward spec."
+    terms = len(spec.components)
+    noun = "term" if terms == 1 else "terms"
+    return f"{sentence} The reward has {terms} {noun}, combined as `{spec.aggregation}` (below)."
+
+
+@dataclass(frozen=True)
+class RewardSection:
+    """The reward as the card shows it: formula, components table, aggregation name and meaning."""
+
+    formula: str
+    components: tuple[tuple[str, str, str, str], ...]  # name, weight, parameters, meaning (all cell-safe)
+    aggregation: str
+    meaning: str
+    std: str
+    epsilon: str
+
+
+def reward_section(spec: RewardSpec | None) -> RewardSection | None:
+    """The reward section, or None for a run without a reward spec."""
+    if spec is None:
+        return None
+    meanings = _component_meanings()
+    rows = []
+    for component in spec.components:
+        length = component.params.get("max_completion_length", "L")
+        meaning = meanings.get(component.name, "").replace("{L}", str(length))
+        params = ", ".join(f"{k} = {text.setting(v)}" for k, v in sorted(component.params.items()))
+        rows.append(
+            (
+                text.code(component.name),
+                text.setting(component.weight),
+                text.cell(params or text.MISSING),
+                meaning,
+            )
+        )
+    meaning = AGGREGATION_MEANINGS[spec.aggregation] + (_BATCH_WHITEN if spec.batch_whiten else "")
+    return RewardSection(
+        formula=spec.formula(),
+        components=tuple(rows),
+        aggregation=spec.aggregation,
+        meaning=meaning,
+        std=spec.std,
+        epsilon=f"{spec.epsilon:g}",
+    )
+
+
+def wall_time(manifest: Manifest) -> str | None:
+    """``3 h 05 min`` between the recorded start and end, or None when either is missing."""
+    started, finished = text.parse_time(manifest.started_at), text.parse_time(manifest.finished_at)
+    if started is None or finished is None:
+        return None
+    return text.duration((finished - started).total_seconds())
+
+
+def max_steps(manifest: Manifest) -> int | None:
+    """The planned number of steps (``max_steps``, or verl's ``total_training_steps``), if recorded."""
+    for key in ("max_steps", "total_training_steps"):
+        value = manifest.hyperparameters.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def progress(run: Run, steps: tuple[int, ...]) -> str:
+    """Where training stands: ``Training finished after step N.`` or ``still training: step N of M``."""
+    logged = [row.step for row in run.metrics.rows]
+    saved = [c.step for c in run.checkpoints]
+    current = max([*logged, *saved, *steps])
+    total = max_steps(run.manifest)
+    of = f" of {total}" if total else ""
+    if run.finished:
+        return f"Training finished at step {current}{of}."
+    return (
+        f"**Training is still running**: this card was written at step {current}{of} and is refreshed by "
+        "each push."
+    )
+
+
+def configuration_rows(run: Run) -> tuple[tuple[str, str], ...]:
+    """The training configuration table: framework, algorithm, every hyperparameter, LoRA, hardware, times."""
+    manifest = run.manifest
+    rows: list[tuple[str, str]] = [
+        ("framework", framework_name(manifest)),
+        ("algorithm", algorithm(manifest.reward)),
+        ("base model", manifest.base_model),
+    ]
+    if manifest.base_model_revision:
+        rows.append(("base model revision", manifest.base_model_revision))
+    rows += [(text.code(name), text.setting(value)) for name, value in manifest.hyperparameters.items()]
+    lora = manifest.lora
+    if lora is not None:
+        rows += [
+            ("LoRA rank r", str(lora.r)),
+            ("LoRA alpha", text.setting(lora.alpha)),
+            ("LoRA target modules", ", ".join(lora.target_modules) or text.MISSING),
+            ("LoRA dropout", text.setting(lora.dropout)),
+            ("rsLoRA", text.setting(lora.use_rslora)),
+        ]
+    hardware = manifest.hardware
+    if hardware is not None:
+        nodes = "node" if hardware.nodes == 1 else "nodes"
+        rows.append(("hardware", f"{hardware.count} × {hardware.accelerator}, {hardware.nodes} {nodes}"))
+    if manifest.started_at:
+        rows.append(("started", manifest.started_at))
+    if manifest.finished_at:
+        rows.append(("finished", manifest.finished_at))
+    elapsed = wall_time(manifest)
+    if elapsed:
+        rows.append(("wall time", elapsed))
+    return tuple((name, text.cell(value)) for name, value in rows)
+
+
+def train_problem_hashes(run_dir: Path) -> int | None:
+    """How many training-problem hashes the run records (``train_problems.sha256``), None without the file."""
+    try:
+        lines = (run_dir / TRAIN_PROBLEMS_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    return sum(1 for line in lines if line.strip())
+
+
+def dataset_rows(dataset: DatasetInfo) -> tuple[tuple[str, str], ...]:
+    """The dataset table: source, config, split, revision, filter, rows, content hash (what was recorded)."""
+    rows = [("source", dataset_link(dataset))]
+    if dataset.config:
+        rows.append(("config", dataset.config))
+    rows.append(("split", dataset.split))
+    if dataset.revision:
+        rows.append(("revision", text.code(dataset.revision)))
+    if dataset.filter:
+        rows.append(("filter", dataset.filter))
+    if dataset.num_rows is not None:
+        rows.append(("rows", f"{dataset.num_rows:,}"))
+    if dataset.content_sha256:
+        rows.append(("content sha256", text.code(dataset.content_sha256)))
+    return tuple((name, text.cell(value)) for name, value in rows)
+
+
+def run_details(run: Run) -> tuple[tuple[str, str], ...]:
+    """Run id, dates and trackers."""
+    manifest = run.manifest
+    rows = [("run id", text.code(manifest.run_id)), ("framework", framework_name(manifest))]
+    rows.append(("started", manifest.started_at or text.MISSING))
+    rows.append(("finished", manifest.finished_at or "still training"))
+    rows += [(f"tracker: {tracker.name}", f"<{tracker.url}>") for tracker in manifest.trackers]
+    return tuple((name, text.cell(value)) for name, value in rows)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A work the card cites: what it is for, its title and link, and BibTeX when known exactly."""
+
+    role: str
+    title: str
+    url: str
+    bibtex: str | None = None
+
+
+GRPO_CITATION = Citation(
+    role="GRPO",
+    title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
+    url="https://huggingface.co/papers/2402.03300",
+    bibtex="""@article{shao2024deepseekmath,
+    title        = {{DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models}},
+    author       = {Zhihong Shao and Peiyi Wang and Qihao Zhu and Runxin Xu and Junxiao Song and Mingchuan Zhang and Y. K. Li and Y. Wu and Daya Guo},
+    year         = 2024,
+    eprint       = {arXiv:2402.03300},
+}""",
+)
+GDPO_CITATION = Citation(
+    role="GDPO (normalize-then-sum aggregation)",
+    title="GDPO: Group reward-Decoupled Normalization Policy Optimization for Multi-reward RL Optimization",
+    url="https://huggingface.co/papers/2601.05242",
+)
+_DATASET_CITATIONS = {
+    "openai/gsm8k": Citation(
+        role="dataset",
+        title="Training Verifiers to Solve Math Word Problems",
+        url="https://huggingface.co/papers/2110.14168",
+        bibtex="""@article{cobbe2021gsm8k,
+    title   = {Training Verifiers to Solve Math Word Problems},
+    author  = {Cobbe, Karl and Kosaraju, Vineet and Bavarian, Mohammad and Chen, Mark and Jun, Heewoo and Kaiser, Lukasz and Plappert, Matthias and Tworek, Jerry and Hilton, Jacob and Nakano, Reiichiro and Hesse, Christopher and Schulman, John},
+    journal = {arXiv preprint arXiv:2110.14168},
+    year    = {2021}
+}""",
+    ),
+}
+
+
+def citations(manifest: Manifest) -> tuple[Citation, ...]:
+    """GRPO always (GDPO builds on it), GDPO when the reward is normalize-then-sum, and the dataset."""
+    found = [GRPO_CITATION]
+    if algorithm(manifest.reward) == "GDPO":
+        found.append(GDPO_CITATION)
+    dataset = manifest.dataset
+    if dataset is not None and dataset.on_hub:
+        found.append(
+            _DATASET_CITATIONS.get(
+                dataset.id,
+                Citation(
+                    role="dataset",
+                    title=f"{dataset.id} (see its card for how to cite it)",
+                    url=f"{HUB_URL}/datasets/{dataset.id}",
+                ),
+            )
+        )
+    return tuple(found)
+
+
+def contamination(run: Run, evaluation: EvalResults | None) -> str:
+    """What the card can say about contamination, from what the data preparation and the eval recorded."""
+    recorded = train_problem_hashes(run.run_dir)
+    if recorded is None:
+        parts = [
+            "The run records no hashes of its training problems: benchmarks cannot be checked against them."
+        ]
+    else:
+        parts = [
+            f"The data preparation recorded the normalized-text SHA-256 of all {recorded:,} training problems "
+            f"({text.code(TRAIN_PROBLEMS_FILE)}): any benchmark can be checked against them."
+        ]
+    if evaluation is not None:
+        problems = evaluation.summary.problems
+        checked = problems.contamination
+        split = f", {problems.split} split" if problems.split else ""
+        where = f"{problems.n} evaluation problems ({text.code(problems.source)}{split})"
+        if checked.checked:
+            parts.append(f"The {where} were checked against them: {checked.overlap} overlap.")
+        else:
+            parts.append(f"The {where} were not checked for contamination.")
+    return " ".join(parts)

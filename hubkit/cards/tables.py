@@ -1,0 +1,181 @@
+"""The card's tables and examples built from numbers: key metrics at the first, middle and last logged
+step, the checkpoint table, the evaluation table, and before/after answers from the eval's samples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hubkit.cards import text
+from hubkit.cards.inputs import CardInputs
+from hubkit.cards.metrics import MetricSeries, snapshot_steps
+
+if TYPE_CHECKING:
+    from hubkit.evaluate.results import EvalResults, ModelResult, Sample
+
+CHECKPOINTS_DIR = "checkpoints"
+# The metrics the checkpoint table shows at each step, when logged (components: every `component:*`).
+_CHECKPOINT_COLUMNS = ("reward", "component:*", "length_mean", "kl")
+_SHORT_LABELS = {"reward": "reward", "length_mean": "length (mean)", "kl": "KL"}
+ANSWER_CHARS = 1500  # a before/after answer is shown up to this many characters
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Markdown table whose cells are already cell-safe text."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...]  # right-aligned columns
+
+    @property
+    def markdown(self) -> str:
+        """The table as Markdown lines (header, alignment row, one line per row)."""
+        align = ["---:" if right else "---" for right in self.numeric]
+        lines = [self.header, tuple(align), *self.rows]
+        return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def subfolder(step: int) -> str:
+    """Where a step's adapter is in the adapter repo."""
+    return f"{CHECKPOINTS_DIR}/global_step_{step}"
+
+
+def key_metrics_table(series: Sequence[MetricSeries]) -> Table | None:
+    """Each logged key metric at the first, middle and last logged step; None when nothing was logged."""
+    steps = snapshot_steps(tuple(series))
+    if not steps:
+        return None
+    rows = tuple(
+        (text.cell(s.label), text.code(s.logged_as), *(text.number(s.at(step)) for step in steps))
+        for s in series
+    )
+    header = ("metric", "logged as", *(f"step {step}" for step in steps))
+    return Table(header=header, rows=rows, numeric=(False, False, *(True,) * len(steps)))
+
+
+def _checkpoint_series(series: Sequence[MetricSeries]) -> list[MetricSeries]:
+    chosen = []
+    for key in _CHECKPOINT_COLUMNS:
+        chosen += [s for s in series if s.key == key or (key.endswith("*") and s.key.startswith(key[:-1]))]
+    return chosen
+
+
+def _column_label(series: MetricSeries) -> str:
+    return _SHORT_LABELS.get(series.key) or series.key.removeprefix("component:")
+
+
+def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Table:
+    """Every step in the repo: subfolder, adapter size, the metrics logged at it, and its eval if any."""
+    shown = _checkpoint_series(series)
+    evaluation = inputs.eval
+    header = ["step", "subfolder", "adapter size", *(text.cell(_column_label(s)) for s in shown)]
+    if evaluation is not None:
+        header += ["eval accuracy", "eval tokens (mean)"]
+    rows = []
+    for step in inputs.steps:
+        row = [str(step), text.code(subfolder(step)), text.size(inputs.adapter_bytes.get(step))]
+        row += [text.number(s.at(step)) for s in shown]
+        if evaluation is not None:
+            result = _result(evaluation, step)
+            row += (
+                [text.percent(result.accuracy), text.number(result.tokens_mean)]
+                if result
+                else [text.MISSING] * 2
+            )
+        rows.append(tuple(row))
+    numeric = (True, False, True, *(True,) * (len(header) - 3))
+    return Table(header=tuple(header), rows=tuple(rows), numeric=numeric)
+
+
+def _result(evaluation: EvalResults, step: int | None) -> ModelResult | None:
+    try:
+        return evaluation.by_step(step)
+    except KeyError:
+        return None
+
+
+def eval_table(evaluation: EvalResults) -> Table:
+    """Accuracy (95 % interval), answer length and the share cut at the token limit, per evaluated model."""
+    summary = evaluation.summary
+    models = ([summary.base] if summary.base else []) + list(summary.checkpoints)
+    rows = tuple(
+        (
+            "base model" if m.step is None else f"step {m.step}",
+            text.percent(m.accuracy),
+            f"{text.percent(m.ci95[0])} – {text.percent(m.ci95[1])}",
+            f"{m.correct}/{m.n}",
+            text.number(m.tokens_mean),
+            text.number(m.tokens_median),
+            str(m.tokens_max),
+            text.percent(m.truncated_share),
+        )
+        for m in models
+    )
+    header = (
+        "model",
+        "accuracy",
+        "95 % interval",
+        "correct",
+        "tokens (mean)",
+        "median",
+        "max",
+        "cut at limit",
+    )
+    return Table(header=header, rows=rows, numeric=(False, *(True,) * 7))
+
+
+def example_step(inputs: CardInputs) -> int | None:
+    """The checkpoint whose answers the card compares with the base: the root adapter's step when it was
+    evaluated, else the newest evaluated step in the repo, else the eval's best; None without an eval."""
+    evaluation = inputs.eval
+    if evaluation is None:
+        return None
+    evaluated = {m.step for m in evaluation.summary.checkpoints}
+    in_repo = [step for step in inputs.steps if step in evaluated]
+    if in_repo:
+        return in_repo[-1]
+    best = evaluation.best()
+    return best.step if best else None
+
+
+@dataclass(frozen=True)
+class AnswerPair:
+    """One problem answered by the base model and by a checkpoint (texts ready for code blocks)."""
+
+    problem: str
+    reference: str
+    before: str
+    before_verdict: str
+    after: str
+    after_verdict: str
+
+
+def _shown(answer: str) -> str:
+    if len(answer) <= ANSWER_CHARS:
+        return answer
+    return f"{answer[:ANSWER_CHARS]}\n[… {len(answer) - ANSWER_CHARS:,} more characters]"
+
+
+def _verdict(sample: Sample) -> str:
+    cut = ", cut at the token limit" if sample.truncated else ""
+    return f"{'correct' if sample.correct else 'wrong'}, {sample.tokens} tokens{cut}"
+
+
+def before_after(inputs: CardInputs, limit: int = 3) -> tuple[AnswerPair, ...]:
+    """Up to `limit` problems answered by the base and by `example_step`'s checkpoint, the telling ones first."""
+    step = example_step(inputs)
+    if inputs.eval is None or step is None:
+        return ()
+    return tuple(
+        AnswerPair(
+            problem=text.fence(before.problem),
+            reference=text.code(before.reference),
+            before=text.fence(_shown(before.answer)),
+            before_verdict=_verdict(before),
+            after=text.fence(_shown(after.answer)),
+            after_verdict=_verdict(after),
+        )
+        for before, after in inputs.eval.before_after(step, limit=limit)
+    )

@@ -1,0 +1,142 @@
+"""The usage snippets of the cards: each one a complete Python program that works exactly as written
+(tests extract them from a published card and run them against a Hub)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from hubkit.cards.inputs import CardInputs
+from hubkit.cards.tables import example_step, subfolder
+from hubkit.manifest import Manifest
+
+# vLLM accepts these values of max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+DEFAULT_MAX_NEW_TOKENS = 1024
+DEFAULT_PROBLEM = "What is the sum of the first 20 positive integers?"
+
+
+@dataclass(frozen=True)
+class Snippets:
+    """The usage code blocks (Python source, without fences)."""
+
+    checkpoint: str  # one checkpoint from its subfolder, with a chat-template generation
+    root: str  # the newest adapter, at the repo root
+    merged: str | None  # the merged model with transformers (when the push makes one)
+    vllm: str  # vLLM with a LoRARequest on a downloaded subfolder
+
+
+def py(value: str) -> str:
+    """A Python string literal in double quotes (a JSON string is one, with non-ASCII kept as is)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def max_new_tokens(manifest: Manifest) -> int:
+    """The answer length the run trained with (TRL ``max_completion_length``, verl ``max_response_length``)."""
+    for key in ("max_completion_length", "max_response_length"):
+        value = manifest.hyperparameters.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_MAX_NEW_TOKENS
+
+
+def vllm_max_lora_rank(r: int | None) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds rank `r` (16 when the rank is unknown)."""
+    if r is None:
+        return 16
+    return next((rank for rank in VLLM_LORA_RANKS if rank >= r), VLLM_LORA_RANKS[-1])
+
+
+def _problem(inputs: CardInputs) -> str:
+    """A problem to ask: one the eval used (so the prompt matches the run's), else a generic one."""
+    evaluation = inputs.eval
+    if evaluation is not None and evaluation.samples:
+        step = example_step(inputs)
+        samples = evaluation.samples_of(step) or evaluation.samples
+        return samples[0].problem
+    return DEFAULT_PROBLEM
+
+
+def _messages(manifest: Manifest, problem: str) -> str:
+    system = (
+        f'{{"role": "system", "content": {py(manifest.system_prompt)}}}, ' if manifest.system_prompt else ""
+    )
+    return f'messages = [{system}{{"role": "user", "content": {py(problem)}}}]'
+
+
+def _load_base(manifest: Manifest) -> str:
+    revision = f", revision={py(manifest.base_model_revision)}" if manifest.base_model_revision else ""
+    return f"base = AutoModelForCausalLM.from_pretrained({py(manifest.base_model)}{revision})"
+
+
+def _generate(manifest: Manifest, problem: str) -> str:
+    return "\n".join(
+        [
+            _messages(manifest, problem),
+            "inputs = tokenizer.apply_chat_template(",
+            '    messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"',
+            ")",
+            f"outputs = model.generate(**inputs, max_new_tokens={max_new_tokens(manifest)})",
+            'print(tokenizer.decode(outputs[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True))',
+        ]
+    )
+
+
+def snippets(inputs: CardInputs) -> Snippets:
+    """The adapter card's usage code (the merged card uses `Snippets.merged`)."""
+    manifest = inputs.run.manifest
+    repo, step = inputs.repo_id, inputs.root_step
+    tokenizer_repo = repo if inputs.has_tokenizer else manifest.base_model
+    problem = _problem(inputs)
+    checkpoint = "\n".join(
+        [
+            "from peft import PeftModel",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            "",
+            _load_base(manifest),
+            f"tokenizer = AutoTokenizer.from_pretrained({py(tokenizer_repo)})",
+            f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(subfolder(step))})",
+            "",
+            _generate(manifest, problem),
+        ]
+    )
+    root = "\n".join(
+        [
+            "from peft import PeftModel",
+            "from transformers import AutoModelForCausalLM",
+            "",
+            _load_base(manifest),
+            f"model = PeftModel.from_pretrained(base, {py(repo)})  # step {step}, the adapter at the repo root",
+        ]
+    )
+    merged = None
+    if inputs.merged_repo_id is not None:
+        merged = "\n".join(
+            [
+                "from transformers import AutoModelForCausalLM, AutoTokenizer",
+                "",
+                f"model = AutoModelForCausalLM.from_pretrained({py(inputs.merged_repo_id)})",
+                f"tokenizer = AutoTokenizer.from_pretrained({py(inputs.merged_repo_id)})",
+                "",
+                _generate(manifest, problem),
+            ]
+        )
+    revision = f", revision={py(manifest.base_model_revision)}" if manifest.base_model_revision else ""
+    rank = vllm_max_lora_rank(manifest.lora.r if manifest.lora else None)
+    vllm = "\n".join(
+        [
+            "from huggingface_hub import snapshot_download",
+            "from vllm import LLM, SamplingParams",
+            "from vllm.lora.request import LoRARequest",
+            "",
+            "# vLLM loads an adapter from a local folder: download the checkpoint's subfolder first.",
+            f"local_dir = snapshot_download({py(repo)}, allow_patterns=[{py(subfolder(step) + '/*')}])",
+            f'adapter = LoRARequest("global_step_{step}", 1, f"{{local_dir}}/{subfolder(step)}")',
+            f"llm = LLM(model={py(manifest.base_model)}{revision}, enable_lora=True, max_lora_rank={rank})",
+            _messages(manifest, problem),
+            f"params = SamplingParams(temperature=0.0, max_tokens={max_new_tokens(manifest)})",
+            "outputs = llm.chat(messages, params, lora_request=adapter)",
+            "print(outputs[0].outputs[0].text)",
+        ]
+    )
+    return Snippets(checkpoint=checkpoint, root=root, merged=merged, vllm=vllm)

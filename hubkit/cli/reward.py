@@ -1,0 +1,44 @@
+"""`hubkit reward show REPO_ID`: the reward a published run was trained with, read from its hubkit.json."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from hubkit.cli.options import endpoint_option
+
+
+@click.group()
+def reward() -> None:
+    """Rewards of published runs."""
+
+
+@reward.command()
+@click.argument("repo_id", metavar="OWNER/NAME")
+@click.option("--revision", help="A branch, tag or commit of the repo.  [default: main]")
+@click.option("--json", "as_json", is_flag=True, help="Print the spec as JSON (the form hubkit.json stores).")
+@endpoint_option
+def show(repo_id: str, revision: str | None, as_json: bool, endpoint: str) -> None:
+    """Print the reward spec of the run published to REPO_ID: formula, components, aggregation.
+
+    \b
+    $ hubkit reward show me/qwen3-4b-gdpo
+    """
+    from hubkit.cards.sections import AGGREGATION_MEANINGS
+    from hubkit.rewards.spec import RewardSpec
+
+    spec = RewardSpec.from_hub(repo_id, revision, endpoint=endpoint)
+    if as_json:
+        click.echo(json.dumps(spec.to_dict(), indent=2))
+        return
+    click.echo(f"{repo_id}: {spec.formula()}")
+    click.echo(f"aggregation: {spec.aggregation}: {AGGREGATION_MEANINGS[spec.aggregation]}")
+    if spec.batch_whiten:
+        click.echo("  the weighted sum is then whitened over the batch")
+    click.echo("components:")
+    for component in spec.components:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(component.params.items()))
+        click.echo(
+            f"  {component.name:<22} weight {component.weight:g}" + (f"  ({params})" if params else "")
+        )
