@@ -247,6 +247,8 @@ def _fill_disk(mount: Path, leave: int) -> Path:
     return filler
 
 
+# dulwich's lock file, when closing it fails for want of space, reports that from its finalizer.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_disk, tmp_path):
     root = small_disk / "hub"
     with LocalHub(root) as hub:
