@@ -108,7 +108,7 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
     )
     description = (
         f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision}, scored with "
-        f"`{summary.metric.name}` ({summary.metric.description}); {sampling}, at most "
+        f"`{summary.metric.name}` ({text.prose(summary.metric.description)}); {sampling}, at most "
         f"{generation.max_new_tokens} new tokens, {generation.backend} backend, seed {generation.seed}, "
         "the run's chat template and system prompt. Accuracy intervals are Wilson 95 % intervals."
     )

@@ -181,13 +181,15 @@ def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
             alpha=0.5,
         )
     axes.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=CHECKPOINT_COLOR, capsize=3)
+    labels: dict[tuple[float, float], list[str]] = {}  # models at the same point share one label
     for model in models:
+        point = (model.tokens_mean, 100 * model.accuracy)
         color = CURVE_COLORS[1] if model.step is None else CURVE_COLORS[0]
-        axes.plot([model.tokens_mean], [100 * model.accuracy], "o", color=color, markersize=6)
-        label = "base" if model.step is None else f"step {model.step}"
-        axes.annotate(
-            label, (model.tokens_mean, 100 * model.accuracy), textcoords="offset points", xytext=(5, 5)
-        )
+        axes.plot(*point, "o", color=color, markersize=6)
+        labels.setdefault(point, []).append("base" if model.step is None else f"step {model.step}")
+    for point, names in labels.items():
+        axes.annotate(", ".join(names), point, textcoords="offset points", xytext=(5, 5), fontsize="small")
+    axes.margins(x=0.15, y=0.1)
     axes.set_title(f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})")
     axes.set_xlabel("mean answer length (tokens)")
     axes.set_ylabel(f"accuracy (%, {summary.metric.name})")

@@ -4,10 +4,10 @@ the configuration, the dataset, the progress of training, run details and citati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.cards import text
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
 from hubkit.manifest import DatasetInfo, Manifest
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults
 
 HUB_URL = "https://huggingface.co"
-# What the data preparation records: the normalized-text sha256 of each training problem, one per line.
-TRAIN_PROBLEMS_FILE = "train_problems.sha256"
 
 AGGREGATION_MEANINGS = {
     "sum_then_normalize": (
@@ -217,15 +215,6 @@ def configuration_rows(run: Run) -> tuple[tuple[str, str], ...]:
     return tuple((name, text.cell(value)) for name, value in rows)
 
 
-def train_problem_hashes(run_dir: Path) -> int | None:
-    """How many training-problem hashes the run records (``train_problems.sha256``), None without the file."""
-    try:
-        lines = (run_dir / TRAIN_PROBLEMS_FILE).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return None
-    return sum(1 for line in lines if line.strip())
-
-
 def dataset_rows(dataset: DatasetInfo) -> tuple[tuple[str, str], ...]:
     """The dataset table: source, config, split, revision, filter, rows, content hash (what was recorded)."""
     rows = [("source", dataset_link(dataset))]
@@ -235,7 +224,7 @@ def dataset_rows(dataset: DatasetInfo) -> tuple[tuple[str, str], ...]:
     if dataset.revision:
         rows.append(("revision", text.code(dataset.revision)))
     if dataset.filter:
-        rows.append(("filter", dataset.filter))
+        rows.append(("filter", text.prose(dataset.filter)))
     if dataset.num_rows is not None:
         rows.append(("rows", f"{dataset.num_rows:,}"))
     if dataset.content_sha256:
@@ -316,15 +305,15 @@ def citations(manifest: Manifest) -> tuple[Citation, ...]:
 
 def contamination(run: Run, evaluation: EvalResults | None) -> str:
     """What the card can say about contamination, from what the data preparation and the eval recorded."""
-    recorded = train_problem_hashes(run.run_dir)
-    if recorded is None:
+    hashes = read_train_problem_hashes(run.run_dir)
+    if hashes is None:
         parts = [
             "The run records no hashes of its training problems: benchmarks cannot be checked against them."
         ]
     else:
         parts = [
-            f"The data preparation recorded the normalized-text SHA-256 of all {recorded:,} training problems "
-            f"({text.code(TRAIN_PROBLEMS_FILE)}): any benchmark can be checked against them."
+            f"The data preparation recorded the normalized-text SHA-256 of all {len(hashes):,} training problems "
+            f"({text.code(TRAIN_PROBLEM_HASHES_NAME)}): any benchmark can be checked against them."
         ]
     if evaluation is not None:
         problems = evaluation.summary.problems

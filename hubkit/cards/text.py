@@ -68,6 +68,12 @@ def parse_time(stamp: str | None) -> datetime | None:
         return None
 
 
+def prose(text: object) -> str:
+    """Free text recorded by a run (a filter, a metric's description) safe in Markdown: ``<answer>`` would
+    otherwise be read as an HTML tag and vanish."""
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", str(text))
+
+
 def cell(text: object) -> str:
     """Text safe inside a Markdown table cell: pipes escaped, line breaks as spaces."""
     return re.sub(r"\s*\n\s*", " ", str(text)).replace("|", "\\|")
