@@ -1,4 +1,4 @@
-"""Click options shared by the commands that read a run and talk to a Hub (push, merge)."""
+"""Click options shared by the commands that read a run and talk to a Hub (push, merge, eval)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,17 @@ def endpoint_option(command: F) -> F:
 def quiet_option(command: F) -> F:
     """`--quiet`: no progress bars or summaries, only errors."""
     return click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")(command)
+
+
+def parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """Click callback for `--steps N,M,...`: the step numbers, or None when the option is not given."""
+    if value is None:
+        return None
+    message = f"expected comma-separated step numbers like 20,40, got {value!r}"
+    try:
+        steps = tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(message) from None
+    if not steps or min(steps) < 0:
+        raise click.BadParameter(message)
+    return steps

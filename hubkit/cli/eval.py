@@ -1,0 +1,191 @@
+"""`hubkit eval`: accuracy and answer length of the base model and each checkpoint on held-out problems."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from hubkit.cli.options import endpoint_option, parse_steps, quiet_option, run_options
+
+if TYPE_CHECKING:
+    from hubkit.evaluate.evaluation import EvalPlan
+    from hubkit.evaluate.results import EvalSummary
+
+
+@click.command(name="eval")
+@run_options
+@click.option("--steps", callback=parse_steps, metavar="N,M,...", help="Evaluate only these checkpoints.")
+@click.option("--every", type=click.IntRange(min=1), help="Evaluate only steps that are multiples of N.")
+@click.option(
+    "--problems",
+    metavar="FILE|DATASET",
+    help="A .jsonl/.json/.parquet file or a Hub dataset (ID or ID:CONFIG).  "
+    "[default: GSM8K's test split for GSM8K runs]",
+)
+@click.option("--split", help="The dataset's split.  [default: test]")
+@click.option("--revision", help="The dataset's revision.  [default: main]")
+@click.option(
+    "--n", "n", type=click.IntRange(min=1), default=200, show_default=True, help="Problems (the first N)."
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    help="Answer token limit.  [default: the run's max_completion_length]",
+)
+@click.option(
+    "--backend", type=click.Choice(["transformers", "vllm"]), default="transformers", show_default=True
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (sampling).")
+@click.option(
+    "--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="0 decodes greedily."
+)
+@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Problems per generation call (each answered by every model at once).",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["gsm8k_correctness", "math_correctness"]),
+    help="Override the run's reward spec (needed when the run records none).",
+)
+@click.option("--no-base", is_flag=True, help="Skip the base model.")
+@click.option(
+    "--vllm-python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="HUBKIT_VLLM_PYTHON",
+    help="The Python of an environment with vLLM (--backend vllm; also HUBKIT_VLLM_PYTHON).",
+)
+@endpoint_option
+@quiet_option
+def eval_command(
+    run_id: str | None,
+    runs_dir: Path | None,
+    run_dir: Path | None,
+    base_model: str | None,
+    steps: tuple[int, ...] | None,
+    every: int | None,
+    problems: str | None,
+    split: str | None,
+    revision: str | None,
+    n: int,
+    max_new_tokens: int | None,
+    backend: str,
+    seed: int,
+    temperature: float,
+    top_p: float,
+    batch_size: int,
+    metric: str | None,
+    no_base: bool,
+    vllm_python: Path | None,
+    endpoint: str,
+    quiet: bool,
+) -> None:
+    """Evaluate the base model and the run's checkpoints on held-out problems.
+
+    The metric is the run's own correctness reward, the prompt its system prompt and chat template.
+    Problems that the run trained on (by the hashes it records) are refused. Writes eval/results.json
+    and eval/samples.jsonl into the run, which `hubkit push` publishes.
+
+    \b
+        $ hubkit eval --run-id RUN                                  # GSM8K runs: 200 GSM8K test problems
+        $ hubkit eval --run-id RUN --problems HuggingFaceH4/MATH-500 --every 40
+        $ hubkit eval --run-dir runs/RUN --problems heldout.jsonl --steps 20,200
+    """
+    from huggingface_hub.utils import disable_progress_bars
+
+    from hubkit.evaluate.evaluation import EvalRequest, execute_eval, plan_eval
+    from hubkit.evaluate.results import EVAL_DIR, save_eval
+    from hubkit.runs import find_run_dir, load_run
+
+    console = Console(quiet=quiet, soft_wrap=True)
+    disable_progress_bars()
+    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+    request = EvalRequest(
+        steps=steps,
+        every=every,
+        problems=problems,
+        split=split,
+        revision=revision,
+        n=n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        batch_size=batch_size,
+        backend=backend,  # type: ignore[arg-type]
+        metric=metric,
+        include_base=not no_base,
+    )
+    plan = plan_eval(run, request, endpoint=endpoint)
+    console.print(_plan_line(plan), highlight=False)
+    console.print(_contamination_line(plan), highlight=False)
+    columns = (TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=quiet) as progress:
+        task = progress.add_task("eval", total=len(plan.problems.problems) * len(plan.models))
+        results = execute_eval(
+            plan,
+            endpoint=endpoint,
+            progress=lambda done: progress.advance(task, done),
+            vllm_python=str(vllm_python) if vllm_python else None,
+        )
+    save_eval(run.run_dir, results.summary, results.samples)
+    console.print(_table(results.summary))
+    best = results.best()
+    if best is not None:
+        console.print(
+            f"Best checkpoint: {best.name} ({best.accuracy:.1%}, {best.tokens_mean:.0f} tokens on average)",
+            highlight=False,
+        )
+    console.print(f"Results written to {EVAL_DIR}/ in run {run.manifest.run_id}", highlight=False)
+
+
+def _plan_line(plan: EvalPlan) -> str:
+    problems = plan.problems
+    source = problems.source + (f" ({problems.split})" if problems.split else "")
+    skipped = f", {problems.skipped} without an answer skipped" if problems.skipped else ""
+    models = ", ".join(plan.models)
+    return (
+        f"Evaluating {plan.run.manifest.run_id}: {models} on {len(problems.problems)} problems from {source}"
+        f"{skipped}; metric {plan.metric.name}, {plan.backend}, "
+        f"{'greedy' if not plan.settings.do_sample else f'temperature {plan.settings.temperature}'}, "
+        f"up to {plan.settings.max_new_tokens} tokens"
+    )
+
+
+def _contamination_line(plan: EvalPlan) -> str:
+    from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+
+    report = plan.contamination
+    if not report.checked:
+        return (
+            f"Contamination not checked: run {plan.run.manifest.run_id} records no training problems "
+            f"({TRAIN_PROBLEM_HASHES_NAME})"
+        )
+    return f"Held out: none of the problems is among the run's {report.train_problems} training problems"
+
+
+def _table(summary: EvalSummary) -> Table:
+    table = Table(title=f"{summary.metric.name} on {summary.problems.n} problems")
+    for header in ("model", "accuracy", "95 % interval", "tokens mean", "median", "max", "cut at limit"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for model in summary.models:
+        low, high = model.ci95
+        table.add_row(
+            model.name,
+            f"{model.accuracy:.1%}",
+            f"{low:.1%} - {high:.1%}",
+            f"{model.tokens_mean:.1f}",
+            f"{model.tokens_median:.0f}",
+            str(model.tokens_max),
+            f"{model.truncated_share:.0%}",
+        )
+    return table

@@ -1,0 +1,146 @@
+"""The transformers backend: the base loaded once, every checkpoint a named PEFT adapter, one batch for all.
+
+Each `generate` call answers a batch of problems for the base model and every checkpoint at once, with
+PEFT's mixed-adapter batches: row i runs through adapter ``adapter_names[i]``, ``"__base__"`` meaning no
+adapter (peft ``tuners/lora/layer.py``, ``_mixed_batch_forward``). That needs the model in eval mode and
+every name loaded; PEFT refuses merged adapters and DoRA there. Adapters are loaded with an explicit
+``torch_device``: PEFT's default picks CUDA whenever it exists (peft issue 3793).
+
+With one model only, the batch runs without `adapter_names` (the checkpoint active, or the adapters
+disabled for the base): what loading that checkpoint alone gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
+from hubkit.evaluate.results import BASE_NAME
+
+PEFT_BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+
+
+def default_device() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model(
+    base_dir: Path, adapters: Mapping[str, Path], *, device: str | None = None, dtype: Any = None
+) -> Any:
+    """The base model with every adapter loaded under its name, in eval mode.
+
+    Args:
+        base_dir: the base model's folder.
+        adapters: adapter name → PEFT adapter folder (may be empty: the plain base model).
+        device: where to load; default `default_device()`.
+        dtype: the base's torch dtype; default bfloat16 on CUDA, float32 on CPU (adapters keep PEFT's
+            default: float32 under a half-precision base, as `PeftModel.from_pretrained` loads them).
+
+    Returns:
+        A `PeftModel` (or the base model when there is no adapter).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    device = device or default_device()
+    if dtype is None:
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).to(device)
+    if adapters:
+        from peft import PeftModel
+
+        (first, first_dir), *rest = adapters.items()
+        model = PeftModel.from_pretrained(model, first_dir, adapter_name=first, torch_device=device)
+        for name, adapter_dir in rest:
+            model.load_adapter(adapter_dir, adapter_name=name, torch_device=device)
+    return model.eval()
+
+
+def _generation_config(job: GenerationJob) -> Any:
+    from transformers import GenerationConfig
+
+    settings = job.settings
+    sampling = {"temperature": settings.temperature, "top_p": settings.top_p} if settings.do_sample else {}
+    # A fresh config: the base's own generation_config.json may ask for sampling.
+    return GenerationConfig(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=settings.do_sample,
+        eos_token_id=list(job.stop_ids),
+        pad_token_id=job.pad_id,
+        **sampling,
+    )
+
+
+def _single_model_context(model: Any, name: str) -> contextlib.AbstractContextManager[Any]:
+    """The model as if loaded alone: the named checkpoint active, or the adapters off for the base."""
+    from peft import PeftModel
+
+    if not isinstance(model, PeftModel):
+        return contextlib.nullcontext()
+    if name == BASE_NAME:
+        return model.disable_adapter()
+    model.set_adapter(name)
+    return contextlib.nullcontext()
+
+
+def generate(model: Any, job: GenerationJob, progress: Progress | None = None) -> GeneratedIds:
+    """Answer every prompt with every model of `job`, one `generate` per batch of problems.
+
+    Args:
+        model: from `load_model`, holding an adapter for every checkpoint name in `job.models`.
+        job: prompts, models and settings (`job.base_dir` and `job.adapters` are not read here).
+        progress: called after each batch with the number of answers it produced.
+
+    Returns:
+        Model name → generated ids per prompt (padding included; `chat.completion_from_ids` cuts it).
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    config = _generation_config(job)
+    torch.manual_seed(job.settings.seed)
+    out: GeneratedIds = {name: [] for name in job.models}
+    mixed = len(job.models) > 1
+    for batch in job.batches():
+        rows = [(name, i) for name in job.models for i in batch]
+        width = max(len(job.prompts[i]) for _, i in rows)
+        input_ids = torch.full((len(rows), width), job.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, (_, i) in enumerate(rows):  # left padding: every row's answer starts at column `width`
+            prompt = job.prompts[i]
+            input_ids[r, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[r, width - len(prompt) :] = 1
+        inputs = {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device)}
+        with torch.inference_mode():
+            if mixed:
+                names = [PEFT_BASE if name == BASE_NAME else name for name, _ in rows]
+                generated = model.generate(**inputs, generation_config=config, adapter_names=names)
+            else:
+                with _single_model_context(model, job.models[0]):
+                    generated = model.generate(**inputs, generation_config=config)
+        for (name, _), ids in zip(rows, generated[:, width:].tolist(), strict=True):
+            out[name].append(ids)
+        if progress is not None:
+            progress(len(rows))
+    return out
+
+
+def run(job: GenerationJob, progress: Progress | None = None, *, device: str | None = None) -> GeneratedIds:
+    """Load the base and the job's adapters, then `generate`.
+
+    Args:
+        job: what to generate.
+        progress: see `generate`.
+        device: see `load_model`.
+
+    Returns:
+        See `generate`.
+    """
+    model = load_model(job.base_dir, dict(job.adapters), device=device)
+    return generate(model, job, progress)

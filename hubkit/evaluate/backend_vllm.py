@@ -1,0 +1,137 @@
+"""The vLLM backend: `vllm_worker.py` run by the Python of a separate environment that has vLLM.
+
+vLLM pins transformers and torch versions other than hubkit's, so it cannot share hubkit's environment.
+hubkit hands the worker a JSON job (the base model's local folder, each checkpoint's local adapter
+folder, the prompts as token ids, the settings) and reads back token ids; prompts, decoding and scoring
+are the same code as the transformers backend's. vLLM loads LoRA adapters from local folders only, which
+is what `GenerationJob.adapters` holds; the base comes from the Hub cache
+(`hubkit.merge.base_files.fetch_base_snapshot` downloads only the files listed by ``allow_patterns``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from hubkit.errors import EvalError
+from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
+
+PYTHON_ENV = "HUBKIT_VLLM_PYTHON"
+WORKER = Path(__file__).with_name("vllm_worker.py")
+# The LoRA ranks vLLM accepts for max_lora_rank (vllm/config/lora.py).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def max_lora_rank(adapter_dirs: list[Path]) -> int:
+    """The smallest rank vLLM accepts that fits every adapter's ``r`` (8 when there is none).
+
+    Raises:
+        EvalError: an adapter's rank is above what vLLM supports, or its config is unreadable.
+    """
+    ranks = []
+    for adapter_dir in adapter_dirs:
+        try:
+            ranks.append(int(json.loads((adapter_dir / "adapter_config.json").read_text())["r"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: {e}") from e
+    needed = max(ranks, default=8)
+    for rank in VLLM_LORA_RANKS:
+        if rank >= needed:
+            return rank
+    raise EvalError(
+        f"LoRA rank {needed} is above vLLM's largest ({VLLM_LORA_RANKS[-1]}): use --backend transformers"
+    )
+
+
+def job_payload(job: GenerationJob, *, dtype: str = "auto") -> dict[str, Any]:
+    """The JSON the worker reads (`dtype`: vLLM's, e.g. ``float32``; ``auto`` takes the model's)."""
+    settings = job.settings
+    adapters = dict(job.adapters)
+    return {
+        "base_dir": str(job.base_dir),
+        "models": list(job.models),
+        "adapters": {name: str(adapters[name]) for name in job.models if name in adapters},
+        "prompts": [list(p) for p in job.prompts],
+        "max_new_tokens": settings.max_new_tokens,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "seed": settings.seed,
+        "batch_size": settings.batch_size,
+        "stop_ids": list(job.stop_ids),
+        "max_lora_rank": max_lora_rank([adapters[n] for n in job.models if n in adapters]),
+        "max_model_len": max(len(p) for p in job.prompts) + settings.max_new_tokens,
+        "dtype": dtype,
+    }
+
+
+def resolve_python(python: str | os.PathLike[str] | None) -> Path:
+    """The Python of vLLM's environment: `python`, else ``$HUBKIT_VLLM_PYTHON``.
+
+    Raises:
+        EvalError: none given, or not an executable file.
+    """
+    chosen = python or os.environ.get(PYTHON_ENV)
+    if not chosen:
+        raise EvalError(
+            "the vLLM backend runs in its own environment: create one with `pip install vllm`, then pass "
+            f"--vllm-python ENV/bin/python (or set {PYTHON_ENV})"
+        )
+    path = Path(chosen).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise EvalError(f"--vllm-python {path} is not an executable file")
+    return path
+
+
+def run(
+    job: GenerationJob,
+    progress: Progress | None = None,
+    *,
+    python: str | os.PathLike[str] | None = None,
+    dtype: str = "auto",
+) -> GeneratedIds:
+    """Generate with vLLM in its own environment.
+
+    Args:
+        job: what to generate.
+        progress: called with the number of answers after each chunk of problems.
+        python: the Python of the environment that has vLLM (default ``$HUBKIT_VLLM_PYTHON``).
+        dtype: the dtype vLLM computes in (``auto`` turns a float32 model into bfloat16 or float16).
+
+    Returns:
+        Model name → generated ids per prompt.
+
+    Raises:
+        EvalError: no vLLM environment, or the worker failed (the message ends with its last error line).
+    """
+    interpreter = resolve_python(python)
+    with tempfile.TemporaryDirectory(prefix="hubkit-vllm-") as tmp:
+        job_path, out_path, log_path = Path(tmp, "job.json"), Path(tmp, "out.json"), Path(tmp, "stderr.log")
+        job_path.write_text(json.dumps(job_payload(job, dtype=dtype)))
+        with log_path.open("w") as log:
+            # -I: the worker must not import hubkit's modules beside it, nor this environment's packages.
+            process = subprocess.Popen(
+                [str(interpreter), "-I", str(WORKER), str(job_path), str(out_path)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.startswith("progress ") and progress is not None:
+                    progress(int(line.split()[1]))
+            returncode = process.wait()
+        if returncode != 0 or not out_path.is_file():
+            tail = deque(
+                (ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()), maxlen=1
+            )
+            raise EvalError(
+                f"the vLLM worker failed (exit status {returncode}): {tail[0] if tail else 'no output'}"
+            )
+        ids: GeneratedIds = json.loads(out_path.read_text())["ids"]
+    return ids

@@ -1,0 +1,108 @@
+"""The text side shared by both backends: chat prompts as token ids, generated ids back into answers.
+
+A prompt is the run's system prompt (if it has one) and the problem as the user turn, rendered by the
+run's own chat template with the generation prompt appended. The backends only map prompt ids to
+generated ids; `completion_from_ids` turns those into the answer text, its token count (up to and
+including the stop token, as the length penalty counts) and whether the token limit cut it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hubkit.errors import EvalError
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated answer.
+
+    Attributes:
+        text: the answer, decoded without special tokens.
+        tokens: generated tokens up to and including the first stop token (all of them if none came).
+        truncated: True when no stop token came within the token limit.
+    """
+
+    text: str
+    tokens: int
+    truncated: bool
+
+
+def load_tokenizer(tokenizer_dir: Path) -> Any:
+    """The run's tokenizer, padding on the left (generation continues each row at its right end).
+
+    Raises:
+        EvalError: the tokenizer has no chat template.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, padding_side="left")
+    if not tokenizer.chat_template:
+        raise EvalError(
+            f"the tokenizer in {tokenizer_dir.name} has no chat template: the run must save its tokenizer "
+            "with the template it trained with"
+        )
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def messages(question: str, system_prompt: str | None) -> list[dict[str, str]]:
+    """The chat turns of one problem: the system prompt (when the run has one) and the question."""
+    turns = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return [*turns, {"role": "user", "content": question}]
+
+
+def prompt_ids(tokenizer: Any, question: str, system_prompt: str | None) -> list[int]:
+    """One problem's prompt as token ids, through the tokenizer's chat template."""
+    ids = tokenizer.apply_chat_template(
+        messages(question, system_prompt), tokenize=True, add_generation_prompt=True, return_dict=False
+    )
+    return [int(i) for i in ids]
+
+
+def stop_token_ids(model_dir: Path, tokenizer: Any) -> tuple[int, ...]:
+    """The ids that end an answer: the base model's ``generation_config.json`` EOS ids and the tokenizer's.
+
+    Qwen models stop at either ``<|im_end|>`` or ``<|endoftext|>``; only the generation config names both.
+    """
+    ids: list[int] = []
+    path = model_dir / "generation_config.json"
+    if path.is_file():
+        eos = json.loads(path.read_text()).get("eos_token_id")
+        ids.extend(eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    if not ids:
+        raise EvalError(
+            f"neither {model_dir.name}'s generation_config.json nor the tokenizer names an EOS token"
+        )
+    return tuple(dict.fromkeys(ids))
+
+
+def completion_from_ids(
+    ids: Sequence[int], tokenizer: Any, *, stop_ids: Sequence[int], max_new_tokens: int
+) -> Completion:
+    """Cut generated ids at the first stop token and decode them.
+
+    Args:
+        ids: the generated ids (padding after the stop token is ignored).
+        tokenizer: the run's tokenizer.
+        stop_ids: ids that end an answer.
+        max_new_tokens: the token limit generation ran with.
+
+    Returns:
+        The completion.
+    """
+    stops = set(stop_ids)
+    end = next((i for i, token in enumerate(ids) if token in stops), None)
+    if end is None:
+        kept = list(ids[:max_new_tokens])
+        return Completion(
+            tokenizer.decode(kept, skip_special_tokens=True), len(kept), len(kept) >= max_new_tokens
+        )
+    return Completion(tokenizer.decode(list(ids[:end]), skip_special_tokens=True), end + 1, False)

@@ -1,0 +1,123 @@
+"""The evaluation metric: the correctness component of the run's own reward spec, as a 0/1 verdict.
+
+A DeepScaleR-style run (``math_correctness``) is scored with math-verify, a GSM8K run
+(``gsm8k_correctness``) with the seed's last-number-in-``<answer>`` rule; both through
+`hubkit.rewards.build`, so an answer is judged exactly as the reward judged it during training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hubkit.errors import EvalError
+from hubkit.evaluate.problems import GSM8K_TEST, HubSource
+from hubkit.evaluate.results import METRICS, MetricInfo, MetricName
+from hubkit.rewards.build import BuiltReward, RewardInputs, build
+from hubkit.rewards.gsm8k import extract_gold_answer
+from hubkit.rewards.spec import RewardComponent, RewardSpec
+
+_DESCRIPTIONS: dict[str, str] = {
+    "gsm8k_correctness": (
+        "The last number in the last <answer>...</answer> block equals the reference number "
+        "(the run's GSM8K correctness reward)"
+    ),
+    "math_correctness": (
+        "The last \\boxed{...} of the answer is equivalent to the reference under math-verify "
+        "(the run's math correctness reward)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """Which correctness reward judges the answers, and its parameters from the run's spec."""
+
+    component: RewardComponent
+
+    def __post_init__(self) -> None:
+        if self.component.name not in METRICS:
+            raise EvalError(f"the metric must be one of {METRICS}, got {self.component.name!r}")
+
+    @property
+    def name(self) -> MetricName:
+        return self.component.name  # type: ignore[return-value]
+
+    @property
+    def info(self) -> MetricInfo:
+        """The metric as results record it."""
+        return MetricInfo(name=self.name, description=_DESCRIPTIONS[self.name])
+
+    @property
+    def default_problems(self) -> HubSource | None:
+        """The held-out set used when none is named: GSM8K's test split for GSM8K runs, else none."""
+        return GSM8K_TEST if self.name == "gsm8k_correctness" else None
+
+    def reference(self, answer: str) -> str:
+        """The reference as results show it: a GSM8K solution's final number (``#### 72`` → ``72``)."""
+        if self.name == "gsm8k_correctness":
+            gold = extract_gold_answer(answer)
+            if gold is None:
+                return answer.strip()
+            return str(int(gold)) if gold.is_integer() else str(gold)
+        return answer.strip()
+
+    def scorer(self, num_workers: int = 2) -> Scorer:
+        """A scorer for this metric (starts math-verify workers for ``math_correctness``: close it)."""
+        spec = RewardSpec(components=(RewardComponent(self.component.name, 1.0, self.component.params),))
+        return Scorer(self.name, build(spec, num_workers=num_workers))
+
+
+class Scorer:
+    """Judges answers with `hubkit.rewards`; a context manager (it may own math-verify processes)."""
+
+    def __init__(self, name: str, reward: BuiltReward) -> None:
+        self._name = name
+        self._reward = reward
+
+    def __call__(self, answers: Sequence[str], references: Sequence[str]) -> list[bool]:
+        """True for each answer the reward scores above 0.
+
+        Args:
+            answers: completion texts.
+            references: reference answers (the data's, or `Metric.reference`'s form), same length.
+
+        Returns:
+            One verdict per answer.
+        """
+        inputs = RewardInputs(completions=answers, ground_truths=references, num_tokens=[0] * len(answers))
+        return [score > 0 for score in self._reward.score(inputs)[self._name]]
+
+    def close(self) -> None:
+        self._reward.close()
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def metric_for(spec: RewardSpec | None, override: str | None = None) -> Metric:
+    """The metric of a run: its spec's correctness component, or the one named by `override`.
+
+    Args:
+        spec: the run's reward spec (None for runs whose manifest records none).
+        override: a metric name (``gsm8k_correctness`` or ``math_correctness``) that wins over the spec.
+
+    Returns:
+        The metric, with the spec's parameters when the spec has that component.
+
+    Raises:
+        EvalError: an unknown override, or no override and no correctness component in the spec.
+    """
+    if override is not None:
+        if override not in METRICS:
+            raise EvalError(f"--metric must be one of {', '.join(METRICS)}, got {override!r}")
+        component = spec.component(override) if spec is not None else None
+        return Metric(component or RewardComponent(override))
+    found = [c for c in (spec.components if spec else ()) if c.name in METRICS]
+    if len(found) != 1:
+        why = "records no reward spec" if spec is None else f"has {len(found)} correctness components"
+        raise EvalError(f"the run {why}: pass --metric {' or --metric '.join(METRICS)}")
+    return Metric(found[0])
