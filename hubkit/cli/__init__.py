@@ -24,12 +24,13 @@ def cli() -> None:
 def _register() -> None:
     # Each group's module imports its heavy dependencies inside the command, so `hubkit --help` stays fast.
     from hubkit.cli.card import card
+    from hubkit.cli.eval import eval_command
     from hubkit.cli.hub import hub
     from hubkit.cli.merge import merge
     from hubkit.cli.push import push
     from hubkit.cli.reward import reward
 
-    for command in (hub, push, merge, card, reward):
+    for command in (hub, push, merge, card, reward, eval_command):
         cli.add_command(command)
 
 
