@@ -85,9 +85,8 @@ def objective(run: Run) -> str:
     """One paragraph: what the training rewarded, on which problems, with which algorithm."""
     manifest = run.manifest
     spec = manifest.reward
-    parts = [
-        f"{algorithm(spec)} ({framework_name(manifest)}) trained a LoRA adapter on {manifest.base_model}"
-    ]
+    base = f"[{manifest.base_model}]({HUB_URL}/{manifest.base_model})"
+    parts = [f"{algorithm(spec)} ({framework_name(manifest)}) trained a LoRA adapter on {base}"]
     if spec is not None:
         goals: list[str] = []
         for component in spec.components:
