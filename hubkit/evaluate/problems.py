@@ -12,6 +12,7 @@ loading a parquet file or a Hub dataset imports `pyarrow` or `datasets` when it 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -141,6 +142,11 @@ class HubSource:
 GSM8K_TEST = HubSource("openai/gsm8k", "main", "test")
 
 
+def _require(module: str, purpose: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise EvalError(f"{purpose} needs {module}: pip install 'hubkit[eval]'")
+
+
 def _last_user_message(messages: Any) -> str | None:
     if isinstance(messages, list | tuple):
         users = [m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
@@ -172,7 +178,8 @@ def _problem_from_row(row: Mapping[str, Any], where: str) -> Problem | None:
 def _read_local_rows(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import pyarrow.parquet as pq  # installed with the eval extra (datasets)
+        _require("pyarrow", "reading a parquet problem file")
+        import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
     text = path.read_text(encoding="utf-8")
@@ -261,6 +268,7 @@ def load_hub_problems(
     Raises:
         EvalError: the dataset, revision, config or split does not exist.
     """
+    _require("datasets", "loading a Hub dataset")
     import datasets
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError
