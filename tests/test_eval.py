@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from fixtures_runs import copy_verl_run
 
 from hubkit.errors import ContaminationError, EvalError
 from hubkit.evaluate import load_eval, save_eval
@@ -250,6 +251,23 @@ def test_a_run_without_a_metric_or_default_problems_says_what_to_pass(
     assert "no default held-out set: pass --problems" in capsys.readouterr().err
     assert _hubkit(["eval", "--run-dir", str(math_run), "--problems", str(HELDOUT), "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
+
+
+@pytest.mark.verl
+def test_eval_reads_verl_checkpoints_through_the_normalized_adapters(
+    verl_run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = copy_verl_run(verl_run_dir, tmp_path / "verl-run")
+    argv = ["eval", "--run-dir", str(run_dir), "--metric", "math_correctness", "--max-new-tokens", "4"]
+    assert _hubkit([*argv, "--problems", str(DATA / "deepscaler_mini.jsonl"), "--n", "2"]) == 0
+    assert "1 without an answer skipped" not in capsys.readouterr().out  # the first 2 rows have answers
+    results = load_eval(run_dir)
+    assert results is not None
+    assert [m.name for m in results.summary.models] == ["base", "global_step_2", "global_step_4"]
+    assert results.summary.metric.name == "math_correctness"
+    template = run_dir / "checkpoints" / "global_step_4" / "actor" / "huggingface" / "chat_template.jinja"
+    assert results.summary.generation.chat_template == template.read_text()
+    assert [s.reference for s in results.samples_of(4)] == ["11", "\\frac{3}{4}"]
 
 
 # --- metric, problems, hashes ------------------------------------------------------------------------
