@@ -321,16 +321,33 @@ def test_a_nan_adapter_is_refused_before_any_connection(
     assert no_network == []
 
 
-def test_a_run_without_complete_checkpoints_is_refused(
-    tmp_path: Path, no_network: list, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("command", ["push", "merge"])
+def test_a_run_without_complete_checkpoints_is_refused_saying_why(
+    tmp_path: Path, no_network: list, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     run_dir = make_run(tmp_path / "runs", (), base_model=BASE, shapes=SHAPES)
-    code = run_cli(
-        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
-    )
+    destination = ["--repo-id", "me/tiny-run"] if command == "push" else ["--out", str(tmp_path / "merged")]
+    argv = [command, "--run-dir", str(run_dir), *destination, "--endpoint", "http://127.0.0.1:9"]
+    assert run_cli(argv) == 1
     err = capsys.readouterr().err
-    assert code == 1 and "has no complete checkpoint to publish yet" in err
+    assert err.startswith(
+        "Error: run synthetic-run has no complete checkpoint to publish yet: it has no checkpoint"
+    )
+
+    # One checkpoint still being saved (no trainer_state.json yet), one whose state names another step.
+    write_checkpoint(run_dir, 1, base_model=BASE, shapes=SHAPES)
+    write_checkpoint(run_dir, 2, base_model=BASE, shapes=SHAPES)
+    (run_dir / "checkpoint-1" / "trainer_state.json").unlink()
+    state = json.loads((run_dir / "checkpoint-2" / "trainer_state.json").read_text())
+    (run_dir / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({**state, "global_step": 1}))
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "checkpoint-1: it has no readable trainer_state.json" in err
+    assert "checkpoint-2: its trainer_state.json records global_step 1, not 2" in err
+    assert "wait for the save to finish" in err
     assert no_network == []
+    assert not (tmp_path / "merged").exists()
 
 
 def test_dry_run_and_watch_do_not_combine(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -429,7 +429,8 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
     assert "compared with the last push from this run directory" in out
 
 
-def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, stop):
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
     options = [
@@ -458,13 +459,13 @@ def test_ctrl_c_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, 
         while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors"):
             assert time.monotonic() < deadline, "the watching push never published step 1"
             time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         try:
             _, stderr = process.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             process.send_signal(signal.SIGABRT)
             _, stderr = process.communicate(timeout=30)
-            pytest.fail(f"the watching push ignored Ctrl-C for 60 s; its stacks:\n{stderr[-6000:]}")
+            pytest.fail(f"the watching push ignored {stop.name} for 60 s; its stacks:\n{stderr[-6000:]}")
     finally:
         if process.poll() is None:
             process.kill()
@@ -492,3 +493,39 @@ def test_watch_reports_listed_steps_the_finished_run_never_saved(
     files = hub_api.list_repo_files(new_repo_id)
     assert "checkpoints/global_step_2/adapter_model.safetensors" in files
     assert "checkpoints/global_step_1/adapter_model.safetensors" not in files
+
+
+def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_run_id(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    from hubkit.manifest import Manifest
+
+    owner = hub_api.whoami()["name"]
+    # A run id that is not a valid repo name as it is: made into one, as TRL's hub_model_id default is.
+    run_id = f"2026-03-01 12:00 gsm8k..grpo {new_repo_id.rsplit('-', 1)[1]}"
+    run_dir = make_run(
+        tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES, run_id=run_id
+    )
+    argv = ["push", "--run-dir", str(run_dir), "--endpoint", local_hub.endpoint, "--no-merged"]
+    assert run_cli(argv) == 0
+    expected = f"{owner}/2026-03-01-12-00-gsm8k.grpo-{new_repo_id.rsplit('-', 1)[1]}"
+    assert f"Publishing to {expected}" in capsys.readouterr().out
+    assert hub_api.file_exists(expected, "checkpoints/global_step_1/adapter_model.safetensors")
+
+    Manifest.load(run_dir).with_updates(push_to=new_repo_id).save(run_dir)
+    assert run_cli(argv) == 0
+    assert f"Publishing to {new_repo_id}" in capsys.readouterr().out
+    assert hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors")
+
+
+def test_push_run_is_the_library_call_behind_the_command(synthetic_run, local_hub, hub_api, new_repo_id):
+    request = PushRequest(
+        synthetic_run, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint, token=local_hub.token
+    )
+    assert local_hub.token not in repr(request)  # requests get logged and printed; the token never is
+    first = push_run(request)
+    (repo,) = first.repos
+    assert first.repo_id == new_repo_id and first.steps == (1, 2)
+    assert repo.commit_sha == hub_api.repo_info(new_repo_id).sha and repo.url.endswith(new_repo_id)
+    again = push_run(request)
+    assert [r.unchanged for r in again.repos] == [True] and again.repos[0].bytes_uploaded == 0

@@ -434,7 +434,7 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
         ACCELERATOR="NVIDIA H200",
         REWARD_WORKERS="1",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Preflight passed" in result.stderr
     # verl prints its own progress first; the report is the JSON object printed last.
     lines = result.stdout.splitlines()
@@ -603,3 +603,90 @@ def test_manifest_refuses_a_non_integer_batch(write_manifest: ModuleType, tmp_pa
             "cpu",
             None,
         )
+
+
+# --- pushing while verl trains ---------------------------------------------------------------------
+
+
+def _replaying_python(tmp_path: Path) -> Path:
+    """A PYTHON for launch.sh that runs everything with this interpreter, except verl's trainer (replayed)."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ "$1" == "-m" && "$2" == "verl.trainer.main_ppo" ]]; then\n'
+        f'  exec "{sys.executable}" "{Path(__file__).parent / "verl_scripts" / "replay_training.py"}"\n'
+        "fi\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.slow
+def test_launch_with_push_to_publishes_checkpoints_as_verl_saves_them(
+    prepare_data: ModuleType, tmp_path: Path, verl_run_dir: Path, tiny_qwen3, hub_api, new_repo_id: str
+) -> None:
+    from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS, VERL_SAVE_FREQ, VERL_STEPS
+
+    _prepare(prepare_data, tmp_path / "data")
+    run_id = "20260223_182638_deepscaler_gdpo_lambda0.5"
+    result = _launch(
+        tmp_path,
+        _replaying_python(tmp_path),
+        "",
+        PUSH_TO=new_repo_id,
+        PUSH_INTERVAL="0.3",
+        HUBKIT=str(Path(sys.executable).with_name("hubkit")),
+        BASE_MODEL_ID=tiny_qwen3.repo_id,
+        MODEL=tiny_qwen3.repo_id,
+        LORA_RANK=str(LORA_R),
+        LORA_ALPHA=str(LORA_ALPHA),
+        TARGET_MODULES="[" + ",".join(LORA_TARGETS) + "]",
+        TOTAL_STEPS=str(VERL_STEPS),
+        SAVE_EVERY=str(VERL_SAVE_FREQ),
+        SOURCE_RUN=str(verl_run_dir),
+        RUN_DIR_FOR_REPLAY=str(tmp_path / "runs" / run_id),
+        REPLAY_PAUSE="3",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"Pushed to {new_repo_id}" in result.stdout
+    run_dir = tmp_path / "runs" / run_id
+    assert Manifest.load(run_dir).push_to == new_repo_id
+    files = set(hub_api.list_repo_files(new_repo_id))
+    assert {
+        "checkpoints/global_step_2/adapter_model.safetensors",
+        "checkpoints/global_step_4/adapter_model.safetensors",
+    } <= files
+    assert hub_api.file_exists(new_repo_id + "-merged", "model.safetensors")
+    # The watcher pushed each checkpoint as it appeared: step 2 in a commit of its own, before step 4.
+    titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
+    steps = [t.split(": steps ", 1)[1] for t in reversed(titles) if ": steps " in t]
+    assert steps[:2] == ["2", "4"], titles
+
+
+def test_launch_stops_the_push_watcher_when_training_fails(
+    prepare_data: ModuleType, tmp_path: Path, new_repo_id: str
+) -> None:
+    _prepare(prepare_data, tmp_path / "data")
+    failing = tmp_path / "python"
+    failing.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ "$1" == "-m" && "$2" == "verl.trainer.main_ppo" ]]; then sleep 1; exit 3; fi\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    failing.chmod(0o755)
+    watcher_log = tmp_path / "watcher.log"
+    fake_hubkit = tmp_path / "hubkit"  # records that it started and how it was stopped
+    fake_hubkit.write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "started $*" >> "{watcher_log}"\n'
+        f"trap 'echo stopped >> \"{watcher_log}\"; exit 143' TERM\n"
+        "while true; do sleep 0.1; done\n"
+    )
+    fake_hubkit.chmod(0o755)
+    result = _launch(tmp_path, failing, "", PUSH_TO=new_repo_id, HUBKIT=str(fake_hubkit))
+    assert result.returncode == 3
+    assert "training failed (exit 3)" in result.stderr
+    log = watcher_log.read_text().splitlines()
+    assert log[0].startswith("started push --run-dir") and "--watch" in log[0]
+    assert log[-1] == "stopped"

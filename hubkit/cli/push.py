@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -18,6 +20,9 @@ from rich.progress import (
 )
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options
+
+if TYPE_CHECKING:
+    from hubkit.publish import PushProgress
 
 
 def parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -34,7 +39,7 @@ def parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None)
 
 
 @contextlib.contextmanager
-def progress_display(console: Console) -> Iterator[object]:
+def progress_display(console: Console) -> Iterator[PushProgress]:
     """A `PushProgress` that shows stages as lines and merge/upload progress as rich bars."""
     from hubkit.publish import PushProgress
 
@@ -161,6 +166,9 @@ def push(
 
     with progress_display(console) as progress:
         if watch:
-            watch_run(request, interval=watch_interval, progress=progress, on_report=show)  # type: ignore[arg-type]
+            # A watcher started beside a trainer (recipes/verl_gdpo/launch.sh) is stopped with SIGTERM:
+            # stop as on Ctrl-C, between two pushes' files, removing the staging folder.
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            watch_run(request, interval=watch_interval, progress=progress, on_report=show)
         else:
-            show(push_run(request, progress))  # type: ignore[arg-type]
+            show(push_run(request, progress))

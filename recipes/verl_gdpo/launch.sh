@@ -173,13 +173,41 @@ mkdir -p "$RUN_DIR"
 export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
 "$PYTHON" "$HERE/write_manifest.py" start --run-dir "$RUN_DIR" --dataset-info "$DATASET_INFO" \
   --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" \
-  ${ACCELERATOR:+--accelerator "$ACCELERATOR"} -- "${OVERRIDES[@]}"
+  ${ACCELERATOR:+--accelerator "$ACCELERATOR"} ${PUSH_TO:+--push-to "$PUSH_TO"} -- "${OVERRIDES[@]}"
 if [[ "$MODE" == preflight ]]; then
   "$PYTHON" "$HERE/preflight.py" --tokenizer "${TOKENIZER:-$MODEL}" -- "${OVERRIDES[@]}"
   echo "Preflight passed. $RUN_DIR holds the manifest; launch with RUN_ID=$RUN_ID to train into it." >&2
   exit 0
 fi
-"$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}"
+# With PUSH_TO=owner/name, `hubkit push --watch` runs beside the trainer and publishes each checkpoint
+# as verl completes it (the repo is recorded in hubkit.json). verl's environment holds only hubkit's
+# core, so the watcher is the hubkit of a publishing environment: HUBKIT (default: `hubkit` on PATH).
+WATCHER=
+if [[ -n "${PUSH_TO:-}" ]]; then
+  "${HUBKIT:-hubkit}" push --run-dir "$RUN_DIR" --watch --watch-interval "${PUSH_INTERVAL:-60}" &
+  WATCHER=$!
+  # Whatever ends this script (a failed launch, Ctrl-C), the watcher stops with it. SIGTERM: a background
+  # job of a script ignores SIGINT.
+  trap 'if [[ -n "$WATCHER" ]]; then kill -TERM "$WATCHER" 2>/dev/null; wait "$WATCHER" 2>/dev/null || true; fi' EXIT
+fi
+status=0
+"$PYTHON" -m verl.trainer.main_ppo "${OVERRIDES[@]}" || status=$?
+if [[ $status -ne 0 ]]; then
+  echo "Error: training failed (exit $status)${WATCHER:+; stopping the push watcher (the checkpoints pushed so far stay)}" >&2
+  exit "$status"
+fi
 "$PYTHON" "$HERE/write_manifest.py" finish --run-dir "$RUN_DIR"
 echo "Run finished: $RUN_DIR"
-echo "Publish it with: hubkit push --run-id $RUN_ID --repo-id <you>/qwen3-4b-deepscaler-gdpo"
+if [[ -n "$WATCHER" ]]; then
+  # The watcher sees the finished run, pushes the last step and the merged model, and exits.
+  watcher_status=0
+  wait "$WATCHER" || watcher_status=$?
+  WATCHER=
+  if [[ $watcher_status -ne 0 ]]; then
+    echo "Error: the push watcher failed (exit $watcher_status): run \`hubkit push --run-id $RUN_ID\` to finish publishing" >&2
+    exit "$watcher_status"
+  fi
+  echo "Pushed to $PUSH_TO"
+else
+  echo "Publish it with: hubkit push --run-id $RUN_ID"
+fi

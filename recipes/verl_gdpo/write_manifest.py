@@ -136,6 +136,7 @@ def build_manifest(
     aggregation: str,
     accelerator: str,
     framework_version: str | None,
+    push_to: str | None = None,
 ) -> Manifest:
     """The manifest of a run launched with `overrides` (the Hydra overrides verl receives).
 
@@ -170,6 +171,7 @@ def build_manifest(
         system_prompt=SYSTEM_PROMPT,
         checkpoints_dir=".",
         metrics_file=METRICS_FILE,
+        push_to=push_to,
     )
 
 
@@ -192,6 +194,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     start.add_argument("--lambda", dest="lam", type=float, required=True, help="length-penalty weight")
     start.add_argument("--aggregation", required=True, choices=("sum_then_normalize", "normalize_then_sum"))
     start.add_argument("--accelerator", default=None, help="default: what torch reports")
+    start.add_argument("--push-to", default=None, help="the adapter repo to publish to (owner/name)")
     start.add_argument("overrides", nargs="*", help="the Hydra overrides verl gets (after --)")
     finish = commands.add_parser("finish", help="set finished_at after training")
     finish.add_argument("--run-dir", type=Path, required=True)
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                 aggregation=args.aggregation,
                 accelerator=args.accelerator or _accelerator(),
                 framework_version=_framework_version(),
+                push_to=args.push_to,
             )
             args.run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(args.run_dir)
