@@ -114,6 +114,26 @@ def qwen3_shapes(hidden: int, q_out: int, v_out: int, layers: int) -> dict[str, 
     return shapes
 
 
+# Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
+TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
+
+
+def push_adapters(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
+    """`hubkit push` of the adapter repo only (quiet, --no-merged); returns the exit status."""
+    argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]
+    return run_cli([*argv, "--quiet", "--no-merged", *extra])
+
+
+def commit_ids(hub_api, repo_id: str) -> list[str]:
+    """The repo's commits, newest first."""
+    return [c.commit_id for c in hub_api.list_repo_commits(repo_id)]
+
+
+def write_requests(request_log: list, start: int) -> list[tuple[str, str, int]]:
+    """Requests to the local Hub since `start` that upload bytes or change a repo."""
+    return [r for r in request_log[start:] if r[0] in ("PUT", "DELETE") or "/commit/" in r[1]]
+
+
 def run_cli(argv: list[str]) -> int:
     """Run `hubkit ARGV` in this process; returns the exit status (`main` exits only on errors)."""
     try:

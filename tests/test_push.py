@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from synthetic_runs import finish_run, make_run, qwen3_shapes, run_cli, write_checkpoint
+from synthetic_runs import (
+    TINY_SHAPES,
+    commit_ids,
+    make_run,
+    push_adapters,
+    qwen3_shapes,
+    run_cli,
+    write_checkpoint,
+    write_requests,
+)
 
 from hubkit.errors import PublishError
 from hubkit.localhub.handler import HubRequestHandler
@@ -23,35 +31,6 @@ from hubkit.publish.adapter_repo import prepare_adapters
 from hubkit.runs import load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
-TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
-
-
-def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
-    # The adapter repo only: the merged repo (on by default) is tested in test_merge_cli.py.
-    return run_cli(
-        [
-            "push",
-            "--run-dir",
-            str(run_dir),
-            "--repo-id",
-            repo_id,
-            "--endpoint",
-            endpoint,
-            "--quiet",
-            "--no-merged",
-            *extra,
-        ]
-    )
-
-
-def _commits(hub_api, repo_id: str) -> list[str]:
-    return [c.commit_id for c in hub_api.list_repo_commits(repo_id)]
-
-
-def _writes(request_log: list, start: int) -> list[tuple[str, str, int]]:
-    """Requests since `start` that upload bytes or change a repo."""
-    return [r for r in request_log[start:] if r[0] in ("PUT", "DELETE") or "/commit/" in r[1]]
 
 
 @pytest.fixture
@@ -106,7 +85,7 @@ def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path, mode
 def test_trl_run_is_published_and_every_step_loads(
     trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path
 ):
-    assert _push(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    assert push_adapters(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
     run = load_run(trl_run_dir)
     files = set(hub_api.list_repo_files(new_repo_id))
     for checkpoint in run.checkpoints:
@@ -152,7 +131,7 @@ def test_verl_run_is_published_and_every_step_loads(
     from safetensors.torch import save_file
 
     repo_id = make_repo_id("saved")
-    assert _push(verl_run_dir, repo_id, local_hub.endpoint) == 0
+    assert push_adapters(verl_run_dir, repo_id, local_hub.endpoint) == 0
     run = load_run(verl_run_dir)
     files = set(hub_api.list_repo_files(repo_id))
     for checkpoint in run.checkpoints:
@@ -170,7 +149,7 @@ def test_verl_run_is_published_and_every_step_loads(
     rebuilt = prepare_adapters(emptied_run, emptied_run.checkpoints, tmp_path / "rebuilt")
     assert all(adapter.rebuilt for adapter in rebuilt)
     repo_id = make_repo_id("rebuilt")
-    assert _push(emptied, repo_id, local_hub.endpoint) == 0
+    assert push_adapters(emptied, repo_id, local_hub.endpoint) == 0
     _assert_steps_match_verl_reference(emptied, repo_id, tiny_qwen3)
 
 
@@ -180,19 +159,19 @@ def test_verl_run_is_published_and_every_step_loads(
 def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     synthetic_run, local_hub, hub_api, new_repo_id
 ):
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
-    commits = _commits(hub_api, new_repo_id)
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    commits = commit_ids(hub_api, new_repo_id)
 
     start = len(local_hub.request_log)
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
-    assert _commits(hub_api, new_repo_id) == commits
-    assert _writes(local_hub.request_log, start) == []
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert commit_ids(hub_api, new_repo_id) == commits
+    assert write_requests(local_hub.request_log, start) == []
     assert not [r for r in local_hub.request_log[start:] if r[0] == "POST"]  # not even a preupload
 
     write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
     start = len(local_hub.request_log)
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
-    new_commits = _commits(hub_api, new_repo_id)
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    new_commits = commit_ids(hub_api, new_repo_id)
     assert new_commits[1:] == commits and len(new_commits) == len(commits) + 1
     puts = [r[1].rsplit("/", 1)[-1] for r in local_hub.request_log[start:] if r[0] == "PUT"]
     paths = [p for p in hub_api.list_repo_files(new_repo_id) if p.startswith("assets/")]
@@ -206,7 +185,7 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
 def test_private_does_not_silently_pass_for_an_existing_public_repo(
     synthetic_run, local_hub, hub_api, new_repo_id, capsys
 ):
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     capsys.readouterr()
     argv = [
         "push",
@@ -225,7 +204,7 @@ def test_private_does_not_silently_pass_for_an_existing_public_repo(
 def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, new_repo_id):
     write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
     write_checkpoint(synthetic_run, 4, base_model="x/y", shapes=TINY_SHAPES)
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint, "--every", "2", "--private") == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint, "--every", "2", "--private") == 0
     files = hub_api.list_repo_files(new_repo_id)
     assert sorted(f for f in files if f.endswith("adapter_model.safetensors")) == [
         "adapter_model.safetensors",
@@ -235,7 +214,7 @@ def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, n
     assert hub_api.repo_info(new_repo_id).private
     # A later push of older steps adds them, leaves the published ones in place, keeps the newest
     # (step 4) at the root, and the card lists every step in the repo.
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint, "--steps", "1,3") == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint, "--steps", "1,3") == 0
     files = hub_api.list_repo_files(new_repo_id)
     assert {f"checkpoints/global_step_{s}/adapter_config.json" for s in (1, 2, 3, 4)} <= set(files)
     root, step_4 = hub_api.get_paths_info(
@@ -253,19 +232,19 @@ def test_steps_and_every_choose_checkpoints(synthetic_run, local_hub, hub_api, n
 def test_missing_token_is_refused_and_the_repo_is_unchanged(
     synthetic_run, local_hub, hub_api, new_repo_id, monkeypatch, capsys
 ):
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
-    commits = _commits(hub_api, new_repo_id)
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    commits = commit_ids(hub_api, new_repo_id)
     write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
     monkeypatch.delenv("HF_TOKEN")
     capsys.readouterr()
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 1
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "refused access" in err and "HF_TOKEN" in err
     assert len(err.strip().splitlines()) == 1
-    assert _commits(hub_api, new_repo_id) == commits
+    assert commit_ids(hub_api, new_repo_id) == commits
     # And a new repo is not created either.
     other = new_repo_id + "-other"
-    assert _push(synthetic_run, other, local_hub.endpoint) == 1
+    assert push_adapters(synthetic_run, other, local_hub.endpoint) == 1
     assert not hub_api.repo_exists(other)
 
 
@@ -275,35 +254,35 @@ def test_an_adapter_for_another_base_is_refused_before_anything_is_sent(
     wrong = qwen3_shapes(hidden=32, q_out=64, v_out=32, layers=2)  # the tiny Qwen3's hidden size is 64
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=wrong)
     start = len(local_hub.request_log)
-    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 1
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: checkpoint global_step_1 of run synthetic-run:") and "another base" in err
-    assert _writes(local_hub.request_log, start) == []
+    assert write_requests(local_hub.request_log, start) == []
     assert not [r for r in local_hub.request_log[start:] if r[0] == "POST"]
     assert not hub_api.repo_exists(new_repo_id)
 
 
 def test_a_repo_that_moved_while_pushing_is_refused(synthetic_run, local_hub, hub_api, new_repo_id):
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
     commits = []
 
     def someone_else_commits(_total: int) -> None:  # after the push read the remote, before it commits
         hub_api.upload_file(path_or_fileobj=b"someone else", path_in_repo="NOTES.txt", repo_id=new_repo_id)
-        commits.extend(_commits(hub_api, new_repo_id))
+        commits.extend(commit_ids(hub_api, new_repo_id))
 
     request = PushRequest(synthetic_run, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
     with pytest.raises(PublishError, match="changed on the Hub while pushing"):
         push_run(request, PushProgress(upload_started=someone_else_commits))
-    assert _commits(hub_api, new_repo_id) == commits
+    assert commit_ids(hub_api, new_repo_id) == commits
 
 
 def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_completes(
     tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, monkeypatch
 ):
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 0
-    commits = _commits(hub_api, new_repo_id)
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint) == 0
+    commits = commit_ids(hub_api, new_repo_id)
     for step in (2, 3, 4):
         write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
 
@@ -333,11 +312,11 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
         if process.poll() is None:
             process.kill()
     monkeypatch.undo()
-    assert _commits(hub_api, new_repo_id) == commits
+    assert commit_ids(hub_api, new_repo_id) == commits
     assert "checkpoints/global_step_2/adapter_model.safetensors" not in hub_api.list_repo_files(new_repo_id)
 
-    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 0
-    assert len(_commits(hub_api, new_repo_id)) == len(commits) + 1
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint) == 0
+    assert len(commit_ids(hub_api, new_repo_id)) == len(commits) + 1
     files = hub_api.list_repo_files(new_repo_id)
     assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3, 4)} <= set(files)
 
@@ -345,58 +324,10 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
 # --- watching a run that is still training -------------------------------------------------------------
 
 
-def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
-    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id
-):
-    run_dir = make_run(tmp_path / "runs", (), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-
-    def published(step: int) -> bool:
-        return hub_api.file_exists(new_repo_id, f"checkpoints/global_step_{step}/adapter_config.json")
-
-    def train() -> None:
-        for step in (1, 2, 3):
-            # Wait for the previous checkpoint's push, so that each push holds one new step.
-            deadline = time.monotonic() + 60
-            while step > 1 and not published(step - 1) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if step < 3:
-                write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
-                continue
-            # Step 3 is seen half-saved for a while: weights in place, the completion marker not yet.
-            path = write_checkpoint(tmp_path / "saving", step, base_model="x/y", shapes=TINY_SHAPES)
-            state = json.loads((path / "trainer_state.json").read_text())
-            (path / "trainer_state.json").write_text(json.dumps({**state, "global_step": 0}))
-            path = path.rename(run_dir / path.name)
-            time.sleep(0.6)
-            (path / "trainer_state.json").write_text(json.dumps(state))
-        finish_run(run_dir)
-
-    trainer = threading.Thread(target=train)
-    trainer.start()
-    try:
-        code = _push(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--watch-interval", "0.2")
-    finally:
-        trainer.join()
-    assert code == 0
-    files = hub_api.list_repo_files(new_repo_id)
-    assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= set(files)
-    titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
-    # The remote was read once per push (one per new step, and one more when the run's end was seen
-    # after step 3's push), not at every look at the run (a look every 0.2 s).
-    reads = [r for r in local_hub.request_log if r[1] == f"/api/models/{new_repo_id}/revision/main"]
-    assert 3 <= len(reads) <= 4
-    # Each checkpoint went up in its own push, as it became complete.
-    assert [t for t in titles if "steps" in t] == [
-        "hubkit push synthetic-run: steps 3",
-        "hubkit push synthetic-run: steps 2",
-        "hubkit push synthetic-run: steps 1",
-    ]
-
-
 def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
     synthetic_run, local_hub, new_repo_id, capsys
 ):
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
     start = len(local_hub.request_log)
     capsys.readouterr()
@@ -429,70 +360,14 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
     assert "compared with the last push from this run directory" in out
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_or_sigterm_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, stop):
-    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-    command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
-    options = [
-        "--endpoint",
-        local_hub.endpoint,
-        "--quiet",
-        "--no-merged",
-        "--watch",
-        "--watch-interval",
-        "0.1",
-    ]
-    # PYTHONFAULTHANDLER: if the push hangs, SIGABRT makes it print every thread's stack for the report.
-    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
-    process = subprocess.Popen(
-        [*command, *options],
-        cwd=REPO_ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        # A terminal gives the command the default SIGINT action; a test run started in the background
-        # inherits SIGINT ignored (POSIX shells do that to background jobs), and so would the push.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors"):
-            assert time.monotonic() < deadline, "the watching push never published step 1"
-            time.sleep(0.1)
-        process.send_signal(stop)
-        try:
-            _, stderr = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGABRT)
-            _, stderr = process.communicate(timeout=30)
-            pytest.fail(f"the watching push ignored {stop.name} for 60 s; its stacks:\n{stderr[-6000:]}")
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130
-    assert stderr.strip().splitlines()[-1] == "Aborted."
-
-
 def test_a_run_directory_that_cannot_hold_the_push_record_still_pushes(
     synthetic_run, local_hub, hub_api, new_repo_id, caplog
 ):
     (synthetic_run / ".hubkit").write_text("not a directory")  # where the record would go
-    assert _push(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     assert hub_api.file_exists(new_repo_id, "checkpoints/global_step_2/adapter_model.safetensors")
     assert "could not record the push in the run directory" in caplog.text
     assert str(synthetic_run) not in caplog.text
-
-
-def test_watch_reports_listed_steps_the_finished_run_never_saved(
-    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
-):
-    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-    finish_run(run_dir)
-    assert _push(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--steps", "2,9") == 1
-    assert "no complete checkpoint at step(s) 9" in capsys.readouterr().err
-    files = hub_api.list_repo_files(new_repo_id)
-    assert "checkpoints/global_step_2/adapter_model.safetensors" in files
-    assert "checkpoints/global_step_1/adapter_model.safetensors" not in files
 
 
 def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_run_id(
@@ -529,3 +404,45 @@ def test_push_run_is_the_library_call_behind_the_command(synthetic_run, local_hu
     assert repo.commit_sha == hub_api.repo_info(new_repo_id).sha and repo.url.endswith(new_repo_id)
     again = push_run(request)
     assert [r.unchanged for r in again.repos] == [True] and again.repos[0].bytes_uploaded == 0
+
+
+def test_every_uploaded_byte_is_reported_once(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id):
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    totals, uploaded = [], []
+    progress = PushProgress(upload_started=totals.append, uploaded=uploaded.append)
+    request = PushRequest(run_dir, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
+    report = push_run(request, progress)
+    (repo,) = report.repos
+    (plan,) = report.plan.repos
+    assert repo.files_uploaded == len(plan.files) and repo.steps == (1, 2) == report.steps
+    assert totals == [plan.total_size] == [sum(uploaded)] == [repo.bytes_uploaded]
+    assert sorted(uploaded) == sorted(f.size for f in plan.files)
+    assert hub_api.repo_info(new_repo_id).sha == repo.commit_sha
+    # The client's own LFS upload already stored the root copy of step 2's adapter: same object on the Hub.
+    infos = hub_api.get_paths_info(
+        new_repo_id, ["adapter_model.safetensors", "checkpoints/global_step_2/adapter_model.safetensors"]
+    )
+    assert len({info.lfs.sha256 for info in infos}) == 1
+
+
+def test_the_token_never_reaches_output_or_logs(
+    tmp_path,
+    tiny_qwen3,
+    local_hub,
+    new_repo_id,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    caplog.set_level(logging.DEBUG)
+    argv = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    for extra in ([], ["--dry-run"]):
+        assert run_cli([*argv, *extra]) == 0
+    captured = capsys.readouterr()
+    assert f"{new_repo_id}: committed" in captured.out
+    for text in (captured.out, captured.err, caplog.text):
+        assert local_hub.token not in text
+    # Nor does it reach the run directory's push record.
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".txt"):
+            assert local_hub.token not in path.read_text()

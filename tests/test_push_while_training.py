@@ -1,13 +1,22 @@
-"""Pushing while training: the TRL callback, against a Hub that refuses the first pushes."""
+"""Pushing while training: `hubkit push --watch` on a run whose checkpoints appear one by one, and the TRL
+callback against a Hub that refuses the first pushes."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from fixtures_runs import make_trl_run
 from huggingface_hub import HfApi
+from synthetic_runs import TINY_SHAPES, finish_run, make_run, push_adapters, write_checkpoint
 from transformers import TrainerCallback
 
 from hubkit.integrations.trl import HubkitPushCallback
@@ -15,6 +24,7 @@ from hubkit.localhub import LocalHub
 from hubkit.publish.auth import hub_client
 from hubkit.tiny import publish_model
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_hubkit_flaky_hub_token"
 
 
@@ -59,3 +69,107 @@ def test_training_finishes_while_the_hub_refuses_and_the_end_push_completes_the_
     finally:
         if reopen.reopened is not None:
             reopen.reopened.stop()
+
+
+def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id
+):
+    run_dir = make_run(tmp_path / "runs", (), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+    def published(step: int) -> bool:
+        return hub_api.file_exists(new_repo_id, f"checkpoints/global_step_{step}/adapter_config.json")
+
+    def train() -> None:
+        for step in (1, 2, 3):
+            # Wait for the previous checkpoint's push, so that each push holds one new step.
+            deadline = time.monotonic() + 60
+            while step > 1 and not published(step - 1) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if step < 3:
+                write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
+                continue
+            # Step 3 is seen half-saved for a while: weights in place, the completion marker not yet.
+            path = write_checkpoint(tmp_path / "saving", step, base_model="x/y", shapes=TINY_SHAPES)
+            state = json.loads((path / "trainer_state.json").read_text())
+            (path / "trainer_state.json").write_text(json.dumps({**state, "global_step": 0}))
+            path = path.rename(run_dir / path.name)
+            time.sleep(0.6)
+            (path / "trainer_state.json").write_text(json.dumps(state))
+        finish_run(run_dir)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    try:
+        code = push_adapters(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--watch-interval", "0.2")
+    finally:
+        trainer.join()
+    assert code == 0
+    files = hub_api.list_repo_files(new_repo_id)
+    assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= set(files)
+    titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
+    # The remote was read once per push (one per new step, and one more when the run's end was seen
+    # after step 3's push), not at every look at the run (a look every 0.2 s).
+    reads = [r for r in local_hub.request_log if r[1] == f"/api/models/{new_repo_id}/revision/main"]
+    assert 3 <= len(reads) <= 4
+    # Each checkpoint went up in its own push, as it became complete.
+    assert [t for t in titles if "steps" in t] == [
+        "hubkit push synthetic-run: steps 3",
+        "hubkit push synthetic-run: steps 2",
+        "hubkit push synthetic-run: steps 1",
+    ]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, stop):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
+    options = [
+        "--endpoint",
+        local_hub.endpoint,
+        "--quiet",
+        "--no-merged",
+        "--watch",
+        "--watch-interval",
+        "0.1",
+    ]
+    # PYTHONFAULTHANDLER: if the push hangs, SIGABRT makes it print every thread's stack for the report.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    process = subprocess.Popen(
+        [*command, *options],
+        cwd=REPO_ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # A terminal gives the command the default SIGINT action; a test run started in the background
+        # inherits SIGINT ignored (POSIX shells do that to background jobs), and so would the push.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not hub_api.file_exists(new_repo_id, "checkpoints/global_step_1/adapter_model.safetensors"):
+            assert time.monotonic() < deadline, "the watching push never published step 1"
+            time.sleep(0.1)
+        process.send_signal(stop)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stderr = process.communicate(timeout=30)
+            pytest.fail(f"the watching push ignored {stop.name} for 60 s; its stacks:\n{stderr[-6000:]}")
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1] == "Aborted."
+
+
+def test_watch_reports_listed_steps_the_finished_run_never_saved(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    finish_run(run_dir)
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint, "--watch", "--steps", "2,9") == 1
+    assert "no complete checkpoint at step(s) 9" in capsys.readouterr().err
+    files = hub_api.list_repo_files(new_repo_id)
+    assert "checkpoints/global_step_2/adapter_model.safetensors" in files
+    assert "checkpoints/global_step_1/adapter_model.safetensors" not in files
