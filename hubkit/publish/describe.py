@@ -1,0 +1,60 @@
+"""Push plans and reports as text for people: what the CLI prints, built without printing."""
+
+from __future__ import annotations
+
+from hubkit.publish.push import PushReport, RepoReport
+from hubkit.publish.record import FileStatus
+
+
+def human_size(num_bytes: int) -> str:
+    """A byte count for people: "840 B", "75.8 KB", "1.2 GB" (decimal units, as the Hub shows)."""
+    if num_bytes < 1000:
+        return f"{num_bytes} B"
+    value = float(num_bytes)
+    for unit in ("KB", "MB", "GB"):
+        value /= 1000
+        if value < 1000 or unit == "GB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def describe_dry_run(report: PushReport) -> str:
+    """The dry-run listing: each repo, then each file with its size and what is new in it.
+
+    "New" is relative to the last push recorded in the run directory: a dry run does not contact the Hub.
+    """
+    lines = []
+    for repo in report.plan.repos:
+        record = report.records.get(repo.repo_id)
+        visibility = "private" if repo.private else "public"
+        lines.append(
+            f"{repo.repo_id} ({repo.repo_type}, {visibility} if created): {len(repo.files)} files, "
+            f"{human_size(repo.total_size)}"
+        )
+        if record is None:
+            lines.append("  no earlier push recorded from this run directory: every file is new")
+        else:
+            lines.append(
+                f"  compared with the last push from this run directory (commit {record.commit_sha[:10]})"
+            )
+        lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
+        new_bytes = 0
+        for planned in repo.files:
+            status = record.status(planned) if record else FileStatus.NEW
+            new_bytes += planned.size if status is not FileStatus.UNCHANGED else 0
+            lines.append(f"  {status.value:<9} {planned.path_in_repo:<60} {human_size(planned.size):>10}")
+        lines.append(f"  to upload: {human_size(new_bytes)}")
+    lines.extend(report.notes)
+    lines.append("Dry run: nothing was sent; a push uploads only the files that differ from the remote.")
+    return "\n".join(lines)
+
+
+def describe_repo(repo: RepoReport) -> str:
+    """One line per pushed repo: its commit (or up to date), steps, files, bytes and URL."""
+    if repo.unchanged:
+        return f"{repo.repo_id}: up to date, nothing uploaded"
+    steps = f"steps {', '.join(str(s) for s in repo.steps)}; " if repo.steps else ""
+    return (
+        f"{repo.repo_id}: committed {repo.commit_sha[:10]} ({steps}{repo.files_uploaded} files, "  # type: ignore[index]
+        f"{human_size(repo.bytes_uploaded)}) {repo.url}"
+    )

@@ -1,0 +1,138 @@
+"""What each repo of a push should hold: one builder per repo, all with the same shape.
+
+A builder takes the `BuildContext` (the run, its prepared adapters, each repo's remote state as read
+once, the merge if one was made) and returns the repo's `RepoPlan`, or None when this push has nothing
+for that repo. Builders only read local files and the context: no network, no heavy work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hubkit.publish.plan import RepoPlan
+
+if TYPE_CHECKING:
+    from hubkit.adapters import PreparedAdapter
+    from hubkit.cards import BaseModelCard, CardInputs
+    from hubkit.evaluate.results import EvalResults
+    from hubkit.merge import MergeResult
+    from hubkit.publish.remote import RemoteRepo
+    from hubkit.runs import Run
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What the builders of one push read.
+
+    Args:
+        run: the run.
+        repo_id: the adapter repo.
+        adapters: the prepared adapters this push publishes, by step.
+        remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
+        base_card: the base model's licence, from its card on the push's Hub.
+        eval: the run's evaluation (`hubkit eval`), if any.
+        merged_repo_id: the merged repo, when this push publishes a merge.
+        merged: that merge.
+        private: create new repos private.
+        token: the token in use, so that a file containing it is refused (never published).
+    """
+
+    run: Run
+    repo_id: str
+    adapters: tuple[PreparedAdapter, ...]
+    remotes: dict[str, RemoteRepo]
+    base_card: BaseModelCard
+    eval: EvalResults | None = None
+    merged_repo_id: str | None = None
+    merged: MergeResult | None = None
+    private: bool = False
+    token: str | None = field(default=None, repr=False)
+
+    def published_steps(self) -> tuple[int, ...]:
+        """The checkpoint steps the adapter repo held before this push."""
+        from hubkit.publish.adapter_repo import steps_in_paths
+
+        remote = self.remotes.get(self.repo_id)
+        return steps_in_paths(remote.files) if remote is not None else ()
+
+    def card_inputs(self) -> CardInputs:
+        """What the cards say about this push: every step in the repo afterwards, with its size."""
+        from hubkit.cards import CardInputs
+        from hubkit.publish.adapter_repo import adapter_bytes_in_repo, has_tokenizer
+
+        remote = self.remotes.get(self.repo_id)
+        sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
+        sizes.update({a.step: a.size for a in self.adapters})
+        newest = self.adapters[-1].step
+        merged_step = newest if self.merged is not None else None
+        return CardInputs(
+            run=self.run,
+            repo_id=self.repo_id,
+            steps=tuple(sorted(sizes)),
+            base=self.base_card,
+            adapter_bytes=sizes,
+            has_tokenizer=has_tokenizer(self.run, newest),
+            merged_repo_id=self.merged_repo_id if self.merged is not None else None,
+            merged_step=merged_step,
+            eval=self.eval,
+        )
+
+
+def build_adapter_repo(context: BuildContext) -> RepoPlan:
+    from hubkit.cards import adapter_card_files
+    from hubkit.publish.adapter_repo import plan_adapter_repo
+
+    return plan_adapter_repo(
+        context.run,
+        context.repo_id,
+        context.adapters,
+        private=context.private,
+        token=context.token,
+        published_steps=context.published_steps(),
+        card_files={**adapter_card_files(context.card_inputs()), **eval_files(context)},
+    )
+
+
+def eval_files(context: BuildContext) -> dict[str, bytes]:
+    """The run's evaluation results and its training-problem hashes, as the run directory holds them."""
+    from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+    from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
+
+    run_dir = context.run.run_dir
+    paths = [f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}", TRAIN_PROBLEM_HASHES_NAME]
+    if context.eval is None:
+        paths = paths[2:]
+    return {path: (run_dir / path).read_bytes() for path in paths if (run_dir / path).is_file()}
+
+
+def build_merged_repo(context: BuildContext) -> RepoPlan | None:
+    from hubkit.cards import merged_card_files
+    from hubkit.publish.merged_repo import plan_merged_repo
+
+    if context.merged is None or context.merged_repo_id is None:
+        return None
+    card = merged_card_files(
+        context.card_inputs(), dtype=context.merged.dtype, merged_modules=context.merged.merged_modules
+    )
+    return plan_merged_repo(
+        context.run,
+        context.merged_repo_id,
+        context.adapters[-1].step,
+        context.merged,
+        card,
+        private=context.private,
+        token=context.token,
+    )
+
+
+RepoBuilder = Callable[[BuildContext], RepoPlan | None]
+# In commit order: the adapter repo first, so that the repos the others name exist when they arrive.
+BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo)
+
+
+def build_repos(context: BuildContext) -> tuple[RepoPlan, ...]:
+    """Every repo's desired files for this push, in commit order."""
+    plans = (builder(context) for builder in BUILDERS)
+    return tuple(plan for plan in plans if plan is not None)
