@@ -16,19 +16,23 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.errors import HubkitError
-from hubkit.manifest import Manifest
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
+from hubkit.manifest import MANIFEST_NAME, Manifest
 from hubkit.resources import model_cards_dir, space_dir
 
 if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
     from hubkit.runs import Run
 
 SPACE_SUFFIX = "-demo"
@@ -221,8 +225,6 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[Space
     Raises:
         EvalError: the evaluation files are corrupt.
     """
-    from hubkit.evaluate.results import load_eval
-
     results = load_eval(run_dir)
     if results is None:
         return ()
@@ -237,6 +239,50 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[Space
     for sample in samples:
         examples.setdefault(sample.problem, SpaceExample(sample.problem, sample.reference))
     return tuple(examples.values())[:limit]
+
+
+def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None = None) -> SpaceConfig:
+    """The Space of an adapter repo published by `hubkit push`, from what the repo holds: its `hubkit.json`,
+    whether its root has the run's tokenizer, and examples from its `eval/` when there is one.
+
+    Args:
+        api: a client bound to the Hub the repo is on.
+        repo_id: the adapter repo.
+        space_repo_id: the Space repo; default `<repo_id>-demo`.
+
+    Returns:
+        The configuration.
+
+    Raises:
+        SpaceError: no such repo, or a repo without `hubkit.json`.
+    """
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        root = {entry.path for entry in api.list_repo_tree(repo_id)}
+        manifest = Manifest.from_dict(
+            json.loads(Path(api.hf_hub_download(repo_id, MANIFEST_NAME)).read_text())
+        )
+        with tempfile.TemporaryDirectory(prefix="hubkit-space-eval-") as run_dir:
+            if EVAL_DIR in root:
+                for name in (RESULTS_NAME, SAMPLES_NAME):
+                    api.hf_hub_download(repo_id, f"{EVAL_DIR}/{name}", local_dir=run_dir)
+            examples = eval_examples(Path(run_dir))
+    except RepositoryNotFoundError as e:
+        raise SpaceError(
+            f"no repo {repo_id} on {api.endpoint}: check --repo-id (and the token, if private)"
+        ) from e
+    except EntryNotFoundError as e:
+        raise SpaceError(
+            f"{repo_id} has no {MANIFEST_NAME}, so it was not published by `hubkit push`: use --run-id RUN"
+        ) from e
+    return SpaceConfig.from_manifest(
+        manifest,
+        repo_id,
+        space_repo_id=space_repo_id,
+        tokenizer_published="tokenizer_config.json" in root,
+        examples=examples,
+    )
 
 
 def _version(package: str) -> str:
@@ -323,21 +369,22 @@ def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
     return files
 
 
-def serve_locally(
-    config: SpaceConfig, *, port: int, endpoint: str | None = None, environ: Mapping[str, str] | None = None
-) -> int:
-    """Run the Space's app from the installed hubkit on 127.0.0.1 until it exits (Ctrl-C stops it).
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_locally(config: SpaceConfig, *, port: int, endpoint: str | None = None) -> None:
+    """Run the Space's app (the copy shipped with hubkit) on 127.0.0.1 until it exits or Ctrl-C stops it.
 
     Args:
         config: the configuration (as the push would write it).
         port: the port to serve on.
-        endpoint: the Hub the app reads the models from (default: `HF_ENDPOINT`, else huggingface.co).
-        environ: the environment to start from (default: this process's).
+        endpoint: the Hub the app loads the models from (default: `HF_ENDPOINT`, else huggingface.co).
 
-    Returns:
-        The app's exit status.
+    Raises:
+        SpaceError: the app exited with an error (its output says why).
     """
-    env = dict(os.environ if environ is None else environ)
+    env = dict(os.environ)
     if endpoint:
         env["HF_ENDPOINT"] = endpoint.rstrip("/")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -352,12 +399,19 @@ def serve_locally(
             f"--port={port}",
         ]
         process = subprocess.Popen(command, env=env)
+        # Stopped with SIGTERM as with Ctrl-C, so that the app never outlives this process.
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            return process.wait()
+            status = process.wait()
         except KeyboardInterrupt:
             process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
             if process.poll() is None:
                 process.kill()
-            return process.wait()
+            process.wait()
+            return
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if status != 0:
+        raise SpaceError(f"the Space app exited with status {status}: see its output above")

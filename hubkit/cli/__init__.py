@@ -29,8 +29,9 @@ def _register() -> None:
     from hubkit.cli.merge import merge
     from hubkit.cli.push import push
     from hubkit.cli.reward import reward
+    from hubkit.cli.space import space
 
-    for command in (hub, push, merge, card, reward, eval_command):
+    for command in (hub, push, merge, card, reward, space, eval_command):
         cli.add_command(command)
 
 

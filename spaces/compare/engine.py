@@ -277,6 +277,8 @@ class Engine:
         for value in self._loaded:
             if value not in keep:
                 name = self._loaded.pop(value)
+                if name in self.model.active_adapters:  # hand "active" on first (PEFT warns otherwise)
+                    self.model.set_adapter(next(iter(self._loaded.values())))
                 self.model.delete_adapter(name)
                 logger.info("unloaded %s", checkpoint_label(value))
                 return True

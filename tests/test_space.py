@@ -1,0 +1,454 @@
+"""The comparison Space: its repo files, and the app itself run as a Space runs it (`python app.py` beside
+`space_config.json`) against a run published to the local Hub, called through gradio_client and a real
+browser (Debian's chromium driven by playwright)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from fixtures_hub import TEST_NAMESPACE
+from synthetic_runs import finish_run, make_run, qwen3_shapes, run_cli
+
+from hubkit.evaluate.results import (
+    Contamination,
+    EvalSummary,
+    GenerationInfo,
+    MetricInfo,
+    ModelResult,
+    ProblemsInfo,
+    Sample,
+    save_eval,
+)
+from hubkit.manifest import Manifest
+from hubkit.resources import space_dir
+from hubkit.runs import load_run
+from hubkit.space import (
+    APP_MODULES,
+    SHORT_DESCRIPTION,
+    SpaceConfig,
+    default_space_repo_id,
+    space_repo_files,
+)
+
+# Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
+TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
+STEPS = (1, 2, 3)
+MAX_NEW_TOKENS = 12
+PROMPT = "What is 7 + 5?"
+STARTUP_TIMEOUT_S = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _app_env() -> dict[str, str]:
+    # The session's local Hub is already in the environment (HF_ENDPOINT, HF_TOKEN, HF_HOME).
+    return {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "GRADIO_ANALYTICS_ENABLED": "False"}
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen, log: Path) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the app exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        with contextlib.suppress(OSError):
+            if opener.open(url, timeout=5).status == 200:
+                return
+        time.sleep(1.0)
+    pytest.fail(f"the app did not serve {url} within {STARTUP_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
+
+
+@contextlib.contextmanager
+def _serving(command: list[str], cwd: Path, port: int, log: Path) -> Iterator[str]:
+    url = f"http://127.0.0.1:{port}/"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=cwd, env=_app_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(url, process, log)
+        yield url
+    finally:
+        # SIGTERM: SIGINT is ignored when the test run was started in the background. The app's answer
+        # checker exits when its input closes; `hubkit space` stops the app on SIGTERM.
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def published(
+    tmp_path_factory: pytest.TempPathFactory, local_hub, tiny_qwen3, qwen3_tokenizer_dir: Path
+) -> SimpleNamespace:
+    """A 3-checkpoint run (adapters with different random weights, the tokenizer saved) pushed to the local Hub."""
+    root = tmp_path_factory.mktemp("space-runs")
+    run_dir = make_run(
+        root, STEPS, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES, tokenizer_dir=qwen3_tokenizer_dir
+    )
+    # The Space's default max new tokens follows the run's completion length.
+    manifest = Manifest.load(run_dir)
+    manifest.with_updates(hyperparameters={"max_completion_length": MAX_NEW_TOKENS}).save(run_dir)
+    finish_run(run_dir)
+    repo_id = f"{TEST_NAMESPACE}/space-{uuid.uuid4().hex[:8]}"
+    argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", local_hub.endpoint]
+    assert run_cli([*argv, "--no-merged", "--quiet"]) == 0
+    return SimpleNamespace(run_dir=run_dir, repo_id=repo_id, base_model=tiny_qwen3.repo_id)
+
+
+@pytest.fixture(scope="module")
+def space_config(published) -> SpaceConfig:
+    """The config the push would write, made small: float64 (greedy answers independent of the BLAS's
+    summation order), 2 adapters in memory (3 checkpoints: eviction and a trajectory in two batches),
+    a queue of 4."""
+    config = SpaceConfig.from_run(load_run(published.run_dir), published.repo_id)
+    assert config.max_new_tokens == MAX_NEW_TOKENS
+    return dataclasses.replace(config, dtype="float64", max_loaded_adapters=2, queue_size=4)
+
+
+@pytest.fixture(scope="module")
+def app_url(space_config: SpaceConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Space repo's files in a folder, served as a Space serves them: `python app.py`."""
+    folder = tmp_path_factory.mktemp("space-repo")
+    for name, content in space_repo_files(space_config).items():
+        (folder / name).write_bytes(content)
+    port = _free_port()
+    command = [sys.executable, "app.py", "--host=127.0.0.1", f"--port={port}"]
+    with _serving(command, folder, port, folder.parent / "app.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(app_url: str):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def app_modules() -> Iterator[SimpleNamespace]:
+    """The app's `config` and `engine` modules imported in this process (removed again afterwards)."""
+    path = str(space_dir("compare"))
+    sys.path.insert(0, path)
+    try:
+        yield SimpleNamespace(
+            config=importlib.import_module("config"), engine=importlib.import_module("engine")
+        )
+    finally:
+        sys.path.remove(path)
+        for name in ("config", "engine"):
+            sys.modules.pop(name, None)
+
+
+# --- The Space repo's files -------------------------------------------------------------------------
+
+
+def test_space_repo_files(space_config: SpaceConfig, published, app_modules) -> None:
+    from huggingface_hub import SpaceCard
+
+    files = space_repo_files(space_config)
+    assert set(files) == {*APP_MODULES, "space_config.json", "requirements.txt", "README.md"}
+    card = SpaceCard(files["README.md"].decode())
+    assert card.data.sdk == "gradio"
+    assert card.data.sdk_version == importlib.metadata.version("gradio")
+    assert card.data.app_file == "app.py"
+    assert card.data.python_version == "3.12"
+    assert card.data.models == [published.base_model, published.repo_id]
+    assert card.data.suggested_hardware == space_config.hardware
+    assert card.data.short_description == SHORT_DESCRIPTION
+    assert len(card.data.short_description) <= 60
+    assert f'Client("{default_space_repo_id(published.repo_id)}")' in card.text
+    requirements = [
+        line for line in files["requirements.txt"].decode().splitlines() if not line.startswith("#")
+    ]
+    pins = dict(line.split("==") for line in requirements)
+    assert "gradio" not in pins
+    assert pins["torch"] == importlib.metadata.version("torch").split("+")[0]
+    assert pins["peft"] == importlib.metadata.version("peft")
+    # The app reads the config the push writes, with every field.
+    parsed = app_modules.config.AppConfig.from_dict(json.loads(files["space_config.json"]))
+    assert parsed.adapter_repo == published.repo_id
+    assert parsed.base_model == published.base_model
+    assert parsed.chat_template == "adapter"  # the run saved its tokenizer, published at the repo root
+    assert parsed.examples and parsed.examples[0].prompt == space_config.examples[0].prompt
+
+
+def test_app_does_not_import_hubkit() -> None:
+    for name in APP_MODULES:
+        tree = ast.parse((space_dir("compare") / name).read_text())
+        imported = {
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        }
+        imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not any(module.split(".")[0] == "hubkit" for module in imported), name
+
+
+def test_examples_come_from_the_evaluation(tmp_path: Path, tiny_qwen3) -> None:
+    run_dir = make_run(tmp_path, (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    problems = [("What is 2 + 2?", "4"), ("What is 3 * 3?", "9"), ("What is 10 - 7?", "3")]
+    # The base gets problem 0 right and the rest wrong; step 2 gets problem 2 right too (a fix).
+    right = {None: {0}, 1: {0}, 2: {0, 2}}
+    samples = [
+        Sample(
+            model="base" if step is None else f"global_step_{step}",
+            step=step,
+            problem_index=i,
+            problem=problem,
+            reference=answer,
+            answer=answer if i in right[step] else "no idea",
+            correct=i in right[step],
+            tokens=10,
+            truncated=False,
+        )
+        for step in (None, 1, 2)
+        for i, (problem, answer) in enumerate(problems)
+    ]
+    summary = EvalSummary(
+        run_id=run_dir.name,
+        created_at="2026-01-01T00:00:00Z",
+        metric=MetricInfo(name="math_correctness", description="math-verify"),
+        problems=ProblemsInfo(
+            source="problems.jsonl",
+            split=None,
+            revision=None,
+            n=3,
+            sha256="0" * 64,
+            contamination=Contamination(checked=False, overlap=0, train_problems=None),
+        ),
+        generation=GenerationInfo(
+            backend="transformers",
+            max_new_tokens=16,
+            temperature=0.0,
+            top_p=1.0,
+            do_sample=False,
+            seed=0,
+            batch_size=4,
+            chat_template="qwen3",
+            system_prompt=None,
+        ),
+        models=tuple(
+            ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, 1, 2)
+        ),
+    )
+    save_eval(run_dir, summary, samples)
+    config = SpaceConfig.from_run(load_run(run_dir), "me/run")
+    # The problem the best checkpoint fixed comes first, each with its reference answer.
+    assert (config.examples[0].prompt, config.examples[0].answer) == problems[2]
+    assert {(e.prompt, e.answer) for e in config.examples} == set(problems)
+
+
+# --- The app through its API --------------------------------------------------------------------------
+
+
+def test_compare_two_checkpoints_and_the_trajectory(client) -> None:
+    checkpoints = client.predict(api_name="/checkpoints")
+    assert checkpoints == [*(f"checkpoints/global_step_{s}" for s in STEPS), ""]
+    base_1, trained_1 = client.predict(PROMPT, "checkpoints/global_step_1", api_name="/compare")
+    base_2, trained_2 = client.predict(PROMPT, "checkpoints/global_step_2", api_name="/compare")
+    assert base_1 and trained_1 and trained_2
+    assert base_1 == base_2  # greedy: the base answers the same whatever the checkpoint
+    assert trained_1 != trained_2  # adapters with other random weights answer otherwise
+    assert trained_1 != base_1
+    # The final adapter at the root is the newest step's.
+    _, final = client.predict(PROMPT, "", api_name="/compare")
+    _, trained_3 = client.predict(PROMPT, "checkpoints/global_step_3", api_name="/compare")
+    assert final == trained_3
+
+    rows = client.predict(PROMPT, api_name="/trajectory")
+    assert [row["step"] for row in rows] == list(STEPS)
+    assert [row["answer"] for row in rows] == [trained_1, trained_2, trained_3]
+    assert all(row["error"] is None and 0 < row["tokens"] <= MAX_NEW_TOKENS for row in rows)
+
+
+def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modules, client) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    engine_module = app_modules.engine
+    config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
+    engine = engine_module.Engine(config, device="cpu")
+    engine.list_checkpoints()
+    prompt_ids = engine.encode(PROMPT)
+    settings = engine_module.Settings(max_new_tokens=MAX_NEW_TOKENS)
+    values = [f"checkpoints/global_step_{s}" for s in STEPS[:2]]
+
+    def alone(model) -> tuple[int, ...]:
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=torch.tensor([prompt_ids]),
+                attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+                max_new_tokens=MAX_NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=list(engine.stop_ids),
+                pad_token_id=engine.pad_id,
+            )
+        ids = output[0, len(prompt_ids) :].tolist()
+        stops = [i for i, token in enumerate(ids) if token in engine.stop_ids]
+        return tuple(ids[: stops[0]] if stops else ids)
+
+    def fresh_base():
+        return AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float64).eval()
+
+    expected = {None: alone(fresh_base())}
+    for value in values:
+        peft_model = PeftModel.from_pretrained(fresh_base(), config.adapter_repo, subfolder=value).eval()
+        expected[value] = alone(peft_model)
+    assert len(set(expected.values())) == 3  # the three models answer differently
+
+    for rows in ([None, values[0]], [None, values[1]], values):
+        answers = engine.generate(prompt_ids, rows, settings)
+        assert [a.token_ids for a in answers] == [expected[v] for v in rows], rows
+    # What the API answers is the same batch's answer.
+    base_text, trained_text = client.predict(PROMPT, values[1], api_name="/compare")
+    assert (base_text, trained_text) == tuple(
+        a.text for a in engine.generate(prompt_ids, [None, values[1]], settings)
+    )
+
+
+def test_adapter_cache_is_bounded(space_config: SpaceConfig, app_modules) -> None:
+    config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
+    engine = app_modules.engine.Engine(dataclasses.replace(config, max_loaded_adapters=1), device="cpu")
+    engine.list_checkpoints()
+    for value in engine.checkpoints:
+        engine.ensure_loaded([value])
+        assert engine.loaded == (value,)  # the previous one unloaded only once the new one is in
+        assert list(engine.model.peft_config) == [engine.ensure_loaded([value])[0]]
+    with pytest.raises(ValueError, match="cache holds 1"):
+        engine.ensure_loaded(list(engine.checkpoints[:2]))
+
+
+def test_bad_requests_get_errors_and_the_app_keeps_answering(client, space_config: SpaceConfig) -> None:
+    from gradio_client.exceptions import AppError
+    from gradio_client.utils import QueueError
+
+    refused = {
+        "": "empty",
+        " \n ": "empty",
+        "x" * (space_config.max_prompt_chars + 1): "characters",
+    }
+    for prompt, message in refused.items():
+        with pytest.raises(AppError, match=message):
+            client.predict(prompt, "", api_name="/compare")
+    with pytest.raises(AppError, match="has no step 99"):
+        client.predict(PROMPT, "checkpoints/global_step_99", api_name="/compare")
+    with pytest.raises(AppError, match="Unknown checkpoint"):
+        client.predict(PROMPT, "../../etc/passwd", api_name="/compare")
+    with pytest.raises(AppError, match="empty"):
+        client.predict("", api_name="/trajectory")
+
+    # 20 at once: one runs, `queue_size` wait, the rest are told the queue is full (none is lost).
+    jobs = [
+        client.submit(f"What is {i} + 1?", "checkpoints/global_step_1", api_name="/compare")
+        for i in range(20)
+    ]
+    answered, full = 0, 0
+    for job in jobs:
+        try:
+            base, trained = job.result(timeout=300)
+            answered += bool(base and trained)
+        except QueueError as e:
+            assert "full" in str(e)
+            full += 1
+    assert answered + full == 20
+    assert answered >= 1
+    assert full >= 1  # 20 requests arrive within a second or two; one runs at a time and 4 may wait
+    base, trained = client.predict(PROMPT, "checkpoints/global_step_2", api_name="/compare")
+    assert base and trained
+
+
+def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (`make test` installs it)")
+    from playwright.sync_api import sync_playwright
+
+    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+    args += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=args)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(app_url, wait_until="networkidle")
+            page.locator("#checkpoint input").click()
+            page.get_by_role("option", name="step 2").click()
+            page.locator("#prompt textarea").fill(PROMPT)
+            page.locator("#reference").get_by_role("textbox").fill("12")
+            page.locator("#compare").click()
+            # Done when both lines show the time taken and the verdict.
+            page.wait_for_function(
+                "['#base-stats', '#trained-stats'].every(id => / s · .*correct/.test(document.querySelector(id).innerText))",
+                timeout=120_000,
+            )
+            base = page.locator("#base-answer textarea").input_value()
+            trained = page.locator("#trained-answer textarea").input_value()
+            stats = page.locator("#trained-stats").inner_text()
+            shot = tmp_path / "space-compare.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert base and trained and base != trained
+    assert stats.startswith("step 2")
+    if os.environ.get("HUBKIT_TEST_ARTIFACTS"):
+        artifacts = Path(os.environ["HUBKIT_TEST_ARTIFACTS"])
+        artifacts.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, artifacts / shot.name)
+
+
+def test_a_checkpoint_that_cannot_load_is_reported(client, published, hub_api) -> None:
+    # A step whose adapter_config.json is there but whose weights are not (an upload cut short).
+    hub_api.upload_file(
+        path_or_fileobj=b'{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"]}',
+        path_in_repo="checkpoints/global_step_9/adapter_config.json",
+        repo_id=published.repo_id,
+    )
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="step 9 could not be loaded"):
+        client.predict(PROMPT, "checkpoints/global_step_9", api_name="/compare")
+    rows = client.predict(PROMPT, api_name="/trajectory")
+    assert [row["step"] for row in rows] == [*STEPS, 9]
+    assert [row["error"] is None for row in rows] == [True, True, True, False]
+    base, trained = client.predict(PROMPT, "checkpoints/global_step_1", api_name="/compare")
+    assert base and trained
+
+
+# --- `hubkit space` ---------------------------------------------------------------------------------------
+
+
+def test_hubkit_space_serves_a_published_repo(published, local_hub, tmp_path: Path) -> None:
+    from gradio_client import Client
+
+    port = _free_port()
+    command = [sys.executable, "-m", "hubkit", "space", "--repo-id", published.repo_id, f"--port={port}"]
+    command += ["--endpoint", local_hub.endpoint]
+    with _serving(command, tmp_path, port, tmp_path / "space.log") as url:
+        client = Client(url, verbose=False)
+        assert client.predict(api_name="/checkpoints")[0] == "checkpoints/global_step_1"
+        base, trained = client.predict(PROMPT, "checkpoints/global_step_1", api_name="/compare")
+        assert base and trained
+
+
+def test_hubkit_space_needs_a_run_or_a_repo() -> None:
+    assert run_cli(["space"]) == 2
