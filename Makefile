@@ -10,7 +10,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl venv-vllm test lint format demo bench clean
+.PHONY: venv venv-verl venv-vllm test lint format demo bench clean chromium
 
 venv: $(STAMP)
 
@@ -53,8 +53,12 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
-test: venv venv-verl venv-vllm lint
+test: venv venv-verl venv-vllm lint chromium
 	$(VENV)/bin/pytest
+
+# The Space's browser test drives Debian's chromium through playwright (which downloads no browser).
+chromium:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 demo: venv
 	$(VENV)/bin/python -m hubkit.demo
