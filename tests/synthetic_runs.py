@@ -119,9 +119,9 @@ TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
 
 
 def push_adapters(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
-    """`hubkit push` of the adapter repo only (quiet, --no-merged); returns the exit status."""
+    """`hubkit push` of the adapter repo only (quiet, --no-merged, --no-space); returns the exit status."""
     argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]
-    return run_cli([*argv, "--quiet", "--no-merged", *extra])
+    return run_cli([*argv, "--quiet", "--no-merged", "--no-space", *extra])
 
 
 def commit_ids(hub_api, repo_id: str) -> list[str]:

@@ -196,7 +196,7 @@ def test_private_does_not_silently_pass_for_an_existing_public_repo(
         "--endpoint",
         local_hub.endpoint,
     ]
-    assert run_cli([*argv, "--no-merged", "--private"]) == 0
+    assert run_cli([*argv, "--no-merged", "--no-space", "--private"]) == 0
     assert "already exists and is public: --private only applies to new repos" in capsys.readouterr().out
     assert not hub_api.repo_info(new_repo_id).private
 
@@ -271,7 +271,9 @@ def test_a_repo_that_moved_while_pushing_is_refused(synthetic_run, local_hub, hu
         hub_api.upload_file(path_or_fileobj=b"someone else", path_in_repo="NOTES.txt", repo_id=new_repo_id)
         commits.extend(commit_ids(hub_api, new_repo_id))
 
-    request = PushRequest(synthetic_run, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
+    request = PushRequest(
+        synthetic_run, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
+    )
     with pytest.raises(PublishError, match="changed on the Hub while pushing"):
         push_run(request, PushProgress(upload_started=someone_else_commits))
     assert commit_ids(hub_api, new_repo_id) == commits
@@ -299,7 +301,7 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
     monkeypatch.setattr(HubRequestHandler, "do_PUT", held_put)
     command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
     process = subprocess.Popen(
-        [*command, "--endpoint", local_hub.endpoint, "--quiet", "--no-merged"],
+        [*command, "--endpoint", local_hub.endpoint, "--quiet", "--no-merged", "--no-space"],
         cwd=REPO_ROOT,
         env=os.environ.copy(),
     )
@@ -381,7 +383,7 @@ def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_
     run_dir = make_run(
         tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES, run_id=run_id
     )
-    argv = ["push", "--run-dir", str(run_dir), "--endpoint", local_hub.endpoint, "--no-merged"]
+    argv = ["push", "--run-dir", str(run_dir), "--endpoint", local_hub.endpoint, "--no-merged", "--no-space"]
     assert run_cli(argv) == 0
     expected = f"{owner}/2026-03-01-12-00-gsm8k.grpo-{new_repo_id.rsplit('-', 1)[1]}"
     assert f"Publishing to {expected}" in capsys.readouterr().out
@@ -395,7 +397,12 @@ def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_
 
 def test_push_run_is_the_library_call_behind_the_command(synthetic_run, local_hub, hub_api, new_repo_id):
     request = PushRequest(
-        synthetic_run, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint, token=local_hub.token
+        synthetic_run,
+        repo_id=new_repo_id,
+        merged=False,
+        space=False,
+        endpoint=local_hub.endpoint,
+        token=local_hub.token,
     )
     assert local_hub.token not in repr(request)  # requests get logged and printed; the token never is
     first = push_run(request)
@@ -410,7 +417,9 @@ def test_every_uploaded_byte_is_reported_once(tmp_path, tiny_qwen3, local_hub, h
     run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     totals, uploaded = [], []
     progress = PushProgress(upload_started=totals.append, uploaded=uploaded.append)
-    request = PushRequest(run_dir, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
+    request = PushRequest(
+        run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
+    )
     report = push_run(request, progress)
     (repo,) = report.repos
     (plan,) = report.plan.repos
@@ -446,3 +455,45 @@ def test_the_token_never_reaches_output_or_logs(
     for path in run_dir.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".md", ".txt"):
             assert local_hub.token not in path.read_text()
+
+
+def test_the_push_creates_and_updates_the_space_and_no_space_skips_it(
+    synthetic_run, local_hub, hub_api, new_repo_id, capsys
+):
+    import json
+
+    from huggingface_hub import SpaceCard
+
+    argv = [
+        "push",
+        "--run-dir",
+        str(synthetic_run),
+        "--repo-id",
+        new_repo_id,
+        "--endpoint",
+        local_hub.endpoint,
+    ]
+    assert run_cli([*argv, "--no-merged", "--no-space", "--quiet"]) == 0
+    assert not hub_api.repo_exists(new_repo_id + "-demo", repo_type="space")
+
+    assert run_cli([*argv, "--no-merged"]) == 0
+    assert f"{new_repo_id}-demo: committed" in capsys.readouterr().out
+    space = new_repo_id + "-demo"
+    files = set(hub_api.list_repo_files(space, repo_type="space"))
+    assert {"app.py", "requirements.txt", "space_config.json", "README.md"} <= files
+    config = json.loads(
+        Path(hub_api.hf_hub_download(space, "space_config.json", repo_type="space")).read_text()
+    )
+    assert (
+        config["adapter_repo"] == new_repo_id
+        and config["base_model"] == load_run(synthetic_run).manifest.base_model
+    )
+    card = SpaceCard.load(space, repo_type="space")
+    assert card.data.sdk == "gradio" and card.data.app_file == "app.py" and new_repo_id in card.data.models
+
+    # A new step changes the adapter repo; the Space (which lists checkpoints at start-up) is unchanged.
+    write_checkpoint(synthetic_run, 3, base_model="x/y", shapes=TINY_SHAPES)
+    commits = [c.commit_id for c in hub_api.list_repo_commits(space, repo_type="space")]
+    assert run_cli([*argv, "--no-merged"]) == 0
+    assert f"{space}: up to date" in capsys.readouterr().out
+    assert [c.commit_id for c in hub_api.list_repo_commits(space, repo_type="space")] == commits

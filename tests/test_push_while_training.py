@@ -128,6 +128,7 @@ def test_ctrl_c_or_sigterm_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub
         local_hub.endpoint,
         "--quiet",
         "--no-merged",
+        "--no-space",
         "--watch",
         "--watch-interval",
         "0.1",

@@ -101,6 +101,13 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
 @click.option(
     "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
 )
+@click.option(
+    "--space/--no-space",
+    default=True,
+    show_default=True,
+    help="Also create or update the Gradio Space comparing the base model with every checkpoint.",
+)
+@click.option("--space-repo-id", metavar="OWNER/NAME", help="The Space's repo.  [default: <repo-id>-demo]")
 @endpoint_option
 @quiet_option
 def push(
@@ -117,10 +124,12 @@ def push(
     watch_interval: float,
     merged: bool,
     merged_repo_id: str | None,
+    space: bool,
+    space_repo_id: str | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
-    """Publish a run: every chosen checkpoint as an adapter repo, and the merged model.
+    """Publish a run: every chosen checkpoint as an adapter repo, the merged model, and a Space.
 
     Every chosen step goes to checkpoints/global_step_N/, the newest also to the root, with the
     tokenizer, hubkit.json, metrics.jsonl and a model card. Only files that differ from the remote
@@ -149,6 +158,8 @@ def push(
         private=private,
         merged=merged,
         merged_repo_id=merged_repo_id,
+        space=space,
+        space_repo_id=space_repo_id,
         endpoint=endpoint,
         dry_run=dry_run,
     )

@@ -121,7 +121,13 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
     with hub_errors(plan.repo_id, api.endpoint):
         parent = diff.remote.head_sha
         if parent is None:
-            api.create_repo(plan.repo_id, repo_type=plan.repo_type, private=plan.private, exist_ok=True)
+            api.create_repo(
+                plan.repo_id,
+                repo_type=plan.repo_type,
+                private=plan.private,
+                exist_ok=True,
+                space_sdk=plan.space_sdk,
+            )
             parent = api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)

@@ -134,9 +134,12 @@ class RepoPlan:
     repo_type: RepoType = "model"
     private: bool = False
     title: str = "hubkit push"  # first words of the commit message
+    space_sdk: str | None = None  # a Space's SDK ("gradio"), which the Hub needs to create the repo
 
     def __post_init__(self) -> None:
         check_repo_id(self.repo_id)
+        if (self.repo_type == "space") != (self.space_sdk is not None):
+            raise ValueError("a Space repo plan needs its space_sdk, and only a Space repo has one")
         seen: set[str] = set()
         for planned in self.files:
             if planned.path_in_repo in seen:

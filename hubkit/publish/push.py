@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.errors import PublishError
-from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.plan import PushPlan, RepoPlan, RepoType, check_repo_id
 from hubkit.publish.repos import BuildContext, build_repos
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class PushRequest:
         private: create new repos private.
         merged: also merge the newest pushed checkpoint and push it to its own repo.
         merged_repo_id: the merged repo; default `<repo_id>-merged`.
+        space: also create or update the Gradio Space that compares base and checkpoints.
+        space_repo_id: the Space repo; default `<repo_id>-demo`.
         endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
         dry_run: build the plan and compare it with the last recorded push; send nothing.
@@ -67,6 +69,8 @@ class PushRequest:
     private: bool = False
     merged: bool = True
     merged_repo_id: str | None = None
+    space: bool = True
+    space_repo_id: str | None = None
     endpoint: str = HUB_ENDPOINT
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False
@@ -205,9 +209,11 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress)
         repo_id = self._adapter_repo_id(run, api)
         merged_repo_id = self._merged_repo_id(repo_id)
+        space_repo_id = self._space_repo_id(repo_id)
         if api is None:
-            return self._dry_run(run, repo_id, merged_repo_id, adapters)
-        remotes = self._read_remotes(api, [repo_id, *([merged_repo_id] if merged_repo_id else [])])
+            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters)
+        repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
+        remotes = self._read_remotes(api, [(r, kind) for r, kind in repos if r is not None])
         self._check_against_base(api, run, adapters)
         notes: list[str] = []
         merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
@@ -220,6 +226,8 @@ class PushSession:
             eval=load_eval(run.run_dir),
             merged_repo_id=merged_repo_id if merged else None,
             merged=merged,
+            space_repo_id=space_repo_id,
+            published_merged_repo_id=merged_repo_id,
             private=request.private,
             token=self._token,
         )
@@ -301,14 +309,23 @@ class PushSession:
         check_repo_id(merged)
         return merged
 
-    def _read_remotes(self, api: HfApi, repo_ids: list[str]) -> dict[str, RemoteRepo]:
+    def _space_repo_id(self, repo_id: str) -> str | None:
+        if not self.request.space:
+            return None
+        from hubkit.space import default_space_repo_id
+
+        space = self.request.space_repo_id or default_space_repo_id(repo_id)
+        check_repo_id(space)
+        return space
+
+    def _read_remotes(self, api: HfApi, repos: list[tuple[str, RepoType]]) -> dict[str, RemoteRepo]:
         from hubkit.publish.commit import hub_errors
         from hubkit.publish.remote import read_remote
 
         remotes = {}
-        for repo_id in repo_ids:
+        for repo_id, repo_type in repos:
             with hub_errors(repo_id, api.endpoint):
-                remotes[repo_id] = read_remote(api, repo_id)
+                remotes[repo_id] = read_remote(api, repo_id, repo_type)
         return remotes
 
     def _base_card(self, run: Run) -> BaseModelCard:
@@ -404,7 +421,12 @@ class PushSession:
         return tuple(reports)
 
     def _dry_run(
-        self, run: Run, repo_id: str, merged_repo_id: str | None, adapters: list[PreparedAdapter]
+        self,
+        run: Run,
+        repo_id: str,
+        merged_repo_id: str | None,
+        space_repo_id: str | None,
+        adapters: list[PreparedAdapter],
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push."""
         from hubkit.cards import BaseModelCard
@@ -413,8 +435,11 @@ class PushSession:
         from hubkit.publish.record import load_record, remote_from_record
 
         endpoint = self.request.endpoint
-        record = load_record(self.request.run_dir, endpoint, repo_id)
-        remotes = {repo_id: remote_from_record(record, repo_id)}
+        remotes = {
+            r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
+            for r in (repo_id, space_repo_id)
+            if r is not None
+        }
         notes = []
         if merged_repo_id:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
@@ -433,6 +458,8 @@ class PushSession:
             eval=load_eval(run.run_dir),
             merged_repo_id=None,
             merged=None,
+            space_repo_id=space_repo_id,
+            published_merged_repo_id=merged_repo_id,
             private=self.request.private,
             token=self._token,
         )

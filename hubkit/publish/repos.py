@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.publish.plan import RepoPlan
@@ -35,6 +36,9 @@ class BuildContext:
         eval: the run's evaluation (`hubkit eval`), if any.
         merged_repo_id: the merged repo, when this push publishes a merge.
         merged: that merge.
+        space_repo_id: the Space repo, when the push publishes one.
+        published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
+            merges (the Space names it).
         private: create new repos private.
         token: the token in use, so that a file containing it is refused (never published).
     """
@@ -47,6 +51,8 @@ class BuildContext:
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
+    space_repo_id: str | None = None
+    published_merged_repo_id: str | None = None
     private: bool = False
     token: str | None = field(default=None, repr=False)
 
@@ -127,9 +133,38 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
     )
 
 
+def build_space_repo(context: BuildContext) -> RepoPlan | None:
+    """The Space comparing the base model with every checkpoint (`spaces/compare`, configured for the run)."""
+    from hubkit.publish.plan import PlannedFile
+    from hubkit.publish.safety import check_file_contents, check_file_names
+    from hubkit.space import SpaceConfig, space_repo_files
+
+    if context.space_repo_id is None:
+        return None
+    config = SpaceConfig.from_run(
+        context.run,
+        context.repo_id,
+        merged_repo_id=context.published_merged_repo_id,
+        space_repo_id=context.space_repo_id,
+    )
+    files = [
+        PlannedFile.from_bytes(path, content) for path, content in sorted(space_repo_files(config).items())
+    ]
+    check_file_names(files)
+    check_file_contents(files, context.run.run_dir, Path.home(), context.token)
+    return RepoPlan(
+        repo_id=context.space_repo_id,
+        files=tuple(files),
+        repo_type="space",
+        space_sdk="gradio",
+        private=context.private,
+        title=f"hubkit push {context.run.manifest.run_id} (Space)",
+    )
+
+
 RepoBuilder = Callable[[BuildContext], RepoPlan | None]
 # In commit order: the adapter repo first, so that the repos the others name exist when they arrive.
-BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo)
+BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo, build_space_repo)
 
 
 def build_repos(context: BuildContext) -> tuple[RepoPlan, ...]:
