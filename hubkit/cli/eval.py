@@ -174,18 +174,20 @@ def _contamination_line(plan: EvalPlan) -> str:
 
 
 def _table(summary: EvalSummary) -> Table:
-    table = Table(title=f"{summary.metric.name} on {summary.problems.n} problems")
-    for header in ("model", "accuracy", "95 % interval", "tokens mean", "median", "max", "cut at limit"):
-        table.add_column(header, justify="left" if header == "model" else "right")
+    table = Table(title=f"{summary.metric.name} on {summary.problems.n} problems", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for header in ("accuracy", "95% CI", "tokens", "median", "max", "cut"):
+        table.add_column(header, justify="right", no_wrap=True)
     for model in summary.models:
         low, high = model.ci95
         table.add_row(
             model.name,
             f"{model.accuracy:.1%}",
-            f"{low:.1%} - {high:.1%}",
+            f"{low:.0%}-{high:.0%}",
             f"{model.tokens_mean:.1f}",
             f"{model.tokens_median:.0f}",
             str(model.tokens_max),
             f"{model.truncated_share:.0%}",
         )
+    table.caption = "tokens: mean answer length; cut: share of answers that hit the token limit"
     return table

@@ -8,7 +8,7 @@ save_eval(run.run_dir, results.summary, results.samples)
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -125,7 +125,7 @@ def _problem_set(metric: Metric, request: EvalRequest, endpoint: str | None, tok
             "(e.g. HuggingFaceH4/MATH-500) or a local .jsonl/.json/.parquet file"
         )
     if request.split is not None:
-        default = type(default)(default.dataset, default.config, request.split)
+        default = replace(default, split=request.split)
     return load_hub_problems(
         default, revision=request.revision, endpoint=endpoint, token=token, limit=request.n
     )
