@@ -160,7 +160,7 @@ def test_ctrl_c_or_sigterm_stops_a_watching_push(tmp_path, tiny_qwen3, local_hub
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130
+    assert process.returncode == 130, stderr[-3000:]
     assert stderr.strip().splitlines()[-1] == "Aborted."
 
 
