@@ -6,7 +6,7 @@ Modules, one job each:
 - `problems`: problem sets (local files, Hub datasets), the normalized-text hashes of training problems
   that both recipes record (``train_problems.sha256``), and the contamination check.
 - `metric`: the run's own correctness reward (`hubkit.rewards`) as a 0/1 verdict.
-- `models`: which checkpoints, their adapter folders, the run's tokenizer.
+- `models`: the chosen checkpoints' adapter folders and the run's tokenizer.
 - `chat`: prompts through the run's chat template; generated ids back into answers (both backends).
 - `generation`: what a backend is given (`GenerationJob`) and returns.
 - `backend_transformers`: the base loaded once, every checkpoint a named PEFT adapter, mixed-adapter batches.

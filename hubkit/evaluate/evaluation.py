@@ -18,7 +18,7 @@ from hubkit.evaluate import backend_transformers, backend_vllm
 from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, prompt_ids, stop_token_ids
 from hubkit.evaluate.generation import GenerationJob, GenerationSettings, Progress
 from hubkit.evaluate.metric import Metric, metric_for
-from hubkit.evaluate.models import adapter_dirs, select_checkpoints, tokenizer_dir
+from hubkit.evaluate.models import adapter_dirs, tokenizer_dir
 from hubkit.evaluate.problems import (
     ContaminationReport,
     ProblemSet,
@@ -38,7 +38,7 @@ from hubkit.evaluate.results import (
     Sample,
     model_name,
 )
-from hubkit.runs import Checkpoint, Run
+from hubkit.runs import Checkpoint, Run, select_checkpoints
 
 DEFAULT_PROBLEMS = 200
 # Without a recorded max_completion_length, answers get this many tokens (the GSM8K seed run's 768, rounded up).

@@ -1,46 +1,13 @@
-"""Which models an evaluation answers with, and where their files are: the base's folder, each checkpoint's
-adapter folder, and the tokenizer with the run's chat template."""
+"""Where the files of an evaluation's models are: each checkpoint's adapter folder and the tokenizer with the
+run's chat template (checkpoints are chosen with `hubkit.runs.select_checkpoints`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from hubkit.errors import CheckpointError, EvalError
+from hubkit.errors import EvalError
 from hubkit.runs import Checkpoint, Run
-
-
-def select_checkpoints(
-    run: Run, steps: Sequence[int] | None = None, every: int | None = None
-) -> tuple[Checkpoint, ...]:
-    """The complete checkpoints to evaluate: all of them, the listed steps, or the multiples of `every`.
-
-    Args:
-        run: the run.
-        steps: exact steps; each must be a complete checkpoint.
-        every: keep the steps that are multiples of this (with `steps`: of those).
-
-    Returns:
-        The checkpoints, by step.
-
-    Raises:
-        CheckpointError: a listed step is not a complete checkpoint, or `every` is not positive.
-    """
-    if every is not None and every <= 0:
-        raise CheckpointError(f"--every must be a positive number of steps, got {every}")
-    complete = {c.step: c for c in run.checkpoints}
-    if steps:
-        missing = sorted(set(steps) - set(complete))
-        if missing:
-            available = ", ".join(str(s) for s in complete) or "none"
-            raise CheckpointError(
-                f"run {run.manifest.run_id} has no complete checkpoint at step(s) "
-                f"{', '.join(map(str, missing))} (complete: {available}): fix --steps"
-            )
-        chosen = [complete[s] for s in sorted(set(steps))]
-    else:
-        chosen = list(run.checkpoints)
-    return tuple(c for c in chosen if every is None or c.step % every == 0)
 
 
 def adapter_dirs(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> dict[str, Path]:

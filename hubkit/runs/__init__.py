@@ -24,6 +24,7 @@ from hubkit.runs.model import (
     Run,
     RunContents,
 )
+from hubkit.runs.select import select_checkpoints
 
 READERS: dict[str, FrameworkReader] = {reader.name: reader for reader in (trl.READER, verl.READER)}
 
@@ -36,6 +37,7 @@ __all__ = [
     "default_runs_dir",
     "find_run_dir",
     "load_run",
+    "select_checkpoints",
 ]
 
 

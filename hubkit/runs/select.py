@@ -1,0 +1,41 @@
+"""Choosing checkpoints of a run by step: all of them, listed steps, or every N-th (push, merge, eval)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hubkit.errors import CheckpointError
+from hubkit.runs.model import Checkpoint, Run
+
+
+def select_checkpoints(
+    run: Run, steps: Sequence[int] | None = None, every: int | None = None
+) -> tuple[Checkpoint, ...]:
+    """The complete checkpoints chosen: all of them, the listed steps, or the steps that are multiples of `every`.
+
+    Args:
+        run: the run.
+        steps: exact steps; each must be a complete checkpoint.
+        every: keep the steps that are multiples of this (with `steps`: of those).
+
+    Returns:
+        The checkpoints, by step (may be empty for a run still starting, with `every`).
+
+    Raises:
+        CheckpointError: a listed step is missing or still being written, or `every` is not positive.
+    """
+    if every is not None and every <= 0:
+        raise CheckpointError(f"--every must be a positive number of steps, got {every}")
+    complete = {c.step: c for c in run.checkpoints}
+    if steps:
+        missing = sorted(set(steps) - set(complete))
+        if missing:
+            available = ", ".join(str(s) for s in complete) or "none"
+            raise CheckpointError(
+                f"run {run.manifest.run_id} has no complete checkpoint at step(s) "
+                f"{', '.join(map(str, missing))} (complete: {available}): fix --steps"
+            )
+        chosen = [complete[s] for s in sorted(set(steps))]
+    else:
+        chosen = list(run.checkpoints)
+    return tuple(c for c in chosen if every is None or c.step % every == 0)
