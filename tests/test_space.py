@@ -43,7 +43,9 @@ from hubkit.space import (
     APP_MODULES,
     SHORT_DESCRIPTION,
     SpaceConfig,
+    SpaceError,
     default_space_repo_id,
+    space_config_from_hub,
     space_repo_files,
 )
 
@@ -450,5 +452,21 @@ def test_hubkit_space_serves_a_published_repo(published, local_hub, tmp_path: Pa
         assert base and trained
 
 
-def test_hubkit_space_needs_a_run_or_a_repo() -> None:
+def test_the_config_read_back_from_the_hub_is_the_runs(published, hub_api, make_repo_id) -> None:
+    from_run = SpaceConfig.from_run(load_run(published.run_dir), published.repo_id)
+    from_hub = space_config_from_hub(hub_api, published.repo_id)
+    assert from_hub == from_run  # the run has no evaluation: the same fallback examples
+    with pytest.raises(SpaceError, match="no repo"):
+        space_config_from_hub(hub_api, make_repo_id("missing"))
+    not_hubkit = make_repo_id("plain")
+    hub_api.create_repo(not_hubkit)
+    hub_api.upload_file(path_or_fileobj=b"{}", path_in_repo="adapter_config.json", repo_id=not_hubkit)
+    with pytest.raises(SpaceError, match=r"has no hubkit\.json"):
+        space_config_from_hub(hub_api, not_hubkit)
+
+
+def test_hubkit_space_needs_a_run_or_a_repo(published, capsys) -> None:
     assert run_cli(["space"]) == 2
+    # The run records no push_to.
+    assert run_cli(["space", "--run-dir", str(published.run_dir)]) == 2
+    assert "pass --repo-id" in capsys.readouterr().err
