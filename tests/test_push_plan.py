@@ -14,14 +14,14 @@ from synthetic_runs import make_run, qwen3_shapes, run_cli, write_checkpoint
 
 from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
-from hubkit.publish.adapter_repo import prepare_adapters, select_checkpoints
+from hubkit.publish.adapter_repo import prepare_adapters
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan, hash_file
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
 from hubkit.publish.safety import check_file_contents, check_file_names
-from hubkit.runs import load_run
+from hubkit.runs import load_run, select_checkpoints
 
 BASE = "hubkit-test/tiny-qwen3"
 SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)

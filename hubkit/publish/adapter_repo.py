@@ -49,41 +49,6 @@ CHECKPOINTS_DIR = "checkpoints"
 _STEP_PATH_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
 
 
-def select_checkpoints(
-    run: Run, steps: Sequence[int] | None = None, every: int | None = None
-) -> tuple[Checkpoint, ...]:
-    """The complete checkpoints to publish: all of them, the listed steps, or every N-th step.
-
-    Args:
-        run: the run.
-        steps: exact steps to publish; each must be a complete checkpoint.
-        every: publish steps that are multiples of this.
-
-    Returns:
-        The chosen checkpoints, sorted by step (may be empty for a run still starting, with `every`).
-
-    Raises:
-        CheckpointError: a listed step is missing or still being written, or `every` is not positive.
-    """
-    if every is not None and every <= 0:
-        raise CheckpointError(f"--every must be a positive number of steps, got {every}")
-    complete = {c.step: c for c in run.checkpoints}
-    if steps:
-        missing = sorted(set(steps) - set(complete))
-        if missing:
-            available = ", ".join(str(s) for s in complete) or "none"
-            raise CheckpointError(
-                f"run {run.manifest.run_id} has no complete checkpoint at step(s) {', '.join(map(str, missing))} "
-                f"(complete: {available}): fix --steps"
-            )
-        chosen = [complete[s] for s in sorted(set(steps))]
-    else:
-        chosen = list(run.checkpoints)
-    if every is not None:
-        chosen = [c for c in chosen if c.step % every == 0]
-    return tuple(chosen)
-
-
 def refuse_no_checkpoint(run: Run) -> NoReturn:
     """Refuse a run with nothing to publish, saying why each checkpoint folder is not complete.
 

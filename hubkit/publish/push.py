@@ -246,7 +246,7 @@ class PushSession:
     # --- the steps, in order ---------------------------------------------------------------------
 
     def _choose(self, run: Run, allow_missing: bool) -> tuple[Checkpoint, ...]:
-        from hubkit.publish.adapter_repo import select_checkpoints
+        from hubkit.runs import select_checkpoints
 
         steps = self.request.steps
         if allow_missing and steps:

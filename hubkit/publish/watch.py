@@ -33,8 +33,7 @@ def watch_run(
     Raises:
         HubkitError: as `push_run`; also a listed step the finished run never saved.
     """
-    from hubkit.publish.adapter_repo import select_checkpoints
-    from hubkit.runs import load_run
+    from hubkit.runs import load_run, select_checkpoints
 
     if request.dry_run:
         raise ValueError("a watch pushes: it cannot be a dry run")
