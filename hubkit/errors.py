@@ -77,3 +77,10 @@ class EvalError(HubkitError):
 
 class ContaminationError(EvalError):
     """The evaluation problems overlap the problems the run was trained on."""
+
+
+# --- Space --------------------------------------------------------------------------------------
+
+
+class SpaceError(HubkitError):
+    """The Space cannot be written or served: a package it pins is missing, a repo without hubkit.json."""

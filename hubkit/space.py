@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import signal
@@ -21,11 +22,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from hubkit.errors import HubkitError
+from hubkit.errors import SpaceError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.manifest import MANIFEST_NAME, Manifest
 from hubkit.resources import model_cards_dir, space_dir
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 SPACE_SUFFIX = "-demo"
 APP_NAME = "compare"
 APP_FILE = "app.py"
-CONFIG_NAME = "space_config.json"
 REQUIREMENTS_NAME = "requirements.txt"
 # The app's own modules, copied as they are.
 APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py")
@@ -46,9 +47,8 @@ APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py")
 PYTHON_VERSION = "3.12"
 SHORT_DESCRIPTION = "Base model vs. each training checkpoint, side by side"
 DEFAULT_HARDWARE = "l4x1"  # informational on the Hub; a 4B model in bf16 fits with room for a batch
-DEFAULT_MAX_NEW_TOKENS = 1024
 EXAMPLES_FROM_EVAL = 5
-_README_ONLY = ("space_repo_id", "hardware")  # SpaceConfig fields the app does not read
+_APP_CONFIG_MODULE = "hubkit._space_app_config"
 # Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
 # so they are in no training set).
 FALLBACK_EXAMPLES = (
@@ -62,65 +62,44 @@ FALLBACK_EXAMPLES = (
 )
 
 
-class SpaceError(HubkitError):
-    """The Space's files cannot be written (a package the app needs is missing, a bad setting)."""
-
-
 def default_space_repo_id(repo_id: str) -> str:
     """The default Space beside an adapter repo: `<repo_id>-demo`."""
     return repo_id + SPACE_SUFFIX
 
 
-@dataclass(frozen=True)
-class SpaceExample:
-    """An example problem, with its reference answer when known."""
+def app_config_module() -> ModuleType:
+    """The app's own `config.py` (`AppConfig`, `Example`): the one schema of `space_config.json`.
 
-    prompt: str
-    answer: str | None = None
+    The app cannot import hubkit, so hubkit loads the app's module (once, under a private name) rather
+    than keeping a second copy of the schema.
+    """
+    module = sys.modules.get(_APP_CONFIG_MODULE)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(_APP_CONFIG_MODULE, space_dir(APP_NAME) / "config.py")
+        if spec is None or spec.loader is None:
+            raise SpaceError(
+                f"the Space app's config.py is missing from {space_dir(APP_NAME)}: reinstall hubkit"
+            )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_APP_CONFIG_MODULE] = module  # dataclasses look their module up while being defined
+        spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)
 class SpaceConfig:
-    """What the Space loads and how it answers; `space_config.json` holds all of it but `space_repo_id`
-    and `hardware` (README only). Field meanings: see `spaces/compare/config.py`, which reads it.
+    """A Space: what its app loads and how it answers (`app`, written as `space_config.json`), and what
+    only its README says.
 
     Args:
+        app: the app's `AppConfig` (fields: see `spaces/compare/config.py`).
         space_repo_id: the Space repo (`<repo_id>-demo` by default), named in the README's API example.
         hardware: the README's `suggested_hardware` (the Hub's flavor names, e.g. "l4x1", "a10g-small").
     """
 
-    title: str
-    base_model: str
-    adapter_repo: str
+    app: Any
     space_repo_id: str
-    base_revision: str | None = None
-    adapter_revision: str | None = None
-    merged_repo: str | None = None
-    system_prompt: str | None = None
-    chat_template: str = "adapter"
-    dtype: str = "auto"
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens_limit: int = 4096
-    max_prompt_chars: int = 4000
-    max_prompt_tokens: int = 1024
-    max_loaded_adapters: int = 12
-    queue_size: int = 32
-    gpu_seconds_per_token: float = 0.05
-    gpu_overhead_seconds: float = 15.0
-    examples: tuple[SpaceExample, ...] = ()
     hardware: str = DEFAULT_HARDWARE
-    schema_version: int = 1
-
-    def __post_init__(self) -> None:
-        if self.chat_template not in ("adapter", "base", "none"):
-            raise SpaceError(f"chat_template must be 'adapter', 'base' or 'none', got {self.chat_template!r}")
-        if not 1 <= self.max_new_tokens <= self.max_new_tokens_limit:
-            raise SpaceError(
-                f"max_new_tokens ({self.max_new_tokens}) must be between 1 and max_new_tokens_limit "
-                f"({self.max_new_tokens_limit})"
-            )
 
     @classmethod
     def from_manifest(
@@ -132,7 +111,7 @@ class SpaceConfig:
         space_repo_id: str | None = None,
         adapter_revision: str | None = None,
         tokenizer_published: bool = True,
-        examples: Sequence[SpaceExample] = (),
+        examples: Sequence[tuple[str, str | None]] = (),
     ) -> SpaceConfig:
         """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
 
@@ -145,28 +124,30 @@ class SpaceConfig:
                 the checkpoint list follows later pushes).
             tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
                 template (else the base model's are used).
-            examples: example problems; default a few general math problems.
+            examples: (problem, reference answer or None) pairs; default a few general math problems.
 
         Returns:
             The configuration.
         """
+        module = app_config_module()
         trained_length = manifest.hyperparameters.get("max_completion_length")
-        max_new_tokens = DEFAULT_MAX_NEW_TOKENS
+        defaults = {}
         if isinstance(trained_length, int) and trained_length > 0:
-            max_new_tokens = min(trained_length, DEFAULT_MAX_NEW_TOKENS)
-        return cls(
+            # The run's own completion length, when it is shorter than the app's default.
+            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens)
+        app = module.AppConfig(
             title=manifest.run_id,
             base_model=manifest.base_model,
             base_revision=manifest.base_model_revision,
             adapter_repo=repo_id,
             adapter_revision=adapter_revision,
             merged_repo=merged_repo_id,
-            space_repo_id=space_repo_id or default_space_repo_id(repo_id),
             system_prompt=manifest.system_prompt,
             chat_template="adapter" if tokenizer_published else "base",
-            max_new_tokens=max_new_tokens,
-            examples=tuple(examples) or tuple(SpaceExample(p, a) for p, a in FALLBACK_EXAMPLES),
+            examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
+            **defaults,
         )
+        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id))
 
     @classmethod
     def from_run(
@@ -207,12 +188,11 @@ class SpaceConfig:
         )
 
     def to_json(self) -> str:
-        """`space_config.json`: every field but the README-only ones."""
-        data = {k: v for k, v in asdict(self).items() if k not in _README_ONLY}
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        """`space_config.json`."""
+        return self.app.to_json()
 
 
-def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[SpaceExample, ...]:
+def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple[str, str], ...]:
     """Held-out problems from the run's evaluation, the telling ones first (none without an evaluation).
 
     Args:
@@ -220,7 +200,7 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[Space
         limit: at most this many.
 
     Returns:
-        (problem, reference) examples; empty when the run has no `eval/`.
+        (problem, reference answer) pairs; empty when the run has no `eval/`.
 
     Raises:
         EvalError: the evaluation files are corrupt.
@@ -235,10 +215,10 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[Space
         samples = []
     if not samples:  # no base to compare with: the problems in order
         samples = sorted(results.samples, key=lambda s: s.problem_index)
-    examples: dict[str, SpaceExample] = {}
+    examples: dict[str, str] = {}
     for sample in samples:
-        examples.setdefault(sample.problem, SpaceExample(sample.problem, sample.reference))
-    return tuple(examples.values())[:limit]
+        examples.setdefault(sample.problem, sample.reference)
+    return tuple(examples.items())[:limit]
 
 
 def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None = None) -> SpaceConfig:
@@ -322,9 +302,10 @@ def space_readme(config: SpaceConfig) -> str:
     """
     from huggingface_hub import SpaceCard, SpaceCardData
 
-    models = [config.base_model, config.adapter_repo]
+    app = config.app
+    models = [app.base_model, app.adapter_repo]
     card_data = SpaceCardData(
-        title=config.title,
+        title=app.title,
         sdk="gradio",
         sdk_version=_version("gradio"),
         python_version=PYTHON_VERSION,
@@ -338,11 +319,12 @@ def space_readme(config: SpaceConfig) -> str:
         suggested_hardware=config.hardware,
         pinned=False,
     )
-    example = config.examples[0].prompt if config.examples else "What is 12 * 13?"
+    example = app.examples[0].prompt if app.examples else "What is 12 * 13?"
     card = SpaceCard.from_template(
         card_data,
         template_path=str(model_cards_dir() / "space.md.j2"),
-        config=config,
+        app=app,
+        space_repo_id=config.space_repo_id,
         example=example,
     )
     return str(card)
@@ -363,7 +345,7 @@ def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
     """
     app_dir = space_dir(APP_NAME)
     files = {name: (app_dir / name).read_bytes() for name in APP_MODULES}
-    files[CONFIG_NAME] = config.to_json().encode()
+    files[app_config_module().CONFIG_NAME] = config.to_json().encode()
     files[REQUIREMENTS_NAME] = pinned_requirements().encode()
     files["README.md"] = space_readme(config).encode()
     return files
@@ -389,7 +371,7 @@ def serve_locally(config: SpaceConfig, *, port: int, endpoint: str | None = None
         env["HF_ENDPOINT"] = endpoint.rstrip("/")
     env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     with tempfile.TemporaryDirectory(prefix="hubkit-space-") as workdir:
-        config_path = Path(workdir) / CONFIG_NAME
+        config_path = Path(workdir) / app_config_module().CONFIG_NAME
         config_path.write_text(config.to_json(), encoding="utf-8")
         command = [
             sys.executable,

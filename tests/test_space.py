@@ -26,6 +26,7 @@ import pytest
 from fixtures_hub import TEST_NAMESPACE
 from synthetic_runs import finish_run, make_run, qwen3_shapes, run_cli
 
+from hubkit.errors import SpaceError
 from hubkit.evaluate.results import (
     Contamination,
     EvalSummary,
@@ -43,7 +44,6 @@ from hubkit.space import (
     APP_MODULES,
     SHORT_DESCRIPTION,
     SpaceConfig,
-    SpaceError,
     default_space_repo_id,
     space_config_from_hub,
     space_repo_files,
@@ -125,8 +125,9 @@ def space_config(published) -> SpaceConfig:
     summation order), 2 adapters in memory (3 checkpoints: eviction and a trajectory in two batches),
     a queue of 4."""
     config = SpaceConfig.from_run(load_run(published.run_dir), published.repo_id)
-    assert config.max_new_tokens == MAX_NEW_TOKENS
-    return dataclasses.replace(config, dtype="float64", max_loaded_adapters=2, queue_size=4)
+    assert config.app.max_new_tokens == MAX_NEW_TOKENS
+    app = dataclasses.replace(config.app, dtype="float64", max_loaded_adapters=2, queue_size=4)
+    return dataclasses.replace(config, app=app)
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +194,8 @@ def test_space_repo_files(space_config: SpaceConfig, published, app_modules) -> 
     assert parsed.adapter_repo == published.repo_id
     assert parsed.base_model == published.base_model
     assert parsed.chat_template == "adapter"  # the run saved its tokenizer, published at the repo root
-    assert parsed.examples and parsed.examples[0].prompt == space_config.examples[0].prompt
+    assert dataclasses.asdict(parsed) == dataclasses.asdict(space_config.app)  # every field, examples too
+    assert parsed.examples
 
 
 def test_app_does_not_import_hubkit() -> None:
@@ -256,8 +258,9 @@ def test_examples_come_from_the_evaluation(tmp_path: Path, tiny_qwen3) -> None:
     save_eval(run_dir, summary, samples)
     config = SpaceConfig.from_run(load_run(run_dir), "me/run")
     # The problem the best checkpoint fixed comes first, each with its reference answer.
-    assert (config.examples[0].prompt, config.examples[0].answer) == problems[2]
-    assert {(e.prompt, e.answer) for e in config.examples} == set(problems)
+    examples = config.app.examples
+    assert (examples[0].prompt, examples[0].answer) == problems[2]
+    assert {(e.prompt, e.answer) for e in examples} == set(problems)
 
 
 # --- The app through its API --------------------------------------------------------------------------
@@ -348,7 +351,7 @@ def test_bad_requests_get_errors_and_the_app_keeps_answering(client, space_confi
     refused = {
         "": "empty",
         " \n ": "empty",
-        "x" * (space_config.max_prompt_chars + 1): "characters",
+        "x" * (space_config.app.max_prompt_chars + 1): "characters",
     }
     for prompt, message in refused.items():
         with pytest.raises(AppError, match=message):

@@ -53,5 +53,7 @@ def space(
         config = space_config_from_hub(hub_client(endpoint, resolve_token(endpoint, required=False)), repo_id)
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")
-    click.echo(f"Serving {config.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
+    click.echo(
+        f"Serving {config.app.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)"
+    )
     serve_locally(config, port=port, endpoint=endpoint)

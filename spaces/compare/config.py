@@ -1,5 +1,8 @@
 """The Space's configuration: `space_config.json` beside `app.py`, written by `hubkit push`.
 
+This module is the file's one schema: hubkit loads it to write the file (`hubkit.space`), so it imports
+nothing but the standard library.
+
 The app needs nothing else to run: which base model and adapter repo to load (and at which revision),
 how to build the prompt, the generation defaults and the limits that keep a public Space answering.
 Unknown keys are refused, so a config written by a newer hubkit fails loudly instead of half-working.
@@ -8,7 +11,7 @@ Unknown keys are refused, so a config written by a newer hubkit fails loudly ins
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +63,10 @@ class AppConfig:
     system_prompt: str | None = None
     chat_template: str = "adapter"
     dtype: str = "auto"
-    max_new_tokens: int = 512
+    max_new_tokens: int = 1024
     temperature: float = 0.0
     top_p: float = 1.0
-    max_new_tokens_limit: int = 2048
+    max_new_tokens_limit: int = 4096
     max_prompt_chars: int = 4000
     max_prompt_tokens: int = 1024
     max_loaded_adapters: int = 12
@@ -117,6 +120,10 @@ class AppConfig:
             return cls(**values)
         except TypeError as e:
             raise ValueError(f"invalid {CONFIG_NAME}: {e}") from e
+
+    def to_json(self) -> str:
+        """The text of `space_config.json`."""
+        return json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
     def load(cls, path: Path) -> AppConfig:
