@@ -19,23 +19,10 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.options import endpoint_option, parse_steps, quiet_option, run_options
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress
-
-
-def parse_steps(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
-    """`--steps 20,40` as a tuple of non-negative ints."""
-    if value is None:
-        return None
-    try:
-        steps = tuple(int(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated step numbers like 20,40, got {value!r}") from None
-    if not steps or min(steps) < 0:
-        raise click.BadParameter(f"expected comma-separated step numbers like 20,40, got {value!r}")
-    return steps
 
 
 @contextlib.contextmanager
