@@ -497,3 +497,33 @@ def test_the_push_creates_and_updates_the_space_and_no_space_skips_it(
     assert run_cli([*argv, "--no-merged"]) == 0
     assert f"{space}: up to date" in capsys.readouterr().out
     assert [c.commit_id for c in hub_api.list_repo_commits(space, repo_type="space")] == commits
+
+
+def test_an_evaluated_run_publishes_its_eval_and_the_card_shows_it(
+    synthetic_run, local_hub, hub_api, new_repo_id
+):
+    from huggingface_hub import ModelCard
+
+    problems = Path(__file__).parent / "data" / "gsm8k_heldout.jsonl"
+    evaluate = ["eval", "--run-dir", str(synthetic_run), "--problems", str(problems), "--n", "3"]
+    options = [
+        "--max-new-tokens",
+        "4",
+        "--metric",
+        "gsm8k_correctness",
+        "--endpoint",
+        local_hub.endpoint,
+        "-q",
+    ]
+    assert run_cli([*evaluate, *options]) == 0
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+
+    files = set(hub_api.list_repo_files(new_repo_id))
+    assert {"eval/results.json", "eval/samples.jsonl", "assets/accuracy_vs_length.png"} <= files
+    for name in ("eval/results.json", "eval/samples.jsonl"):
+        published = Path(hub_api.hf_hub_download(new_repo_id, name)).read_bytes()
+        assert published == (synthetic_run / name).read_bytes()
+    card = ModelCard.load(new_repo_id)
+    (index,) = card.data.eval_results and [card.data.to_dict()["model-index"][0]]
+    assert index["results"][0]["metrics"][0]["type"] == "accuracy"
+    assert "assets/accuracy_vs_length.png" in card.content and "global_step_2" in card.content

@@ -168,8 +168,9 @@ def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
     xs = [m.tokens_mean for m in models]
     ys = [100 * m.accuracy for m in models]
     errors = [
-        [100 * (m.accuracy - m.ci95[0]) for m in models],
-        [100 * (m.ci95[1] - m.accuracy) for m in models],
+        # max(0, ...): at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
+        [100 * max(0.0, m.accuracy - m.ci95[0]) for m in models],
+        [100 * max(0.0, m.ci95[1] - m.accuracy) for m in models],
     ]
     checkpoints = [m for m in models if m.step is not None]
     if len(checkpoints) > 1:
