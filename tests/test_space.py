@@ -391,10 +391,11 @@ def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> N
 
     args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
     args += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    shot = tmp_path / "space-compare.png"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=args)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(app_url, wait_until="networkidle")
             page.locator("#checkpoint input").click()
             page.get_by_role("option", name="step 2").click()
@@ -409,16 +410,15 @@ def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> N
             base = page.locator("#base-answer textarea").input_value()
             trained = page.locator("#trained-answer textarea").input_value()
             stats = page.locator("#trained-stats").inner_text()
-            shot = tmp_path / "space-compare.png"
+        finally:  # the page as it ended, also when the test fails
             page.screenshot(path=str(shot), full_page=True)
-        finally:
             browser.close()
+            if os.environ.get("HUBKIT_TEST_ARTIFACTS"):
+                artifacts = Path(os.environ["HUBKIT_TEST_ARTIFACTS"])
+                artifacts.mkdir(parents=True, exist_ok=True)
+                shutil.copy(shot, artifacts / shot.name)
     assert base and trained and base != trained
     assert stats.startswith("step 2")
-    if os.environ.get("HUBKIT_TEST_ARTIFACTS"):
-        artifacts = Path(os.environ["HUBKIT_TEST_ARTIFACTS"])
-        artifacts.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, artifacts / shot.name)
 
 
 def test_a_checkpoint_that_cannot_load_is_reported(client, published, hub_api) -> None:
