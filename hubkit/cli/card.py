@@ -16,7 +16,7 @@ PLACEHOLDER_OWNER = "your-name"
 @click.option(
     "--repo-id",
     metavar="OWNER/NAME",
-    help=f"The adapter repo the card is written for.  [default: {PLACEHOLDER_OWNER}/<run id>]",
+    help=f"The adapter repo the card is written for.  [default: the recorded push_to, else {PLACEHOLDER_OWNER}/<run id>]",
 )
 @click.option(
     "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
@@ -53,10 +53,13 @@ def card(
     from hubkit.publish.auth import resolve_token
     from hubkit.publish.merged_repo import default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
+    from hubkit.publish.push import repo_name_for_run
     from hubkit.runs import find_run_dir, load_run
 
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
-    repo_id = repo_id or f"{PLACEHOLDER_OWNER}/{run.manifest.run_id}"
+    repo_id = (
+        repo_id or run.manifest.push_to or f"{PLACEHOLDER_OWNER}/{repo_name_for_run(run.manifest.run_id)}"
+    )
     merged_repo_id = (merged_repo_id or default_merged_repo_id(repo_id)) if merged else None
     for repo in filter(None, (repo_id, merged_repo_id)):
         check_repo_id(repo)
