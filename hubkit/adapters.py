@@ -5,22 +5,34 @@ FSDP shards) into a directory holding exactly ``adapter_config.json`` + ``adapte
 form, and refuses adapters that would not load or would load as a no-op. `check_against_base` then checks
 its module names and shapes against the base model's architecture, built on the meta device from the
 base's ``config.json`` alone (no weights downloaded).
+
+A saved adapter is read once (`hubkit.adapter_weights.scan_weights`: every tensor checked, the file
+hashed) and only its config is rewritten: the weights file itself is published (linked into the
+output directory) unless its keys are not PEFT's, and a later push of the same file reads none of
+its tensors again (the run directory remembers the read).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from safetensors.torch import save_file
 
+from hubkit.adapter_weights import ScanCache, rewritten_header, scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
+from hubkit.hashing import FileHashes, FileVersion, hash_file, remember_hashes
 from hubkit.manifest import LoraSettings
 from hubkit.peft_adapter import (
     ADAPTER_CONFIG,
@@ -31,13 +43,16 @@ from hubkit.peft_adapter import (
     normalize_key,
     parse_lora_key,
     read_adapter_config,
-    read_adapter_weights,
     read_weights_header,
 )
 from hubkit.runs.model import Checkpoint, Run
 from hubkit.runs.verl import lora_from_meta
+from hubkit.safetensors_header import SafetensorsHeader
 
 logger = logging.getLogger(__name__)
+
+# Adapters read at once by `prepare_adapters` (at most one per core).
+_PREPARE_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,8 @@ class PreparedAdapter:
         config: the normalized adapter config (as written).
         num_modules: how many modules it adapts (lora_A/lora_B pairs).
         rebuilt: True when it was rebuilt from verl's FSDP shards rather than taken from a saved adapter.
+        weights: the hashes of ``dir/adapter_model.safetensors`` (computed while it was checked).
+        saved_weights_published: True when that file is the checkpoint's own (linked, not rewritten).
     """
 
     step: int
@@ -57,6 +74,8 @@ class PreparedAdapter:
     config: dict[str, Any]
     num_modules: int
     rebuilt: bool
+    weights: FileHashes
+    saved_weights_published: bool = False
 
     @property
     def size(self) -> int:
@@ -67,15 +86,19 @@ class PreparedAdapter:
 # --- validation -----------------------------------------------------------------------------------
 
 
+def _refuse_empty(label: str) -> NoReturn:
+    raise AdapterError(
+        f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
+        "it would load as a no-op"
+    )
+
+
 def _checked_pairs(
     tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str
 ) -> dict[str, LoraPair]:
     """The adapter's LoRA pairs (see `hubkit.peft_adapter.lora_pairs`), refusing NaN/Inf and no-op adapters."""
     if not tensors:
-        raise AdapterError(
-            f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
-            "it would load as a no-op"
-        )
+        _refuse_empty(label)
     for key, tensor in tensors.items():
         if not torch.isfinite(tensor).all():
             raise AdapterError(
@@ -164,17 +187,115 @@ def _rebuilt_config(modules: set[str], lora: LoraSettings, run: Run) -> dict[str
     }
 
 
-def _validated_saved_adapter(
+@dataclass(frozen=True)
+class _SavedAdapter:
+    """A saved adapter whose config and header passed every check; its tensor data is not read yet."""
+
+    weights: Path
+    header: SafetensorsHeader
+    names: dict[str, str]  # saved tensor name → PEFT name
+    config: dict[str, Any]  # normalized
+    num_modules: int
+
+    @property
+    def lora_b(self) -> set[str]:
+        return {saved for saved, name in self.names.items() if (parse_lora_key(name) or ("", ""))[1] == "B"}
+
+    @property
+    def renamed(self) -> bool:
+        return any(saved != name for saved, name in self.names.items())
+
+
+def _checked_saved_adapter(
     adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str
-) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
+) -> _SavedAdapter:
+    """Every check a saved adapter's config and safetensors header allow, before any tensor is read."""
     config = read_adapter_config(adapter_dir, label)
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
-    tensors = {normalize_key(k): v for k, v in read_adapter_weights(adapter_dir, label).items()}
-    pairs = _checked_pairs(tensors, config, label)
+    header = read_weights_header(adapter_dir, label)
+    if not header.tensors:
+        _refuse_empty(label)
+    names = {t.name: normalize_key(t.name) for t in header.tensors}
+    twice = sorted(name for name, count in Counter(names.values()).items() if count > 1)
+    if twice:
+        raise AdapterError(
+            f"{label}: several saved tensors are {twice[0]} in PEFT's naming: re-save the adapter"
+        )
+    # Shapes only: pairing, ranks and targets need no tensor data.
+    shapes = {names[t.name]: torch.empty(t.shape, device="meta") for t in header.tensors}
+    pairs = lora_pairs(shapes, config, label)
     _check_targets(pairs, config, label)
     alpha = _alpha(config, lora, label)
-    return tensors, _normalized_config(config, run, alpha), len(pairs)
+    return _SavedAdapter(
+        weights=adapter_dir / ADAPTER_WEIGHTS,
+        header=header,
+        names=names,
+        config=_normalized_config(config, run, alpha),
+        num_modules=len(pairs),
+    )
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """`target` made the same file as `source`: a hard link (it outlives the checkpoint folder), else a
+    symlink, else a copy."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+        return
+    except OSError:
+        pass
+    try:
+        os.symlink(source.resolve(), target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _publish_saved_adapter(saved: _SavedAdapter, run: Run, out_dir: Path, label: str) -> FileHashes:
+    """Read the saved weights once (checked and hashed, or remembered from an earlier read) and put them in
+    `out_dir`: the saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
+
+    Raises:
+        AdapterError: NaN/Inf, every lora_B zero, or weights that changed while they were read.
+    """
+    target = out_dir / ADAPTER_WEIGHTS
+    if saved.renamed:
+        created = not out_dir.exists()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)  # a link to a saved file must not be written through
+        try:
+            hashes = scan_weights(
+                saved.weights,
+                saved.header,
+                saved.lora_b,
+                label,
+                rewrite_to=target,
+                new_header=rewritten_header(saved.header, saved.names),
+            )
+        except BaseException:
+            target.unlink(missing_ok=True)
+            if created:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        remember_hashes(FileVersion.of(target), hashes)
+        return hashes
+    version = FileVersion.of(saved.weights)
+    cache = ScanCache(run.run_dir)
+    hashes = cache.get(saved.weights, version)
+    if hashes is None:
+        hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label)
+        if FileVersion.of(saved.weights) != version:
+            raise AdapterError(
+                f"{label}: {ADAPTER_WEIGHTS} changed while it was read (still being saved?): push again once "
+                "the save is done"
+            )
+        cache.put(saved.weights, version, hashes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _link_or_copy(saved.weights, target)
+    if FileVersion.of(saved.weights) != version:
+        raise AdapterError(f"{label}: {ADAPTER_WEIGHTS} changed while it was published: push again")
+    remember_hashes(FileVersion.of(target), hashes)
+    return hashes
 
 
 def _rebuilt_adapter(
@@ -220,32 +341,84 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
         raise CheckpointError(
             f"{label} is not complete yet (still being saved?): wait for the save to finish"
         )
-    rebuilt = False
+    out_dir = Path(out_dir)
+    if out_dir.is_dir():
+        strays = sorted(p.name for p in out_dir.iterdir() if p.name not in (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
+        if strays:
+            raise ValueError(f"prepare_adapter needs an empty output directory; {out_dir} holds {strays}")
     if run.framework == "verl":
         try:
             if checkpoint.adapter_dir is None:
                 raise CheckpointError(f"{label}: verl saved no lora_adapter/")
-            tensors, config, num_modules = _validated_saved_adapter(
-                checkpoint.adapter_dir, run, run.manifest.lora, label
-            )
+            return _prepared_saved_adapter(checkpoint, checkpoint.adapter_dir, run, out_dir, label)
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
-            tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
-            rebuilt = True
-    else:
-        tensors, config, num_modules = _validated_saved_adapter(
-            checkpoint.adapter_dir or checkpoint.path, run, run.manifest.lora, label
+        tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        weights = out_dir / ADAPTER_WEIGHTS
+        weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
+        save_file(tensors, weights, metadata={"format": "pt"})
+        _write_config(out_dir, config)
+        return PreparedAdapter(
+            step=checkpoint.step,
+            dir=out_dir,
+            config=config,
+            num_modules=num_modules,
+            rebuilt=True,
+            weights=hash_file(weights),
         )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    strays = sorted(p.name for p in out_dir.iterdir() if p.name not in (ADAPTER_CONFIG, ADAPTER_WEIGHTS))
-    if strays:
-        raise ValueError(f"prepare_adapter needs an empty output directory; {out_dir} holds {strays}")
-    save_file(tensors, out_dir / ADAPTER_WEIGHTS, metadata={"format": "pt"})
+    return _prepared_saved_adapter(checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label)
+
+
+def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
     (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _prepared_saved_adapter(
+    checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str
+) -> PreparedAdapter:
+    saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
+    hashes = _publish_saved_adapter(saved, run, out_dir, label)
+    _write_config(out_dir, saved.config)
     return PreparedAdapter(
-        step=checkpoint.step, dir=out_dir, config=config, num_modules=num_modules, rebuilt=rebuilt
+        step=checkpoint.step,
+        dir=out_dir,
+        config=saved.config,
+        num_modules=saved.num_modules,
+        rebuilt=False,
+        weights=hashes,
+        saved_weights_published=not saved.renamed,
     )
+
+
+def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> list[PreparedAdapter]:
+    """`prepare_adapter` for each checkpoint into ``staging_dir/<checkpoint name>``, several at a time.
+
+    Each saved adapter is read once, in chunks (two in memory per adapter being read), so reading a few
+    at once keeps every core busy hashing without holding more than a few chunks. verl checkpoints go
+    one at a time: rebuilding an adapter reads the actor's FSDP shards.
+
+    Args:
+        run: the run.
+        checkpoints: its complete checkpoints to prepare.
+        staging_dir: where each one's directory is made.
+
+    Returns:
+        The prepared adapters, in the order of `checkpoints`.
+
+    Raises:
+        CheckpointError, AdapterError: the first refusal in that order (see `prepare_adapter`).
+    """
+    workers = 1 if run.framework == "verl" else min(_PREPARE_WORKERS, os.cpu_count() or 1, len(checkpoints))
+    if workers <= 1:
+        return [prepare_adapter(run, c, staging_dir / c.name) for c in checkpoints]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hubkit-prepare") as pool:
+        futures = [pool.submit(prepare_adapter, run, c, staging_dir / c.name) for c in checkpoints]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 # --- checking against the base model --------------------------------------------------------------
@@ -269,8 +442,14 @@ def _base_linear_shapes(
         raise BaseModelMismatchError(
             f"base model {base_model}{at} has no config.json on the Hub: check the base model id"
         ) from e
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers < 5
+        from transformers.modeling_utils import no_init_weights
+
     config = AutoConfig.from_pretrained(Path(config_path).parent)
-    with torch.device("meta"):  # architecture only: no memory for weights, nothing downloaded
+    # Architecture only: no memory for weights, nothing downloaded, no time spent initializing them.
+    with torch.device("meta"), no_init_weights():
         model = AutoModelForCausalLM.from_config(config)
     return {
         name: (module.in_features, module.out_features)

@@ -3,9 +3,11 @@ local Hub, and logits of every prepared adapter of the real TRL and verl runs.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import shutil
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,10 +16,13 @@ import torch
 from fixtures_runs import copy_verl_run, verl_reference_dir
 from safetensors.torch import load_file, save_file
 
+from hubkit.adapter_weights import scan_weights
 from hubkit.adapters import check_against_base, normalize_key, prepare_adapter
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
+from hubkit.hashing import hash_file
 from hubkit.manifest import LoraSettings, Manifest
 from hubkit.runs import Checkpoint, load_run
+from hubkit.safetensors_header import read_header
 from hubkit.verl_shards import load_lora_tensors
 
 BASE_ID = "hubkit-test/tiny-qwen3"
@@ -233,6 +238,118 @@ def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
     pending = Checkpoint(step=5, path=tmp_path / "run" / "checkpoint-5", complete=False)
     with pytest.raises(CheckpointError, match="checkpoint global_step_5 of run handmade is not complete"):
         prepare_adapter(run, pending, tmp_path / "out")
+
+
+# --- one read: the data checked and the file hashed; the saved file published as it is ------------------
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_weights_saved_in_peft_form_are_published_as_saved_and_hashed_in_the_read_that_checks_them(
+    tmp_path: Path,
+) -> None:
+    saved = _trl_run(tmp_path / "run") / "adapter_model.safetensors"
+    prepared = _prepare(tmp_path / "run", tmp_path / "out")
+    published = prepared.dir / "adapter_model.safetensors"
+    assert prepared.saved_weights_published
+    assert published.read_bytes() == saved.read_bytes()
+    assert (prepared.weights.size, prepared.weights.sha256) == (saved.stat().st_size, _sha256(saved))
+    assert hash_file(published).sha256 == prepared.weights.sha256
+
+
+def test_keys_outside_peft_form_are_rewritten_around_the_saved_tensor_bytes(tmp_path: Path) -> None:
+    saved = _trl_run(tmp_path / "run", tensors=_tensors(".default.weight")) / "adapter_model.safetensors"
+    before = _sha256(saved)
+    prepared = _prepare(tmp_path / "run", tmp_path / "out")
+    published = prepared.dir / "adapter_model.safetensors"
+    assert not prepared.saved_weights_published
+    assert (prepared.weights.size, prepared.weights.sha256) == (published.stat().st_size, _sha256(published))
+    tensors, expected = load_file(published), _tensors()
+    assert sorted(tensors) == sorted(expected) and all(torch.equal(tensors[k], expected[k]) for k in expected)
+    assert _sha256(saved) == before
+
+
+def test_preparing_into_a_used_directory_never_writes_through_to_a_saved_checkpoint(tmp_path: Path) -> None:
+    saved = _trl_run(tmp_path / "peft-form") / "adapter_model.safetensors"
+    content = saved.read_bytes()
+    _prepare(tmp_path / "peft-form", tmp_path / "out")  # out/ now holds the saved file itself
+    _trl_run(tmp_path / "renamed", tensors=_tensors(".default.weight"))
+    _prepare(tmp_path / "renamed", tmp_path / "out")  # rewritten into the same place
+    assert saved.read_bytes() == content
+
+
+def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = _trl_run(tmp_path / "run") / "adapter_model.safetensors"
+    first = _prepare(tmp_path / "run", tmp_path / "out-1")
+    assert [p.suffix for p in (tmp_path / "run" / ".hubkit" / "adapters").iterdir()] == [".json"]
+    scans = []
+    monkeypatch.setattr("hubkit.adapters.scan_weights", lambda *args, **kwargs: scans.append(args))
+    second = _prepare(tmp_path / "run", tmp_path / "out-2")  # a later push: the run directory remembers
+    assert scans == [] and second.weights == first.weights
+    monkeypatch.undo()
+    # Saved again with a diverged tensor, at the same size: read (and refused) again.
+    tensors = _tensors()
+    _with_nan(tensors)
+    save_file(tensors, weights)
+    assert weights.stat().st_size == first.weights.size
+    with pytest.raises(AdapterError, match="NaN or Inf"):
+        _prepare(tmp_path / "run", tmp_path / "out-3")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_every_float_dtype_is_checked_for_nan_and_for_a_zero_lora_b(
+    tmp_path: Path, dtype: torch.dtype
+) -> None:
+    def saved(mutate: Callable[[dict[str, torch.Tensor]], None], name: str) -> Path:
+        tensors = {k: v.to(dtype) for k, v in _tensors().items()}
+        mutate(tensors)
+        _trl_run(tmp_path / name, tensors=tensors)
+        return tmp_path / name
+
+    assert _prepare(saved(lambda t: None, "fine"), tmp_path / "fine-out").num_modules == 2
+    last = "base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"
+    with pytest.raises(AdapterError, match=f"{last} contains NaN or Inf"):
+        _prepare(saved(lambda t: t[last].view(-1)[-1].fill_(float("nan")), "nan"), tmp_path / "nan-out")
+    with pytest.raises(AdapterError, match="every lora_B is zero"):  # -0.0 is zero too
+        _prepare(
+            saved(lambda t: [v.fill_(-0.0) for k, v in t.items() if "lora_B" in k], "zero"), tmp_path / "z"
+        )
+
+
+def test_finite_values_whose_sum_overflows_are_not_taken_for_inf(tmp_path: Path) -> None:
+    tensors = _tensors()
+    tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"].fill_(3e38)
+    _trl_run(tmp_path / "run", tensors=tensors)
+    assert _prepare(tmp_path / "run", tmp_path / "out").num_modules == 2
+
+
+def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hubkit.adapter_weights.CHUNK_BYTES", 64 * 1024)
+    generator = torch.Generator().manual_seed(0)
+    tensors = {}
+    for layer in range(16):  # 32 tensors of 64 KiB: a 2 MiB file
+        prefix = f"base_model.model.model.layers.{layer}.self_attn.q_proj"
+        tensors[f"{prefix}.lora_A.weight"] = torch.randn(4, 4096, generator=generator)
+        tensors[f"{prefix}.lora_B.weight"] = torch.randn(4096, 4, generator=generator)
+    path = tmp_path / "adapter_model.safetensors"
+    save_file(tensors, path)
+    header = read_header(path)
+    tracemalloc.start()
+    try:
+        hashes = scan_weights(path, header, {k for k in tensors if "lora_B" in k}, "big")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert hashes.sha256 == _sha256(path)
+    assert peak < path.stat().st_size / 4, (
+        f"{peak} bytes held while reading a {path.stat().st_size}-byte file"
+    )
 
 
 def test_verl_shards_outside_the_allow_list_are_refused_unloaded(tmp_path: Path) -> None:

@@ -88,12 +88,11 @@ def prepare_adapters(
     Raises:
         AdapterError: whatever `prepare_adapter` refuses (empty, NaN, alpha 0 ...).
     """
-    from hubkit.adapters import prepare_adapter  # needs torch/peft: imported only when publishing
+    from hubkit.adapters import prepare_adapters as prepare  # needs torch/peft: imported only when publishing
 
     cache = {} if cache is None else cache
-    for checkpoint in checkpoints:
-        if checkpoint.step not in cache:
-            cache[checkpoint.step] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name)
+    new = [c for c in checkpoints if c.step not in cache]
+    cache.update({adapter.step: adapter for adapter in prepare(run, new, staging_dir)})
     return [cache[c.step] for c in checkpoints]
 
 

@@ -1,14 +1,16 @@
 """Compare a repo plan with the remote: which planned files are new or changed.
 
 A remote LFS file is compared by sha256, a regular file by git blob sha1 (the ids the Hub reports
-in its tree listing). Remote files the plan does not mention are left alone: a push only adds and
-updates, so pushing a subset of steps never deletes the others.
+in its tree listing; a large planned file gets its sha1 only if a remote regular file asks for it).
+Remote files the plan does not mention are left alone: a push only adds and updates, so pushing a
+subset of steps never deletes the others.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hubkit.hashing import hash_file
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 
@@ -41,7 +43,11 @@ def is_same_content(planned: PlannedFile, remote: RemoteFile | None) -> bool:
         return False
     if remote.lfs_sha256 is not None:
         return remote.lfs_sha256 == planned.hashes.sha256
-    return remote.git_sha1 == planned.hashes.git_sha1
+    git_sha1 = planned.hashes.git_sha1
+    if git_sha1 is None and planned.local_path is not None:
+        # A large file (hashed for LFS only) that the remote holds as a regular file: rare, worth one read.
+        git_sha1 = hash_file(planned.local_path, git_sha1=True).git_sha1
+    return remote.git_sha1 == git_sha1
 
 
 def diff_repo(plan: RepoPlan, remote: RemoteRepo) -> RepoDiff:

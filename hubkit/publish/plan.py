@@ -2,62 +2,22 @@
 
 A `PushPlan` is a list of `RepoPlan`s (today the adapter repo; a merged-model repo is one more
 `RepoPlan`), each a list of `PlannedFile`s with the hashes the Hub uses to name content: the sha256
-of LFS files and the git blob sha1 of regular files. Everything here is frozen: uploading never
-mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`).
+of LFS files and the git blob sha1 of regular files (`hubkit.hashing`: each version of a file is
+read once; adapters are hashed in the read that checks them). Everything here is frozen: uploading
+never mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from hubkit.errors import PublishError
+from hubkit.hashing import FileHashes, hash_bytes, hash_file
 from hubkit.manifest import is_hub_id
 
 RepoType = Literal["model", "dataset", "space"]
-_READ_CHUNK = 8 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class FileHashes:
-    """Content identity of a file as the Hub sees it."""
-
-    size: int
-    sha256: str  # LFS oid
-    git_sha1: str  # git blob id (what the Hub reports for regular files)
-
-
-def hash_bytes(data: bytes) -> FileHashes:
-    """Hash in-memory content the way the Hub does (sha256 and git blob sha1)."""
-    git = hashlib.sha1(f"blob {len(data)}\0".encode())
-    git.update(data)
-    return FileHashes(size=len(data), sha256=hashlib.sha256(data).hexdigest(), git_sha1=git.hexdigest())
-
-
-def hash_file(path: Path) -> FileHashes:
-    """Hash a file on disk in chunks (adapters and shards can be large).
-
-    A file unchanged since it was last hashed (same path, inode, size and change times) is not read
-    again: a watching push re-plans the same files at every look.
-    """
-    stat = path.stat()
-    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns)
-    return _hash_file(str(path.resolve()), stat.st_size, identity)
-
-
-@functools.lru_cache(maxsize=4096)
-def _hash_file(path_str: str, size: int, _identity: tuple[int, int, int]) -> FileHashes:
-    path = Path(path_str)
-    sha256 = hashlib.sha256()
-    git = hashlib.sha1(f"blob {size}\0".encode())
-    with path.open("rb") as f:
-        while chunk := f.read(_READ_CHUNK):
-            sha256.update(chunk)
-            git.update(chunk)
-    return FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest())
 
 
 def _check_path_in_repo(path_in_repo: str) -> None:

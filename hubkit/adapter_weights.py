@@ -1,0 +1,278 @@
+"""One read of a saved adapter's weights: its data checked and its bytes hashed, and that read remembered.
+
+`scan_weights` reads ``adapter_model.safetensors`` once, in chunks of whole tensors, into two reused
+buffers. Each chunk is checked in place through numpy views (no NaN/Inf, some lora_B not zero)
+while another thread hashes it (hashlib releases the GIL), so checking and hashing overlap
+and memory stays at two chunks whatever the adapter's size. When the saved keys are not PEFT's, the
+chunks are also written after a rewritten header (the tensor data is copied byte for byte) and the
+hash is the new file's.
+
+`ScanCache` keeps what a read found in ``<run_dir>/.hubkit/adapters/``, keyed by the file's version
+(device, inode, size, mtime), so that the next push of an unchanged checkpoint reads no tensor data.
+The cache holds only facts about those bytes (sha256, checked): every check that reads the header
+or the config runs again each time. `.hubkit/` is never published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from collections import deque
+from collections.abc import Collection, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from hubkit.errors import AdapterError
+from hubkit.hashing import FileHashes, FileVersion
+from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR = Path(".hubkit") / "adapters"
+_CACHE_FORMAT = 1
+# Chunks of whole tensors up to this size (a bigger tensor gets a chunk of its own): two are in memory.
+CHUNK_BYTES = 4 * 1024 * 1024
+# The float dtypes an adapter may hold: (numpy's float type, or None where numpy has none or sums too
+# narrowly; the unsigned integer of the same width; its exponent bits, all set for Inf and NaN only; its
+# sign bit).
+_FLOATS: dict[str, tuple[type | None, type, int, int]] = {
+    "F64": (np.float64, np.uint64, 0x7FF0_0000_0000_0000, 1 << 63),
+    "F32": (np.float32, np.uint32, 0x7F80_0000, 1 << 31),
+    "F16": (None, np.uint16, 0x7C00, 1 << 15),
+    "BF16": (None, np.uint16, 0x7F80, 1 << 15),
+}
+
+
+def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> bytes:
+    """The 8-byte length and JSON header of `header`'s file with its tensors renamed, data unchanged.
+
+    Args:
+        header: the saved file's header.
+        names: old tensor name → new name, for every tensor.
+
+    Returns:
+        The bytes to write before the unchanged tensor data (padded to 8 bytes, as safetensors writes).
+    """
+    start = header.data_start
+    entries: dict[str, object] = {}
+    if header.metadata:
+        entries["__metadata__"] = header.metadata
+    for tensor in header.tensors:
+        begin = tensor.offset - start
+        entries[names[tensor.name]] = {
+            "dtype": tensor.dtype,
+            "shape": list(tensor.shape),
+            "data_offsets": [begin, begin + tensor.nbytes],
+        }
+    text = json.dumps(entries, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    return len(text).to_bytes(8, "little") + text
+
+
+def _chunks(tensors: tuple[TensorInfo, ...]) -> list[tuple[TensorInfo, ...]]:
+    """Consecutive tensors grouped into chunks of at most `CHUNK_BYTES` (or one tensor)."""
+    chunks: list[tuple[TensorInfo, ...]] = []
+    current: list[TensorInfo] = []
+    size = 0
+    for tensor in tensors:
+        if current and size + tensor.nbytes > CHUNK_BYTES:
+            chunks.append(tuple(current))
+            current, size = [], 0
+        current.append(tensor)
+        size += tensor.nbytes
+    if current:
+        chunks.append(tuple(current))
+    return chunks
+
+
+def _read_exactly(f: BinaryIO, view: memoryview) -> bool:
+    """Fill `view` from `f`; False when the file ends first."""
+    filled = 0
+    while filled < len(view):
+        read = f.readinto(view[filled:])  # type: ignore[attr-defined]
+        if not read:
+            return False
+        filled += read
+    return True
+
+
+def _offset_count(chunk: tuple[TensorInfo, ...], tensor: TensorInfo) -> tuple[int, int]:
+    """Where a tensor of a chunk starts in the chunk's buffer, and how many values it holds."""
+    return tensor.offset - chunk[0].offset, math.prod(tensor.shape)
+
+
+def _all_finite(buffer: bytearray, dtype: str, offset: int, count: int) -> bool:
+    """Whether `count` values of `dtype` at `offset` in `buffer` are all finite, read in place.
+
+    numpy, on this thread only: torch's thread pool would spin against the hashing thread.
+    """
+    float_type, bits_type, exponent, _ = _FLOATS[dtype]
+    if float_type is not None:
+        # A finite sum means every value is finite: NaN and ±Inf propagate through addition. The exact
+        # check runs only when the sum is not finite (a diverged adapter, or finite values overflowing).
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(np.frombuffer(buffer, float_type, count, offset).sum()):
+                return True
+    bits = np.frombuffer(buffer, bits_type, count, offset)
+    return not ((bits & bits_type(exponent)) == bits_type(exponent)).any()
+
+
+def _any_nonzero(buffer: bytearray, dtype: str, offset: int, count: int) -> bool:
+    """Whether any of the values holds something other than +0 or -0."""
+    _, bits_type, _, sign = _FLOATS[dtype]
+    return bool((np.frombuffer(buffer, bits_type, count, offset) & bits_type(sign - 1)).any())
+
+
+def _first_non_finite(buffer: bytearray, chunk: tuple[TensorInfo, ...]) -> TensorInfo | None:
+    """The first tensor of a chunk holding NaN or Inf; one check covers a chunk of one dtype."""
+    if len({t.dtype for t in chunk}) == 1:
+        count = sum(math.prod(t.shape) for t in chunk)
+        if _all_finite(buffer, chunk[0].dtype, 0, count):
+            return None
+    for tensor in chunk:
+        if not _all_finite(buffer, tensor.dtype, *_offset_count(chunk, tensor)):
+            return tensor
+    return None
+
+
+def scan_weights(
+    path: Path,
+    header: SafetensorsHeader,
+    lora_b: Collection[str],
+    label: str,
+    *,
+    rewrite_to: Path | None = None,
+    new_header: bytes | None = None,
+) -> FileHashes:
+    """Check every tensor of a safetensors file and hash the file, reading it once.
+
+    Args:
+        path: the saved weights.
+        header: their header (`hubkit.safetensors_header.read_header`).
+        lora_b: the names of the lora_B tensors (at least one must hold a non-zero value).
+        label: how errors name the adapter.
+        rewrite_to: also write the file here, with `new_header` instead of the saved one.
+        new_header: from `rewritten_header`; required with `rewrite_to`.
+
+    Returns:
+        The hashes (sha256, size) of the file as published: the saved one, or the rewritten one.
+
+    Raises:
+        AdapterError: a dtype hubkit does not check, a tensor holding NaN or Inf, every lora_B zero, or a
+            file that changed or shrank while it was read.
+    """
+    unknown = sorted({t.dtype for t in header.tensors} - set(_FLOATS))
+    if unknown:
+        raise AdapterError(
+            f"{label}: the adapter holds {', '.join(unknown)} tensors; LoRA weights are F32, BF16, F16 or F64: "
+            "re-save the adapter"
+        )
+    if (rewrite_to is None) != (new_header is None):
+        raise ValueError("rewrite_to and new_header go together")
+    chunks = _chunks(header.tensors)
+    biggest = max((sum(t.nbytes for t in c) for c in chunks), default=0)
+    buffers = [bytearray(biggest) for _ in range(min(2, len(chunks)))]
+    sha256 = hashlib.sha256()
+    size = 0
+    b_nonzero = False
+    lora_b = frozenset(lora_b)
+    with ExitStack() as stack:
+        f = stack.enter_context(path.open("rb", buffering=0))
+        out = stack.enter_context(rewrite_to.open("wb")) if rewrite_to is not None else None
+        hasher = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-hash"))
+        if new_header is None:
+            prefix = f.read(header.data_start)
+        else:
+            f.seek(header.data_start)
+            prefix = new_header
+
+        def consume(data: memoryview | bytes) -> None:  # on the hashing thread, chunks in file order
+            sha256.update(data)
+            if out is not None:
+                out.write(data)
+
+        pending: deque[Future[None]] = deque([hasher.submit(consume, prefix)])
+        size += len(prefix)
+        for number, chunk in enumerate(chunks):
+            buffer = buffers[number % len(buffers)]
+            while len(pending) > 1:  # the chunk that used this buffer before must be hashed first
+                pending.popleft().result()
+            view = memoryview(buffer)[: sum(t.nbytes for t in chunk)]
+            if not _read_exactly(f, view):
+                raise AdapterError(f"{label}: {path.name} shrank while it was read (still being saved?)")
+            pending.append(hasher.submit(consume, view))
+            size += len(view)
+            bad = _first_non_finite(buffer, chunk)
+            if bad is not None:
+                raise AdapterError(
+                    f"{label}: {bad.name} contains NaN or Inf: training diverged at or before this step"
+                )
+            if not b_nonzero:
+                b_nonzero = any(
+                    _any_nonzero(buffer, t.dtype, *_offset_count(chunk, t)) for t in chunk if t.name in lora_b
+                )
+        for future in pending:
+            future.result()
+    if lora_b and not b_nonzero:
+        raise AdapterError(
+            f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
+        )
+    return FileHashes(size=size, sha256=sha256.hexdigest())
+
+
+class ScanCache:
+    """What earlier reads of a run's adapter weights found, in ``<run_dir>/.hubkit/adapters/``.
+
+    Args:
+        run_dir: the run directory; an unwritable one just keeps nothing.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+
+    def _entry(self, weights: Path) -> Path:
+        # Named by a hash: a checkpoint's path holds characters that do not belong in one file name.
+        try:
+            key = str(weights.absolute().relative_to(self.run_dir.absolute()))
+        except ValueError:
+            key = str(weights.absolute())
+        return self.run_dir / CACHE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+    def get(self, weights: Path, version: FileVersion) -> FileHashes | None:
+        """The hashes a passing read of this version of `weights` found, or None."""
+        try:
+            entry = json.loads(self._entry(weights).read_text())
+            if entry["format"] != _CACHE_FORMAT or FileVersion(**entry["version"]) != version:
+                return None
+            return FileHashes(size=version.size, sha256=entry["sha256"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, weights: Path, version: FileVersion, hashes: FileHashes) -> None:
+        """Record that this version of `weights` passed the data checks and has these hashes."""
+        entry = {
+            "format": _CACHE_FORMAT,
+            "version": {
+                "device": version.device,
+                "inode": version.inode,
+                "size": version.size,
+                "mtime_ns": version.mtime_ns,
+            },
+            "sha256": hashes.sha256,
+            "checked": "every tensor finite, some lora_B not zero",
+        }
+        path = self._entry(weights)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(entry, indent=1) + "\n")
+            os.replace(tmp, path)
+        except OSError as e:
+            logger.debug("could not remember an adapter's checks in the run directory (%s)", e.strerror)
