@@ -527,3 +527,19 @@ def test_an_evaluated_run_publishes_its_eval_and_the_card_shows_it(
     (index,) = card.data.eval_results and [card.data.to_dict()["model-index"][0]]
     assert index["results"][0]["metrics"][0]["type"] == "accuracy"
     assert "assets/accuracy_vs_length.png" in card.content and "global_step_2" in card.content
+
+
+def test_without_gradio_the_push_says_it_publishes_no_space(
+    synthetic_run, local_hub, hub_api, new_repo_id, monkeypatch
+):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gradio" else find_spec(name, *a)
+    )
+    request = PushRequest(synthetic_run, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint)
+    report = push_run(request)
+    assert [r.repo_id for r in report.repos] == [new_repo_id]
+    assert any("gradio is not installed" in note for note in report.notes)
+    assert not hub_api.repo_exists(new_repo_id + "-demo", repo_type="space")

@@ -209,13 +209,13 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress)
         repo_id = self._adapter_repo_id(run, api)
         merged_repo_id = self._merged_repo_id(repo_id)
-        space_repo_id = self._space_repo_id(repo_id)
+        notes: list[str] = []
+        space_repo_id = self._space_repo_id(repo_id, notes)
         if api is None:
-            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters)
+            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
         remotes = self._read_remotes(api, [(r, kind) for r, kind in repos if r is not None])
         self._check_against_base(api, run, adapters)
-        notes: list[str] = []
         merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
         context = BuildContext(
             run=run,
@@ -309,8 +309,16 @@ class PushSession:
         check_repo_id(merged)
         return merged
 
-    def _space_repo_id(self, repo_id: str) -> str | None:
+    def _space_repo_id(self, repo_id: str, notes: list[str]) -> str | None:
+        import importlib.util
+
         if not self.request.space:
+            return None
+        if importlib.util.find_spec("gradio") is None:
+            # The Space's requirements are pinned to the versions installed here, gradio's among them.
+            notes.append(
+                "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space"
+            )
             return None
         from hubkit.space import default_space_repo_id
 
@@ -427,6 +435,7 @@ class PushSession:
         merged_repo_id: str | None,
         space_repo_id: str | None,
         adapters: list[PreparedAdapter],
+        notes: list[str],
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push."""
         from hubkit.cards import BaseModelCard
@@ -440,7 +449,6 @@ class PushSession:
             for r in (repo_id, space_repo_id)
             if r is not None
         }
-        notes = []
         if merged_repo_id:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
             if adapters[-1].step >= newest_published:
