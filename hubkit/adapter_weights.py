@@ -30,7 +30,7 @@ from typing import BinaryIO
 import numpy as np
 
 from hubkit.errors import AdapterError
-from hubkit.hashing import FileHashes, FileVersion
+from hubkit.hashing import EAGER_GIT_SHA1_BYTES, FileHashes, FileVersion
 from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,11 @@ def scan_weights(
     chunks = _chunks(header.tensors)
     biggest = max((sum(t.nbytes for t in c) for c in chunks), default=0)
     buffers = [bytearray(biggest) for _ in range(min(2, len(chunks)))]
+    prefix_size = header.data_start if new_header is None else len(new_header)
+    total = prefix_size + sum(t.nbytes for t in header.tensors)
     sha256 = hashlib.sha256()
+    # A small file may be stored as a regular file, named by its git blob sha1: hashed in the same read.
+    git = hashlib.sha1(f"blob {total}\0".encode()) if total < EAGER_GIT_SHA1_BYTES else None
     size = 0
     b_nonzero = False
     lora_b = frozenset(lora_b)
@@ -195,6 +199,8 @@ def scan_weights(
 
         def consume(data: memoryview | bytes) -> None:  # on the hashing thread, chunks in file order
             sha256.update(data)
+            if git is not None:
+                git.update(data)
             if out is not None:
                 out.write(data)
 
@@ -224,7 +230,9 @@ def scan_weights(
         raise AdapterError(
             f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
         )
-    return FileHashes(size=size, sha256=sha256.hexdigest())
+    if size != total:
+        raise AdapterError(f"{label}: {path.name} changed while it was read (still being saved?)")
+    return FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
 
 
 class ScanCache:
@@ -251,7 +259,7 @@ class ScanCache:
             entry = json.loads(self._entry(weights).read_text())
             if entry["format"] != _CACHE_FORMAT or FileVersion(**entry["version"]) != version:
                 return None
-            return FileHashes(size=version.size, sha256=entry["sha256"])
+            return FileHashes(size=version.size, sha256=entry["sha256"], git_sha1=entry.get("git_sha1"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -266,6 +274,7 @@ class ScanCache:
                 "mtime_ns": version.mtime_ns,
             },
             "sha256": hashes.sha256,
+            "git_sha1": hashes.git_sha1,
             "checked": "every tensor finite, some lora_B not zero",
         }
         path = self._entry(weights)

@@ -72,6 +72,10 @@ class _KnownHashes:
                 self._hashes.move_to_end(version)
             return hashes
 
+    def clear(self) -> None:
+        with self._lock:
+            self._hashes.clear()
+
     def put(self, version: FileVersion, hashes: FileHashes) -> None:
         with self._lock:
             known = self._hashes.get(version)
@@ -127,22 +131,25 @@ def hash_file(path: Path, *, git_sha1: bool | None = None) -> FileHashes:
     known = _known.get(version)
     if known is not None and (known.git_sha1 is not None or not want_git):
         return known
+    hashes = _read_hashes(path, version.size, want_git)
+    if FileVersion.of(path) == version and hashes.size == version.size:  # not rewritten while it was read
+        _known.put(version, hashes)
+    return hashes
+
+
+def _read_hashes(path: Path, size: int, git_sha1: bool) -> FileHashes:
     sha256 = hashlib.sha256()
-    git = hashlib.sha1(f"blob {version.size}\0".encode()) if want_git else None
-    size = 0
+    git = hashlib.sha1(f"blob {size}\0".encode()) if git_sha1 else None
+    read = 0
     with path.open("rb") as f:
         while chunk := f.read(READ_CHUNK_BYTES):
             sha256.update(chunk)
             if git is not None:
                 git.update(chunk)
-            size += len(chunk)
-    hashes = FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
-    if FileVersion.of(path) == version and size == version.size:  # not rewritten while it was read
-        _known.put(version, hashes)
-    return hashes
+            read += len(chunk)
+    return FileHashes(size=read, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
 
 
 def forget_known_hashes() -> None:
-    """Drop every remembered hash (what a new process starts with)."""
-    with _known._lock:
-        _known._hashes.clear()
+    """Forget every hash computed so far (what a new process knows)."""
+    _known.clear()

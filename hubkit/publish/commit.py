@@ -1,13 +1,24 @@
-"""Turn a `RepoDiff` into at most one commit, with `parent_commit` set.
+"""Turn a `RepoDiff` into at most one commit, with `parent_commit` set, through a Hub that may fail.
 
 Large files are uploaded first (LFS objects, several at a time, each reported to a progress
-callback); the commit that makes them visible comes last. A push that dies before the commit
-leaves the repo at its previous commit, and the next push uploads what is still missing.
+callback); the commit that makes them visible comes last. The client is handed the sha256 that
+hubkit computed while checking each file, so no file is read to be hashed again.
+
+Transient failures (408, 429, 5xx, dropped or refused connections) are retried
+(`hubkit.publish.retry`). An upload is always safe to repeat: the LFS batch answer tells the client
+which objects the Hub already holds, and only the others are sent. A commit is sent again only once
+it is certain it was not applied: after a failure the repo is read again, and the commit is retried
+when its head is still the parent; when the head moved and holds exactly this push's files, the
+commit was applied and its answer lost. With `parent_commit` set, a repeated commit cannot apply
+twice. A push that gives up leaves the repo at its previous commit (the Hub never shows a commit
+naming an object it does not hold), and the next push sends only what is still missing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,8 +28,21 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.errors import AuthError, PublishError
-from hubkit.publish.diff import RepoDiff
+from hubkit.hashing import FileHashes
+from hubkit.publish.diff import RepoDiff, is_same_content
 from hubkit.publish.plan import PlannedFile
+from hubkit.publish.remote import read_remote
+from hubkit.publish.retry import (
+    DEFAULT_RETRY,
+    SINGLE_TRY,
+    RetryPolicy,
+    describe,
+    gave_up,
+    transient_cause,
+    with_retries,
+)
+
+logger = logging.getLogger(__name__)
 
 # Weights, and anything this big, get their own LFS upload (and progress tick) before the commit;
 # small text files travel with the commit call. The Hub stores files >= 10 MiB in LFS whatever they are.
@@ -41,29 +65,44 @@ class CommitResult:
     summary: str | None = None
 
 
+def _hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
+    """The client's HTTP failure behind `error` (the LFS upload threads wrap it in a RuntimeError)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
 @contextlib.contextmanager
 def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
     """Map the client's HTTP failures to one-line `HubkitError`s that say what to do."""
     try:
         yield
-    except HfHubHTTPError as e:
+    except PublishError:
+        raise
+    except Exception as error:
+        e = _hub_failure(error)
+        if e is None:
+            raise
+        if isinstance(e, httpx2.TransportError):
+            raise PublishError(
+                f"cannot reach {endpoint} ({type(e).__name__}): check --endpoint / HF_ENDPOINT"
+            ) from error
         status = e.response.status_code if e.response is not None else None
         if status in (401, 403):
             raise AuthError(
                 f"{endpoint} refused access to {repo_id} (HTTP {status}): set HF_TOKEN or run `hf auth login` "
                 "with a token that can write to it"
-            ) from e
+            ) from error
         if status == 412:
             raise PublishError(
                 f"{repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
-            ) from e
+            ) from error
         raise PublishError(
             f"the Hub refused the push to {repo_id} (HTTP {status}): {e.server_message or e}"
-        ) from e
-    except httpx2.TransportError as e:
-        raise PublishError(
-            f"cannot reach {endpoint} ({type(e).__name__}): check --endpoint / HF_ENDPOINT"
-        ) from e
+        ) from error
 
 
 def commit_message(diff: RepoDiff) -> tuple[str, str]:
@@ -80,8 +119,30 @@ def commit_message(diff: RepoDiff) -> tuple[str, str]:
 
 
 def _operation(planned: PlannedFile) -> CommitOperationAdd:
-    source = str(planned.local_path) if planned.local_path is not None else planned.content
-    return CommitOperationAdd(path_in_repo=planned.path_in_repo, path_or_fileobj=source)  # type: ignore[arg-type]
+    if planned.local_path is None:
+        return CommitOperationAdd(path_in_repo=planned.path_in_repo, path_or_fileobj=planned.content)  # type: ignore[arg-type]
+    operation = CommitOperationAdd(path_in_repo=planned.path_in_repo, path_or_fileobj=str(planned.local_path))
+    hand_in_sha256(operation, planned.hashes)
+    return operation
+
+
+def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
+    """Give the client the sha256 hubkit computed while checking the file, so it does not read it to hash it.
+
+    huggingface_hub 2.4 computes an `UploadInfo`'s sha256 lazily from the file and lets it be set
+    (`UploadInfo.sha256` has a setter; `is_hashed` says whether it is known). Kept in this one place, and
+    tested, in case the client changes how it hashes.
+
+    Raises:
+        PublishError: the file's size changed since it was hashed.
+    """
+    info = operation.upload_info
+    if info.size != hashes.size:
+        raise PublishError(
+            f"{operation.path_in_repo} changed since it was checked ({hashes.size} bytes, now {info.size}): "
+            "push again once the run has finished writing it"
+        )
+    info.sha256 = bytes.fromhex(hashes.sha256)
 
 
 def _separate_uploads(changed: tuple[PlannedFile, ...]) -> list[PlannedFile]:
@@ -100,41 +161,56 @@ def _separate_uploads(changed: tuple[PlannedFile, ...]) -> list[PlannedFile]:
     return separate
 
 
-def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None = None) -> CommitResult:
+def commit_repo(
+    api: HfApi,
+    diff: RepoDiff,
+    on_uploaded: UploadCallback | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> CommitResult:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
     Args:
         api: a client bound to the endpoint and token.
         diff: from `hubkit.publish.diff.diff_repo`.
         on_uploaded: called once per file when its bytes are on the Hub (for progress bars).
+        retry: how transient failures are retried (see the module docstring).
 
     Returns:
-        The commit made, or a result with `commit_sha` None when the diff was empty.
+        The commit made (or found applied), or a result with `commit_sha` None when the diff was empty.
 
     Raises:
         AuthError: the Hub wants a (better) token.
-        PublishError: the Hub refused, could not be reached, or the repo moved since it was read.
+        PublishError: the Hub refused, kept failing, could not be reached, or the repo moved since it was read.
     """
     plan = diff.plan
     if diff.is_empty:
         return CommitResult(plan.repo_id, None, 0, 0, ())
-    with hub_errors(plan.repo_id, api.endpoint):
+    endpoint = api.endpoint
+    with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
         if parent is None:
-            api.create_repo(
-                plan.repo_id,
-                repo_type=plan.repo_type,
-                private=plan.private,
-                exist_ok=True,
-                space_sdk=plan.space_sdk,
-            )
-            parent = api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha
+
+            def create() -> str:
+                api.create_repo(
+                    plan.repo_id,
+                    repo_type=plan.repo_type,
+                    private=plan.private,
+                    exist_ok=True,
+                    space_sdk=plan.space_sdk,
+                )
+                return api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha
+
+            parent = with_retries(create, retry, f"creating {plan.repo_id}", endpoint)
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
 
         def upload_one(planned: PlannedFile) -> None:
-            api.preupload_lfs_files(
-                plan.repo_id, additions=[operations[planned.path_in_repo]], repo_type=plan.repo_type
+            addition = operations[planned.path_in_repo]
+            with_retries(
+                lambda: api.preupload_lfs_files(plan.repo_id, additions=[addition], repo_type=plan.repo_type),
+                retry,
+                f"uploading {planned.path_in_repo} to {plan.repo_id}",
+                endpoint,
             )
             if on_uploaded is not None:
                 on_uploaded(planned)
@@ -143,14 +219,19 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
             # list() re-raises the first upload failure here.
             list(pool.map(upload_one, separate))
         summary, description = commit_message(diff)
-        info = api.create_commit(
-            plan.repo_id,
-            operations=list(operations.values()),
-            commit_message=summary,
-            commit_description=description,
-            repo_type=plan.repo_type,
-            parent_commit=parent,
-        )
+
+        def send() -> str:
+            info = api.create_commit(
+                plan.repo_id,
+                operations=list(operations.values()),
+                commit_message=summary,
+                commit_description=description,
+                repo_type=plan.repo_type,
+                parent_commit=parent,
+            )
+            return info.oid
+
+        commit_sha = _commit_once(api, diff, parent, send, retry)
     if on_uploaded is not None:
         uploaded_first = {f.path_in_repo for f in separate}
         for planned in diff.changed:
@@ -158,9 +239,78 @@ def commit_repo(api: HfApi, diff: RepoDiff, on_uploaded: UploadCallback | None =
                 on_uploaded(planned)
     return CommitResult(
         repo_id=plan.repo_id,
-        commit_sha=info.oid,
+        commit_sha=commit_sha,
         uploaded_files=len(diff.changed),
         uploaded_bytes=diff.upload_size,
         steps=diff.changed_steps,
         summary=summary,
+    )
+
+
+def _commit_once(api: HfApi, diff: RepoDiff, parent: str, send: Callable[[], str], retry: RetryPolicy) -> str:
+    """Send the commit until it is applied once: it is sent again only while the repo's head is `parent`.
+
+    Returns:
+        The commit's sha (the repo's head when the commit was applied but its answer was lost).
+
+    Raises:
+        PublishError: the tries ran out, or someone else's commit moved the repo meanwhile.
+    """
+    what = f"committing to {diff.plan.repo_id}"
+    delays = retry.delays()
+    while True:
+        try:
+            return send()
+        except Exception as error:
+            if (
+                isinstance(error, HfHubHTTPError)
+                and error.response is not None
+                and error.response.status_code == 412
+            ):
+                head = _applied_head(
+                    api, diff, parent
+                )  # the head moved: by this commit, or by someone else's
+                if head is None:
+                    raise
+                return head
+            failure = transient_cause(error)
+            if failure is None:
+                raise
+        # Whether the commit was applied is not known: nothing is sent again before the repo is read.
+        while True:
+            delay = next(delays, None)
+            if delay is None:
+                raise gave_up(what, api.endpoint, failure, retry.attempts) from failure
+            logger.warning("%s failed (%s); reading the repo again in %g s", what, describe(failure), delay)
+            time.sleep(delay)
+            try:
+                head = _applied_head(api, diff, parent)
+            except Exception as unreadable:
+                cause = transient_cause(unreadable)
+                if cause is None:
+                    raise
+                failure = cause
+                continue
+            if head is not None:
+                return head
+            break  # still at `parent`: the commit was not applied, send it again
+
+
+def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
+    """After a commit failed: None when the repo's head is still `parent` (the commit was not applied), the
+    head when it moved and holds exactly this commit's files (it was applied; its answer was lost).
+
+    Raises:
+        PublishError: the head moved without this commit's files (someone else pushed), or the Hub failed.
+    """
+    plan = diff.plan
+    remote = read_remote(api, plan.repo_id, plan.repo_type, retry=SINGLE_TRY)
+    if remote.head_sha == parent:
+        return None
+    if remote.head_sha is not None and all(
+        is_same_content(f, remote.files.get(f.path_in_repo)) for f in diff.changed
+    ):
+        return remote.head_sha
+    raise PublishError(
+        f"{plan.repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
     )

@@ -9,6 +9,7 @@ from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundErro
 from huggingface_hub.hf_api import RepoFile
 
 from hubkit.publish.plan import RepoType
+from hubkit.publish.retry import DEFAULT_RETRY, RetryPolicy, with_retries
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,11 @@ class RemoteRepo:
 
 
 def read_remote(
-    api: HfApi, repo_id: str, repo_type: RepoType = "model", revision: str = "main"
+    api: HfApi,
+    repo_id: str,
+    repo_type: RepoType = "model",
+    revision: str = "main",
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> RemoteRepo:
     """Fetch the head commit of `revision` and the full file tree at that commit.
 
@@ -48,10 +53,20 @@ def read_remote(
         repo_id: "owner/name".
         repo_type: "model", "dataset" or "space".
         revision: the branch to read.
+        retry: how transient failures (429, 5xx, dropped connections) are retried.
 
     Returns:
         The remote state; an empty `RemoteRepo` (head_sha None) if the repo does not exist yet.
+
+    Raises:
+        PublishError: the Hub kept failing transiently.
     """
+    return with_retries(
+        lambda: _read_remote(api, repo_id, repo_type, revision), retry, f"reading {repo_id}", api.endpoint
+    )
+
+
+def _read_remote(api: HfApi, repo_id: str, repo_type: RepoType, revision: str) -> RemoteRepo:
     try:
         info = api.repo_info(repo_id, repo_type=repo_type, revision=revision)
     except (RepositoryNotFoundError, RevisionNotFoundError):

@@ -2,7 +2,8 @@
 
 Two checks, both run when the plan is built (before any connection is opened):
 
-- by name: optimizer, scheduler and RNG state, `training_args.bin` and every pickle-based format;
+- by name: optimizer, scheduler and RNG state, `training_args.bin`, every pickle-based format, and
+  hubkit's own `.hubkit/` records of the run;
 - by content: every text file is scanned for the run's absolute path, paths under the home
   directory, and strings that look like Hugging Face tokens (or the token in use).
 """
@@ -19,6 +20,8 @@ from hubkit.publish.plan import PlannedFile
 # Pickle-based or training-state files: loading them executes code, and they are useless to users.
 _FORBIDDEN_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt", ".npy", ".joblib")
 _FORBIDDEN_NAME_PARTS = ("optimizer", "scheduler", "rng_state", "training_args", "extra_state")
+# What hubkit keeps in a run directory about the run (push records, adapter checks): local only.
+_HUBKIT_STATE_DIR = ".hubkit"
 # User access tokens are "hf_" + 34 letters/digits; allow some slack for other token kinds.
 _TOKEN_RE = re.compile(rb"hf_[A-Za-z0-9]{30,}")
 _TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".txt", ".jinja", ".yaml", ".yml", ".py", ".csv")
@@ -32,6 +35,11 @@ def check_file_names(files: Iterable[PlannedFile]) -> None:
         UnsafeFileError: naming the first such file.
     """
     for planned in files:
+        if _HUBKIT_STATE_DIR in PurePosixPath(planned.path_in_repo).parts:
+            raise UnsafeFileError(
+                f"refusing to publish {planned.path_in_repo}: {_HUBKIT_STATE_DIR}/ holds hubkit's own records "
+                "of a run (pushes, adapter checks) and is never published"
+            )
         name = PurePosixPath(planned.path_in_repo).name.lower()
         if name.endswith(_FORBIDDEN_SUFFIXES) or any(part in name for part in _FORBIDDEN_NAME_PARTS):
             raise UnsafeFileError(

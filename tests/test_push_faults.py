@@ -1,0 +1,276 @@
+"""A push through a flaky Hub: the local Hub's fault mode, one fault at a time, the real client.
+
+Each case either completes after retries, or fails with the one-line error that says to run the push
+again, and that rerun completes. Afterwards every file of the repo equals the local one (sha256), the
+repo has exactly the commits a clean push makes, and a rerun has sent no LFS object the Hub already held.
+The crash faults kill the Hub's process, so those cases serve it with `hubkit hub serve`.
+
+huggingface_hub retries LFS transfers itself (5 times, sleeping 1, 2, 4, 8, 8 s; Retry-After + 1 s on a
+429), so small caps keep these cases fast; hubkit retries the commit (1, 2, 4 s) after reading the repo
+again. The figures of the whole matrix (pushes tried and completed, faults injected, files lost) are
+printed at the end of the module (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
+from synthetic_runs import TINY_SHAPES, make_run, push_adapters
+
+from hubkit.errors import PublishError
+from hubkit.localhub import HubSettings, LocalHub
+from hubkit.localhub.faults import FaultPlan
+from hubkit.publish import PushReport, PushRequest, PushSession
+
+BIN = Path(sys.executable).parent
+REPO_ID = "faults/run"
+CLEAN_PUSH_COMMITS = 2  # the repo's first commit, then the push's one
+FIGURES: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def matrix_figures() -> Iterator[None]:
+    yield
+    print(
+        f"\nfault matrix: {FIGURES['tried']} pushes tried, {FIGURES['injected']} faults injected, "
+        f"{FIGURES['completed']} pushes completed, {FIGURES['files']} files checked, {FIGURES['lost']} lost"
+    )
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, tiny_qwen3) -> Path:
+    return make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+
+def _publish_base(endpoint: str, tiny_qwen3) -> None:
+    """The base model's config.json on this Hub (the push checks adapters against it)."""
+    api = HfApi(endpoint=endpoint, token="any")
+    api.create_repo(tiny_qwen3.repo_id)
+    api.upload_file(
+        path_or_fileobj=tiny_qwen3.local_dir / "config.json",
+        path_in_repo="config.json",
+        repo_id=tiny_qwen3.repo_id,
+    )
+
+
+def _push(run_dir: Path, endpoint: str, tmp_path: Path, *, in_matrix: bool = True) -> PushReport:
+    """Push the run; when it completes, check that the repo holds it exactly (while the files it was
+    pushed from are still there). `in_matrix`: counted in the fault matrix's figures."""
+    FIGURES["tried"] += in_matrix
+    request = PushRequest(run_dir, repo_id=REPO_ID, merged=False, space=False, endpoint=endpoint, token="any")
+    with PushSession(request) as session:
+        report = session.push()
+        FIGURES["completed"] += in_matrix
+        _assert_repo_is_the_run(report, endpoint, tmp_path)
+    return report
+
+
+def _push_fails_in_one_line(run_dir: Path, endpoint: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """`hubkit push` as a user runs it; returns its one-line error."""
+    FIGURES["tried"] += 1
+    capsys.readouterr()
+    assert push_adapters(run_dir, REPO_ID, endpoint) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    assert "run the push again" in lines[0]
+    return lines[0]
+
+
+def _assert_repo_is_the_run(report: PushReport, endpoint: str, tmp_path: Path) -> None:
+    """Every planned file is on the Hub with the local bytes; the repo has a clean push's commits."""
+    api = HfApi(endpoint=endpoint, token="any")
+    (plan,) = report.plan.repos
+    cache = tmp_path / f"download-{FIGURES['files']}"
+    for planned in plan.files:
+        FIGURES["files"] += 1
+        path = Path(hf_hub_download(REPO_ID, planned.path_in_repo, endpoint=endpoint, cache_dir=cache))
+        local = planned.read_bytes()
+        if hashlib.sha256(path.read_bytes()).hexdigest() != hashlib.sha256(local).hexdigest():
+            FIGURES["lost"] += 1
+            pytest.fail(f"{planned.path_in_repo} on the Hub differs from the local file")
+    assert len(api.list_repo_commits(REPO_ID)) == CLEAN_PUSH_COMMITS
+
+
+def _lfs_puts(hub: LocalHub) -> int:
+    return sum(1 for method, path, _ in hub.request_log if method == "PUT" and "/lfs-upload/" in path)
+
+
+# --- faults of a Hub in this process ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "lfs_503=1:2",
+        "lfs_429=1:2,retry_after=0",
+        "commit_500_after_lfs=1:1",
+        "drop_mid_upload=1:2",
+    ],
+    ids=["lfs-503", "lfs-429-retry-after", "commit-500-after-lfs", "connection-dropped-mid-upload"],
+)
+def test_a_push_completes_through_transient_faults(spec, run_dir, tiny_qwen3, tmp_path):
+    name = spec.split("=")[0]
+    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse(spec))) as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        _push(run_dir, hub.endpoint, tmp_path)
+        injected = hub.faults.injected[name]
+        FIGURES["injected"] += injected
+        assert injected == int(spec.split(":")[1].split(",")[0])
+
+
+def test_a_commit_failing_past_the_retries_stops_in_one_line_and_the_rerun_sends_no_object_again(
+    run_dir, tiny_qwen3, tmp_path, capsys
+):
+    # hubkit tries a commit 4 times: 4 failures exhaust them, and the rerun's commit goes through.
+    plan = FaultPlan.parse("commit_500_after_lfs=1:4")
+    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=plan)) as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        error = _push_fails_in_one_line(run_dir, hub.endpoint, capsys)
+        assert "HTTP 500, 4 tries" in error
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        assert len(api.list_repo_commits(REPO_ID)) == CLEAN_PUSH_COMMITS - 1  # nothing committed
+        puts = _lfs_puts(hub)
+        assert puts >= 2  # both adapters arrived before the commit failed
+        _push(run_dir, hub.endpoint, tmp_path)
+        assert _lfs_puts(hub) == puts  # the rerun found them on the Hub
+        FIGURES["injected"] += hub.faults.injected["commit_500_after_lfs"]
+        assert hub.faults.injected["commit_500_after_lfs"] == 4
+
+
+def test_a_commit_whose_answer_is_lost_is_not_sent_twice(run_dir, tiny_qwen3, tmp_path, monkeypatch):
+    """The Hub applies the commit, the answer never arrives: the push finds its commit and makes no other."""
+    import httpx2
+    from huggingface_hub import HfApi as Client
+
+    create_commit = Client.create_commit
+
+    def applied_then_lost(self, *args, **kwargs):
+        create_commit(self, *args, **kwargs)
+        raise httpx2.ReadError("the answer was lost")
+
+    with LocalHub(tmp_path / "hub") as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        monkeypatch.setattr(Client, "create_commit", applied_then_lost)
+        report = _push(run_dir, hub.endpoint, tmp_path, in_matrix=False)
+        (repo,) = report.repos
+        assert repo.commit_sha == HfApi(endpoint=hub.endpoint, token="any").repo_info(REPO_ID).sha
+
+
+# --- a Hub process killed mid-push, and restarted -------------------------------------------------------
+
+
+class ServedHub:
+    """`hubkit hub serve` on one root and port, restartable after its process is killed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.process, self.endpoint = self._serve("--port", "0")
+        self.port = self.endpoint.rsplit(":", 1)[1]
+
+    def _serve(self, *extra: str) -> tuple[subprocess.Popen, str]:
+        process = subprocess.Popen(
+            [str(BIN / "hubkit"), "hub", "serve", "--root", str(self.root), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        endpoint = process.stdout.readline().strip()
+        assert endpoint.startswith("http://127.0.0.1:"), endpoint
+        return process, endpoint
+
+    def restart(self, faults: str | None = None) -> None:
+        """Serve the same root on the same port again, with these faults (each crash fault strikes once)."""
+        self.stop()
+        self.process = self._serve("--port", self.port, *(["--faults", faults] if faults else []))[0]
+
+    def killed(self) -> bool:
+        """Wait for the process to die; whether it was killed (SIGKILL: the crash fault)."""
+        return self.process.wait(120) == -signal.SIGKILL
+
+    def uploads(self) -> int:
+        """LFS uploads this process of the Hub has received (each is eligible for the 503 fault)."""
+        return get_session().get(f"{self.endpoint}/api/local-hub/faults").json()["eligible"]["lfs_503"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(30)
+
+
+@pytest.fixture
+def served(tmp_path: Path, tiny_qwen3, request: pytest.FixtureRequest) -> Iterator[ServedHub]:
+    """A Hub process holding the base model, restarted with the fault `request.param`."""
+    hub = ServedHub(tmp_path / "hub")
+    try:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        hub.restart(request.param)
+        yield hub
+    finally:
+        hub.stop()
+
+
+@pytest.mark.parametrize(
+    "served",
+    ["crash_mid_upload=1:1", "crash_mid_commit=1:1"],
+    ids=["mid-upload", "mid-commit"],
+    indirect=True,
+)
+def test_a_push_completes_when_the_killed_hub_comes_back(served: ServedHub, run_dir, tmp_path):
+    killed = []
+
+    def restart_when_killed() -> None:
+        killed.append(served.killed())
+        served.restart()
+
+    watcher = threading.Thread(target=restart_when_killed)
+    watcher.start()
+    try:
+        _push(run_dir, served.endpoint, tmp_path)
+    finally:
+        watcher.join(120)
+    assert killed == [True]
+    FIGURES["injected"] += 1
+
+
+@pytest.mark.parametrize("served", ["crash_mid_commit=1:1"], ids=["mid-commit"], indirect=True)
+def test_a_push_outlasted_by_a_killed_hub_stops_in_one_line_and_the_rerun_completes(
+    served: ServedHub, run_dir, tmp_path, capsys
+):
+    error = _push_fails_in_one_line(run_dir, served.endpoint, capsys)
+    assert served.killed() and "ConnectError" in error
+    FIGURES["injected"] += 1
+    served.restart()
+    _push(run_dir, served.endpoint, tmp_path)
+    assert served.uploads() == 0  # the objects arrived before the kill: none sent again
+
+
+def test_a_repo_moved_by_someone_else_is_not_mistaken_for_an_applied_commit(
+    run_dir, tiny_qwen3, tmp_path, monkeypatch
+):
+    """After a failed commit the repo moved, but not by this push: refused, the other commit kept."""
+    import httpx2
+    from huggingface_hub import HfApi as Client
+
+    create_commit = Client.create_commit
+
+    def someone_else_first(self, repo_id, *args, **kwargs):
+        notes = [CommitOperationAdd(path_in_repo="NOTES.md", path_or_fileobj=b"someone else's")]
+        create_commit(self, repo_id, *args, **{**kwargs, "operations": notes, "commit_message": "notes"})
+        raise httpx2.ReadError("the connection dropped")
+
+    with LocalHub(tmp_path / "hub") as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        monkeypatch.setattr(Client, "create_commit", someone_else_first)
+        with pytest.raises(PublishError, match="changed on the Hub while pushing"):
+            _push(run_dir, hub.endpoint, tmp_path, in_matrix=False)
+        titles = [c.title for c in HfApi(endpoint=hub.endpoint, token="any").list_repo_commits(REPO_ID)]
+        assert titles[0] == "notes" and len(titles) == CLEAN_PUSH_COMMITS

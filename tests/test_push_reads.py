@@ -1,0 +1,102 @@
+"""What a push reads: each adapter once (checked and hashed together), the client handed those hashes,
+and nothing again on a re-push of unchanged checkpoints; hubkit's records in the run are never published."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import huggingface_hub.lfs
+import pytest
+from huggingface_hub import CommitOperationAdd
+from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
+
+import hubkit.adapters
+import hubkit.hashing
+from hubkit.errors import PublishError, UnsafeFileError
+from hubkit.hashing import FileHashes, forget_known_hashes
+from hubkit.publish import PushRequest, push_run
+from hubkit.publish.commit import hand_in_sha256
+from hubkit.publish.plan import PlannedFile
+from hubkit.publish.safety import check_file_names
+
+
+def _client_never_hashes(*_args: object) -> bytes:
+    raise AssertionError("huggingface_hub read a planned file to hash it")
+
+
+def test_the_client_takes_the_sha256_hubkit_computed_and_reads_nothing_to_hash(tmp_path, monkeypatch):
+    """Fails if huggingface_hub stops taking a precomputed sha256 the way `hand_in_sha256` gives it."""
+    path = tmp_path / "adapter_model.safetensors"
+    path.write_bytes(os.urandom(70_000))
+    monkeypatch.setattr(huggingface_hub.lfs, "sha_fileobj", _client_never_hashes)
+    operation = CommitOperationAdd(path_in_repo="adapter_model.safetensors", path_or_fileobj=str(path))
+    assert not operation.upload_info.is_hashed  # the client would read the file for it
+    known = "ab" * 32  # not the content's: proves the client uses what it is handed
+    hand_in_sha256(operation, FileHashes(size=70_000, sha256=known))
+    assert operation.upload_info.is_hashed and operation.upload_info.sha256.hex() == known
+    with pytest.raises(PublishError, match="changed since it was checked"):
+        hand_in_sha256(operation, FileHashes(size=69_999, sha256=known))
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[tuple]:
+    """Record each call's first argument (a path) and its inode then (the push's staging folder goes away)."""
+    calls: list[tuple] = []
+    original = getattr(owner, name)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append((args[0], args[0].stat().st_ino))  # type: ignore[attr-defined]
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, monkeypatch
+):
+    run_dir = make_run(tmp_path / "runs", (1, 2, 3), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    weights = {run_dir / f"checkpoint-{s}" / "adapter_model.safetensors" for s in (1, 2, 3)}
+    inodes = {w.stat().st_ino for w in weights}  # the staging folder links the saved files
+
+    def read_weights(calls: list[tuple]) -> set[int]:
+        return {inode for _path, inode in calls} & inodes
+
+    monkeypatch.setattr(huggingface_hub.lfs, "sha_fileobj", _client_never_hashes)
+    scans = _count_calls(monkeypatch, hubkit.adapters, "scan_weights")
+    file_reads = _count_calls(monkeypatch, hubkit.hashing, "_read_hashes")
+    request = PushRequest(
+        run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
+    )
+
+    (first,) = push_run(request).repos
+    assert first.commit_sha is not None
+    assert sorted(path for path, _ in scans) == sorted(weights)  # one read each, checks and hash together
+    assert not read_weights(file_reads)
+    published = {info.path: info for info in hub_api.list_repo_tree(new_repo_id, recursive=True)}
+    for step in (1, 2, 3):
+        saved = run_dir / f"checkpoint-{step}" / "adapter_model.safetensors"
+        remote = published[f"checkpoints/global_step_{step}/adapter_model.safetensors"]
+        assert remote.lfs.sha256 == hashlib.sha256(saved.read_bytes()).hexdigest()  # the saved file itself
+
+    # As a new process would: nothing in memory, the run directory's records only.
+    forget_known_hashes()
+    scans.clear()
+    file_reads.clear()
+    (again,) = push_run(request).repos
+    assert again.unchanged and scans == [] and not read_weights(file_reads)
+
+    write_checkpoint(run_dir, 4, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    forget_known_hashes()
+    scans.clear()
+    (added,) = push_run(request).repos
+    assert added.steps == (4,) and [path.parent.name for path, _ in scans] == ["checkpoint-4"]
+    assert not any(".hubkit" in path.split("/") for path in hub_api.list_repo_files(new_repo_id))
+    assert list((run_dir / ".hubkit" / "adapters").glob("*.json"))  # kept locally
+
+
+def test_hubkit_records_in_a_run_are_refused_by_name(tmp_path: Path) -> None:
+    record = PlannedFile.from_bytes(".hubkit/adapters/0123.json", b"{}")
+    with pytest.raises(UnsafeFileError, match=r"\.hubkit/ holds hubkit's own records"):
+        check_file_names([record])
