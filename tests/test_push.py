@@ -344,6 +344,7 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
                 "--endpoint",
                 local_hub.endpoint,
                 "--dry-run",
+                "--no-space",  # the adapter repo's listing only (the Space has a README.md too)
             ]
         )
         == 0

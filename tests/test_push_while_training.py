@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from fixtures_hub import TEST_NAMESPACE
 from fixtures_runs import make_trl_run
 from huggingface_hub import HfApi
 from synthetic_runs import TINY_SHAPES, finish_run, make_run, push_adapters, write_checkpoint
@@ -21,54 +22,64 @@ from transformers import TrainerCallback
 
 from hubkit.integrations.trl import HubkitPushCallback
 from hubkit.localhub import LocalHub
+from hubkit.localhub.access import load_users
+from hubkit.localhub.context import HubSettings
 from hubkit.publish.auth import hub_client
 from hubkit.tiny import publish_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "hf_hubkit_flaky_hub_token"
+ADMIN = "hf_hubkit_refusing_hub_admin"
+TOKEN = "hf_hubkit_refusing_hub_user"
 
 
-class ReopenHub(TrainerCallback):
-    """Restarts a stopped Hub (same root, same port) when training saves step `at_step`."""
+def _hub_settings(tmp_path: Path, can_write: bool) -> HubSettings:
+    """The Hub's accounts: the test namespace's user holds TOKEN, a read-only token unless `can_write`."""
+    users = tmp_path / f"users-{can_write}.toml"
+    kind = "tokens" if can_write else "read_tokens"
+    users.write_text(f'[users.{TEST_NAMESPACE}]\n{kind} = ["{TOKEN}"]\n')
+    return HubSettings(token=ADMIN, users=load_users(users))
 
-    def __init__(self, hub: LocalHub, at_step: int) -> None:
-        self.hub, self.at_step, self.reopened = hub, at_step, None
+
+class GrantWrites(TrainerCallback):
+    """Restarts the Hub (same root, same port) with TOKEN able to write, when training saves `at_step`."""
+
+    def __init__(self, hub: LocalHub, settings: HubSettings, at_step: int) -> None:
+        self.hub, self.settings, self.at_step, self.granted = hub, settings, at_step, False
 
     def on_save(self, args, state, control, **_):
         if state.global_step == self.at_step:
-            self.reopened = LocalHub(self.hub.root, port=self.hub.port, token=TOKEN).start()
+            self.hub.stop()
+            self.hub = LocalHub(self.hub.root, port=self.hub.port, settings=self.settings).start()
+            self.granted = True
 
 
 @pytest.mark.slow
 def test_training_finishes_while_the_hub_refuses_and_the_end_push_completes_the_repo(
     tmp_path: Path, tiny_qwen3, new_repo_id: str
 ) -> None:
-    hub = LocalHub(tmp_path / "hub", token=TOKEN).start()
-    api = hub_client(hub.endpoint, TOKEN)
-    publish_model(api, Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)  # the push checks against its base
+    hub = LocalHub(tmp_path / "hub", settings=_hub_settings(tmp_path, can_write=False)).start()
     hub.port = urlsplit(hub.endpoint).port
-    hub.stop()  # refuses every connection until step 3 is saved
-    reopen = ReopenHub(hub, at_step=3)
+    publish_model(hub_client(hub.endpoint, ADMIN), Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)
+    # Until step 3 is saved the Hub refuses every write of TOKEN (403): the pushes of steps 1 and 2 fail.
+    grant = GrantWrites(hub, _hub_settings(tmp_path, can_write=True), at_step=3)
     push = HubkitPushCallback(new_repo_id, endpoint=hub.endpoint, token=TOKEN)
     try:
-        # The Hub comes back before the push callback sees step 3's save.
         run_dir = make_trl_run(
-            tmp_path / "runs" / "flaky",
+            tmp_path / "runs" / "refused",
             Path(tiny_qwen3.local_dir),
             tiny_qwen3.repo_id,
-            callbacks=[reopen, push],
+            callbacks=[grant, push],
         )
-        assert reopen.reopened is not None, "training finished: all 3 steps were saved"
+        assert grant.granted, "training finished: all 3 steps were saved"
         assert push.pusher is not None and push.pusher.failures >= 1  # the early pushes were refused
-        files = set(HfApi(endpoint=hub.endpoint, token=TOKEN).list_repo_files(new_repo_id))
+        api = HfApi(endpoint=hub.endpoint, token=TOKEN)
+        files = set(api.list_repo_files(new_repo_id))
         assert {f"checkpoints/global_step_{s}/adapter_model.safetensors" for s in (1, 2, 3)} <= files
         assert {"adapter_model.safetensors", "README.md", "hubkit.json"} <= files
-        merged = HfApi(endpoint=hub.endpoint, token=TOKEN).list_repo_files(new_repo_id + "-merged")
-        assert "model.safetensors" in merged
+        assert "model.safetensors" in api.list_repo_files(new_repo_id + "-merged")
         assert (run_dir / "hubkit.json").is_file()
     finally:
-        if reopen.reopened is not None:
-            reopen.reopened.stop()
+        grant.hub.stop()
 
 
 def test_watch_pushes_checkpoints_as_they_appear_until_the_run_finishes(
