@@ -7,10 +7,10 @@ and memory stays at two chunks whatever the adapter's size. When the saved keys 
 chunks are also written after a rewritten header (the tensor data is copied byte for byte) and the
 hash is the new file's.
 
-`ScanCache` keeps what a read found in ``<run_dir>/.hubkit/adapters/``, keyed by the file's version
-(device, inode, size, mtime), so that the next push of an unchanged checkpoint reads no tensor data.
-The cache holds only facts about those bytes (sha256, checked): every check that reads the header
-or the config runs again each time. `.hubkit/` is never published.
+`VerdictCache` keeps what a passing check found in ``<run_dir>/.hubkit/adapters/``, keyed by the
+weights file's version (device, inode, size, mtime) and a digest of everything else the checks read
+(the saved config, the run's base model and LoRA settings), so that the next push of an unchanged
+checkpoint reads neither its tensors nor its header. `.hubkit/` is never published.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -36,7 +37,7 @@ from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 logger = logging.getLogger(__name__)
 
 CACHE_DIR = Path(".hubkit") / "adapters"
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 # Chunks of whole tensors up to this size (a bigger tensor gets a chunk of its own): two are in memory.
 CHUNK_BYTES = 4 * 1024 * 1024
 # The float dtypes an adapter may hold: (numpy's float type, or None where numpy has none or sums too
@@ -235,8 +236,16 @@ def scan_weights(
     return FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
 
 
-class ScanCache:
-    """What earlier reads of a run's adapter weights found, in ``<run_dir>/.hubkit/adapters/``.
+@dataclass(frozen=True)
+class Verdict:
+    """What the checks of a saved adapter found when it passed them."""
+
+    hashes: FileHashes  # of its weights file
+    num_modules: int
+
+
+class VerdictCache:
+    """Passing checks of a run's saved adapters, in ``<run_dir>/.hubkit/adapters/`` (one file per adapter).
 
     Args:
         run_dir: the run directory; an unwritable one just keeps nothing.
@@ -253,18 +262,23 @@ class ScanCache:
             key = str(weights.absolute())
         return self.run_dir / CACHE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
-    def get(self, weights: Path, version: FileVersion) -> FileHashes | None:
-        """The hashes a passing read of this version of `weights` found, or None."""
+    def get(self, weights: Path, version: FileVersion, inputs: str) -> Verdict | None:
+        """The verdict of this version of `weights` checked with these `inputs` (a digest), or None."""
         try:
             entry = json.loads(self._entry(weights).read_text())
-            if entry["format"] != _CACHE_FORMAT or FileVersion(**entry["version"]) != version:
+            if (
+                entry["format"] != _CACHE_FORMAT
+                or FileVersion(**entry["version"]) != version
+                or entry["inputs"] != inputs
+            ):
                 return None
-            return FileHashes(size=version.size, sha256=entry["sha256"], git_sha1=entry.get("git_sha1"))
+            hashes = FileHashes(size=version.size, sha256=entry["sha256"], git_sha1=entry["git_sha1"])
+            return Verdict(hashes=hashes, num_modules=int(entry["num_modules"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def put(self, weights: Path, version: FileVersion, hashes: FileHashes) -> None:
-        """Record that this version of `weights` passed the data checks and has these hashes."""
+    def put(self, weights: Path, version: FileVersion, inputs: str, verdict: Verdict) -> None:
+        """Record that this version of `weights`, checked with these `inputs`, passed."""
         entry = {
             "format": _CACHE_FORMAT,
             "version": {
@@ -273,9 +287,11 @@ class ScanCache:
                 "size": version.size,
                 "mtime_ns": version.mtime_ns,
             },
-            "sha256": hashes.sha256,
-            "git_sha1": hashes.git_sha1,
-            "checked": "every tensor finite, some lora_B not zero",
+            "inputs": inputs,
+            "sha256": verdict.hashes.sha256,
+            "git_sha1": verdict.hashes.git_sha1,
+            "num_modules": verdict.num_modules,
+            "checked": "config, header, pairs and ranks, targets, alpha; every tensor finite, some lora_B not zero",
         }
         path = self._entry(weights)
         try:

@@ -14,6 +14,7 @@ its tensors again (the run directory remembers the read).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -30,7 +31,7 @@ from typing import Any, NoReturn
 import torch
 from safetensors.torch import save_file
 
-from hubkit.adapter_weights import ScanCache, rewritten_header, scan_weights
+from hubkit.adapter_weights import Verdict, VerdictCache, rewritten_header, scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
 from hubkit.hashing import FileHashes, FileVersion, hash_file, remember_hashes
 from hubkit.manifest import LoraSettings
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 # Adapters read at once by `prepare_adapters` (at most one per core).
 _PREPARE_WORKERS = 4
+# Passing checks of adapter files against a base config, kept in the run directory (never published).
+BASE_CHECKS_DIR = Path(".hubkit") / "base-checks"
 
 
 @dataclass(frozen=True)
@@ -251,9 +254,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _publish_saved_adapter(saved: _SavedAdapter, run: Run, out_dir: Path, label: str) -> FileHashes:
-    """Read the saved weights once (checked and hashed, or remembered from an earlier read) and put them in
-    `out_dir`: the saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
+def _publish_saved_adapter(saved: _SavedAdapter, out_dir: Path, label: str) -> FileHashes:
+    """Read the saved weights once (every tensor checked, the file hashed) and put them in `out_dir`: the
+    saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
 
     Raises:
         AdapterError: NaN/Inf, every lora_B zero, or weights that changed while they were read.
@@ -280,22 +283,26 @@ def _publish_saved_adapter(saved: _SavedAdapter, run: Run, out_dir: Path, label:
         remember_hashes(FileVersion.of(target), hashes)
         return hashes
     version = FileVersion.of(saved.weights)
-    cache = ScanCache(run.run_dir)
-    hashes = cache.get(saved.weights, version)
-    if hashes is None:
-        hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label)
-        if FileVersion.of(saved.weights) != version:
-            raise AdapterError(
-                f"{label}: {ADAPTER_WEIGHTS} changed while it was read (still being saved?): push again once "
-                "the save is done"
-            )
-        cache.put(saved.weights, version, hashes)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _link_or_copy(saved.weights, target)
+    hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label)
     if FileVersion.of(saved.weights) != version:
+        raise AdapterError(
+            f"{label}: {ADAPTER_WEIGHTS} changed while it was read (still being saved?): push again once "
+            "the save is done"
+        )
+    _link_saved_weights(saved.weights, version, hashes, out_dir, label)
+    return hashes
+
+
+def _link_saved_weights(
+    weights: Path, version: FileVersion, hashes: FileHashes, out_dir: Path, label: str
+) -> None:
+    """Put the saved weights file itself in `out_dir`, its hashes known (no read)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / ADAPTER_WEIGHTS
+    _link_or_copy(weights, target)
+    if FileVersion.of(weights) != version:
         raise AdapterError(f"{label}: {ADAPTER_WEIGHTS} changed while it was published: push again")
     remember_hashes(FileVersion.of(target), hashes)
-    return hashes
 
 
 def _rebuilt_adapter(
@@ -374,20 +381,49 @@ def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
     (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
+    """A digest of what a saved adapter's checks read besides its weights (its config, the run's LoRA
+    settings), or None when the config cannot be read (the checks then say why)."""
+    try:
+        config = (adapter_dir / ADAPTER_CONFIG).read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha256(config + b"\0" + repr(run.manifest.lora).encode()).hexdigest()
+
+
 def _prepared_saved_adapter(
     checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str
 ) -> PreparedAdapter:
-    saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
-    hashes = _publish_saved_adapter(saved, run, out_dir, label)
-    _write_config(out_dir, saved.config)
+    """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
+    weights = adapter_dir / ADAPTER_WEIGHTS
+    cache = VerdictCache(run.run_dir)
+    inputs = _check_inputs(adapter_dir, run)
+    try:
+        version = FileVersion.of(weights)
+    except OSError:
+        version = None  # the checks say what is missing
+    verdict = cache.get(weights, version, inputs) if version and inputs else None
+    if verdict is not None:
+        config = read_adapter_config(adapter_dir, label)
+        normalized = _normalized_config(config, run, config["lora_alpha"])
+        _link_saved_weights(weights, version, verdict.hashes, out_dir, label)  # type: ignore[arg-type]
+        renamed = False
+    else:
+        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
+        hashes = _publish_saved_adapter(saved, out_dir, label)
+        normalized, renamed = saved.config, saved.renamed
+        verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
+        if version and inputs and not renamed and inputs == _check_inputs(adapter_dir, run):
+            cache.put(weights, version, inputs, verdict)
+    _write_config(out_dir, normalized)
     return PreparedAdapter(
         step=checkpoint.step,
         dir=out_dir,
-        config=saved.config,
-        num_modules=saved.num_modules,
+        config=normalized,
+        num_modules=verdict.num_modules,
         rebuilt=False,
-        weights=hashes,
-        saved_weights_published=not saved.renamed,
+        weights=verdict.hashes,
+        saved_weights_published=not renamed,
     )
 
 
@@ -425,29 +461,33 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
 
 
 @lru_cache(maxsize=8)
-def _base_linear_shapes(
-    base_model: str, revision: str | None, endpoint: str | None, token: str | None
-) -> dict[str, tuple[int, int]]:
-    """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
+def _base_config(base_model: str, revision: str | None, endpoint: str | None, token: str | None) -> Path:
+    """The base's ``config.json``, downloaded (into the client's cache) once per process."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        config_path = hf_hub_download(
-            base_model, "config.json", revision=revision, endpoint=endpoint, token=token
+        return Path(
+            hf_hub_download(base_model, "config.json", revision=revision, endpoint=endpoint, token=token)
         )
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as e:
         at = f" at revision {revision}" if revision else ""
         raise BaseModelMismatchError(
             f"base model {base_model}{at} has no config.json on the Hub: check the base model id"
         ) from e
+
+
+@lru_cache(maxsize=8)
+def _base_linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     try:
         from transformers.initialization import no_init_weights
     except ImportError:  # transformers < 5
         from transformers.modeling_utils import no_init_weights
 
-    config = AutoConfig.from_pretrained(Path(config_path).parent)
+    config = AutoConfig.from_pretrained(config_path.parent)
     # Architecture only: no memory for weights, nothing downloaded, no time spent initializing them.
     with torch.device("meta"), no_init_weights():
         model = AutoModelForCausalLM.from_config(config)
@@ -458,6 +498,24 @@ def _base_linear_shapes(
     }
 
 
+@lru_cache(maxsize=8)
+def _base_config_key(config_path: Path) -> str:
+    """What a base check depends on besides the adapter file: the config's content, and transformers."""
+    from importlib.metadata import version as installed
+
+    return f"{hashlib.sha256(config_path.read_bytes()).hexdigest()}\n{installed('transformers')}"
+
+
+def _base_check_record(run_dir: Path, weights: Path, config_path: Path) -> Path | None:
+    """Where a passing check of this version of `weights` against this base config is remembered."""
+    try:
+        weights_version = FileVersion.of(weights)
+    except OSError:
+        return None  # the check says what is missing
+    key = f"{weights_version}\n{_base_config_key(config_path)}"
+    return run_dir / BASE_CHECKS_DIR / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def check_against_base(
     adapter_dir: Path,
     base_model: str,
@@ -466,6 +524,7 @@ def check_against_base(
     label: str | None = None,
     endpoint: str | None = None,
     token: str | None = None,
+    run_dir: Path | None = None,
 ) -> None:
     """Check that every adapted module exists in the base model, with matching shapes.
 
@@ -479,14 +538,22 @@ def check_against_base(
         label: how errors name the checkpoint; default the directory name.
         endpoint: the Hub holding the base model (default: `HF_ENDPOINT`, else huggingface.co).
         token: the token for that Hub (default: the client's own lookup).
+        run_dir: the adapter's run directory: a passing check is remembered there (`.hubkit/base-checks/`,
+            by weights file version and base config), and that file is not checked against that config again.
 
     Raises:
         BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
         AdapterError: the adapter weights file is missing or truncated.
     """
     label = label or adapter_dir.name
+    config_path = _base_config(base_model, revision, endpoint, token)
+    record = (
+        _base_check_record(run_dir, Path(adapter_dir) / ADAPTER_WEIGHTS, config_path) if run_dir else None
+    )
+    if record is not None and record.exists():
+        return
     header = read_weights_header(Path(adapter_dir), label)
-    linears = _base_linear_shapes(base_model, revision, endpoint, token)
+    linears = _base_linear_shapes(config_path)
     for tensor in header.tensors:
         key = tensor.name
         parsed = parse_lora_key(key)
@@ -505,3 +572,9 @@ def check_against_base(
                 f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
                 f"is {in_features}->{out_features}: was it trained on another base?"
             )
+    if record is not None:
+        try:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.touch()
+        except OSError as e:
+            logger.debug("could not remember a base model check in the run directory (%s)", e.strerror)

@@ -289,8 +289,15 @@ def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
     scans = []
     monkeypatch.setattr("hubkit.adapters.scan_weights", lambda *args, **kwargs: scans.append(args))
     second = _prepare(tmp_path / "run", tmp_path / "out-2")  # a later push: the run directory remembers
-    assert scans == [] and second.weights == first.weights
+    assert scans == [] and second.weights == first.weights and second.config == first.config
     monkeypatch.undo()
+    # The config changed, the weights did not: checked again (the verdict covers both).
+    config = weights.parent / "adapter_config.json"
+    saved_config = config.read_text()
+    config.write_text(json.dumps(_config(lora_alpha=0)))
+    with pytest.raises(AdapterError, match="lora_alpha is 0"):
+        _prepare(tmp_path / "run", tmp_path / "out-alpha")
+    config.write_text(saved_config)
     # Saved again with a diverged tensor, at the same size: read (and refused) again.
     tensors = _tensors()
     _with_nan(tensors)
@@ -388,6 +395,27 @@ def test_check_against_base_accepts_matching_shapes_from_config_only(
     check_against_base(_handmade_adapter(tmp_path, _tensors()), BASE_ID)
     fetched = [path for _, path, _ in local_hub.request_log[logged:]]
     assert not any(path.endswith(".safetensors") for path in fetched)  # no weights downloaded
+
+
+def test_a_passing_check_against_the_base_is_remembered_per_file_version(
+    tmp_path: Path, tiny_qwen3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = _handmade_adapter(tmp_path, _tensors())
+    run_dir = tmp_path / "run"
+    check_against_base(adapter, BASE_ID, run_dir=run_dir)
+    assert len(list((run_dir / ".hubkit" / "base-checks").iterdir())) == 1
+    headers = []
+    monkeypatch.setattr("hubkit.adapters.read_weights_header", lambda *args: headers.append(args))
+    check_against_base(adapter, BASE_ID, run_dir=run_dir)  # remembered: the header is not read
+    assert headers == []
+    monkeypatch.undo()
+    # Saved again, with a module the base does not have: checked again, and refused.
+    tensors = _tensors()
+    tensors["base_model.model.model.layers.9.mlp.up_proj.lora_A.weight"] = torch.ones(RANK, 64)
+    tensors["base_model.model.model.layers.9.mlp.up_proj.lora_B.weight"] = torch.ones(128, RANK)
+    save_file(tensors, adapter / "adapter_model.safetensors")
+    with pytest.raises(BaseModelMismatchError, match="does not exist"):
+        check_against_base(adapter, BASE_ID, run_dir=run_dir)
 
 
 def test_check_against_base_refuses_wrong_shape(tmp_path: Path, tiny_qwen3) -> None:

@@ -127,6 +127,7 @@ def check_adapters_against_base(
                 label=label,
                 endpoint=api.endpoint,
                 token=api.token,
+                run_dir=run.run_dir,
             )
             checked.add(adapter.step)
 
