@@ -1,71 +1,129 @@
-"""Benchmark `hubkit push` against `hf upload` of the same files, on a local Hub.
+"""Benchmark `hubkit push` (the library's `push_run`) against `hf upload` of the same checkpoints.
 
-    .venv/bin/python bench/push.py [--checkpoints 10] [--adapter-mb 8] [--repeats 5]
+    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 4] [--workdir DIR]
 
-A synthetic TRL run of N checkpoints (PEFT-format LoRA adapters) is pushed to fresh repos with
-`hubkit push`, and the exact files of its plan are uploaded to other fresh repos with
-`HfApi.upload_folder` (what `hf upload REPO FOLDER` runs), alternating, in the same process, after
-one uncounted warm-up round of each; the medians are compared.
-hubkit's time includes building the plan: validating and normalizing every adapter and hashing
-every file. Then an unchanged re-push is timed and its uploaded bytes and write requests counted.
+Two generated TRL-layout runs (random weights, seeded), each pushed with `merged=False, space=False` to a
+local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's):
+
+    seed    10 checkpoints of Qwen3-4B's LoRA shape: r=16 on q,k,v,o,gate,up,down, 36 layers, fp32 (132 MB
+            each, 1.32 GB); the base repo holds only Qwen3-4B's config.json
+    small   10 checkpoints of 8.9 MB (r=4 on q_proj and v_proj of a 1024-wide, 109-layer Qwen3 config)
+
+The baseline is `HfApi.upload_folder` (what `hf upload REPO RUN_DIR --include "checkpoint-*/adapter_*"`
+runs) of the same checkpoint folders' adapter files, to the same Hub. Every push and every upload runs in a
+forked child of one process that has already imported what both import (a warm-up push and upload
+in children list the modules; the parent imports them), so neither pays interpreter start-up or
+imports, and the child starts with no hubkit state in memory: each push is what a fresh `hubkit push`
+does once its imports are done. Between first pushes the run's `.hubkit/` cache is deleted.
+
+    first push      push_run to a fresh repo vs upload_folder to a fresh repo
+    re-push         push_run again, nothing changed (the run's cache kept) vs upload_folder again
+    add one         a new checkpoint saved; push_run vs upload_folder of that checkpoint folder alone
+    peak RSS        VmHWM of the first push's child (from /proc/self/status), minus that of the same push
+                    of a one-checkpoint run whose adapter is near-empty (the interpreter, imports and
+                    fixed costs), compared with the tensors of one adapter
+
+Each time is the median of --rounds; the disk is synced before each, and which of hf and hubkit goes first
+alternates (on a cloud disk the second of two large uploads in a row can meet a slower disk). Ratios are hubkit / hf, one per line. hubkit's time includes the adapter card (rendered, with
+its charts, at every push); it is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import pickle
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from hubkit.localhub import LocalHub
+TOKEN = "hubkit-bench-token"
+T = TypeVar("T")
+BASE_REPO = "bench/qwen3-4b"
 
-ROOT = Path(__file__).resolve().parents[1]
+# Qwen3-4B's config.json (the architecture fields the push checks adapters against).
+QWEN3_4B_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 2560,
+    "initializer_range": 0.02,
+    "intermediate_size": 9728,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 36,
+    "model_type": "qwen3",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 36,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": None,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoints", type=int, default=10)
-    parser.add_argument("--adapter-mb", type=float, default=8.0, help="approximate size of each adapter")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Scale:
+    """One benchmarked run: its base config and the (in, out) features of every adapted module."""
 
-    workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-push-"))
-    hub = LocalHub(workdir / "hub").start()
-    # The client reads these at import time: set them before anything imports huggingface_hub.
-    os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HUB_DISABLE_XET="1", HF_HOME=str(workdir / "hf_home"))
-    os.environ.pop("HF_TOKEN", None)
-    try:
-        run(args, workdir, hub)
-    finally:
-        hub.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    name: str
+    base_repo: str
+    base_config: dict
+    rank: int
+    modules: dict[str, tuple[int, int]]
+    checkpoints: int = 10
+
+    @property
+    def adapter_bytes(self) -> int:
+        return sum(4 * self.rank * (i + o) for i, o in self.modules.values())
 
 
-def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
-    from huggingface_hub import HfApi
-    from huggingface_hub.utils import disable_progress_bars
+def seed_scale() -> Scale:
+    c = QWEN3_4B_CONFIG
+    hidden, inter, head = c["hidden_size"], c["intermediate_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * head, c["num_key_value_heads"] * head
+    per_layer = {
+        "self_attn.q_proj": (hidden, q),
+        "self_attn.k_proj": (hidden, kv),
+        "self_attn.v_proj": (hidden, kv),
+        "self_attn.o_proj": (q, hidden),
+        "mlp.gate_proj": (hidden, inter),
+        "mlp.up_proj": (hidden, inter),
+        "mlp.down_proj": (inter, hidden),
+    }
+    modules = {
+        f"model.layers.{layer}.{name}": shape
+        for layer in range(c["num_hidden_layers"])
+        for name, shape in per_layer.items()
+    }
+    return Scale("seed", BASE_REPO, QWEN3_4B_CONFIG, 16, modules)
 
-    from hubkit.cli import main as hubkit_main
-    from hubkit.publish import diff_push, hub_client, plan_push, prepare_adapters, select_checkpoints
-    from hubkit.publish.commit import commit_repo
-    from hubkit.runs import load_run
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_publish_support import make_run, qwen3_shapes
-
-    disable_progress_bars()
-    import hubkit.adapters  # noqa: F401  (torch and peft imported before timing, as for hf upload's imports)
-
-    # q_proj + v_proj LoRA (r=4) on L layers of hidden 1024: 4 * 4 * (1024 + 2048 + 1024 + 1024) bytes per layer.
-    layers = max(1, round(args.adapter_mb * 1e6 / (16 * (1024 + 2048 + 1024 + 1024))))
-    shapes = qwen3_shapes(hidden=1024, q_out=2048, v_out=1024, layers=layers)
-    # The push checks adapters against the base's config.json: publish one whose q_proj/v_proj fit.
-    base_config = {
+def small_scale() -> Scale:
+    layers = 109  # 4 bytes * r=4 * (1024+2048 + 1024+1024) per layer: 8.9 MB
+    config = {
         "model_type": "qwen3",
         "architectures": ["Qwen3ForCausalLM"],
         "hidden_size": 1024,
@@ -76,83 +134,362 @@ def run(args: argparse.Namespace, workdir: Path, hub: LocalHub) -> None:
         "intermediate_size": 64,
         "vocab_size": 128,
     }
-    base_api = HfApi(endpoint=hub.endpoint)
-    base_api.create_repo("bench/base")
-    base_api.upload_file(
-        path_or_fileobj=json.dumps(base_config).encode(), path_in_repo="config.json", repo_id="bench/base"
-    )
-    run_dir = make_run(
-        workdir / "runs", tuple(range(1, args.checkpoints + 1)), base_model="bench/base", shapes=shapes
+    modules = {}
+    for layer in range(layers):
+        modules[f"model.layers.{layer}.self_attn.q_proj"] = (1024, 2048)
+        modules[f"model.layers.{layer}.self_attn.v_proj"] = (1024, 1024)
+    return Scale("small", "bench/small-base", config, 4, modules)
+
+
+def tiny_scale(scale: Scale) -> Scale:
+    """The same base with a near-empty adapter (r=1 on one module): what a push costs besides the adapters."""
+    module, shape = next(iter(scale.modules.items()))
+    return Scale(f"{scale.name}-empty", scale.base_repo, scale.base_config, 1, {module: shape}, checkpoints=1)
+
+
+# --- the run on disk ----------------------------------------------------------------------------------
+
+
+def write_checkpoint(run_dir: Path, scale: Scale, step: int) -> None:
+    """checkpoint-<step>/ as TRL saves it: the PEFT adapter and trainer_state.json.
+
+    numpy, not torch: this process forks children, and torch's thread pool does not survive a fork.
+    """
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    path = run_dir / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    generator = np.random.default_rng(step)
+    tensors = {}
+    for module, (fan_in, fan_out) in scale.modules.items():
+        prefix = f"base_model.model.{module}"
+        for key, shape in (
+            (f"{prefix}.lora_A.weight", (scale.rank, fan_in)),
+            (f"{prefix}.lora_B.weight", (fan_out, scale.rank)),
+        ):
+            tensors[key] = generator.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+    save_file(tensors, path / "adapter_model.safetensors", metadata={"format": "pt"})
+    targets = sorted({m.rsplit(".", 1)[-1] for m in scale.modules})
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": scale.base_repo,
+        "r": scale.rank,
+        "lora_alpha": 2 * scale.rank,
+        "lora_dropout": 0.0,
+        "target_modules": targets,
+        "bias": "none",
+    }
+    (path / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    history = [{"step": s, "loss": 1 / s, "reward": 0.5 + 0.001 * s} for s in range(10, step + 1, 10)]
+    (path / "trainer_state.json").write_text(
+        json.dumps({"global_step": step, "max_steps": 1000, "log_history": history})
     )
 
-    # The baseline uploads exactly the files hubkit publishes, laid out as in the repo.
-    run_obj = load_run(run_dir)
-    plan = plan_push(
-        run_obj, "bench/layout", prepare_adapters(run_obj, select_checkpoints(run_obj), workdir / "stage")
+
+def make_run(root: Path, scale: Scale) -> Path:
+    from hubkit.manifest import LoraSettings, Manifest
+
+    run_dir = root / f"{scale.name}-run"
+    run_dir.mkdir(parents=True)
+    targets = tuple(sorted({m.rsplit(".", 1)[-1] for m in scale.modules}))
+    Manifest(
+        run_id=f"bench-{scale.name}",
+        framework="trl",
+        base_model=scale.base_repo,
+        lora=LoraSettings(r=scale.rank, alpha=2 * scale.rank, target_modules=targets),
+        started_at="2026-01-01T00:00:00Z",
+    ).save(run_dir)
+    for step in range(1, scale.checkpoints + 1):
+        write_checkpoint(run_dir, scale, step * 10)
+    return run_dir
+
+
+# --- children -------------------------------------------------------------------------------------------
+
+
+def peak_rss() -> int:
+    """This process's peak resident set (VmHWM), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def in_child(action: Callable[..., object], *args: object, **kwargs: object) -> tuple[float, int, object]:
+    """Run `action(*args, **kwargs)` in a forked child; return its seconds, its peak RSS in bytes, and its
+    result."""
+    os.sync()  # the previous upload's writes flushed: no write-back of its bytes during this one
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            start = time.perf_counter()
+            result = action(*args, **kwargs)
+            payload = (time.perf_counter() - start, peak_rss(), result, None)
+        except BaseException:
+            payload = (0.0, 0, None, traceback.format_exc())
+        with os.fdopen(write_fd, "wb") as f:
+            pickle.dump(payload, f)
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    seconds, rss, result, error = pickle.loads(data)
+    if error is not None:
+        raise SystemExit(f"a benchmarked child failed:\n{error}")
+    return seconds, rss, result
+
+
+def hf_upload(endpoint: str, repo_id: str, folder: Path, path_in_repo: str = "", create: bool = False) -> str:
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=endpoint, token=TOKEN)
+    if create:  # `hf upload` creates the repo when it is missing
+        api.create_repo(repo_id, exist_ok=True)
+    info = api.upload_folder(
+        repo_id=repo_id,
+        folder_path=folder,
+        path_in_repo=path_in_repo or None,
+        allow_patterns=["adapter_model.safetensors", "adapter_config.json", "checkpoint-*/adapter_*"],
     )
-    folder = workdir / "folder"
-    for planned in plan.repos[0].files:
-        target = folder / planned.path_in_repo
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(planned.read_bytes())
-    total_bytes = plan.repos[0].total_size
+    return info.oid
 
-    api = HfApi(endpoint=hub.endpoint)
-    hubkit_times, hf_times = [], []
-    # Round 0 warms both up (imports, the base model's shapes) and is not counted.
-    for i in range(args.repeats + 1):
-        start = time.perf_counter()  # `hf upload` creates the repo, then uploads the folder
-        api.create_repo(f"bench/hf-{i}", exist_ok=True)
-        api.upload_folder(repo_id=f"bench/hf-{i}", folder_path=folder)
-        hf_times.append(time.perf_counter() - start)
 
+def hubkit_push(endpoint: str, run_dir: Path, repo_id: str) -> tuple[str | None, int, float]:
+    """One push: its commit (None: unchanged), the bytes it uploaded, and the seconds its card took."""
+    import hubkit.cards
+    from hubkit.publish import PushRequest, push_run
+
+    card_seconds = []
+    render = hubkit.cards.adapter_card_files
+
+    def timed_card(*args: object, **kwargs: object) -> dict[str, bytes]:  # in this child process only
         start = time.perf_counter()
         try:
-            hubkit_main(
-                [
-                    "push",
-                    "--run-dir",
-                    str(run_dir),
-                    "--repo-id",
-                    f"bench/hubkit-{i}",
-                    "--quiet",
-                    "--no-merged",
-                ]
-            )
-        except SystemExit as e:
-            if e.code:
-                raise
-        hubkit_times.append(time.perf_counter() - start)
+            return render(*args, **kwargs)
+        finally:
+            card_seconds.append(time.perf_counter() - start)
 
-    # Unchanged re-push, through the library so that the uploaded bytes can be read off the result.
-    client = hub_client(hub.endpoint, None)
-    log_start = len(hub.request_log)
-    start = time.perf_counter()
-    run_obj = load_run(run_dir)
-    plan = plan_push(
-        run_obj, "bench/hubkit-0", prepare_adapters(run_obj, select_checkpoints(run_obj), workdir / "stage2")
-    )
-    results = [commit_repo(client, diff) for diff in diff_push(client, plan)]
-    repush_time = time.perf_counter() - start
-    writes = [r for r in hub.request_log[log_start:] if r[0] == "PUT" or "/commit/" in r[1]]
+    hubkit.cards.adapter_card_files = timed_card
+    request = PushRequest(run_dir, repo_id=repo_id, merged=False, space=False, endpoint=endpoint, token=TOKEN)
+    (repo,) = push_run(request).repos
+    return repo.commit_sha, repo.bytes_uploaded, sum(card_seconds)
 
-    hubkit_times, hf_times = hubkit_times[1:], hf_times[1:]
-    hubkit_median, hf_median = statistics.median(hubkit_times), statistics.median(hf_times)
-    print(
-        f"run: {args.checkpoints} checkpoints, {len(plan.repos[0].files)} files, {total_bytes / 1e6:.1f} MB"
+
+def listed_modules(action: Callable[[], object]) -> list[str]:
+    """The modules a warm-up of `action` imports (it runs in a child)."""
+
+    def run() -> list[str]:
+        action()
+        return sorted(sys.modules)
+
+    return in_child(run)[2]  # type: ignore[return-value]
+
+
+def warm_imports(names: list[str]) -> None:
+    import importlib
+
+    for name in names:
+        if name not in sys.modules and not name.startswith("__"):
+            with contextlib.suppress(Exception):  # a module that imports only in its own context
+                importlib.import_module(name)
+
+
+def api_call(endpoint: str, method: str, *args, **kwargs) -> object:
+    """One HfApi call, made in a child (the parent keeps no connection across forks)."""
+    from huggingface_hub import HfApi
+
+    return getattr(HfApi(endpoint=endpoint, token=TOKEN), method)(*args, **kwargs)
+
+
+def child_call(endpoint: str, method: str, *args, **kwargs) -> object:
+    return in_child(api_call, endpoint, method, *args, **kwargs)[2]
+
+
+# --- the benchmark ------------------------------------------------------------------------------------------
+
+
+def publish_base(endpoint: str, scale: Scale) -> None:
+    child_call(endpoint, "create_repo", scale.base_repo, exist_ok=True)
+    child_call(
+        endpoint,
+        "upload_file",
+        path_or_fileobj=json.dumps(scale.base_config, indent=2).encode(),
+        path_in_repo="config.json",
+        repo_id=scale.base_repo,
     )
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None:
+    name = scale.name
+    publish_base(endpoint, scale)
+    run_dir = make_run(workdir, scale)
     print(
-        f"first push, hf upload (baseline): {hf_median:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in hf_times)})"
+        f"[{name}] run: {scale.checkpoints} checkpoints of {scale.adapter_bytes / 1e6:.1f} MB "
+        f"({scale.checkpoints * scale.adapter_bytes / 1e9:.2f} GB), median of {rounds} rounds",
+        flush=True,
     )
+    hf, hubkit, card = defaultdict(list), defaultdict(list), defaultdict(list)
+
+    def push(kind: str, repo_id: str) -> tuple[str | None, int, int]:
+        seconds, rss, (commit, uploaded, card_seconds) = in_child(hubkit_push, endpoint, run_dir, repo_id)
+        hubkit[kind].append(seconds)
+        card[kind].append(card_seconds)
+        return commit, uploaded, rss
+
+    def both(i: int, hf_call: Callable[[], float], hubkit_call: Callable[[], T]) -> tuple[float, T]:
+        """One round of each; which goes first alternates with `i`."""
+        if i % 2:
+            result = hubkit_call()
+            return hf_call(), result
+        seconds = hf_call()
+        return seconds, hubkit_call()
+
+    def fresh_push(repo_id: str) -> int:
+        shutil.rmtree(run_dir / ".hubkit", ignore_errors=True)  # what hubkit remembers of the run
+        return push("first", repo_id)[2]
+
+    # First push: fresh repos; round 0 is a warm-up (page cache, the server's first writes).
+    rss_first = []
+    for i in range(rounds + 1):
+        hf_repo, hubkit_repo = f"bench/hf-{name}-{i}", f"bench/hubkit-{name}-{i}"
+        hf_seconds, rss = both(
+            i,
+            partial(lambda repo: in_child(hf_upload, endpoint, repo, run_dir, create=True)[0], hf_repo),
+            partial(fresh_push, hubkit_repo),
+        )
+        rss_first.append(rss)
+        if i == 0:
+            hubkit["first"].clear()
+            card["first"].clear()
+        else:
+            hf["first"].append(hf_seconds)
+        if i < rounds:  # the last pair of repos stays for the re-push and add-one rounds
+            for repo in (hf_repo, hubkit_repo):
+                child_call(endpoint, "delete_repo", repo)
+
+    for i in range(rounds):  # nothing changed
+        hf_seconds, (commit, uploaded, _) = both(
+            i,
+            lambda: in_child(hf_upload, endpoint, hf_repo, run_dir)[0],
+            lambda: push("re-push", hubkit_repo),
+        )
+        hf["re-push"].append(hf_seconds)
+        if commit is not None or uploaded:
+            raise SystemExit("an unchanged re-push uploaded something")
+
+    for i in range(rounds):  # a new checkpoint each round
+        step = (scale.checkpoints + 1 + i) * 10
+        write_checkpoint(run_dir, scale, step)
+        folder = run_dir / f"checkpoint-{step}"
+        hf_seconds, (commit, uploaded, _) = both(
+            i,
+            partial(lambda f: in_child(hf_upload, endpoint, hf_repo, f, path_in_repo=f.name)[0], folder),
+            lambda: push("add one", hubkit_repo),
+        )
+        hf["add one"].append(hf_seconds)
+        if commit is None or uploaded < scale.adapter_bytes:
+            raise SystemExit("adding a checkpoint did not upload it")
+
+    # The same push of a near-empty adapter: the interpreter, its imports and a push's fixed costs.
+    empty_run = make_run(workdir / "empty", tiny_scale(scale))
+    rss_empty = in_child(hubkit_push, endpoint, empty_run, f"bench/empty-{name}")[1]
+    for repo in (hf_repo, hubkit_repo, f"bench/empty-{name}"):
+        child_call(endpoint, "delete_repo", repo)
+    shutil.rmtree(empty_run, ignore_errors=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+    def runs(values: list[float]) -> str:
+        return f"{median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
+
+    for kind, baseline in (
+        ("first", "hf upload"),
+        ("re-push", "hf re-upload"),
+        ("add one", "hf upload of it"),
+    ):
+        print(
+            f"[{name}] {kind}: {baseline} {runs(hf[kind])}; hubkit {runs(hubkit[kind])}, "
+            f"of which the card {median(card[kind]):.2f} s"
+        )
+    peak = max(rss_first)
     print(
-        f"first push, hubkit push:          {hubkit_median:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in hubkit_times)})"
+        f"[{name}] peak RSS (VmHWM of each push's process): first push {peak / 1e6:.0f} MB, the same push "
+        f"of a near-empty adapter {rss_empty / 1e6:.0f} MB, one adapter's tensors "
+        f"{scale.adapter_bytes / 1e6:.0f} MB"
     )
-    print(f"first push ratio hubkit / hf upload: {hubkit_median / hf_median:.2f}x")
-    uploaded = sum(r.uploaded_bytes for r in results)
-    commits = sum(r.commit_sha is not None for r in results)
+    ratios = (
+        ("first push / hf upload", median(hubkit["first"]) / median(hf["first"]), "1.25x"),
+        ("unchanged re-push / hf re-upload", median(hubkit["re-push"]) / median(hf["re-push"]), "1.5x"),
+        ("add one checkpoint / hf upload of it", median(hubkit["add one"]) / median(hf["add one"]), "1.25x"),
+    )
+    for label, ratio, target in ratios:
+        print(f"[{name}] ratio {label}: {ratio:.2f}x (target <= {target})")
     print(
-        f"unchanged re-push: {repush_time:.3f} s, {uploaded} bytes uploaded, {commits} commits, {len(writes)} write requests"
+        f"[{name}] ratio peak RSS above the near-empty push / one adapter's tensors: "
+        f"{(peak - rss_empty) / scale.adapter_bytes:.2f} (target <= 1)",
+        flush=True,
     )
+
+
+def start_server(root: Path) -> tuple[str, subprocess.Popen]:
+    hubkit = Path(sys.executable).parent / "hubkit"
+    process = subprocess.Popen(
+        [str(hubkit), "hub", "serve", "--root", str(root)], stdout=subprocess.PIPE, text=True
+    )
+    return process.stdout.readline().strip(), process
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scale", choices=("seed", "small", "both"), default="both")
+    parser.add_argument("--rounds", type=int, default=4, help="an even number: each goes first as often")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="where the runs and the Hub go (default: a temp dir)"
+    )
+    args = parser.parse_args()
+    scales = {"seed": [seed_scale()], "small": [small_scale()], "both": [small_scale(), seed_scale()]}[
+        args.scale
+    ]
+    needed = max(s.adapter_bytes for s in scales) * 10 * 6  # the run, plus the repos alive at once
+    workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-push-", dir=args.workdir))
+    free = shutil.disk_usage(workdir).free
+    if free < needed:
+        raise SystemExit(
+            f"{workdir} has {free / 1e9:.1f} GB free; this benchmark needs about {needed / 1e9:.1f} GB"
+        )
+    endpoint, server = start_server(workdir / "hub")
+    try:
+        from hubkit.localhub.client_env import use_local_hub
+
+        use_local_hub(endpoint, str(workdir / "hf_home"), token=TOKEN)
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+        # Import in the parent what a push and an upload import, so that the forked children do not.
+        warm = small_scale()
+        warm_run = make_run(workdir / "warm", tiny_scale(warm))
+        publish_base(endpoint, warm)
+        warm_imports(listed_modules(lambda: hubkit_push(endpoint, warm_run, "bench/warm-hubkit")))
+        warm_imports(listed_modules(lambda: hf_upload(endpoint, "bench/warm-hf", warm_run, create=True)))
+        print(
+            f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process); workdir free: {free / 1e9:.0f} GB"
+        )
+        for scale in scales:
+            bench_scale(scale, endpoint, workdir, args.rounds)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
