@@ -17,6 +17,7 @@ import hashlib
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -70,7 +71,7 @@ def _push(run_dir: Path, endpoint: str, tmp_path: Path, *, in_matrix: bool = Tru
     with PushSession(request) as session:
         report = session.push()
         FIGURES["completed"] += in_matrix
-        _assert_repo_is_the_run(report, endpoint, tmp_path)
+        _assert_repo_is_the_run(report, endpoint, tmp_path, in_matrix)
     return report
 
 
@@ -85,17 +86,17 @@ def _push_fails_in_one_line(run_dir: Path, endpoint: str, capsys: pytest.Capture
     return lines[0]
 
 
-def _assert_repo_is_the_run(report: PushReport, endpoint: str, tmp_path: Path) -> None:
+def _assert_repo_is_the_run(report: PushReport, endpoint: str, tmp_path: Path, in_matrix: bool) -> None:
     """Every planned file is on the Hub with the local bytes; the repo has a clean push's commits."""
     api = HfApi(endpoint=endpoint, token="any")
     (plan,) = report.plan.repos
-    cache = tmp_path / f"download-{FIGURES['files']}"
+    cache = Path(tempfile.mkdtemp(prefix="download-", dir=tmp_path))
     for planned in plan.files:
-        FIGURES["files"] += 1
+        FIGURES["files"] += in_matrix
         path = Path(hf_hub_download(REPO_ID, planned.path_in_repo, endpoint=endpoint, cache_dir=cache))
         local = planned.read_bytes()
         if hashlib.sha256(path.read_bytes()).hexdigest() != hashlib.sha256(local).hexdigest():
-            FIGURES["lost"] += 1
+            FIGURES["lost"] += in_matrix
             pytest.fail(f"{planned.path_in_repo} on the Hub differs from the local file")
     assert len(api.list_repo_commits(REPO_ID)) == CLEAN_PUSH_COMMITS
 
