@@ -6,8 +6,8 @@ repo has exactly the commits a clean push makes, and a rerun has sent no LFS obj
 The crash faults kill the Hub's process, so those cases serve it with `hubkit hub serve`.
 
 huggingface_hub retries LFS transfers itself (5 times, sleeping 1, 2, 4, 8, 8 s; Retry-After + 1 s on a
-429), so small caps keep these cases fast; hubkit retries the commit (1, 2, 4 s) after reading the repo
-again. The figures of the whole matrix (pushes tried and completed, faults injected, files lost) are
+429), so small caps keep these cases fast; hubkit retries a whole upload when the client gives up, and the
+commit (1, 2, 4 s) after reading the repo again. The figures of the whole matrix (pushes tried and completed, faults injected, files lost) are
 printed at the end of the module (`pytest -s`).
 """
 
@@ -22,6 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
@@ -126,6 +127,27 @@ def test_a_push_completes_through_transient_faults(spec, run_dir, tiny_qwen3, tm
         injected = hub.faults.injected[name]
         FIGURES["injected"] += injected
         assert injected == int(spec.split(":")[1].split(",")[0])
+
+
+def test_an_upload_failing_past_the_clients_own_retries_is_retried_by_the_push(
+    tiny_qwen3, tmp_path, monkeypatch, caplog
+):
+    """Seven 503s in a row on a one-checkpoint run's upload: the client gives up after six tries, the push
+    tries again. (The client's waits between its tries are skipped: 23 s each round otherwise.)"""
+    import huggingface_hub.utils._http as client_http
+
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    monkeypatch.setattr(client_http, "time", SimpleNamespace(sleep=lambda _seconds: None))
+    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse("lfs_503=1:7"))) as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        _push(run_dir, hub.endpoint, tmp_path)
+        FIGURES["injected"] += hub.faults.injected["lfs_503"]
+        assert hub.faults.injected["lfs_503"] == 7
+    retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.publish.retry"]
+    assert retried == [
+        "uploading checkpoints/global_step_1/adapter_model.safetensors to faults/run failed (HTTP 503); "
+        "retrying in 1 s"
+    ]
 
 
 def test_a_commit_failing_past_the_retries_stops_in_one_line_and_the_rerun_sends_no_object_again(
