@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import threading
 from collections import deque
 from collections.abc import Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -296,7 +297,7 @@ class VerdictCache:
         path = self._entry(weights)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(entry, indent=1) + "\n")
             os.replace(tmp, path)
         except OSError as e:
