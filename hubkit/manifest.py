@@ -149,7 +149,9 @@ class Manifest:
                 "local paths are never published"
             )
         if self.push_to is not None and (self.push_to.count("/") != 1 or not is_hub_id(self.push_to)):
-            raise ManifestError(f"push_to must be a Hub repo id like 'me/qwen3-4b-grpo', got {self.push_to!r}")
+            raise ManifestError(
+                f"push_to must be a Hub repo id like 'me/qwen3-4b-grpo', got {self.push_to!r}"
+            )
         for rel in (self.checkpoints_dir, self.metrics_file):
             if rel is not None and (os.path.isabs(rel) or ".." in Path(rel).parts):
                 raise ManifestError(

@@ -193,7 +193,12 @@ class RewardSpec:
 
     @classmethod
     def from_hub(
-        cls, repo_id: str, revision: str | None = None, *, endpoint: str | None = None, token: str | None = None
+        cls,
+        repo_id: str,
+        revision: str | None = None,
+        *,
+        endpoint: str | None = None,
+        token: str | None = None,
     ) -> RewardSpec:
         """The spec a run published to `repo_id` was trained with, from its ``hubkit.json`` (as data).
 
