@@ -4,7 +4,11 @@ ship inside the wheel as `hubkit/_model_cards/` and `hubkit/_spaces/` (found by 
 from setuptools import find_packages, setup
 
 setup(
-    packages=[*find_packages(include=["hubkit", "hubkit.*"]), "hubkit._model_cards", "hubkit._spaces.compare"],
+    packages=[
+        *find_packages(include=["hubkit", "hubkit.*"]),
+        "hubkit._model_cards",
+        "hubkit._spaces.compare",
+    ],
     package_dir={"hubkit._model_cards": "model_cards", "hubkit._spaces": "spaces"},
     package_data={
         "hubkit": ["py.typed"],
