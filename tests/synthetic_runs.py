@@ -118,6 +118,16 @@ def qwen3_shapes(hidden: int, q_out: int, v_out: int, layers: int) -> dict[str, 
 TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
 
 
+# A short chat-formatted prompt in the Qwen3 tokenizer's ids: logits on it compare two models.
+CHAT_INPUT_IDS = (151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645)
+
+
+def chat_logits(model) -> torch.Tensor:
+    """The model's logits on `CHAT_INPUT_IDS` (eval mode, no gradients)."""
+    with torch.no_grad():
+        return model.eval()(torch.tensor([CHAT_INPUT_IDS])).logits
+
+
 def push_adapters(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
     """`hubkit push` of the adapter repo only (quiet, --no-merged, --no-space); returns the exit status."""
     argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]

@@ -7,30 +7,12 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from peft import PeftModel
-from synthetic_runs import finish_run, make_run, qwen3_shapes, write_checkpoint
+from synthetic_runs import TINY_SHAPES, chat_logits, finish_run, make_run, run_cli, write_checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-from hubkit.cli import main
 from hubkit.runs import load_run
-
-# q_proj and v_proj of the tiny Qwen3 (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
-TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
-INPUT_IDS = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
-
-
-def _cli(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-        raise SystemExit(0)
-    return exited.value.code or 0
-
-
-def _logits(model) -> torch.Tensor:
-    with torch.no_grad():
-        return model.eval()(INPUT_IDS).logits
 
 
 def test_push_publishes_the_merged_model_beside_the_adapter_repo(
@@ -38,13 +20,13 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
 ):
     merged_id = f"{new_repo_id}-merged"
     push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
-    assert _cli([*push, "--quiet"]) == 0
+    assert run_cli([*push, "--quiet"]) == 0
 
     final_step = load_run(trl_run_dir).checkpoints[-1].step
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.repo_id)
-    reference = _logits(PeftModel.from_pretrained(base, new_repo_id))  # the root adapter: the final step
+    reference = chat_logits(PeftModel.from_pretrained(base, new_repo_id))  # the root adapter: the final step
     merged = AutoModelForCausalLM.from_pretrained(merged_id)
-    torch.testing.assert_close(_logits(merged), reference, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(chat_logits(merged), reference, atol=1e-5, rtol=1e-4)
 
     files = set(hub_api.list_repo_files(merged_id))
     assert {
@@ -72,18 +54,18 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
 
     # Pushing the same run again merges again, gets the same bytes and commits nothing.
     commits = {repo: len(hub_api.list_repo_commits(repo)) for repo in (new_repo_id, merged_id)}
-    assert _cli([*push, "--quiet"]) == 0
+    assert run_cli([*push, "--quiet"]) == 0
     assert {repo: len(hub_api.list_repo_commits(repo)) for repo in commits} == commits
 
 
 def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub_api, new_repo_id, capsys):
     push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
-    assert _cli([*push, "--dry-run", "--merged-repo-id", "hubkit-test/elsewhere"]) == 0
+    assert run_cli([*push, "--dry-run", "--merged-repo-id", "hubkit-test/elsewhere"]) == 0
     final_step = load_run(trl_run_dir).checkpoints[-1].step
     assert f"hubkit-test/elsewhere: step {final_step} would be merged" in capsys.readouterr().out
     assert not hub_api.repo_exists(new_repo_id)
 
-    assert _cli([*push, "--no-merged", "--quiet"]) == 0
+    assert run_cli([*push, "--no-merged", "--quiet"]) == 0
     assert hub_api.repo_exists(new_repo_id)
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
 
@@ -94,11 +76,11 @@ def test_a_push_of_older_steps_leaves_the_merged_model_at_the_newest(
     steps = [c.step for c in load_run(trl_run_dir).checkpoints]
     merged_id = f"{new_repo_id}-merged"
     push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
-    assert _cli([*push, "--steps", str(steps[-1]), "--quiet"]) == 0
+    assert run_cli([*push, "--steps", str(steps[-1]), "--quiet"]) == 0
     merged_commits = len(hub_api.list_repo_commits(merged_id))
     capsys.readouterr()
 
-    assert _cli([*push, "--steps", str(steps[0])]) == 0
+    assert run_cli([*push, "--steps", str(steps[0])]) == 0
     out = capsys.readouterr().out
     assert f"already holds step {steps[-1]}" in out and "merged model is left as it is" in out
     assert len(hub_api.list_repo_commits(merged_id)) == merged_commits
@@ -125,7 +107,7 @@ def test_watch_merges_once_the_run_has_finished(tmp_path, tiny_qwen3, local_hub,
     trainer.start()
     try:
         push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
-        code = _cli([*push, "--watch", "--watch-interval", "0.1", "--quiet"])
+        code = run_cli([*push, "--watch", "--watch-interval", "0.1", "--quiet"])
     finally:
         trainer.join()
     assert code == 0
@@ -145,7 +127,7 @@ def test_a_refused_merge_stops_the_push_before_anything_is_sent(
     shapes = {**TINY_SHAPES, "lm_head": (64, vocab)}
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen2_tied.repo_id, shapes=shapes)
     push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
-    assert _cli([*push, "--quiet"]) == 1
+    assert run_cli([*push, "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "ties lm_head to the embeddings" in err
     assert len(err.strip().splitlines()) == 1
