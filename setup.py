@@ -1,5 +1,6 @@
-"""Packaging that pyproject.toml cannot say alone: the top-level `model_cards/` and `spaces/` folders
-ship inside the wheel as `hubkit/_model_cards/` and `hubkit/_spaces/` (found by `hubkit.resources`)."""
+"""Packaging that pyproject.toml cannot say alone: the top-level `model_cards/`, `spaces/` and the TRL recipe
+ship inside the wheel as `hubkit/_model_cards/`, `hubkit/_spaces/` and `hubkit/_recipes/` (found by
+`hubkit.resources`)."""
 
 from setuptools import find_packages, setup
 
@@ -8,10 +9,18 @@ setup(
         *find_packages(include=["hubkit", "hubkit.*"]),
         "hubkit._model_cards",
         "hubkit._spaces.compare",
+        "hubkit._recipes.trl_gsm8k",
+        "hubkit.demo.data",
     ],
-    package_dir={"hubkit._model_cards": "model_cards", "hubkit._spaces": "spaces"},
+    package_dir={
+        "hubkit._model_cards": "model_cards",
+        "hubkit._spaces": "spaces",
+        "hubkit._recipes": "recipes",
+    },
     package_data={
         "hubkit": ["py.typed"],
+        "hubkit.demo.data": ["*.jsonl"],
+        "hubkit._recipes.trl_gsm8k": ["*.py", "*.txt", "*.md"],
         "hubkit._model_cards": ["*.j2"],
         "hubkit._spaces.compare": ["*.py", "*.txt", "*.json", "*.md"],
     },

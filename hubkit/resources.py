@@ -1,8 +1,8 @@
-"""Where the files that ship beside the code are: the model card templates (`model_cards/`) and the
-Space apps (`spaces/`).
+"""Where the files that ship beside the code are: the model card templates (`model_cards/`), the
+Space apps (`spaces/`) and the TRL recipe (`recipes/trl_gsm8k/`, which the demo runs).
 
 In a checkout (or an editable install) they are the repository's top-level folders; a wheel maps them
-into the package as `hubkit/_model_cards/` and `hubkit/_spaces/` (see setup.py).
+into the package as `hubkit/_model_cards/`, `hubkit/_spaces/` and `hubkit/_recipes/` (see setup.py).
 """
 
 from __future__ import annotations
@@ -27,3 +27,8 @@ def model_cards_dir() -> Path:
 def space_dir(name: str = "compare") -> Path:
     """The folder of one Space app (`app.py`, `requirements.txt`, ...)."""
     return _shipped("_spaces", "spaces") / name
+
+
+def recipe_dir(name: str = "trl_gsm8k") -> Path:
+    """The folder of one training recipe (`train.py`, `requirements.txt`, ...)."""
+    return _shipped("_recipes", "recipes") / name

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +77,7 @@ class RecipeConfig:
     vllm_gpu_memory_utilization: float = 0.5
     gradient_checkpointing: bool = True
     tiny: bool = False
+    signal_reward: bool = False  # add tiny_signal_reward (a random model scores 0 on every GSM8K reward)
 
     def __post_init__(self) -> None:
         if self.quantization not in ("4bit-nf4", "none"):
@@ -99,6 +100,7 @@ def tiny_config(model: str, max_steps: int) -> RecipeConfig:
         warmup_ratio=0.0,  # with 3 steps, 10 % warmup would make step 1 a no-op (learning rate 0)
         gradient_checkpointing=False,
         tiny=True,
+        signal_reward=True,
     )
 
 
@@ -261,7 +263,7 @@ def hyperparameters(config: RecipeConfig, world: int) -> dict[str, Any]:
     values["completions_per_step"] = config.prompts_per_step * config.num_generations
     values["processes"] = world
     values["rollout_engine"] = "vllm" if config.use_vllm else "transformers"
-    if config.tiny:
+    if config.signal_reward:
         values["extra_reward"] = "tiny_signal_reward (smoke run only)"
     return values
 
@@ -350,12 +352,17 @@ def _quantization_config(config: RecipeConfig) -> Any:
 
 
 def train(
-    config: RecipeConfig, run_dir: Path, problems_file: Path | None, push_to: str | None = None
+    config: RecipeConfig,
+    run_dir: Path,
+    problems_file: Path | None,
+    push_to: str | None = None,
+    on_log: Callable[[int, dict[str, float]], None] | None = None,
 ) -> Path:
     """Prepare the data, write the manifest, train, and mark the manifest finished.
 
     With `push_to`, every checkpoint is published while training runs (`HubkitPushCallback`), and the
-    final step and the merged model when it ends.
+    final step and the merged model when it ends. With `on_log`, each step's logged metrics go to it
+    (with the step number) instead of being printed as a dict (what `--tiny` does otherwise).
 
     Returns:
         `run_dir`.
@@ -366,7 +373,7 @@ def train(
     if any(run_dir.glob("checkpoint-*")):  # checked before the heavy imports: fail fast
         raise RecipeError(f"{run_dir} already holds checkpoints: choose a new --run-id")
     from peft import LoraConfig
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from hubkit.integrations.trl import HubkitPushCallback
@@ -387,7 +394,7 @@ def train(
 
         reward_funcs = hubkit_trl.reward_funcs(reward, ground_truth_column="answer")
         kwargs = grpo_config_kwargs(config, run_dir, world) | hubkit_trl.grpo_config_kwargs(spec)
-        if config.tiny:
+        if config.signal_reward:
             reward_funcs.append(tiny_signal_reward)
             kwargs["reward_weights"] = [*kwargs["reward_weights"], 1.0]
         args = GRPOConfig(**kwargs)
@@ -407,7 +414,14 @@ def train(
                 if is_main:
                     manifest.with_updates(finished_at=_now()).save(run_dir)
 
-        callbacks: list[Any] = [RecordEnd()]
+        class ReportLog(TrainerCallback):
+            """Hands each step's logged metrics to `on_log`."""
+
+            def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+                if on_log is not None and is_main and logs:
+                    on_log(state.global_step, dict(logs))
+
+        callbacks: list[Any] = [RecordEnd()] + ([ReportLog()] if on_log is not None else [])
         if push_to:
             endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
             callbacks.append(HubkitPushCallback(push_to, endpoint=endpoint, run_dir=run_dir))
@@ -428,6 +442,8 @@ def train(
             ),
             callbacks=callbacks,
         )
+        if on_log is not None:
+            trainer.remove_callback(PrinterCallback)
         trainer.train()
     return run_dir
 
