@@ -158,6 +158,26 @@ def warm_up(
     model.eval()
 
 
+def model_card(steps: int, problems: int) -> str:
+    """The base model's README.md: what it is and how it was made (Apache-2.0, as the Qwen3 tokenizer is)."""
+    return f"""---
+license: apache-2.0
+library_name: transformers
+pipeline_tag: text-generation
+tags:
+- hubkit-demo
+---
+
+# A tiny Qwen3 for hubkit's demo
+
+`Qwen3ForCausalLM` with random weights, built from config, and Qwen3's tokenizer retrained on the demo's
+arithmetic word problems. A supervised warm-up of {steps} steps on {problems} problems taught it to
+answer; {FORMAT_SHARE:.0%} of those answers used the `<reasoning>…</reasoning><answer>…</answer>` format
+and the others a plain sentence, so it answers in the format only some of the time. `make demo` then
+trains it with GRPO.
+"""
+
+
 def build_base_model(
     out_dir: Path,
     problems: Sequence[Problem],
@@ -169,7 +189,8 @@ def build_base_model(
     """Tokenizer, model and warm-up (see the module docstring), saved as a model folder.
 
     Args:
-        out_dir: where to save (config.json, generation_config.json, model.safetensors, tokenizer files).
+        out_dir: where to save (config.json, generation_config.json, model.safetensors, tokenizer files,
+            README.md).
         problems: the warm-up problems.
         seed: the weights' and the warm-up's seed.
         steps: warm-up steps.
@@ -185,4 +206,5 @@ def build_base_model(
     model = build_model(tokenizer, seed)
     warm_up(model, tokenizer, problems, seed=seed, steps=steps, progress=progress)
     model.save_pretrained(out_dir)
+    (out_dir / "README.md").write_text(model_card(steps, len(problems)), encoding="utf-8")
     return out_dir

@@ -72,10 +72,13 @@ def quiet_libraries() -> None:
     The environment variables reach the Space's app too, which runs in a process of its own.
     """
     os.environ.update(
-        HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore"
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        TRANSFORMERS_VERBOSITY="error",
+        PYTHONWARNINGS="ignore",
+        TOKENIZERS_PARALLELISM="false",  # no notice when the Space's process is forked
     )
     warnings.filterwarnings("ignore")
-    for name in ("huggingface_hub", "transformers", "datasets", "peft", "trl", "accelerate"):
+    for name in ("huggingface_hub", "transformers", "datasets", "peft", "trl", "accelerate", "matplotlib"):
         logging.getLogger(name).setLevel(logging.ERROR)
     import datasets
     import torch
@@ -369,6 +372,7 @@ def run_demo(
     """
     with LocalHub(root) as hub, tempfile.TemporaryDirectory(prefix="hubkit-demo-") as scratch:
         say(f"Local Hub at {hub.endpoint} (repos under {root}/repos)")
+        os.environ.pop("HF_TOKEN", None)  # a token for another Hub is never sent to this one
         use_local_hub(hub.endpoint, str(Path(scratch) / "hf_home"))
         quiet_libraries()
         from huggingface_hub import HfApi  # after use_local_hub: the client reads its settings on import
