@@ -19,6 +19,7 @@ from huggingface_hub import HfApi
 
 from hubkit.demo import problems
 from hubkit.demo.steps import BASE_REPO_ID, GRPO_STEPS, RUN_REPO_ID, SAVE_STEPS
+from hubkit.evaluate.problems import problem_hash
 from hubkit.localhub import LocalHub
 from hubkit.rewards import gsm8k
 
@@ -31,6 +32,16 @@ REWARDS_LINE = re.compile(
     re.M,
 )
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\((assets/[^)]+\.png)\)")
+
+
+def test_shipped_problems_are_the_generators_and_disjoint() -> None:
+    generated = problems.generate()
+    assert {part: len(rows) for part, rows in generated.items()} == problems.PARTS
+    for part, rows in generated.items():
+        assert problems.load(part) == rows, f"{problems.path(part).name} differs from what generate() writes"
+    hashes = {part: {problem_hash(p.question) for p in rows} for part, rows in generated.items()}
+    assert sum(map(len, hashes.values())) == sum(problems.PARTS.values()), "a question appears twice"
+    assert all(p.answer.endswith(f"#### {p.result}") for rows in generated.values() for p in rows)
 
 
 @dataclass(frozen=True)
