@@ -47,10 +47,12 @@ class Problem:
         return f"{self.working}\n#### {self.result}"
 
     def to_row(self) -> dict[str, str]:
+        """The row as the files hold it (``question``, ``answer``)."""
         return {"question": self.question, "answer": self.answer}
 
     @classmethod
     def from_row(cls, row: dict[str, str]) -> Problem:
+        """A problem from its row (the inverse of `to_row`)."""
         working, _, result = row["answer"].partition("\n#### ")
         return cls(row["question"], working, int(result))
 
@@ -89,6 +91,7 @@ def path(part: str) -> Path:
 
 
 def write(parts: dict[str, list[Problem]]) -> None:
+    """Write each part to its shipped file."""
     DATA_DIR.mkdir(exist_ok=True)
     for part, problems in parts.items():
         lines = (json.dumps(p.to_row(), ensure_ascii=False) + "\n" for p in problems)

@@ -126,7 +126,11 @@ def publish_base_model(ctx: DemoContext) -> None:
 
 
 def load_recipe() -> ModuleType:
-    """The TRL recipe's `train.py` (shipped with hubkit) as a module."""
+    """The TRL recipe's `train.py` (shipped with hubkit) as a module.
+
+    Raises:
+        ImportError: the recipe is not where `hubkit.resources.recipe_dir` says.
+    """
     from hubkit.resources import recipe_dir
 
     path = recipe_dir("trl_gsm8k") / "train.py"
@@ -186,6 +190,10 @@ def _run(ctx: DemoContext) -> Run:
 def heldout_rewards(results: EvalResults, run: Run) -> dict[str, float]:
     """Each model's mean reward over the evaluated problems, by the run's own reward spec (all its
     components and weights), from the answers `hubkit eval` saved.
+
+    Args:
+        results: the evaluation (its samples: every model's answer to every problem).
+        run: the evaluated run (its manifest records the reward spec).
 
     Returns:
         Model name (``base``, ``global_step_N``) -> mean reward.
