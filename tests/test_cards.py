@@ -592,7 +592,9 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
     )
     for name in filter(None, listed):
         top = name.split("/")[0]
-        if (REPO_ROOT / name).is_file() and ("/" not in name or top in ("hubkit", "model_cards", "spaces")):
+        if (REPO_ROOT / name).is_file() and (
+            "/" not in name or top in ("hubkit", "model_cards", "spaces", "recipes")
+        ):
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO_ROOT / name, source / name)
     wheels = tmp_path / "wheels"
