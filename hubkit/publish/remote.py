@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
-from huggingface_hub.hf_api import RepoFile
 
 from hubkit.publish.plan import RepoType
 from hubkit.publish.retry import DEFAULT_RETRY, RetryPolicy, with_retries
@@ -43,10 +42,11 @@ def read_remote(
     revision: str = "main",
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> RemoteRepo:
-    """Fetch the head commit of `revision` and the full file tree at that commit.
+    """Fetch the head commit of `revision` and every file at that commit, in one request.
 
-    The tree is listed at the head sha (not the branch name) so that the listing and the
-    `parent_commit` of the next commit describe the same state.
+    The repo's info with each file's metadata (`files_metadata=True`: size, blob id, LFS sha256) names
+    the head and its files in the same answer, so the files and the `parent_commit` of the next
+    commit describe the same state.
 
     Args:
         api: a client bound to the target endpoint and token.
@@ -68,16 +68,16 @@ def read_remote(
 
 def _read_remote(api: HfApi, repo_id: str, repo_type: RepoType, revision: str) -> RemoteRepo:
     try:
-        info = api.repo_info(repo_id, repo_type=repo_type, revision=revision)
+        info = api.repo_info(repo_id, repo_type=repo_type, revision=revision, files_metadata=True)
     except (RepositoryNotFoundError, RevisionNotFoundError):
         return RemoteRepo(repo_id=repo_id, head_sha=None)
-    files: dict[str, RemoteFile] = {}
-    for entry in api.list_repo_tree(repo_id, repo_type=repo_type, revision=info.sha, recursive=True):
-        if isinstance(entry, RepoFile):
-            files[entry.path] = RemoteFile(
-                path=entry.path,
-                size=entry.size,
-                git_sha1=entry.blob_id,
-                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
-            )
+    files = {
+        sibling.rfilename: RemoteFile(
+            path=sibling.rfilename,
+            size=sibling.size if sibling.size is not None else -1,
+            git_sha1=sibling.blob_id or "",
+            lfs_sha256=sibling.lfs.sha256 if sibling.lfs else None,
+        )
+        for sibling in info.siblings or ()
+    }
     return RemoteRepo(repo_id=repo_id, head_sha=info.sha, files=files, private=info.private)
