@@ -23,6 +23,7 @@ from synthetic_runs import run_cli
 from hubkit.cards import (
     BaseModelCard,
     CardInputs,
+    ChartsDrawnAhead,
     adapter_card_files,
     merged_card_files,
     plots,
@@ -408,6 +409,28 @@ def test_images_are_pngs_with_one_curve_per_logged_metric(trl_card, trl_card_run
     assert files[f"{plots.ASSETS_DIR}/accuracy_vs_length.png"].startswith(b"\x89PNG")
     # Rendering again gives the same bytes: a push with nothing new uploads nothing.
     assert adapter_card_files(inputs) == files
+
+
+def test_charts_drawn_ahead_are_used_when_they_match_and_redrawn_when_they_do_not(
+    trl_card, trl_card_run: Path, monkeypatch
+):
+    inputs, files = trl_card
+    run = load_run(trl_card_run)
+    matching = ChartsDrawnAhead(run, inputs.steps)
+    other_steps = ChartsDrawnAhead(run, inputs.steps[:-1])  # the Hub held fewer steps than expected
+    matching.images(), other_steps.images()  # drawn on their own thread: wait before counting
+    drawn_here = []
+    draw = plots.draw_chart
+
+    def counted(chart):
+        drawn_here.append(chart.path)
+        return draw(chart)
+
+    monkeypatch.setattr(plots, "draw_chart", counted)
+    assert adapter_card_files(inputs, matching) == files
+    assert drawn_here == []
+    assert adapter_card_files(inputs, other_steps) == files  # every chart marks the steps: all redrawn
+    assert sorted(drawn_here) == sorted(c.path for c in matching.images())
 
 
 # --- base model card ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +182,45 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     # Step 3's adapter, once (the root copy dedupes); besides it only the curves, which now mark step 3.
     assert puts.count(adapter) == 1 and set(puts) - {adapter} <= set(charts)
     assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 3"
+
+
+def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_then_publishes_nothing(
+    synthetic_run, local_hub, hub_api, new_repo_id, monkeypatch, capsys
+):
+    """An LFS object is invisible until a commit names it, so a new step's weights go to an existing repo
+    while the card is built. The card builder below waits for them to arrive: were they uploaded after
+    the card, it would wait in vain."""
+    import hubkit.cards
+
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    commits = commit_ids(hub_api, new_repo_id)
+    write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
+    weights = synthetic_run / "checkpoint-3" / "adapter_model.safetensors"
+    oid = hashlib.sha256(weights.read_bytes()).hexdigest()
+    start = len(local_hub.request_log)
+
+    def puts_of_step_3() -> int:
+        requests = list(local_hub.request_log)[start:]
+        return sum(1 for method, path, _status in requests if method == "PUT" and path.endswith(oid))
+
+    def card_once_step_3_arrived(*_args, **_kwargs):
+        deadline = time.monotonic() + 60
+        while puts_of_step_3() == 0:
+            assert time.monotonic() < deadline, "step 3's weights were not sent while the card was built"
+            time.sleep(0.02)
+        raise PublishError("the card cannot be written")
+
+    monkeypatch.setattr(hubkit.cards, "adapter_card_files", card_once_step_3_arrived)
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 1
+    assert "the card cannot be written" in capsys.readouterr().err
+    assert commit_ids(hub_api, new_repo_id) == commits
+    assert "checkpoints/global_step_3/adapter_model.safetensors" not in hub_api.list_repo_files(new_repo_id)
+
+    monkeypatch.undo()
+    assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
+    assert len(commit_ids(hub_api, new_repo_id)) == len(commits) + 1
+    assert "checkpoints/global_step_3/adapter_model.safetensors" in hub_api.list_repo_files(new_repo_id)
+    assert puts_of_step_3() == 1  # the rerun found the object on the Hub
 
 
 def test_private_does_not_silently_pass_for_an_existing_public_repo(

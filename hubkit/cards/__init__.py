@@ -16,7 +16,14 @@ through huggingface_hub's `ModelCard.from_template`), `files` (what a push publi
 from __future__ import annotations
 
 from hubkit.cards.base_card import read_base_model_card
-from hubkit.cards.files import adapter_card_files, merged_card_files
+from hubkit.cards.files import ChartsDrawnAhead, adapter_card_files, merged_card_files
 from hubkit.cards.inputs import BaseModelCard, CardInputs
 
-__all__ = ["BaseModelCard", "CardInputs", "adapter_card_files", "merged_card_files", "read_base_model_card"]
+__all__ = [
+    "BaseModelCard",
+    "CardInputs",
+    "ChartsDrawnAhead",
+    "adapter_card_files",
+    "merged_card_files",
+    "read_base_model_card",
+]

@@ -12,6 +12,9 @@ when its head is still the parent; when the head moved and holds exactly this pu
 commit was applied and its answer lost. With `parent_commit` set, a repeated commit cannot apply
 twice. A push that gives up leaves the repo at its previous commit (the Hub never shows a commit
 naming an object it does not hold), and the next push sends only what is still missing.
+
+Because an LFS object is invisible until a commit names it, the weights of a repo that already exists
+can be sent ahead (`UploadsAhead`) while the rest of the push (merge, cards) is still being built.
 """
 
 from __future__ import annotations
@@ -145,6 +148,58 @@ def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
     info.sha256 = bytes.fromhex(hashes.sha256)
 
 
+def _upload_lfs(
+    api: HfApi, repo_id: str, repo_type: str, addition: CommitOperationAdd, retry: RetryPolicy
+) -> None:
+    """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures."""
+    with_retries(
+        lambda: api.preupload_lfs_files(repo_id, additions=[addition], repo_type=repo_type),
+        retry,
+        f"uploading {addition.path_in_repo} to {repo_id}",
+        api.endpoint,
+    )
+
+
+class UploadsAhead:
+    """The weights of an existing repo, sent in the background while the rest of the push is built.
+
+    Sending an LFS object publishes nothing: if the push stops before its commit (a refusal, a failure,
+    Ctrl-C), the repo is as it was and the next push finds the object on the Hub. `commit_repo` waits
+    for these uploads and sends only what they did not.
+
+    Args:
+        api: a client bound to the endpoint and token.
+        diff: the repo's files so far (weights are what matters) against its remote, which must exist.
+        retry: how transient failures are retried.
+    """
+
+    def __init__(self, api: HfApi, diff: RepoDiff, retry: RetryPolicy = DEFAULT_RETRY) -> None:
+        if not diff.remote.exists:
+            raise ValueError(f"{diff.plan.repo_id} does not exist yet: nothing can be uploaded ahead")
+        self.repo_id = diff.plan.repo_id
+        self._pool = ThreadPoolExecutor(max_workers=_UPLOAD_THREADS, thread_name_prefix="hubkit-upload")
+        self._futures = {
+            planned.hashes.sha256: self._pool.submit(
+                _upload_lfs, api, self.repo_id, diff.plan.repo_type, _operation(planned), retry
+            )
+            for planned in _separate_uploads(diff.changed)
+        }
+
+    def sent(self) -> frozenset[str]:
+        """Wait for every upload; return the sha256 of the objects now on the Hub.
+
+        Raises:
+            The first upload's failure, as `commit_repo`'s own uploads raise it.
+        """
+        for future in self._futures.values():
+            future.result()
+        return frozenset(self._futures)
+
+    def close(self) -> None:
+        """Cancel the uploads not started; the ones under way finish in the background."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _separate_uploads(changed: tuple[PlannedFile, ...]) -> list[PlannedFile]:
     """The files uploaded one by one before the commit: weights and large files, one per content.
 
@@ -166,6 +221,7 @@ def commit_repo(
     diff: RepoDiff,
     on_uploaded: UploadCallback | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
+    ahead: UploadsAhead | None = None,
 ) -> CommitResult:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
@@ -174,6 +230,7 @@ def commit_repo(
         diff: from `hubkit.publish.diff.diff_repo`.
         on_uploaded: called once per file when its bytes are on the Hub (for progress bars).
         retry: how transient failures are retried (see the module docstring).
+        ahead: this repo's weights already being uploaded; their objects are not sent again.
 
     Returns:
         The commit made (or found applied), or a result with `commit_sha` None when the diff was empty.
@@ -203,15 +260,11 @@ def commit_repo(
             parent = with_retries(create, retry, f"creating {plan.repo_id}", endpoint)
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
+        sent_ahead = ahead.sent() if ahead is not None and ahead.repo_id == plan.repo_id else frozenset()
 
         def upload_one(planned: PlannedFile) -> None:
-            addition = operations[planned.path_in_repo]
-            with_retries(
-                lambda: api.preupload_lfs_files(plan.repo_id, additions=[addition], repo_type=plan.repo_type),
-                retry,
-                f"uploading {planned.path_in_repo} to {plan.repo_id}",
-                endpoint,
-            )
+            if planned.hashes.sha256 not in sent_ahead:
+                _upload_lfs(api, plan.repo_id, plan.repo_type, operations[planned.path_in_repo], retry)
             if on_uploaded is not None:
                 on_uploaded(planned)
 

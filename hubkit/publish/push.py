@@ -3,7 +3,8 @@
 One direction, each step handing plain data to the next:
 
     load the run → choose checkpoints → prepare adapters (every local refusal happens here)
-    → read each remote once → merge (an explicit step, with its own progress)
+    → read each remote once → merge (an explicit step, with its own progress; an existing adapter
+      repo's new weights upload meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
     from hubkit.adapters import PreparedAdapter
-    from hubkit.cards import BaseModelCard
+    from hubkit.cards import BaseModelCard, ChartsDrawnAhead
     from hubkit.merge import MergeResult
+    from hubkit.publish.commit import UploadsAhead
     from hubkit.publish.record import PushRecord
     from hubkit.publish.remote import RemoteRepo
     from hubkit.runs import Checkpoint, Run
@@ -207,32 +209,39 @@ class PushSession:
         chosen = self._choose(run, allow_missing_steps)
         api = self._client()  # resolves the token (which files are checked not to contain); no connection
         adapters = self._prepare(run, chosen, progress)
+        charts = self._draw_charts_ahead(run, chosen)
         repo_id = self._adapter_repo_id(run, api)
         merged_repo_id = self._merged_repo_id(repo_id)
         notes: list[str] = []
         space_repo_id = self._space_repo_id(repo_id, notes)
         if api is None:
-            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes)
+            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes, charts)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
         remotes = self._read_remotes(api, [(r, kind) for r, kind in repos if r is not None])
         self._check_against_base(api, run, adapters)
-        merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
-        context = BuildContext(
-            run=run,
-            repo_id=repo_id,
-            adapters=tuple(adapters),
-            remotes=remotes,
-            base_card=self._base_card(run),
-            eval=load_eval(run.run_dir),
-            merged_repo_id=merged_repo_id if merged else None,
-            merged=merged,
-            space_repo_id=space_repo_id,
-            published_merged_repo_id=merged_repo_id,
-            private=request.private,
-            token=self._token,
-        )
-        plan = PushPlan(repos=build_repos(context))
-        repos = self._commit(api, plan, remotes, notes, progress)
+        ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
+        try:
+            merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
+            context = BuildContext(
+                run=run,
+                repo_id=repo_id,
+                adapters=tuple(adapters),
+                remotes=remotes,
+                base_card=self._base_card(run),
+                eval=load_eval(run.run_dir),
+                merged_repo_id=merged_repo_id if merged else None,
+                merged=merged,
+                space_repo_id=space_repo_id,
+                published_merged_repo_id=merged_repo_id,
+                private=request.private,
+                token=self._token,
+                charts=charts,
+            )
+            plan = PushPlan(repos=build_repos(context))
+            repos = self._commit(api, plan, remotes, notes, progress, ahead)
+        finally:
+            if ahead is not None:
+                ahead.close()
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
@@ -255,6 +264,22 @@ class PushSession:
             if not steps:
                 return ()
         return select_checkpoints(run, steps, self.request.every)
+
+    def _draw_charts_ahead(self, run: Run, chosen: tuple[Checkpoint, ...]) -> ChartsDrawnAhead | None:
+        """Start drawing the adapter card's charts, which need the interpreter while hashing adapters and
+        waiting for the Hub do not: for this push's steps and those the last recorded push left in the repo.
+        The card draws again any chart the repo's actual steps change (someone else pushed meanwhile)."""
+        from hubkit.cards import ChartsDrawnAhead
+        from hubkit.publish.adapter_repo import steps_in_paths
+        from hubkit.publish.record import load_record
+
+        repo_id = self._repo_id or self.request.repo_id or run.manifest.push_to
+        if repo_id is None or not chosen:
+            return None  # the repo is not known before the Hub says who the token belongs to
+        endpoint = self._api.endpoint if self._api is not None else self.request.endpoint
+        record = load_record(self.request.run_dir, endpoint, repo_id)
+        published = steps_in_paths(record.files) if record is not None else ()
+        return ChartsDrawnAhead(run, sorted({*published, *(c.step for c in chosen)}))
 
     def _prepare(
         self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
@@ -354,6 +379,24 @@ class PushSession:
 
         check_adapters_against_base(api, run, adapters, self._checked)
 
+    def _upload_weights_ahead(
+        self, api: HfApi, run: Run, adapters: list[PreparedAdapter], remote: RemoteRepo
+    ) -> UploadsAhead | None:
+        """Start sending the adapter weights the repo lacks, while the merge and the cards are made.
+
+        Only into a repo that exists: a push does not create a repo before it knows what goes in it.
+        """
+        from hubkit.publish.adapter_repo import plan_adapter_repo, steps_in_paths
+        from hubkit.publish.commit import UploadsAhead
+        from hubkit.publish.diff import diff_repo
+
+        if not remote.exists:
+            return None
+        weights = plan_adapter_repo(
+            run, remote.repo_id, adapters, token=self._token, published_steps=steps_in_paths(remote.files)
+        )
+        return UploadsAhead(api, diff_repo(weights, remote))
+
     def _merge(
         self,
         run: Run,
@@ -397,6 +440,7 @@ class PushSession:
         remotes: dict[str, RemoteRepo],
         notes: list[str],
         progress: PushProgress,
+        ahead: UploadsAhead | None = None,
     ) -> tuple[RepoReport, ...]:
         from hubkit.publish.commit import commit_repo
         from hubkit.publish.diff import diff_repo
@@ -412,7 +456,7 @@ class PushSession:
         progress.upload_started(sum(d.upload_size for d in diffs))
         reports = []
         for diff in diffs:
-            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size))
+            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
             head = result.commit_sha or diff.remote.head_sha or ""
             save_record(self.request.run_dir, api.endpoint, diff.plan, head)
             reports.append(
@@ -436,6 +480,7 @@ class PushSession:
         space_repo_id: str | None,
         adapters: list[PreparedAdapter],
         notes: list[str],
+        charts: ChartsDrawnAhead | None,
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push."""
         from hubkit.cards import BaseModelCard
@@ -470,6 +515,7 @@ class PushSession:
             published_merged_repo_id=merged_repo_id,
             private=self.request.private,
             token=self._token,
+            charts=charts,
         )
         plan = PushPlan(repos=build_repos(context))
         records = {r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos}

@@ -16,7 +16,7 @@ from hubkit.publish.plan import RepoPlan
 
 if TYPE_CHECKING:
     from hubkit.adapters import PreparedAdapter
-    from hubkit.cards import BaseModelCard, CardInputs
+    from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead
     from hubkit.evaluate.results import EvalResults
     from hubkit.merge import MergeResult
     from hubkit.publish.remote import RemoteRepo
@@ -41,6 +41,7 @@ class BuildContext:
             merges (the Space names it).
         private: create new repos private.
         token: the token in use, so that a file containing it is refused (never published).
+        charts: the adapter card's charts, drawn while the push did other work.
     """
 
     run: Run
@@ -55,6 +56,7 @@ class BuildContext:
     published_merged_repo_id: str | None = None
     private: bool = False
     token: str | None = field(default=None, repr=False)
+    charts: ChartsDrawnAhead | None = None
 
     def published_steps(self) -> tuple[int, ...]:
         """The checkpoint steps the adapter repo held before this push."""
@@ -97,7 +99,7 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
         private=context.private,
         token=context.token,
         published_steps=context.published_steps(),
-        card_files={**adapter_card_files(context.card_inputs()), **eval_files(context)},
+        card_files={**adapter_card_files(context.card_inputs(), context.charts), **eval_files(context)},
     )
 
 
