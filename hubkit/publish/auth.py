@@ -3,9 +3,10 @@ logged or written anywhere by hubkit."""
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import urlsplit
 
-from huggingface_hub import HfApi, constants, get_token
+from huggingface_hub import HfApi, constants, get_session, get_token
 
 from hubkit.errors import AuthError
 
@@ -41,7 +42,11 @@ def resolve_token(endpoint: str, *, required: bool = True) -> str | None:
 
 
 def hub_client(endpoint: str, token: str | None) -> HfApi:
-    """A client bound to `endpoint` and `token`.
+    """A client bound to `endpoint` and `token`; opens no connection.
+
+    The HTTP session all huggingface_hub calls share is built meanwhile on a thread of its own: its TLS
+    context loads the CA bundle (some 35 ms, without holding the GIL), which then overlaps the adapters'
+    checks instead of delaying the first request.
 
     Args:
         endpoint: the Hub URL.
@@ -54,4 +59,5 @@ def hub_client(endpoint: str, token: str | None) -> HfApi:
         # The local Hub speaks the classic LFS protocol, not Xet; huggingface_hub >=1.20 uses Xet
         # unconditionally unless this is set (it is read on each upload, see research/hub.md §2.2).
         constants.HF_HUB_DISABLE_XET = True
+    threading.Thread(target=get_session, name="hubkit-http-session", daemon=True).start()
     return HfApi(endpoint=endpoint, token=token if token is not None else False)

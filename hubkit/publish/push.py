@@ -3,9 +3,8 @@
 One direction, each step handing plain data to the next:
 
     load the run → choose checkpoints → prepare adapters (every local refusal happens here)
-    → read each remote once → merge (an explicit step, with its own progress; an existing adapter
-      repo's new weights upload meanwhile)
-    → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
+    → read every repo at once, and the base model's card → merge (an explicit step, with its own
+    progress; an existing adapter repo's new weights upload meanwhile) → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
 it opens no connection. `PushSession` keeps what one push (or one watch, or one training run's
@@ -18,6 +17,7 @@ import logging
 import re
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -217,7 +217,7 @@ class PushSession:
         if api is None:
             return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes, charts)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        remotes = self._read_remotes(api, [(r, kind) for r, kind in repos if r is not None])
+        remotes, base_card = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
         self._check_against_base(api, run, adapters)
         ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
         try:
@@ -227,7 +227,7 @@ class PushSession:
                 repo_id=repo_id,
                 adapters=tuple(adapters),
                 remotes=remotes,
-                base_card=self._base_card(run),
+                base_card=base_card.result(),
                 eval=load_eval(run.run_dir),
                 merged_repo_id=merged_repo_id if merged else None,
                 merged=merged,
@@ -266,9 +266,9 @@ class PushSession:
         return select_checkpoints(run, steps, self.request.every)
 
     def _draw_charts_ahead(self, run: Run, chosen: tuple[Checkpoint, ...]) -> ChartsDrawnAhead | None:
-        """Start drawing the adapter card's charts, which need the interpreter while hashing adapters and
-        waiting for the Hub do not: for this push's steps and those the last recorded push left in the repo.
-        The card draws again any chart the repo's actual steps change (someone else pushed meanwhile)."""
+        """Start drawing the adapter card's charts, which need the interpreter while waiting for the Hub does
+        not: for this push's steps and those the last recorded push left in the repo. The card draws again
+        any chart the repo's actual steps change (someone else pushed meanwhile)."""
         from hubkit.cards import ChartsDrawnAhead
         from hubkit.publish.adapter_repo import steps_in_paths
         from hubkit.publish.record import load_record
@@ -351,15 +351,25 @@ class PushSession:
         check_repo_id(space)
         return space
 
-    def _read_remotes(self, api: HfApi, repos: list[tuple[str, RepoType]]) -> dict[str, RemoteRepo]:
+    def _read_hub(
+        self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]
+    ) -> tuple[dict[str, RemoteRepo], Future[BaseModelCard]]:
+        """Each repo's state, read at once (one request each), and the base model's card, whose read goes
+        on while the adapters are checked against the base."""
         from hubkit.publish.commit import hub_errors
         from hubkit.publish.remote import read_remote
 
-        remotes = {}
-        for repo_id, repo_type in repos:
+        def read(repo_id: str, repo_type: RepoType) -> RemoteRepo:
             with hub_errors(repo_id, api.endpoint):
-                remotes[repo_id] = read_remote(api, repo_id, repo_type)
-        return remotes
+                return read_remote(api, repo_id, repo_type)
+
+        pool = ThreadPoolExecutor(max_workers=len(repos) + 1, thread_name_prefix="hubkit-read")
+        try:
+            base_card = pool.submit(self._base_card, run)
+            reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
+            return {repo_id: future.result() for repo_id, future in reads.items()}, base_card
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _base_card(self, run: Run) -> BaseModelCard:
         from hubkit.cards import read_base_model_card
