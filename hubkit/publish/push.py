@@ -4,7 +4,8 @@ One direction, each step handing plain data to the next:
 
     load the run → choose checkpoints → prepare adapters (every local refusal happens here)
     → read every repo at once, and the base model's card → merge (an explicit step, with its own
-    progress; an existing adapter repo's new weights upload meanwhile) → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
+    progress; an existing adapter repo's new weights upload meanwhile)
+    → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
 it opens no connection. `PushSession` keeps what one push (or one watch, or one training run's
