@@ -1,6 +1,6 @@
 """Benchmark `hubkit push` (the library's `push_run`) against `hf upload` of the same checkpoints.
 
-    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 4] [--workdir DIR]
+    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 6] [--workdir DIR]
 
 Two generated TRL-layout runs (random weights, seeded), each pushed with `merged=False, space=False` to a
 local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's):
@@ -453,7 +453,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--scale", choices=("seed", "small", "both"), default="both")
-    parser.add_argument("--rounds", type=int, default=4, help="an even number: each goes first as often")
+    parser.add_argument("--rounds", type=int, default=6, help="an even number: each goes first as often")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where the runs and the Hub go (default: a temp dir)"
     )

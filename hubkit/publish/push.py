@@ -19,7 +19,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -201,7 +201,6 @@ class PushSession:
         Raises:
             HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
         """
-        from hubkit.evaluate.results import load_eval
         from hubkit.runs import load_run
 
         progress = progress or PushProgress()
@@ -223,22 +222,20 @@ class PushSession:
         ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
         try:
             merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
-            context = BuildContext(
-                run=run,
-                repo_id=repo_id,
-                adapters=tuple(adapters),
-                remotes=remotes,
-                base_card=base_card.result(),
-                eval=load_eval(run.run_dir),
-                merged_repo_id=merged_repo_id if merged else None,
-                merged=merged,
-                space_repo_id=space_repo_id,
-                published_merged_repo_id=merged_repo_id,
-                private=request.private,
-                token=self._token,
-                charts=charts,
+            plan = self._plan(
+                BuildContext(
+                    run=run,
+                    repo_id=repo_id,
+                    adapters=tuple(adapters),
+                    remotes=remotes,
+                    base_card=base_card.result(),
+                    merged_repo_id=merged_repo_id if merged else None,
+                    merged=merged,
+                    space_repo_id=space_repo_id,
+                    published_merged_repo_id=merged_repo_id,
+                    charts=charts,
+                )
             )
-            plan = PushPlan(repos=build_repos(context))
             repos = self._commit(api, plan, remotes, notes, progress, ahead)
         finally:
             if ahead is not None:
@@ -444,6 +441,16 @@ class PushSession:
             )
         return self._merges[newest.step]
 
+    def _plan(self, context: BuildContext) -> PushPlan:
+        """Every repo's desired files, built from `context` plus what a push and a dry run both add: the
+        run's evaluation, the request's privacy, the token (files holding it are refused)."""
+        from hubkit.evaluate.results import load_eval
+
+        context = replace(
+            context, eval=load_eval(context.run.run_dir), private=self.request.private, token=self._token
+        )
+        return PushPlan(repos=build_repos(context))
+
     def _commit(
         self,
         api: HfApi,
@@ -495,7 +502,6 @@ class PushSession:
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push."""
         from hubkit.cards import BaseModelCard
-        from hubkit.evaluate.results import load_eval
         from hubkit.publish.adapter_repo import steps_in_paths
         from hubkit.publish.record import load_record, remote_from_record
 
@@ -519,16 +525,11 @@ class PushSession:
             remotes=remotes,
             # A dry run opens no connection: the card it plans states no licence (the push reads it).
             base_card=BaseModelCard(repo_id=run.manifest.base_model),
-            eval=load_eval(run.run_dir),
-            merged_repo_id=None,
-            merged=None,
             space_repo_id=space_repo_id,
             published_merged_repo_id=merged_repo_id,
-            private=self.request.private,
-            token=self._token,
             charts=charts,
         )
-        plan = PushPlan(repos=build_repos(context))
+        plan = self._plan(context)
         records = {r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos}
         return PushReport(
             run_id=run.manifest.run_id,
