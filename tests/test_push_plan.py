@@ -179,6 +179,9 @@ def test_select_checkpoints(run_dir: Path) -> None:
     assert [c.step for c in select_checkpoints(run, steps=(3, 1))] == [1, 3]
     with pytest.raises(CheckpointError, match=r"no complete checkpoint at step\(s\) 5 \(complete: 1, 2, 3\)"):
         select_checkpoints(run, steps=(1, 5))
+    # A run still training saves listed steps later: they are left out, not refused.
+    assert [c.step for c in select_checkpoints(run, steps=(1, 5), allow_missing=True)] == [1]
+    assert select_checkpoints(run, steps=(5,), every=2, allow_missing=True) == ()
 
 
 def test_unsafe_files_are_refused_by_name(tmp_path: Path) -> None:

@@ -255,13 +255,7 @@ class PushSession:
     def _choose(self, run: Run, allow_missing: bool) -> tuple[Checkpoint, ...]:
         from hubkit.runs import select_checkpoints
 
-        steps = self.request.steps
-        if allow_missing and steps:
-            saved = {c.step for c in run.checkpoints}
-            steps = tuple(s for s in steps if s in saved)
-            if not steps:
-                return ()
-        return select_checkpoints(run, steps, self.request.every)
+        return select_checkpoints(run, self.request.steps, self.request.every, allow_missing=allow_missing)
 
     def _draw_charts_ahead(self, run: Run, chosen: tuple[Checkpoint, ...]) -> ChartsDrawnAhead | None:
         """Start drawing the adapter card's charts, which need the interpreter while waiting for the Hub does

@@ -44,9 +44,7 @@ def watch_run(
             run = load_run(request.run_dir, base_model=request.base_model)
             done = run.finished and not run.pending
             saved = tuple(c.step for c in run.checkpoints)
-            due = [s for s in saved if not request.steps or s in request.steps]
-            if request.every:
-                due = [s for s in due if s % request.every == 0]
+            due = select_checkpoints(run, request.steps, request.every, allow_missing=True)
             # A look that finds nothing new since the last push sends nothing (not even a remote read).
             if due and (saved, done) != pushed:
                 last = session.push(progress, merge=done, allow_missing_steps=True)

@@ -9,7 +9,7 @@ from hubkit.runs.model import Checkpoint, Run
 
 
 def select_checkpoints(
-    run: Run, steps: Sequence[int] | None = None, every: int | None = None
+    run: Run, steps: Sequence[int] | None = None, every: int | None = None, *, allow_missing: bool = False
 ) -> tuple[Checkpoint, ...]:
     """The complete checkpoints chosen: all of them, the listed steps, or the steps that are multiples of `every`.
 
@@ -17,6 +17,8 @@ def select_checkpoints(
         run: the run.
         steps: exact steps; each must be a complete checkpoint.
         every: keep the steps that are multiples of this (with `steps`: of those).
+        allow_missing: listed steps not complete yet are left out rather than refused (a run still
+            training saves them later).
 
     Returns:
         The checkpoints, by step (may be empty for a run still starting, with `every`).
@@ -29,13 +31,13 @@ def select_checkpoints(
     complete = {c.step: c for c in run.checkpoints}
     if steps:
         missing = sorted(set(steps) - set(complete))
-        if missing:
+        if missing and not allow_missing:
             available = ", ".join(str(s) for s in complete) or "none"
             raise CheckpointError(
                 f"run {run.manifest.run_id} has no complete checkpoint at step(s) "
                 f"{', '.join(map(str, missing))} (complete: {available}): fix --steps"
             )
-        chosen = [complete[s] for s in sorted(set(steps))]
+        chosen = [complete[s] for s in sorted(set(steps) & set(complete))]
     else:
         chosen = list(run.checkpoints)
     return tuple(c for c in chosen if every is None or c.step % every == 0)
