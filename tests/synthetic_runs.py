@@ -128,10 +128,14 @@ def chat_logits(model) -> torch.Tensor:
         return model.eval()(torch.tensor([CHAT_INPUT_IDS])).logits
 
 
+def push_argv(run_dir: Path, repo_id: str, endpoint: str) -> list[str]:
+    """`hubkit push`'s arguments for `run_dir` to `repo_id` on `endpoint` (options are added after)."""
+    return ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]
+
+
 def push_adapters(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
     """`hubkit push` of the adapter repo only (quiet, --no-merged, --no-space); returns the exit status."""
-    argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]
-    return run_cli([*argv, "--quiet", "--no-merged", "--no-space", *extra])
+    return run_cli([*push_argv(run_dir, repo_id, endpoint), "--quiet", "--no-merged", "--no-space", *extra])
 
 
 def commit_ids(hub_api, repo_id: str) -> list[str]:

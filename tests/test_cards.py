@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from synthetic_runs import run_cli
+from synthetic_runs import push_argv, run_cli
 
 from hubkit.cards import (
     BaseModelCard,
@@ -553,7 +553,7 @@ def test_the_reward_travels_with_the_published_model(
     trl_card_run: Path, local_hub, hub_api, make_repo_id, capsys
 ):
     repo_id = make_repo_id("reward")
-    argv = ["push", "--run-dir", str(trl_card_run), "--repo-id", repo_id, "--endpoint", local_hub.endpoint]
+    argv = push_argv(trl_card_run, repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--quiet", "--no-merged"]) == 0
     spec = Manifest.load(trl_card_run).reward
     assert RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint) == spec

@@ -20,6 +20,7 @@ from synthetic_runs import (
     commit_ids,
     make_run,
     push_adapters,
+    push_argv,
     qwen3_shapes,
     run_cli,
     write_checkpoint,
@@ -228,15 +229,7 @@ def test_private_does_not_silently_pass_for_an_existing_public_repo(
 ):
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     capsys.readouterr()
-    argv = [
-        "push",
-        "--run-dir",
-        str(synthetic_run),
-        "--repo-id",
-        new_repo_id,
-        "--endpoint",
-        local_hub.endpoint,
-    ]
+    argv = push_argv(synthetic_run, new_repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--no-merged", "--no-space", "--private"]) == 0
     assert "already exists and is public: --private only applies to new repos" in capsys.readouterr().out
     assert not hub_api.repo_info(new_repo_id).private
@@ -486,7 +479,7 @@ def test_the_token_never_reaches_output_or_logs(
 ):
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     caplog.set_level(logging.DEBUG)
-    argv = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    argv = push_argv(run_dir, new_repo_id, local_hub.endpoint)
     for extra in ([], ["--dry-run"]):
         assert run_cli([*argv, *extra]) == 0
     captured = capsys.readouterr()
@@ -506,15 +499,7 @@ def test_the_push_creates_and_updates_the_space_and_no_space_skips_it(
 
     from huggingface_hub import SpaceCard
 
-    argv = [
-        "push",
-        "--run-dir",
-        str(synthetic_run),
-        "--repo-id",
-        new_repo_id,
-        "--endpoint",
-        local_hub.endpoint,
-    ]
+    argv = push_argv(synthetic_run, new_repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--no-merged", "--no-space", "--quiet"]) == 0
     assert not hub_api.repo_exists(new_repo_id + "-demo", repo_type="space")
 

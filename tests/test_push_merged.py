@@ -9,7 +9,15 @@ from pathlib import Path
 
 import torch
 from peft import PeftModel
-from synthetic_runs import TINY_SHAPES, chat_logits, finish_run, make_run, run_cli, write_checkpoint
+from synthetic_runs import (
+    TINY_SHAPES,
+    chat_logits,
+    finish_run,
+    make_run,
+    push_argv,
+    run_cli,
+    write_checkpoint,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hubkit.runs import load_run
@@ -19,7 +27,7 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
     trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id
 ):
     merged_id = f"{new_repo_id}-merged"
-    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    push = push_argv(trl_run_dir, new_repo_id, local_hub.endpoint)
     assert run_cli([*push, "--quiet"]) == 0
 
     final_step = load_run(trl_run_dir).checkpoints[-1].step
@@ -59,7 +67,7 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
 
 
 def test_no_merged_and_dry_run_create_no_merged_repo(trl_run_dir, local_hub, hub_api, new_repo_id, capsys):
-    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    push = push_argv(trl_run_dir, new_repo_id, local_hub.endpoint)
     assert run_cli([*push, "--dry-run", "--merged-repo-id", "hubkit-test/elsewhere"]) == 0
     final_step = load_run(trl_run_dir).checkpoints[-1].step
     assert f"hubkit-test/elsewhere: step {final_step} would be merged" in capsys.readouterr().out
@@ -75,7 +83,7 @@ def test_a_push_of_older_steps_leaves_the_merged_model_at_the_newest(
 ):
     steps = [c.step for c in load_run(trl_run_dir).checkpoints]
     merged_id = f"{new_repo_id}-merged"
-    push = ["push", "--run-dir", str(trl_run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    push = push_argv(trl_run_dir, new_repo_id, local_hub.endpoint)
     assert run_cli([*push, "--steps", str(steps[-1]), "--quiet"]) == 0
     merged_commits = len(hub_api.list_repo_commits(merged_id))
     capsys.readouterr()
@@ -106,7 +114,7 @@ def test_watch_merges_once_the_run_has_finished(tmp_path, tiny_qwen3, local_hub,
     trainer = threading.Thread(target=train)
     trainer.start()
     try:
-        push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+        push = push_argv(run_dir, new_repo_id, local_hub.endpoint)
         code = run_cli([*push, "--watch", "--watch-interval", "0.1", "--quiet"])
     finally:
         trainer.join()
@@ -126,7 +134,7 @@ def test_a_refused_merge_stops_the_push_before_anything_is_sent(
     vocab = len(AutoTokenizer.from_pretrained(tiny_qwen2_tied.local_dir))
     shapes = {**TINY_SHAPES, "lm_head": (64, vocab)}
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen2_tied.repo_id, shapes=shapes)
-    push = ["push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    push = push_argv(run_dir, new_repo_id, local_hub.endpoint)
     assert run_cli([*push, "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "ties lm_head to the embeddings" in err

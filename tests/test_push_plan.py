@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from safetensors.torch import load_file
-from synthetic_runs import make_run, qwen3_shapes, run_cli, write_checkpoint
+from synthetic_runs import make_run, push_argv, qwen3_shapes, run_cli, write_checkpoint
 
 from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
@@ -316,9 +316,7 @@ def test_a_nan_adapter_is_refused_before_any_connection(
     run_dir: Path, no_network: list, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_checkpoint(run_dir, 4, base_model=BASE, shapes=SHAPES, fill=float("nan"))
-    code = run_cli(
-        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
-    )
+    code = run_cli(push_argv(run_dir, "me/tiny-run", "http://127.0.0.1:9"))
     err = capsys.readouterr().err
     assert code == 1 and "global_step_4" in err and "NaN" in err
     assert no_network == []
@@ -365,9 +363,7 @@ def test_a_token_in_a_tokenizer_file_is_refused_before_any_connection(
     monkeypatch.setenv("HF_TOKEN", token)
     config = run_dir / "checkpoint-3" / "tokenizer_config.json"
     config.write_text(json.dumps({"model_max_length": 128, "auth": token}))
-    code = run_cli(
-        ["push", "--run-dir", str(run_dir), "--repo-id", "me/tiny-run", "--endpoint", "http://127.0.0.1:9"]
-    )
+    code = run_cli(push_argv(run_dir, "me/tiny-run", "http://127.0.0.1:9"))
     err = capsys.readouterr().err
     assert code == 1
     assert (

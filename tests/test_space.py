@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_hub import TEST_NAMESPACE
-from synthetic_runs import finish_run, make_run, qwen3_shapes, run_cli
+from synthetic_runs import finish_run, make_run, push_argv, qwen3_shapes, run_cli
 
 from hubkit.errors import SpaceError
 from hubkit.evaluate.results import (
@@ -114,7 +114,7 @@ def published(
     manifest.with_updates(hyperparameters={"max_completion_length": MAX_NEW_TOKENS}).save(run_dir)
     finish_run(run_dir)
     repo_id = f"{TEST_NAMESPACE}/space-{uuid.uuid4().hex[:8]}"
-    argv = ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", local_hub.endpoint]
+    argv = push_argv(run_dir, repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--no-merged", "--quiet"]) == 0
     return SimpleNamespace(run_dir=run_dir, repo_id=repo_id, base_model=tiny_qwen3.repo_id)
 
