@@ -33,7 +33,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from hubkit.errors import AuthError, PublishError
 from hubkit.hashing import FileHashes
 from hubkit.publish.diff import RepoDiff, is_same_content
-from hubkit.publish.plan import PlannedFile
+from hubkit.publish.plan import PlannedFile, RepoType
 from hubkit.publish.remote import read_remote
 from hubkit.publish.retry import (
     DEFAULT_RETRY,
@@ -149,7 +149,7 @@ def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
 
 
 def _upload_lfs(
-    api: HfApi, repo_id: str, repo_type: str, addition: CommitOperationAdd, retry: RetryPolicy
+    api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
 ) -> None:
     """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures."""
     with_retries(
