@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -27,6 +29,21 @@ from hubkit.tiny import TinyModel, build_tiny_qwen2_tied, build_tiny_qwen3, publ
 
 TEST_NAMESPACE = "hubkit-test"
 TEST_TOKEN = "hf_hubkit_local_test_token"
+
+
+def serve_hub(root: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """`hubkit hub serve --root ROOT EXTRA...` in its own process (one a test can kill); its endpoint."""
+    hubkit = Path(sys.executable).parent / "hubkit"
+    process = subprocess.Popen(
+        [str(hubkit), "hub", "serve", "--root", str(root), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    endpoint = process.stdout.readline().strip()
+    assert endpoint.startswith("http://127.0.0.1:"), endpoint
+    return process, endpoint
+
 
 _session: dict[str, object] = {}
 

@@ -13,20 +13,18 @@ import http.client
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from fixtures_hub import serve_hub
 from huggingface_hub import HfApi, get_session, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan, Faults
 from hubkit.localhub.gitstore import blob_sha
-
-BIN = Path(sys.executable).parent
 
 
 def _hub(tmp_path: Path, spec: str | None) -> LocalHub:
@@ -184,18 +182,6 @@ def test_crash_faults_are_refused_in_a_shared_process(tmp_path):
         _hub(tmp_path, "crash_mid_commit=1")
 
 
-def _serve(root: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [str(BIN / "hubkit"), "hub", "serve", "--root", str(root), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    endpoint = process.stdout.readline().strip()
-    assert endpoint.startswith("http://127.0.0.1:"), endpoint
-    return process, endpoint
-
-
 def _fsck(root: Path) -> None:
     for git_dir in (root / "repos").glob("*/*/*.git"):
         result = subprocess.run(
@@ -218,7 +204,7 @@ def test_crash_mid_commit_then_restart_leaves_the_last_commit_and_takes_the_same
     (folder / "model.safetensors").write_bytes(os.urandom(12_000_000))
     for i in range(100):
         (folder / "notes" / f"{i}.txt").write_text(f"note {i}\n")
-    process, endpoint = _serve(root, "--faults", "crash_mid_commit=1:1")
+    process, endpoint = serve_hub(root, "--faults", "crash_mid_commit=1:1")
     try:
         api = HfApi(endpoint=endpoint, token="any")
         api.create_repo("me/crash")
@@ -238,7 +224,7 @@ def test_crash_mid_commit_then_restart_leaves_the_last_commit_and_takes_the_same
     for lock in (git_dir / "refs" / "heads" / "main.lock", loose.with_name(loose.name + ".lock")):
         lock.write_text("left by a killed writer\n")
 
-    process, endpoint = _serve(root)
+    process, endpoint = serve_hub(root)
     try:
         api = HfApi(endpoint=endpoint, token="any")
         assert api.model_info("me/crash").sha == head
@@ -258,13 +244,13 @@ def test_a_server_killed_mid_upload_and_restarted_on_its_port_lets_the_client_re
     """The server dies halfway through the PUT; a restart on the same port (and root, hence the same
     URL signing key) is in time for the client's backoff, and the upload completes."""
     root, data = tmp_path / "hub", os.urandom(3_000_000)
-    process, endpoint = _serve(root, "--port", "0", "--faults", "crash_mid_upload=1:1")
+    process, endpoint = serve_hub(root, "--port", "0", "--faults", "crash_mid_upload=1:1")
     port = endpoint.rsplit(":", 1)[1]
     restarted: list[subprocess.Popen] = []
 
     def restart_when_dead() -> None:
         process.wait(60)
-        restarted.append(_serve(root, "--port", port)[0])
+        restarted.append(serve_hub(root, "--port", port)[0])
 
     watcher = threading.Thread(target=restart_when_dead)
     watcher.start()

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -25,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fixtures_hub import serve_hub
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
 from synthetic_runs import TINY_SHAPES, make_run, push_adapters
 
@@ -33,7 +32,6 @@ from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan
 from hubkit.publish import PushReport, PushRequest, PushSession
 
-BIN = Path(sys.executable).parent
 REPO_ID = "faults/run"
 CLEAN_PUSH_COMMITS = 2  # the repo's first commit, then the push's one
 FIGURES: Counter[str] = Counter()
@@ -196,24 +194,13 @@ class ServedHub:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.process, self.endpoint = self._serve("--port", "0")
+        self.process, self.endpoint = serve_hub(self.root, "--port", "0")
         self.port = self.endpoint.rsplit(":", 1)[1]
-
-    def _serve(self, *extra: str) -> tuple[subprocess.Popen, str]:
-        process = subprocess.Popen(
-            [str(BIN / "hubkit"), "hub", "serve", "--root", str(self.root), *extra],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        endpoint = process.stdout.readline().strip()
-        assert endpoint.startswith("http://127.0.0.1:"), endpoint
-        return process, endpoint
 
     def restart(self, faults: str | None = None) -> None:
         """Serve the same root on the same port again, with these faults (each crash fault strikes once)."""
         self.stop()
-        self.process = self._serve("--port", self.port, *(["--faults", faults] if faults else []))[0]
+        self.process = serve_hub(self.root, "--port", self.port, *(["--faults", faults] if faults else []))[0]
 
     def killed(self) -> bool:
         """Wait for the process to die; whether it was killed (SIGKILL: the crash fault)."""
