@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 _PREPARE_WORKERS = 4
 # Passing checks of adapter files against a base config, kept in the run directory (never published).
 BASE_CHECKS_DIR = Path(".hubkit") / "base-checks"
+# The Linear shapes of each base config, kept there too: building the model on the meta device needs
+# transformers, whose import and model code cost seconds that a push of one new checkpoint need not pay.
+BASE_SHAPES_DIR = Path(".hubkit") / "base-shapes"
 
 
 @dataclass(frozen=True)
@@ -461,8 +464,14 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
 
 
 @lru_cache(maxsize=8)
-def _base_config(base_model: str, revision: str | None, endpoint: str | None, token: str | None) -> Path:
-    """The base's ``config.json``, downloaded (into the client's cache) once per process."""
+def download_base_config(
+    base_model: str, revision: str | None, endpoint: str | None, token: str | None
+) -> Path:
+    """The base's ``config.json``, downloaded (into the client's cache) once per process.
+
+    Raises:
+        BaseModelMismatchError: the base model, its revision or its config is not on the Hub.
+    """
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -506,6 +515,29 @@ def _base_config_key(config_path: Path) -> str:
     return f"{hashlib.sha256(config_path.read_bytes()).hexdigest()}\n{installed('transformers')}"
 
 
+def _remembered_linear_shapes(run_dir: Path, config_path: Path) -> dict[str, tuple[int, int]]:
+    """`_base_linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
+    path = (
+        run_dir
+        / BASE_SHAPES_DIR
+        / f"{hashlib.sha256(_base_config_key(config_path).encode()).hexdigest()[:32]}.json"
+    )
+    try:
+        linears = json.loads(path.read_text())["linears"]
+        return {str(name): (int(shape[0]), int(shape[1])) for name, shape in linears.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        pass  # not remembered yet, or unreadable: built again
+    shapes = _base_linear_shapes(config_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"linears": shapes}, indent=0) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        logger.debug("could not remember the base model's shapes in the run directory (%s)", e.strerror)
+    return shapes
+
+
 def _base_check_record(run_dir: Path, weights: Path, config_path: Path) -> Path | None:
     """Where a passing check of this version of `weights` against this base config is remembered."""
     try:
@@ -539,21 +571,22 @@ def check_against_base(
         endpoint: the Hub holding the base model (default: `HF_ENDPOINT`, else huggingface.co).
         token: the token for that Hub (default: the client's own lookup).
         run_dir: the adapter's run directory: a passing check is remembered there (`.hubkit/base-checks/`,
-            by weights file version and base config), and that file is not checked against that config again.
+            by weights file version and base config), and that file is not checked against that config again;
+            so are the base's shapes (`.hubkit/base-shapes/`), which are then not built again.
 
     Raises:
         BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
         AdapterError: the adapter weights file is missing or truncated.
     """
     label = label or adapter_dir.name
-    config_path = _base_config(base_model, revision, endpoint, token)
+    config_path = download_base_config(base_model, revision, endpoint, token)
     record = (
         _base_check_record(run_dir, Path(adapter_dir) / ADAPTER_WEIGHTS, config_path) if run_dir else None
     )
     if record is not None and record.exists():
         return
     header = read_weights_header(Path(adapter_dir), label)
-    linears = _base_linear_shapes(config_path)
+    linears = _remembered_linear_shapes(run_dir, config_path) if run_dir else _base_linear_shapes(config_path)
     for tensor in header.tensors:
         key = tensor.name
         parsed = parse_lora_key(key)

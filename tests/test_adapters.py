@@ -382,7 +382,7 @@ def test_verl_shards_outside_the_allow_list_are_refused_unloaded(tmp_path: Path)
 
 def _handmade_adapter(tmp_path: Path, tensors: dict[str, torch.Tensor]) -> Path:
     out = tmp_path / "adapter"
-    out.mkdir()
+    out.mkdir(parents=True)
     save_file(tensors, out / "adapter_model.safetensors")
     return out
 
@@ -416,6 +416,28 @@ def test_a_passing_check_against_the_base_is_remembered_per_file_version(
     save_file(tensors, adapter / "adapter_model.safetensors")
     with pytest.raises(BaseModelMismatchError, match="does not exist"):
         check_against_base(adapter, BASE_ID, run_dir=run_dir)
+
+
+def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked_against_them(
+    tmp_path: Path, tiny_qwen3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new checkpoint against a base already seen builds no model (no transformers), and is still checked."""
+    run_dir = tmp_path / "run"
+    check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), BASE_ID, run_dir=run_dir)
+    (remembered,) = (run_dir / ".hubkit" / "base-shapes").iterdir()
+    built = []
+    monkeypatch.setattr("hubkit.adapters._base_linear_shapes", lambda path: built.append(path))
+    check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), BASE_ID, run_dir=run_dir)
+    tensors = _tensors()
+    tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"] = torch.ones(64, RANK)
+    with pytest.raises(BaseModelMismatchError, match=r"k_proj\.lora_B has shape \(64, 4\).*64->32"):
+        check_against_base(_handmade_adapter(tmp_path / "c", tensors), BASE_ID, run_dir=run_dir)
+    assert built == []
+    # An unreadable record is built again, and written anew.
+    remembered.write_text("{not json")
+    monkeypatch.undo()
+    check_against_base(_handmade_adapter(tmp_path / "d", _tensors()), BASE_ID, run_dir=run_dir)
+    assert json.loads(remembered.read_text())["linears"]
 
 
 def test_check_against_base_refuses_wrong_shape(tmp_path: Path, tiny_qwen3) -> None:
