@@ -3,8 +3,9 @@
 One direction, each step handing plain data to the next:
 
     load the run → choose checkpoints → prepare adapters (every local refusal happens here)
-    → read every repo at once, and the base model's card → merge (an explicit step, with its own
-    progress; an existing adapter repo's new weights upload meanwhile)
+    → read every repo at once, and the base model's config and card → check against the base
+    → merge (an explicit step, with its own progress; an existing adapter repo's new weights upload
+    meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
@@ -209,17 +210,19 @@ class PushSession:
         chosen = self._choose(run, allow_missing_steps)
         api = self._client()  # resolves the token (which files are checked not to contain); no connection
         adapters = self._prepare(run, chosen, progress)
-        charts = self._draw_charts_ahead(run, chosen)
         repo_id = self._adapter_repo_id(run, api)
         merged_repo_id = self._merged_repo_id(repo_id)
         notes: list[str] = []
         space_repo_id = self._space_repo_id(repo_id, notes)
         if api is None:
-            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes, charts)
+            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        remotes, base_card = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
+        hub = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
+        remotes = hub.remotes
+        hub.base_config.result()  # the base's config is in hand (or the base is refused) before the check
         self._check_against_base(api, run, adapters)
         ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
+        charts = self._draw_charts_ahead(run, chosen, remotes[repo_id])
         try:
             merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
             plan = self._plan(
@@ -228,7 +231,7 @@ class PushSession:
                     repo_id=repo_id,
                     adapters=tuple(adapters),
                     remotes=remotes,
-                    base_card=base_card.result(),
+                    base_card=hub.base_card.result(),
                     merged_repo_id=merged_repo_id if merged else None,
                     merged=merged,
                     space_repo_id=space_repo_id,
@@ -257,21 +260,19 @@ class PushSession:
 
         return select_checkpoints(run, self.request.steps, self.request.every, allow_missing=allow_missing)
 
-    def _draw_charts_ahead(self, run: Run, chosen: tuple[Checkpoint, ...]) -> ChartsDrawnAhead | None:
-        """Start drawing the adapter card's charts, which need the interpreter while waiting for the Hub does
-        not: for this push's steps and those the last recorded push left in the repo. The card draws again
-        any chart the repo's actual steps change (someone else pushed meanwhile)."""
+    def _draw_charts_ahead(
+        self, run: Run, chosen: tuple[Checkpoint, ...], remote: RemoteRepo
+    ) -> ChartsDrawnAhead:
+        """Start drawing the adapter card's charts, for the steps the repo will hold (its own and this
+        push's), while the merge runs and the weights upload.
+
+        Not earlier: a thread drawing charts holds the interpreter, and the Hub reads and the check against
+        the base, which come first, would wait for it at every turn.
+        """
         from hubkit.cards import ChartsDrawnAhead
         from hubkit.publish.adapter_repo import steps_in_paths
-        from hubkit.publish.record import load_record
 
-        repo_id = self._repo_id or self.request.repo_id or run.manifest.push_to
-        if repo_id is None or not chosen:
-            return None  # the repo is not known before the Hub says who the token belongs to
-        endpoint = self._api.endpoint if self._api is not None else self.request.endpoint
-        record = load_record(self.request.run_dir, endpoint, repo_id)
-        published = steps_in_paths(record.files) if record is not None else ()
-        return ChartsDrawnAhead(run, sorted({*published, *(c.step for c in chosen)}))
+        return ChartsDrawnAhead(run, sorted({*steps_in_paths(remote.files), *(c.step for c in chosen)}))
 
     def _prepare(
         self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
@@ -343,11 +344,10 @@ class PushSession:
         check_repo_id(space)
         return space
 
-    def _read_hub(
-        self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]
-    ) -> tuple[dict[str, RemoteRepo], Future[BaseModelCard]]:
-        """Each repo's state, read at once (one request each), and the base model's card, whose read goes
-        on while the adapters are checked against the base."""
+    def _read_hub(self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]) -> _HubReads:
+        """Each repo's state, read at once (one request each), with the base model's config and card; the
+        card's read goes on while the adapters are checked against the base."""
+        from hubkit.adapters import download_base_config
         from hubkit.publish.commit import hub_errors
         from hubkit.publish.remote import read_remote
 
@@ -355,11 +355,21 @@ class PushSession:
             with hub_errors(repo_id, api.endpoint):
                 return read_remote(api, repo_id, repo_type)
 
-        pool = ThreadPoolExecutor(max_workers=len(repos) + 1, thread_name_prefix="hubkit-read")
+        manifest = run.manifest
+        pool = ThreadPoolExecutor(max_workers=len(repos) + 2, thread_name_prefix="hubkit-read")
         try:
             base_card = pool.submit(self._base_card, run)
+            # The same call as the check against the base makes: it finds the config in download_base_config's cache.
+            base_config = pool.submit(
+                download_base_config,
+                manifest.base_model,
+                manifest.base_model_revision,
+                api.endpoint,
+                api.token,
+            )
             reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-            return {repo_id: future.result() for repo_id, future in reads.items()}, base_card
+            remotes = {repo_id: future.result() for repo_id, future in reads.items()}
+            return _HubReads(remotes=remotes, base_card=base_card, base_config=base_config)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -492,7 +502,6 @@ class PushSession:
         space_repo_id: str | None,
         adapters: list[PreparedAdapter],
         notes: list[str],
-        charts: ChartsDrawnAhead | None,
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push."""
         from hubkit.cards import BaseModelCard
@@ -521,7 +530,6 @@ class PushSession:
             base_card=BaseModelCard(repo_id=run.manifest.base_model),
             space_repo_id=space_repo_id,
             published_merged_repo_id=merged_repo_id,
-            charts=charts,
         )
         plan = self._plan(context)
         records = {r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos}
@@ -536,6 +544,16 @@ class PushSession:
             finished=run.finished and not run.pending,
             dry_run=True,
         )
+
+
+@dataclass(frozen=True)
+class _HubReads:
+    """What a push reads from the Hub before it builds anything: every repo's state, and the base model's
+    config (for the check against the base) and card (its licence), those two still arriving."""
+
+    remotes: dict[str, RemoteRepo]
+    base_card: Future[BaseModelCard]
+    base_config: Future[Path]
 
 
 def _repo_url(endpoint: str, plan: RepoPlan) -> str:
