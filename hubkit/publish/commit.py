@@ -33,6 +33,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from hubkit.errors import AuthError, PublishError
 from hubkit.hashing import FileHashes
 from hubkit.publish.diff import RepoDiff, is_same_content
+from hubkit.publish.lfs_upload import classic_lfs, send_lfs_object
 from hubkit.publish.plan import PlannedFile, RepoType
 from hubkit.publish.remote import read_remote
 from hubkit.publish.retry import (
@@ -151,9 +152,18 @@ def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
 def _upload_lfs(
     api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
 ) -> None:
-    """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures."""
+    """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures.
+
+    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.publish.lfs_upload`).
+    """
+
+    def send() -> object:
+        if classic_lfs():
+            return send_lfs_object(api, repo_id, repo_type, addition)
+        return api.preupload_lfs_files(repo_id, additions=[addition], repo_type=repo_type)
+
     with_retries(
-        lambda: api.preupload_lfs_files(repo_id, additions=[addition], repo_type=repo_type),
+        send,
         retry,
         f"uploading {addition.path_in_repo} to {repo_id}",
         api.endpoint,
