@@ -26,10 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NoReturn
-
-import torch
-from safetensors.torch import save_file
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hubkit.adapter_weights import Verdict, VerdictCache, rewritten_header, scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
@@ -49,6 +46,9 @@ from hubkit.peft_adapter import (
 from hubkit.runs.model import Checkpoint, Run
 from hubkit.runs.verl import lora_from_meta
 from hubkit.safetensors_header import SafetensorsHeader
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,8 @@ def _checked_pairs(
     tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str
 ) -> dict[str, LoraPair]:
     """The adapter's LoRA pairs (see `hubkit.peft_adapter.lora_pairs`), refusing NaN/Inf and no-op adapters."""
+    import torch
+
     if not tensors:
         _refuse_empty(label)
     for key, tensor in tensors.items():
@@ -228,9 +230,8 @@ def _checked_saved_adapter(
         raise AdapterError(
             f"{label}: several saved tensors are {twice[0]} in PEFT's naming: re-save the adapter"
         )
-    # Shapes only: pairing, ranks and targets need no tensor data.
-    shapes = {names[t.name]: torch.empty(t.shape, device="meta") for t in header.tensors}
-    pairs = lora_pairs(shapes, config, label)
+    # Shapes only: pairing, ranks and targets need no tensor data (nor torch: a push imports it only to merge).
+    pairs = lora_pairs({names[t.name]: t for t in header.tensors}, config, label)
     _check_targets(pairs, config, label)
     alpha = _alpha(config, lora, label)
     return _SavedAdapter(
@@ -364,6 +365,8 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
         tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
+        from safetensors.torch import save_file
+
         out_dir.mkdir(parents=True, exist_ok=True)
         weights = out_dir / ADAPTER_WEIGHTS
         weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
@@ -489,6 +492,7 @@ def download_base_config(
 @lru_cache(maxsize=8)
 def _base_linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
     """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import AdapterError
-from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, read_header
+from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 if TYPE_CHECKING:
     import torch
@@ -101,7 +102,10 @@ def read_adapter_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tenso
 
 @dataclass(frozen=True)
 class LoraPair:
-    """One adapted module's A and B, with PEFT's rank and alpha for it (after rank/alpha patterns)."""
+    """One adapted module's A and B, with PEFT's rank and alpha for it (after rank/alpha patterns).
+
+    A and B are tensors, or their safetensors header entries where only shapes are checked.
+    """
 
     module: str
     lora_a: torch.Tensor  # (r, in)
@@ -128,12 +132,17 @@ def module_rank_alpha(config: dict[str, Any], module: str) -> tuple[object, obje
 
 
 def lora_pairs(
-    tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str, *, frozen_copies: bool = False
+    tensors: Mapping[str, torch.Tensor | TensorInfo],
+    config: dict[str, Any],
+    label: str,
+    *,
+    frozen_copies: bool = False,
 ) -> dict[str, LoraPair]:
     """Pair every module's lora_A and lora_B and check them against the config.
 
     Args:
-        tensors: the adapter's tensors by key (PEFT's saved form: see `normalize_key`).
+        tensors: the adapter's tensors by key (PEFT's saved form: see `normalize_key`), or their header
+            entries when only shapes are checked (the pairs then hold those entries).
         config: its ``adapter_config.json``.
         label: how errors name the adapter.
         frozen_copies: accept ``<module>.base_layer.weight`` copies of adapted modules (and skip them).
@@ -145,7 +154,7 @@ def lora_pairs(
         AdapterError: a key that is not a plain LoRA weight, a lora_A without its lora_B (or the
             reverse), shapes that do not form a pair, or a rank other than the config's.
     """
-    halves: dict[str, dict[str, torch.Tensor]] = {}
+    halves: dict[str, dict[str, Any]] = {}
     copies = []
     for key, tensor in tensors.items():
         parsed = parse_lora_key(key)

@@ -44,6 +44,10 @@ class TensorInfo:
     offset: int  # absolute position of the first byte in the file
     nbytes: int
 
+    def dim(self) -> int:
+        """Its number of dimensions, as a tensor's ``dim()``: shapes are checked from the header alone."""
+        return len(self.shape)
+
 
 @dataclass(frozen=True)
 class SafetensorsHeader:

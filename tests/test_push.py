@@ -570,3 +570,32 @@ def test_without_gradio_the_push_says_it_publishes_no_space(
     assert [r.repo_id for r in report.repos] == [new_repo_id]
     assert any("gradio is not installed" in note for note in report.notes)
     assert not hub_api.repo_exists(new_repo_id + "-demo", repo_type="space")
+
+
+def test_a_push_of_a_new_checkpoint_against_a_known_base_imports_neither_torch_nor_transformers(
+    tmp_path: Path, tiny_qwen3, local_hub, hub_api, new_repo_id
+) -> None:
+    """Those imports cost seconds per `hubkit push` (torch alone ~1.5 s): only a merge, a verl rebuild and
+    the first check against a base (its shapes, then kept in the run) need them."""
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    report = (
+        "import runpy, sys\n"
+        "sys.argv = ['hubkit', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('hubkit', run_name='__main__')\n"
+        "finally:\n"
+        "    print('imported:', *sorted({'torch', 'transformers'} & set(sys.modules)))\n"
+    )
+    argv = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet", "--no-merged", "--no-space"]
+
+    def push() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", report, *argv], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    assert push() == "imported: torch transformers"  # the base's shapes are built once
+    write_checkpoint(run_dir, 3, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    assert push() == "imported:"
+    assert "checkpoints/global_step_3/adapter_model.safetensors" in hub_api.list_repo_files(new_repo_id)
