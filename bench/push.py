@@ -19,6 +19,8 @@ does once its imports are done. Between first pushes the run's `.hubkit/` cache 
     first push      push_run to a fresh repo vs upload_folder to a fresh repo
     re-push         push_run again, nothing changed (the run's cache kept) vs upload_folder again
     add one         a new checkpoint saved; push_run vs upload_folder of that checkpoint folder alone
+    ... command line  the same, as a user runs it: `hubkit push --no-merged --no-space` vs `hf upload` of the
+                    folder, each a new process (interpreter start and imports included; no target)
     peak RSS        VmHWM of the first push's child (from /proc/self/status), minus that of the same push
                     of a one-checkpoint run whose adapter is near-empty (the interpreter, imports and
                     fixed costs), compared with the tensors of one adapter
@@ -245,6 +247,14 @@ def in_child(action: Callable[..., object], *args: object, **kwargs: object) -> 
     return seconds, rss, result
 
 
+def run_command(argv: list[str | Path]) -> float:
+    """Run a command as a user does (a new process); its seconds."""
+    os.sync()
+    start = time.perf_counter()
+    subprocess.run([str(a) for a in argv], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
 def hf_upload(endpoint: str, repo_id: str, folder: Path, path_in_repo: str = "", create: bool = False) -> str:
     from huggingface_hub import HfApi
 
@@ -400,6 +410,21 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         if commit is None or uploaded < scale.adapter_bytes:
             raise SystemExit("adding a checkpoint did not upload it")
 
+    # The same, as a user runs it: each command in a new process (interpreter start and imports included).
+    bin_dir = Path(sys.executable).parent
+    push_command = [bin_dir / "hubkit", "push", "--run-dir", run_dir, "--repo-id", hubkit_repo]
+    for i in range(max(1, rounds // 2)):
+        step = (scale.checkpoints + 1 + rounds + i) * 10
+        write_checkpoint(run_dir, scale, step)
+        folder = run_dir / f"checkpoint-{step}"
+        hf_seconds, hubkit_seconds = both(
+            i,
+            partial(run_command, [bin_dir / "hf", "upload", hf_repo, folder, folder.name, "--quiet"]),
+            partial(run_command, [*push_command, "--quiet", "--no-merged", "--no-space"]),
+        )
+        hf["add one, command line"].append(hf_seconds)
+        hubkit["add one, command line"].append(hubkit_seconds)
+
     # The same push of a near-empty adapter: the interpreter, its imports and a push's fixed costs.
     empty_run = make_run(workdir / "empty", tiny_scale(scale))
     rss_empty = in_child(hubkit_push, endpoint, empty_run, f"bench/empty-{name}")[1]
@@ -420,6 +445,8 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
             f"[{name}] {kind}: {baseline} {runs(hf[kind])}; hubkit {runs(hubkit[kind])}, "
             f"of which the card {median(card[kind]):.2f} s"
         )
+    kind = "add one, command line"
+    print(f"[{name}] {kind}: `hf upload` {runs(hf[kind])}; `hubkit push` {runs(hubkit[kind])}")
     peak = max(rss_first)
     print(
         f"[{name}] peak RSS (VmHWM of each push's process): first push {peak / 1e6:.0f} MB, the same push "
@@ -433,6 +460,9 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
     )
     for label, ratio, target in ratios:
         print(f"[{name}] ratio {label}: {ratio:.2f}x" + (f" (target <= {target})" if scale.targets else ""))
+    print(
+        f"[{name}] ratio add one checkpoint, command line / hf upload of it: {median(hubkit[kind]) / median(hf[kind]):.2f}x"
+    )
     print(
         f"[{name}] ratio peak RSS above the near-empty push / one adapter's tensors: "
         f"{(peak - rss_empty) / scale.adapter_bytes:.2f}" + (" (target <= 1)" if scale.targets else ""),
