@@ -72,3 +72,26 @@ def test_a_file_that_changed_size_since_it_was_hashed_is_refused_and_nothing_is_
         send_lfs_object(hub_api, new_repo_id, "model", addition)
     path.write_bytes(b"a" * 1000)  # the checked content again: the Hub still lacks the object
     assert send_lfs_object(hub_api, new_repo_id, "model", addition) is True
+
+
+def test_a_hub_asking_for_parts_gets_them_from_the_clients_own_multipart_upload(tmp_path):
+    from huggingface_hub import HfApi
+
+    from hubkit.localhub import HubSettings, LocalHub
+
+    data = os.urandom(1536 * 1024 + 7)
+    path = tmp_path / "adapter_model.safetensors"
+    path.write_bytes(data)
+    addition = CommitOperationAdd(path_in_repo="adapter_model.safetensors", path_or_fileobj=str(path))
+    hand_in_sha256(addition, FileHashes(size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    settings = HubSettings(multipart_threshold=1024 * 1024, multipart_chunk_size=512 * 1024)
+    with LocalHub(tmp_path / "hub", settings=settings) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/parts")
+        assert send_lfs_object(api, "me/parts", "model", addition) is True
+        assert len([p for m, p, _ in hub.request_log if m == "PUT" and "/part/" in p]) == 4
+        api.create_commit("me/parts", operations=[addition], commit_message="add")
+        served = hf_hub_download(
+            "me/parts", addition.path_in_repo, endpoint=hub.endpoint, cache_dir=tmp_path / "c"
+        )
+        assert Path(served).read_bytes() == data

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from huggingface_hub import CommitOperationAdd, HfApi, constants
 from huggingface_hub.lfs import lfs_upload, post_lfs_batch_info
-from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+from huggingface_hub.utils import build_hf_headers, fix_hf_endpoint_in_url, hf_raise_for_status, http_backoff
 
 from hubkit.errors import PublishError
 from hubkit.publish.plan import RepoType
@@ -112,7 +112,7 @@ def send_lfs_object(api: HfApi, repo_id: str, repo_type: RepoType, addition: Com
         return True
     response = http_backoff(
         "PUT",
-        upload["href"],
+        fix_hf_endpoint_in_url(upload["href"], api.endpoint),  # as the client does, for a proxy's URLs
         content=_Pieces(addition),
         # A known length, not chunked transfer encoding: the Hub's upload URLs are for exact sizes.
         headers={**header, "Content-Length": str(info.size)},
@@ -122,7 +122,7 @@ def send_lfs_object(api: HfApi, repo_id: str, repo_type: RepoType, addition: Com
     if verify is not None:
         response = http_backoff(
             "POST",
-            verify["href"],
+            fix_hf_endpoint_in_url(verify["href"], api.endpoint),
             headers={
                 **build_hf_headers(token=api.token, headers=api.headers),
                 **(verify.get("header") or {}),
