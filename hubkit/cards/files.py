@@ -132,7 +132,7 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
 
 class ChartsDrawnAhead:
     """The adapter card's training charts, drawn on a background thread while a push does work that leaves
-    the interpreter free (hashing adapters, waiting for the Hub).
+    the interpreter free (merging, uploading the weights).
 
     Drawn for the steps the push expects the repo to hold; `adapter_card_files` takes the images whose
     chart it would draw and draws any other itself (the repo held other steps than expected).
