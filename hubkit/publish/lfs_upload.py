@@ -5,7 +5,8 @@ and hubkit leaves those uploads to it. With Xet off (`HF_HUB_DISABLE_XET`, which
 local Hub) huggingface_hub sends a file as httpx reads it: 64 KiB at a time, each piece taking the GIL
 back. While the push renders its cards on another thread, each of those waits its turn, and a 132 MB
 adapter took about 0.1 s longer to send (`bench/push.py`, adding one checkpoint). Here the same upload
-goes in 4 MiB pieces.
+goes in 4 MiB pieces. Memory: an upload holds one piece and the HTTP layer's copy of it, about 8 MiB
+whatever the file's size (32 MiB for a push's four uploads at once; 1 MiB pieces measured slower).
 
 The protocol is git-lfs's batch API (https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md)
 as `huggingface_hub.lfs` speaks it: the batch request, one PUT to the URL it returns, then the verify
