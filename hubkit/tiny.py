@@ -15,7 +15,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import HubkitError
 
@@ -106,9 +106,22 @@ def copy_tokenizer(out_dir: Path, chat_template: str | None = None) -> int:
     return 1 + max(int(token_id) for token_id in config["added_tokens_decoder"])
 
 
-def _build(
-    out_dir: Path, family: str, tie_word_embeddings: bool, chat_template: str | None, seed: int
-) -> Path:
+def tiny_causal_lm(
+    family: str, *, vocab_size: int, eos_id: int, pad_id: int, tie_word_embeddings: bool, seed: int
+) -> Any:
+    """A tiny Qwen causal LM in memory: `TINY_SIZES`, random fp32 weights, greedy generation.
+
+    Args:
+        family: ``"qwen3"`` or ``"qwen2"``.
+        vocab_size: its tokenizer's vocabulary size.
+        eos_id: the end-of-turn token (``<|im_end|>``).
+        pad_id: the padding and end-of-document token (``<|endoftext|>``), also its bos, as in Qwen.
+        tie_word_embeddings: share the input embedding with the output layer.
+        seed: weight initialization seed.
+
+    Returns:
+        The `Qwen3ForCausalLM` or `Qwen2ForCausalLM`.
+    """
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
@@ -116,13 +129,12 @@ def _build(
         "qwen3": (Qwen3Config, Qwen3ForCausalLM),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     }[family]
-    vocab_size = copy_tokenizer(out_dir, chat_template)
     config = config_cls(
         vocab_size=vocab_size,
         tie_word_embeddings=tie_word_embeddings,
-        bos_token_id=ENDOFTEXT_ID,
-        eos_token_id=IM_END_ID,
-        pad_token_id=ENDOFTEXT_ID,
+        bos_token_id=pad_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
         **TINY_SIZES,
     )
     # Seeded without touching the caller's global random state.
@@ -131,7 +143,22 @@ def _build(
         model = model_cls(config).to(torch.float32)
     # Greedy by default (no sampling settings), so tests that generate are deterministic.
     model.generation_config = GenerationConfig(
-        bos_token_id=ENDOFTEXT_ID, eos_token_id=[IM_END_ID, ENDOFTEXT_ID], pad_token_id=ENDOFTEXT_ID
+        bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
+    )
+    return model
+
+
+def _build(
+    out_dir: Path, family: str, tie_word_embeddings: bool, chat_template: str | None, seed: int
+) -> Path:
+    vocab_size = copy_tokenizer(out_dir, chat_template)
+    model = tiny_causal_lm(
+        family,
+        vocab_size=vocab_size,
+        eos_id=IM_END_ID,
+        pad_id=ENDOFTEXT_ID,
+        tie_word_embeddings=tie_word_embeddings,
+        seed=seed,
     )
     model.save_pretrained(out_dir)
     return out_dir

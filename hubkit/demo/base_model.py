@@ -80,25 +80,12 @@ def build_tokenizer(problems: Sequence[Problem], out_dir: Path) -> Any:
 
 def build_model(tokenizer: Any, seed: int) -> Any:
     """A `Qwen3ForCausalLM` with `hubkit.tiny`'s sizes and random weights for `tokenizer`."""
-    import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
-
-    from hubkit.tiny import TINY_SIZES
+    from hubkit.tiny import tiny_causal_lm
 
     eos, pad = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        tie_word_embeddings=False,
-        bos_token_id=pad,
-        eos_token_id=eos,
-        pad_token_id=pad,
-        **TINY_SIZES,
+    return tiny_causal_lm(
+        "qwen3", vocab_size=len(tokenizer), eos_id=eos, pad_id=pad, tie_word_embeddings=False, seed=seed
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen3ForCausalLM(config).to(torch.float32)
-    model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=[eos, pad], pad_token_id=pad)
-    return model
 
 
 def warm_up(
