@@ -258,9 +258,12 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _publish_saved_adapter(saved: _SavedAdapter, out_dir: Path, label: str) -> FileHashes:
+def _publish_saved_adapter(
+    saved: _SavedAdapter, out_dir: Path, label: str, alongside_others: bool
+) -> FileHashes:
     """Read the saved weights once (every tensor checked, the file hashed) and put them in `out_dir`: the
     saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
+    `alongside_others`: other adapters are read at the same time (see `scan_weights`).
 
     Raises:
         AdapterError: NaN/Inf, every lora_B zero, or weights that changed while they were read.
@@ -278,6 +281,7 @@ def _publish_saved_adapter(saved: _SavedAdapter, out_dir: Path, label: str) -> F
                 label,
                 rewrite_to=target,
                 new_header=rewritten_header(saved.header, saved.names),
+                alongside_others=alongside_others,
             )
         except BaseException:
             target.unlink(missing_ok=True)
@@ -287,7 +291,7 @@ def _publish_saved_adapter(saved: _SavedAdapter, out_dir: Path, label: str) -> F
         remember_hashes(FileVersion.of(target), hashes)
         return hashes
     version = FileVersion.of(saved.weights)
-    hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label)
+    hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label, alongside_others=alongside_others)
     if FileVersion.of(saved.weights) != version:
         raise AdapterError(
             f"{label}: {ADAPTER_WEIGHTS} changed while it was read (still being saved?): push again once "
@@ -328,7 +332,9 @@ def _rebuilt_adapter(
     return tensors, config, len(pairs)
 
 
-def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> PreparedAdapter:
+def prepare_adapter(
+    run: Run, checkpoint: Checkpoint, out_dir: Path, *, alongside_others: bool = False
+) -> PreparedAdapter:
     """Normalize and validate one checkpoint's adapter into `out_dir`.
 
     verl checkpoints use the saved ``actor/lora_adapter/`` when it is valid and are otherwise rebuilt from
@@ -339,6 +345,7 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
         checkpoint: a complete checkpoint of that run.
         out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
             not hold other files).
+        alongside_others: other adapters are prepared at the same time (their reads keep the cores busy).
 
     Returns:
         The prepared adapter.
@@ -361,7 +368,9 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
         try:
             if checkpoint.adapter_dir is None:
                 raise CheckpointError(f"{label}: verl saved no lora_adapter/")
-            return _prepared_saved_adapter(checkpoint, checkpoint.adapter_dir, run, out_dir, label)
+            return _prepared_saved_adapter(
+                checkpoint, checkpoint.adapter_dir, run, out_dir, label, alongside_others
+            )
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
         tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
@@ -380,7 +389,9 @@ def prepare_adapter(run: Run, checkpoint: Checkpoint, out_dir: Path) -> Prepared
             rebuilt=True,
             weights=hash_file(weights),
         )
-    return _prepared_saved_adapter(checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label)
+    return _prepared_saved_adapter(
+        checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others
+    )
 
 
 def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
@@ -398,7 +409,7 @@ def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
 
 
 def _prepared_saved_adapter(
-    checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str
+    checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str, alongside_others: bool
 ) -> PreparedAdapter:
     """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
     weights = adapter_dir / ADAPTER_WEIGHTS
@@ -416,7 +427,7 @@ def _prepared_saved_adapter(
         renamed = False
     else:
         saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
-        hashes = _publish_saved_adapter(saved, out_dir, label)
+        hashes = _publish_saved_adapter(saved, out_dir, label, alongside_others)
         normalized, renamed = saved.config, saved.renamed
         verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
         if version and inputs and not renamed and inputs == _check_inputs(adapter_dir, run):
@@ -436,9 +447,9 @@ def _prepared_saved_adapter(
 def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> list[PreparedAdapter]:
     """`prepare_adapter` for each checkpoint into ``staging_dir/<checkpoint name>``, several at a time.
 
-    Each saved adapter is read once, in chunks (two in memory per adapter being read), so reading a few
-    at once keeps every core busy hashing without holding more than a few chunks. verl checkpoints go
-    one at a time: rebuilding an adapter reads the actor's FSDP shards.
+    Each saved adapter is read once, in chunks, so reading a few at once keeps every core busy without
+    holding more than a few chunks; each is then hashed on its own reading thread (see `scan_weights`).
+    verl checkpoints go one at a time: rebuilding an adapter reads the actor's FSDP shards.
 
     Args:
         run: the run.
@@ -455,7 +466,10 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
     if workers <= 1:
         return [prepare_adapter(run, c, staging_dir / c.name) for c in checkpoints]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hubkit-prepare") as pool:
-        futures = [pool.submit(prepare_adapter, run, c, staging_dir / c.name) for c in checkpoints]
+        futures = [
+            pool.submit(prepare_adapter, run, c, staging_dir / c.name, alongside_others=True)
+            for c in checkpoints
+        ]
         try:
             return [future.result() for future in futures]
         finally:

@@ -74,9 +74,9 @@ def _trl_run(
     return checkpoint
 
 
-def _prepare(run_dir: Path, out: Path):
+def _prepare(run_dir: Path, out: Path, alongside_others: bool = False):
     run = load_run(run_dir)
-    return prepare_adapter(run, run.checkpoints[0], out)
+    return prepare_adapter(run, run.checkpoints[0], out, alongside_others=alongside_others)
 
 
 # --- normalization --------------------------------------------------------------------------------
@@ -160,15 +160,18 @@ REFUSED_TENSORS: list[tuple[Callable[[dict[str, torch.Tensor]], None], type[Exce
 ]
 
 
+@pytest.mark.parametrize("alongside_others", [False, True], ids=["alone", "alongside-others"])
 @pytest.mark.parametrize(
     ("mutate", "error", "message"), REFUSED_TENSORS, ids=lambda v: getattr(v, "__name__", "")
 )
-def test_refuses_bad_tensors(tmp_path: Path, mutate, error: type[Exception], message: str) -> None:
+def test_refuses_bad_tensors(
+    tmp_path: Path, mutate, error: type[Exception], message: str, alongside_others: bool
+) -> None:
     tensors = _tensors()
     mutate(tensors)
     _trl_run(tmp_path / "run", tensors=tensors)
     with pytest.raises(error, match=f"checkpoint global_step_1 of run handmade: .*{message}") as caught:
-        _prepare(tmp_path / "run", tmp_path / "out")
+        _prepare(tmp_path / "run", tmp_path / "out", alongside_others)
     assert type(caught.value) is error
     assert not (tmp_path / "out").exists()  # nothing half-written
 
@@ -334,10 +337,12 @@ def test_finite_values_whose_sum_overflows_are_not_taken_for_inf(tmp_path: Path)
     assert _prepare(tmp_path / "run", tmp_path / "out").num_modules == 2
 
 
+@pytest.mark.parametrize("alongside_others", [False, True], ids=["hashed-on-another-thread", "hashed-inline"])
 def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alongside_others: bool
 ) -> None:
     monkeypatch.setattr("hubkit.adapter_weights.CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapter_weights.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
     generator = torch.Generator().manual_seed(0)
     tensors = {}
     for layer in range(16):  # 32 tensors of 64 KiB: a 2 MiB file
@@ -349,7 +354,9 @@ def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
     header = read_header(path)
     tracemalloc.start()
     try:
-        hashes = scan_weights(path, header, {k for k in tensors if "lora_B" in k}, "big")
+        hashes = scan_weights(
+            path, header, {k for k in tensors if "lora_B" in k}, "big", alongside_others=alongside_others
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
