@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import pickle
@@ -224,6 +225,10 @@ def in_child(action: Callable[..., object], *args: object, **kwargs: object) -> 
     """Run `action(*args, **kwargs)` in a forked child; return its seconds, its peak RSS in bytes, and its
     result."""
     os.sync()  # the previous upload's writes flushed: no write-back of its bytes during this one
+    # The child inherits the garbage collector's counts: without this, the bench's own allocations (runs
+    # generated, results kept) would decide whether a child's first collections scan every object the
+    # parent imported (0.15 s each), which a process that has just finished its imports would not do.
+    gc.collect()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
