@@ -408,18 +408,26 @@ def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
     return hashlib.sha256(config + b"\0" + repr(run.manifest.lora).encode()).hexdigest()
 
 
+def _remembered_verdict(run: Run, adapter_dir: Path) -> tuple[FileVersion | None, str | None, Verdict | None]:
+    """A saved adapter's weights version, the digest of the rest of what its checks read, and the verdict
+    the run directory keeps for both (None when its checks must read it)."""
+    inputs = _check_inputs(adapter_dir, run)
+    try:
+        version = FileVersion.of(adapter_dir / ADAPTER_WEIGHTS)
+    except OSError:
+        return None, inputs, None  # the checks say what is missing
+    verdict = (
+        VerdictCache(run.run_dir).get(adapter_dir / ADAPTER_WEIGHTS, version, inputs) if inputs else None
+    )
+    return version, inputs, verdict
+
+
 def _prepared_saved_adapter(
     checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str, alongside_others: bool
 ) -> PreparedAdapter:
     """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
     weights = adapter_dir / ADAPTER_WEIGHTS
-    cache = VerdictCache(run.run_dir)
-    inputs = _check_inputs(adapter_dir, run)
-    try:
-        version = FileVersion.of(weights)
-    except OSError:
-        version = None  # the checks say what is missing
-    verdict = cache.get(weights, version, inputs) if version and inputs else None
+    version, inputs, verdict = _remembered_verdict(run, adapter_dir)
     if verdict is not None:
         config = read_adapter_config(adapter_dir, label)
         normalized = _normalized_config(config, run, config["lora_alpha"])
@@ -431,7 +439,7 @@ def _prepared_saved_adapter(
         normalized, renamed = saved.config, saved.renamed
         verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
         if version and inputs and not renamed and inputs == _check_inputs(adapter_dir, run):
-            cache.put(weights, version, inputs, verdict)
+            VerdictCache(run.run_dir).put(weights, version, inputs, verdict)
     _write_config(out_dir, normalized)
     return PreparedAdapter(
         step=checkpoint.step,
@@ -465,9 +473,12 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
     workers = 1 if run.framework == "verl" else min(_PREPARE_WORKERS, os.cpu_count() or 1, len(checkpoints))
     if workers <= 1:
         return [prepare_adapter(run, c, staging_dir / c.name) for c in checkpoints]
+    # Those the run directory remembers are not read: one new checkpoint among them is read alone.
+    unread = [c for c in checkpoints if _remembered_verdict(run, c.adapter_dir or c.path)[2] is None]
+    alongside_others = len(unread) > 1
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hubkit-prepare") as pool:
         futures = [
-            pool.submit(prepare_adapter, run, c, staging_dir / c.name, alongside_others=True)
+            pool.submit(prepare_adapter, run, c, staging_dir / c.name, alongside_others=alongside_others)
             for c in checkpoints
         ]
         try:

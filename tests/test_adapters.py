@@ -15,9 +15,10 @@ import pytest
 import torch
 from fixtures_runs import copy_verl_run, verl_reference_dir
 from safetensors.torch import load_file, save_file
+from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
 from hubkit.adapter_weights import scan_weights
-from hubkit.adapters import check_against_base, normalize_key, prepare_adapter
+from hubkit.adapters import check_against_base, normalize_key, prepare_adapter, prepare_adapters
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
 from hubkit.hashing import hash_file
 from hubkit.manifest import LoraSettings, Manifest
@@ -364,6 +365,31 @@ def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
     assert peak < path.stat().st_size / 4, (
         f"{peak} bytes held while reading a {path.stat().st_size}-byte file"
     )
+
+
+def test_adapters_read_together_are_hashed_on_their_reading_threads_and_one_new_one_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = make_run(tmp_path / "runs", (1, 2, 3), base_model=BASE_ID, shapes=TINY_SHAPES)
+    reads: list[tuple[str, bool]] = []
+
+    def recorded(path: Path, *args, alongside_others: bool = False, **kwargs):
+        reads.append((path.parent.name, alongside_others))
+        return scan_weights(path, *args, alongside_others=alongside_others, **kwargs)
+
+    monkeypatch.setattr("hubkit.adapters.scan_weights", recorded)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    run = load_run(run_dir)
+    first = prepare_adapters(run, run.checkpoints, tmp_path / "staging-1")
+    assert sorted(reads) == [(f"checkpoint-{s}", True) for s in (1, 2, 3)]
+    for adapter in first:
+        saved = run_dir / f"checkpoint-{adapter.step}" / "adapter_model.safetensors"
+        assert adapter.weights.sha256 == _sha256(saved)
+    reads.clear()
+    write_checkpoint(run_dir, 4, base_model=BASE_ID, shapes=TINY_SHAPES)
+    run = load_run(run_dir)
+    prepare_adapters(run, run.checkpoints, tmp_path / "staging-2")
+    assert reads == [("checkpoint-4", False)]  # the others are remembered: it is read alone
 
 
 def test_verl_shards_outside_the_allow_list_are_refused_unloaded(tmp_path: Path) -> None:
