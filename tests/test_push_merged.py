@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -20,6 +21,8 @@ from synthetic_runs import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+import hubkit.merge
+from hubkit.errors import MergeError
 from hubkit.runs import load_run
 
 
@@ -141,3 +144,44 @@ def test_a_refused_merge_stops_the_push_before_anything_is_sent(
     assert len(err.strip().splitlines()) == 1
     assert not hub_api.repo_exists(new_repo_id)
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
+def test_a_first_push_uploads_its_adapters_while_it_merges_and_a_failed_merge_publishes_nothing(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, monkeypatch, capsys
+):
+    """Every check has passed once the merge is planned: the new adapter repo is created and its weights
+    sent while the base is merged. The merge below waits for them: were they sent after it, it would
+    wait in vain."""
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    oids = {
+        hashlib.sha256((run_dir / f"checkpoint-{s}" / "adapter_model.safetensors").read_bytes()).hexdigest()
+        for s in (1, 2)
+    }
+    start = len(local_hub.request_log)
+
+    def adapter_puts() -> list[str]:
+        requests = list(local_hub.request_log)[start:]
+        return [
+            path.rsplit("/", 1)[-1] for method, path, _ in requests if method == "PUT" and path[-64:] in oids
+        ]
+
+    def merge_once_the_adapters_arrived(*_args, **_kwargs):
+        deadline = time.monotonic() + 60
+        while set(adapter_puts()) != oids:
+            assert time.monotonic() < deadline, "the adapters were not sent while the base was merged"
+            time.sleep(0.02)
+        raise MergeError("no space left on the device")
+
+    monkeypatch.setattr(hubkit.merge, "execute_plan", merge_once_the_adapters_arrived)
+    push = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--quiet"]
+    assert run_cli(push) == 1
+    assert "no space left on the device" in capsys.readouterr().err
+    # The repo was created, but nothing of the push is in it, and the merged repo was not created.
+    assert [c.title for c in hub_api.list_repo_commits(new_repo_id)] == ["initial commit"]
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+    monkeypatch.undo()
+    assert run_cli(push) == 0
+    assert len(hub_api.list_repo_commits(new_repo_id)) == 2
+    assert hub_api.repo_exists(f"{new_repo_id}-merged")
+    assert sorted(adapter_puts()) == sorted(oids)  # the rerun found both objects on the Hub

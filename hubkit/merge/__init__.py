@@ -14,10 +14,18 @@ from pathlib import Path
 
 from hubkit.merge.base_files import fetch_base_snapshot
 from hubkit.merge.lora_adapter import load_lora_adapter
-from hubkit.merge.plan import plan_merge
+from hubkit.merge.plan import MergePlan, plan_merge
 from hubkit.merge.stream import MergeResult, ProgressCallback, execute_plan
 
-__all__ = ["MergeResult", "fetch_base_snapshot", "merge_adapter"]
+__all__ = [
+    "MergePlan",
+    "MergeResult",
+    "execute_plan",
+    "fetch_base_snapshot",
+    "load_lora_adapter",
+    "merge_adapter",
+    "plan_merge",
+]
 
 
 def merge_adapter(

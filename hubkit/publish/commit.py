@@ -13,8 +13,9 @@ commit was applied and its answer lost. With `parent_commit` set, a repeated com
 twice. A push that gives up leaves the repo at its previous commit (the Hub never shows a commit
 naming an object it does not hold), and the next push sends only what is still missing.
 
-Because an LFS object is invisible until a commit names it, the weights of a repo that already exists
-can be sent ahead (`UploadsAhead`) while the rest of the push (merge, cards) is still being built.
+Because an LFS object is invisible until a commit names it, the weights of a repo that exists (or was
+just created, every check passed) can be sent ahead (`UploadsAhead`) while the rest of the push
+(merge, cards) is still being built.
 """
 
 from __future__ import annotations
@@ -149,6 +150,28 @@ def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
     info.sha256 = bytes.fromhex(hashes.sha256)
 
 
+def create_repo(
+    api: HfApi,
+    repo_id: str,
+    repo_type: RepoType,
+    *,
+    private: bool,
+    space_sdk: str | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> str:
+    """Create a repo (one that exists meanwhile is kept as it is) and return its head commit.
+
+    Raises:
+        The client's HTTP failure once retries run out (`hub_errors` makes it one line).
+    """
+
+    def create() -> str:
+        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, space_sdk=space_sdk)
+        return api.repo_info(repo_id, repo_type=repo_type).sha
+
+    return with_retries(create, retry, f"creating {repo_id}", api.endpoint)
+
+
 def _upload_lfs(
     api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
 ) -> None:
@@ -256,18 +279,9 @@ def commit_repo(
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
         if parent is None:
-
-            def create() -> str:
-                api.create_repo(
-                    plan.repo_id,
-                    repo_type=plan.repo_type,
-                    private=plan.private,
-                    exist_ok=True,
-                    space_sdk=plan.space_sdk,
-                )
-                return api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha
-
-            parent = with_retries(create, retry, f"creating {plan.repo_id}", endpoint)
+            parent = create_repo(
+                api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
+            )
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
         sent_ahead = ahead.sent() if ahead is not None and ahead.repo_id == plan.repo_id else frozenset()

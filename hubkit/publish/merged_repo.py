@@ -19,7 +19,7 @@ from hubkit.runs import Run
 
 if TYPE_CHECKING:
     from hubkit.adapters import PreparedAdapter
-    from hubkit.merge import MergeResult
+    from hubkit.merge import MergePlan, MergeResult
     from hubkit.merge.stream import ProgressCallback
 
 MERGED_SUFFIX = "-merged"
@@ -28,6 +28,33 @@ MERGED_SUFFIX = "-merged"
 def default_merged_repo_id(adapter_repo_id: str) -> str:
     """The default merged repo beside an adapter repo: `<repo_id>-merged`."""
     return adapter_repo_id + MERGED_SUFFIX
+
+
+def plan_prepared_merge(
+    run: Run, adapter: PreparedAdapter, *, endpoint: str | None = None, token: str | None = None
+) -> MergePlan:
+    """Every check of merging a prepared adapter into the run's base model (fetched from the Hub cache),
+    made before anything is written.
+
+    Args:
+        run: the run (its manifest names the base model and revision).
+        adapter: from `hubkit.adapters.prepare_adapter`.
+        endpoint: the Hub to fetch the base from; default `HF_ENDPOINT`, else huggingface.co.
+        token: the Hub token, for a private or gated base.
+
+    Returns:
+        The plan, for `hubkit.merge.execute_plan`.
+
+    Raises:
+        MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.plan_merge`.
+    """
+    from hubkit.merge import fetch_base_snapshot, load_lora_adapter, plan_merge
+
+    manifest = run.manifest
+    base_dir = fetch_base_snapshot(
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+    )
+    return plan_merge(base_dir, load_lora_adapter(adapter.dir))
 
 
 def merge_prepared_adapter(
@@ -55,13 +82,9 @@ def merge_prepared_adapter(
     Raises:
         MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.merge_adapter`.
     """
-    from hubkit.merge import fetch_base_snapshot, merge_adapter
+    from hubkit.merge import execute_plan
 
-    manifest = run.manifest
-    base_dir = fetch_base_snapshot(
-        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
-    )
-    return merge_adapter(base_dir, adapter.dir, out_dir, progress)
+    return execute_plan(plan_prepared_merge(run, adapter, endpoint=endpoint, token=token), out_dir, progress)
 
 
 def plan_merged_repo(

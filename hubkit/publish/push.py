@@ -4,8 +4,9 @@ One direction, each step handing plain data to the next:
 
     load the run → choose checkpoints → prepare adapters (every local refusal happens here)
     → read every repo at once, and the base model's config and card → check against the base
-    → merge (an explicit step, with its own progress; an existing adapter repo's new weights upload
-    meanwhile)
+    → plan the merge (the base fetched; every refusal of the merge)
+    → create the adapter repo if it is new, and start uploading its new weights
+    → merge (an explicit step, with its own progress; the weights upload meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
     from hubkit.adapters import PreparedAdapter
     from hubkit.cards import BaseModelCard, ChartsDrawnAhead
-    from hubkit.merge import MergeResult
+    from hubkit.merge import MergePlan, MergeResult
     from hubkit.publish.commit import UploadsAhead
     from hubkit.publish.record import PushRecord
     from hubkit.publish.remote import RemoteRepo
@@ -221,10 +222,14 @@ class PushSession:
         remotes = hub.remotes
         hub.base_config.result()  # the base's config is in hand (or the base is refused) before the check
         self._check_against_base(api, run, adapters)
+        to_merge = self._adapter_to_merge(adapters, remotes[repo_id], merged_repo_id, merge, notes)
+        merge_plan = self._plan_merge(run, to_merge, progress)
+        # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
+        remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
         charts = self._draw_charts_ahead(run, chosen, remotes[repo_id])
         try:
-            merged = self._merge(run, adapters, remotes[repo_id], merged_repo_id, merge, notes, progress)
+            merged = self._merge(to_merge, merge_plan, progress)
             plan = self._plan(
                 BuildContext(
                     run=run,
@@ -241,8 +246,7 @@ class PushSession:
             )
             repos = self._commit(api, plan, remotes, notes, progress, ahead)
         finally:
-            if ahead is not None:
-                ahead.close()
+            ahead.close()
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
@@ -391,36 +395,17 @@ class PushSession:
 
         check_adapters_against_base(api, run, adapters, self._checked)
 
-    def _upload_weights_ahead(
-        self, api: HfApi, run: Run, adapters: list[PreparedAdapter], remote: RemoteRepo
-    ) -> UploadsAhead | None:
-        """Start sending the adapter weights the repo lacks, while the merge and the cards are made.
-
-        Only into a repo that exists: a push does not create a repo before it knows what goes in it.
-        """
-        from hubkit.publish.adapter_repo import plan_adapter_repo, steps_in_paths
-        from hubkit.publish.commit import UploadsAhead
-        from hubkit.publish.diff import diff_repo
-
-        if not remote.exists:
-            return None
-        weights = plan_adapter_repo(
-            run, remote.repo_id, adapters, token=self._token, published_steps=steps_in_paths(remote.files)
-        )
-        return UploadsAhead(api, diff_repo(weights, remote))
-
-    def _merge(
+    def _adapter_to_merge(
         self,
-        run: Run,
         adapters: list[PreparedAdapter],
         adapter_remote: RemoteRepo,
         merged_repo_id: str | None,
         allowed: bool,
         notes: list[str],
-        progress: PushProgress,
-    ) -> MergeResult | None:
+    ) -> PreparedAdapter | None:
+        """The adapter this push merges (the newest), or None: no merged repo, not allowed yet, or the repo
+        already holds a newer step."""
         from hubkit.publish.adapter_repo import steps_in_paths
-        from hubkit.publish.merged_repo import merge_prepared_adapter
 
         if merged_repo_id is None or not allowed:
             return None
@@ -433,17 +418,59 @@ class PushSession:
                 "the merged model is left as it is"
             )
             return None
-        if newest.step not in self._merges:
-            progress.stage(f"Merging step {newest.step} into {run.manifest.base_model}")
-            self._merges[newest.step] = merge_prepared_adapter(
-                run,
-                newest,
-                self.staging / f"merged-step-{newest.step}",
-                endpoint=self.request.endpoint,
-                token=self._token,
-                progress=progress.merge,
-            )
-        return self._merges[newest.step]
+        return newest
+
+    def _plan_merge(
+        self, run: Run, adapter: PreparedAdapter | None, progress: PushProgress
+    ) -> MergePlan | None:
+        """Every check of the merge (the base fetched, each LoRA module matched to a base weight), before
+        anything is sent; None when there is nothing to merge or this session merged that step already."""
+        from hubkit.publish.merged_repo import plan_prepared_merge
+
+        if adapter is None or adapter.step in self._merges:
+            return None
+        progress.stage(f"Merging step {adapter.step} into {run.manifest.base_model}")
+        return plan_prepared_merge(run, adapter, endpoint=self.request.endpoint, token=self._token)
+
+    def _create_if_new(self, api: HfApi, remote: RemoteRepo) -> RemoteRepo:
+        """The adapter repo, created when it does not exist yet (then read again: its first commit).
+
+        Only once every check of the push has passed, so that a refused push leaves no repo behind.
+        """
+        from hubkit.publish.commit import create_repo, hub_errors
+        from hubkit.publish.remote import read_remote
+
+        if remote.exists:
+            return remote
+        with hub_errors(remote.repo_id, api.endpoint):
+            create_repo(api, remote.repo_id, "model", private=self.request.private)
+            return read_remote(api, remote.repo_id, "model")
+
+    def _upload_weights_ahead(
+        self, api: HfApi, run: Run, adapters: list[PreparedAdapter], remote: RemoteRepo
+    ) -> UploadsAhead:
+        """Start sending the adapter weights the repo lacks, while the merge and the cards are made."""
+        from hubkit.publish.adapter_repo import plan_adapter_repo, steps_in_paths
+        from hubkit.publish.commit import UploadsAhead
+        from hubkit.publish.diff import diff_repo
+
+        weights = plan_adapter_repo(
+            run, remote.repo_id, adapters, token=self._token, published_steps=steps_in_paths(remote.files)
+        )
+        return UploadsAhead(api, diff_repo(weights, remote))
+
+    def _merge(
+        self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress
+    ) -> MergeResult | None:
+        """The merge of `adapter` (written now from `plan`, or made earlier in this session), or None."""
+        if adapter is None:
+            return None
+        if plan is not None:
+            from hubkit.merge import execute_plan  # torch: imported only by a push that merges
+
+            out_dir = self.staging / f"merged-step-{adapter.step}"
+            self._merges[adapter.step] = execute_plan(plan, out_dir, progress.merge)
+        return self._merges[adapter.step]
 
     def _plan(self, context: BuildContext) -> PushPlan:
         """Every repo's desired files, built from `context` plus what a push and a dry run both add: the
