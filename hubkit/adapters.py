@@ -3,8 +3,8 @@
 `prepare_adapter` turns one checkpoint's adapter (TRL's, verl's ``lora_adapter/``, or one rebuilt from verl's
 FSDP shards) into a directory holding exactly ``adapter_config.json`` + ``adapter_model.safetensors`` in PEFT
 form, and refuses adapters that would not load or would load as a no-op. `check_against_base` then checks
-its module names and shapes against the base model's architecture, built on the meta device from the
-base's ``config.json`` alone (no weights downloaded).
+its module names and shapes against the base model's Linear layers, from the base's ``config.json``
+alone (`hubkit.base_linears`; no weights downloaded).
 
 A saved adapter is read once (`hubkit.adapter_weights.scan_weights`: every tensor checked, the file
 hashed) and only its config is rewritten: the weights file itself is published (linked into the
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hubkit.adapter_weights import Verdict, VerdictCache, rewritten_header, scan_weights
+from hubkit.base_linears import linear_shapes
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
 from hubkit.hashing import FileHashes, FileVersion, hash_file, remember_hashes
 from hubkit.manifest import LoraSettings
@@ -56,8 +57,8 @@ logger = logging.getLogger(__name__)
 _PREPARE_WORKERS = 4
 # Passing checks of adapter files against a base config, kept in the run directory (never published).
 BASE_CHECKS_DIR = Path(".hubkit") / "base-checks"
-# The Linear shapes of each base config, kept there too: building the model on the meta device needs
-# transformers, whose import and model code cost seconds that a push of one new checkpoint need not pay.
+# The Linear shapes of each base config, kept there too: a layout hubkit cannot read off the config is
+# built on the meta device by transformers, whose import and model code cost seconds.
 BASE_SHAPES_DIR = Path(".hubkit") / "base-shapes"
 
 
@@ -515,28 +516,6 @@ def download_base_config(
 
 
 @lru_cache(maxsize=8)
-def _base_linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
-    """(in_features, out_features) of every Linear in the base, from its config on the meta device."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    try:
-        from transformers.initialization import no_init_weights
-    except ImportError:  # transformers < 5
-        from transformers.modeling_utils import no_init_weights
-
-    config = AutoConfig.from_pretrained(config_path.parent)
-    # Architecture only: no memory for weights, nothing downloaded, no time spent initializing them.
-    with torch.device("meta"), no_init_weights():
-        model = AutoModelForCausalLM.from_config(config)
-    return {
-        name: (module.in_features, module.out_features)
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear)
-    }
-
-
-@lru_cache(maxsize=8)
 def _base_config_key(config_path: Path) -> str:
     """What a base check depends on besides the adapter file: the config's content, and transformers."""
     from importlib.metadata import version as installed
@@ -545,7 +524,7 @@ def _base_config_key(config_path: Path) -> str:
 
 
 def _remembered_linear_shapes(run_dir: Path, config_path: Path) -> dict[str, tuple[int, int]]:
-    """`_base_linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
+    """`linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
     path = (
         run_dir
         / BASE_SHAPES_DIR
@@ -556,7 +535,7 @@ def _remembered_linear_shapes(run_dir: Path, config_path: Path) -> dict[str, tup
         return {str(name): (int(shape[0]), int(shape[1])) for name, shape in linears.items()}
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         pass  # not remembered yet, or unreadable: built again
-    shapes = _base_linear_shapes(config_path)
+    shapes = linear_shapes(config_path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -615,7 +594,7 @@ def check_against_base(
     if record is not None and record.exists():
         return
     header = read_weights_header(Path(adapter_dir), label)
-    linears = _remembered_linear_shapes(run_dir, config_path) if run_dir else _base_linear_shapes(config_path)
+    linears = _remembered_linear_shapes(run_dir, config_path) if run_dir else linear_shapes(config_path)
     for tensor in header.tensors:
         key = tensor.name
         parsed = parse_lora_key(key)

@@ -459,7 +459,7 @@ def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked
     check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), BASE_ID, run_dir=run_dir)
     (remembered,) = (run_dir / ".hubkit" / "base-shapes").iterdir()
     built = []
-    monkeypatch.setattr("hubkit.adapters._base_linear_shapes", lambda path: built.append(path))
+    monkeypatch.setattr("hubkit.adapters.linear_shapes", lambda path: built.append(path))
     check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), BASE_ID, run_dir=run_dir)
     tensors = _tensors()
     tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"] = torch.ones(64, RANK)
