@@ -19,8 +19,9 @@ does once its imports are done. Between first pushes the run's `.hubkit/` cache 
     first push      push_run to a fresh repo vs upload_folder to a fresh repo
     re-push         push_run again, nothing changed (the run's cache kept) vs upload_folder again
     add one         a new checkpoint saved; push_run vs upload_folder of that checkpoint folder alone
-    ... command line  the same, as a user runs it: `hubkit push --no-merged --no-space` vs `hf upload` of the
-                    folder, each a new process (interpreter start and imports included; no target)
+    ... command line  adding one, and a first push of the first checkpoints to new repos, as a user runs them:
+                    `hubkit push --no-merged --no-space` vs `hf upload` of the folder(s), each a new process
+                    (interpreter start and imports included; no target)
     peak RSS        VmHWM of the first push's child (from /proc/self/status), minus that of the same push
                     of a one-checkpoint run whose adapter is near-empty (the interpreter, imports and
                     fixed costs), compared with the tensors of one adapter
@@ -429,6 +430,31 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         )
         hf["add one, command line"].append(hf_seconds)
         hubkit["add one, command line"].append(hubkit_seconds)
+    # And the first push of the first checkpoints, to new repos, as a user runs it.
+    first_steps = [(i + 1) * 10 for i in range(scale.checkpoints)]
+    for i in range(max(1, rounds // 2)):
+        hf_cli, hubkit_cli = f"bench/hf-{name}-cli-{i}", f"bench/hubkit-{name}-cli-{i}"
+
+        def first_push_command(repo_id: str) -> float:
+            shutil.rmtree(run_dir / ".hubkit", ignore_errors=True)
+            steps = ",".join(map(str, first_steps))
+            return run_command(
+                [*push_command[:-1], repo_id, "--steps", steps, "--quiet", "--no-merged", "--no-space"]
+            )
+
+        hf_seconds, hubkit_seconds = both(
+            i,
+            partial(
+                run_command,
+                [bin_dir / "hf", "upload", hf_cli, run_dir, "--quiet"]
+                + [a for step in first_steps for a in ("--include", f"checkpoint-{step}/adapter_*")],
+            ),
+            partial(first_push_command, hubkit_cli),
+        )
+        hf["first push, command line"].append(hf_seconds)
+        hubkit["first push, command line"].append(hubkit_seconds)
+        for repo in (hf_cli, hubkit_cli):
+            child_call(endpoint, "delete_repo", repo)
 
     # The same push of a near-empty adapter: the interpreter, its imports and a push's fixed costs.
     empty_run = make_run(workdir / "empty", tiny_scale(scale))
@@ -450,8 +476,8 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
             f"[{name}] {kind}: {baseline} {runs(hf[kind])}; hubkit {runs(hubkit[kind])}, "
             f"of which the card {median(card[kind]):.2f} s"
         )
-    kind = "add one, command line"
-    print(f"[{name}] {kind}: `hf upload` {runs(hf[kind])}; `hubkit push` {runs(hubkit[kind])}")
+    for kind in ("add one, command line", "first push, command line"):
+        print(f"[{name}] {kind}: `hf upload` {runs(hf[kind])}; `hubkit push` {runs(hubkit[kind])}")
     peak = max(rss_first)
     print(
         f"[{name}] peak RSS (VmHWM of each push's process): first push {peak / 1e6:.0f} MB, the same push "
@@ -465,9 +491,11 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
     )
     for label, ratio, target in ratios:
         print(f"[{name}] ratio {label}: {ratio:.2f}x" + (f" (target <= {target})" if scale.targets else ""))
-    print(
-        f"[{name}] ratio add one checkpoint, command line / hf upload of it: {median(hubkit[kind]) / median(hf[kind]):.2f}x"
-    )
+    for label, kind in (
+        ("add one checkpoint, command line / hf upload of it", "add one, command line"),
+        ("first push, command line / hf upload", "first push, command line"),
+    ):
+        print(f"[{name}] ratio {label}: {median(hubkit[kind]) / median(hf[kind]):.2f}x")
     print(
         f"[{name}] ratio peak RSS above the near-empty push / one adapter's tensors: "
         f"{(peak - rss_empty) / scale.adapter_bytes:.2f}" + (" (target <= 1)" if scale.targets else ""),
