@@ -227,8 +227,8 @@ class PushSession:
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
-        charts = self._draw_charts_ahead(run, chosen, remotes[repo_id])
         try:
+            charts = self._draw_charts_ahead(run, chosen, remotes[repo_id])
             merged = self._merge(to_merge, merge_plan, progress)
             plan = self._plan(
                 BuildContext(
