@@ -158,18 +158,20 @@ def create_repo(
     private: bool,
     space_sdk: str | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
-) -> str:
-    """Create a repo (one that exists meanwhile is kept as it is) and return its head commit.
+) -> None:
+    """Create a repo; one that exists meanwhile is kept as it is.
 
     Raises:
         The client's HTTP failure once retries run out (`hub_errors` makes it one line).
     """
-
-    def create() -> str:
-        api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, space_sdk=space_sdk)
-        return api.repo_info(repo_id, repo_type=repo_type).sha
-
-    return with_retries(create, retry, f"creating {repo_id}", api.endpoint)
+    with_retries(
+        lambda: api.create_repo(
+            repo_id, repo_type=repo_type, private=private, exist_ok=True, space_sdk=space_sdk
+        ),
+        retry,
+        f"creating {repo_id}",
+        api.endpoint,
+    )
 
 
 def _upload_lfs(
@@ -279,8 +281,14 @@ def commit_repo(
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
         if parent is None:
-            parent = create_repo(
+            create_repo(
                 api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
+            )
+            parent = with_retries(
+                lambda: api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha,
+                retry,
+                f"reading {plan.repo_id}",
+                endpoint,
             )
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
