@@ -38,9 +38,7 @@ def _read_off(config: dict) -> dict[str, tuple[int, int]] | None:
     """The shapes of a known decoder layout from its config's own numbers; None when it is not one, or
     when a number it needs is left to the config class's default."""
     model_type = config.get("model_type")
-    if model_type not in _HEAD_DIM_FROM_HIDDEN or any(
-        not isinstance(config.get(key), int) or isinstance(config.get(key), bool) for key in _REQUIRED
-    ):
+    if model_type not in _HEAD_DIM_FROM_HIDDEN or not all(_is_count(config.get(key)) for key in _REQUIRED):
         return None
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
     head_dim = config.get("head_dim")
@@ -48,7 +46,7 @@ def _read_off(config: dict) -> dict[str, tuple[int, int]] | None:
         if not _HEAD_DIM_FROM_HIDDEN[model_type]:
             return None
         head_dim = hidden // heads
-    elif not isinstance(head_dim, int) or isinstance(head_dim, bool):
+    elif not _is_count(head_dim):
         return None
     attention, kv, mlp = (
         heads * head_dim,
@@ -71,6 +69,11 @@ def _read_off(config: dict) -> dict[str, tuple[int, int]] | None:
     }
     shapes["lm_head"] = (hidden, config["vocab_size"])
     return shapes
+
+
+def _is_count(value: object) -> bool:
+    """A size as JSON gives it: a plain integer (JSON's true and false are Python ints too)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def built_on_meta(config_path: Path) -> dict[str, tuple[int, int]]:
