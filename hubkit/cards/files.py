@@ -132,7 +132,7 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
 
 class ChartsDrawnAhead:
     """The adapter card's training charts, drawn on a background thread while a push does work that leaves
-    the interpreter free (merging, uploading the weights).
+    the interpreter free (reading and hashing the adapters, merging, uploading).
 
     Drawn for the steps the push expects the repo to hold; `adapter_card_files` takes the images whose
     chart it would draw and draws any other itself (the repo held other steps than expected).
@@ -167,7 +167,7 @@ def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None
     """
     series: tuple[MetricSeries, ...] = key_metric_series(inputs.run)
     charts = plots.training_charts(series, inputs.steps)
-    # Waiting first also keeps matplotlib on one thread at a time (its fonts are shared).
+    # Waiting first also keeps the drawing on one thread at a time (the fonts are shared).
     images = drawn.images() if drawn is not None else {}
     files = {chart.path: images.get(chart) or plots.draw_chart(chart) for chart in charts}
     if inputs.eval is not None:

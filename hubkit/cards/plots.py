@@ -1,13 +1,12 @@
 """Training curves and the accuracy-versus-length plot, as PNG bytes for a card's ``assets/`` folder.
 
 What to draw is decided first, as data (`Chart`: one `Curve` per logged metric); `draw_chart` then draws
-it with matplotlib's Agg canvas (no pyplot, no global state, no display). PNGs carry no timestamp or
-version, so the same run gives the same bytes and a push with nothing new uploads nothing.
+it on a `hubkit.cards.canvas.Canvas`. PNGs carry no timestamp or version, so the same run gives the same
+bytes and a push with nothing new uploads nothing.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,12 +20,10 @@ ASSETS_DIR = "assets"
 # Distinct, colour-blind-safe line colours (Okabe-Ito), one per curve of a chart, in order.
 CURVE_COLORS: tuple[str, ...] = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 CHECKPOINT_COLOR = "#BBBBBB"
-_FIGSIZE = (7.0, 3.6)
-_DPI = 100
 _MARKERS_UP_TO = 30  # points drawn as dots too when a curve has at most this many (a 1-step run is visible)
-# Each curve is drawn thinner than the one before, so a curve equal to an earlier one (TRL's reward and a
-# single component) still shows both colours.
-_LINE_WIDTHS = (4.0, 2.8, 1.8, 1.2)
+# Each curve is drawn thinner than the one before (pixels), so a curve equal to an earlier one (TRL's reward
+# and a single component) still shows both colours.
+_LINE_WIDTHS = (5.0, 3.6, 2.4, 1.6)
 
 # Chart file name, title, y label, and the card metrics it draws (in this order).
 _TRAINING_CHARTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -97,27 +94,6 @@ def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[in
     return tuple(charts)
 
 
-def _new_figure():  # type: ignore[no-untyped-def]
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=_FIGSIZE, dpi=_DPI)
-    # Fixed margins (inches) with room for 9-character tick labels, the axis labels and the title: a
-    # layout engine would measure every text first, which doubles the cost of a chart.
-    width, height = _FIGSIZE
-    figure.subplots_adjust(
-        left=1.05 / width, right=1 - 0.15 / width, bottom=0.55 / height, top=1 - 0.35 / height
-    )
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def _png(figure) -> bytes:  # type: ignore[no-untyped-def]
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
-    return buffer.getvalue()
-
-
 def draw_chart(chart: Chart) -> bytes:
     """Draw one training chart as a PNG.
 
@@ -125,48 +101,26 @@ def draw_chart(chart: Chart) -> bytes:
         The PNG bytes.
 
     Raises:
-        ValueError: the chart has more curves than `CURVE_COLORS`.
+        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
     """
-    if len(chart.curves) > len(CURVE_COLORS):
-        raise ValueError(f"{chart.path}: {len(chart.curves)} curves, at most {len(CURVE_COLORS)} colours")
-    from matplotlib.ticker import MaxNLocator
+    from hubkit.cards.canvas import Canvas, LegendEntry, axis_for
 
-    figure = _new_figure()
-    axes = figure.add_subplot()
+    if not chart.curves or len(chart.curves) > len(CURVE_COLORS):
+        raise ValueError(f"{chart.path}: {len(chart.curves)} curves, 1 to {len(CURVE_COLORS)} colours")
+    steps = [step for curve in chart.curves for step, _ in curve.points] + list(chart.marked_steps)
+    values = [value for curve in chart.curves for _, value in curve.points]
+    canvas = Canvas(axis_for(steps, integer=True), axis_for(values))
+    legend = []
     if chart.marked_steps:
-        # One collection for all the checkpoint lines: the legend's placement tests each artist against it.
-        axes.vlines(
-            chart.marked_steps,
-            0,
-            1,
-            transform=axes.get_xaxis_transform(),
-            color=CHECKPOINT_COLOR,
-            linestyles="--",
-            linewidth=1,
-            zorder=0,
-            label="published checkpoint",
-        )
+        for step in chart.marked_steps:
+            canvas.vline(step, CHECKPOINT_COLOR)
+        legend.append(LegendEntry("published checkpoint", CHECKPOINT_COLOR, width=1, dashed=True))
     for index, (curve, color) in enumerate(zip(chart.curves, CURVE_COLORS, strict=False)):
-        steps = [step for step, _ in curve.points]
-        values = [value for _, value in curve.points]
         width = _LINE_WIDTHS[min(index, len(_LINE_WIDTHS) - 1)]
-        marker = "o" if len(steps) <= _MARKERS_UP_TO else None
-        axes.plot(
-            steps,
-            values,
-            color=color,
-            linewidth=width,
-            marker=marker,
-            markersize=width + 2,
-            label=curve.label,
-        )
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_title(chart.title)
-    axes.set_xlabel("training step")
-    axes.set_ylabel(chart.ylabel)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
-    return _png(figure)
+        marker = width + 3 if len(curve.points) <= _MARKERS_UP_TO else 0
+        canvas.line(curve.points, color, width, marker=marker)
+        legend.append(LegendEntry(curve.label, color, width=width, marker=bool(marker)))
+    return canvas.png(chart.title, "training step", chart.ylabel, legend)
 
 
 def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
@@ -178,37 +132,31 @@ def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
     Returns:
         The PNG bytes.
     """
-    figure = _new_figure()
-    axes = figure.add_subplot()
+    from hubkit.cards.canvas import Canvas, axis_for, lighter
+
     models = ([summary.base] if summary.base else []) + list(summary.checkpoints)
     xs = [m.tokens_mean for m in models]
-    ys = [100 * m.accuracy for m in models]
-    errors = [
-        # max(0, ...): at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
-        [100 * max(0.0, m.accuracy - m.ci95[0]) for m in models],
-        [100 * max(0.0, m.ci95[1] - m.accuracy) for m in models],
-    ]
+    # max/min: at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
+    lows = [100 * min(m.accuracy, m.ci95[0]) for m in models]
+    highs = [100 * max(m.accuracy, m.ci95[1]) for m in models]
+    canvas = Canvas(axis_for(xs, margin=0.15), axis_for(lows + highs, margin=0.1))
+    for model, low, high in zip(models, lows, highs, strict=True):
+        canvas.error_bar(model.tokens_mean, low, high, CHECKPOINT_COLOR)
     checkpoints = [m for m in models if m.step is not None]
     if len(checkpoints) > 1:
-        axes.plot(
-            [m.tokens_mean for m in checkpoints],
-            [100 * m.accuracy for m in checkpoints],
-            color=CURVE_COLORS[0],
-            linewidth=1,
-            alpha=0.5,
+        canvas.line(
+            [(m.tokens_mean, 100 * m.accuracy) for m in checkpoints], lighter(CURVE_COLORS[0], 0.5), 1.5
         )
-    axes.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=CHECKPOINT_COLOR, capsize=3)
     labels: dict[tuple[float, float], list[str]] = {}  # models at the same point share one label
     for model in models:
         point = (model.tokens_mean, 100 * model.accuracy)
         color = CURVE_COLORS[1] if model.step is None else CURVE_COLORS[0]
-        axes.plot(*point, "o", color=color, markersize=6)
+        canvas.dot(*point, color, 8)
         labels.setdefault(point, []).append("base" if model.step is None else f"step {model.step}")
-    for point, names in labels.items():
-        axes.annotate(", ".join(names), point, textcoords="offset points", xytext=(5, 5), fontsize="small")
-    axes.margins(x=0.15, y=0.1)
-    axes.set_title(f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})")
-    axes.set_xlabel("mean answer length (tokens)")
-    axes.set_ylabel(f"accuracy (%, {summary.metric.name})")
-    axes.grid(True, alpha=0.3)
-    return _png(figure)
+    for (x, y), names in labels.items():
+        canvas.annotate(x, y, ", ".join(names))
+    return canvas.png(
+        f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})",
+        "mean answer length (tokens)",
+        f"accuracy (%, {summary.metric.name})",
+    )

@@ -78,7 +78,7 @@ def quiet_libraries() -> None:
         TOKENIZERS_PARALLELISM="false",  # no notice when the Space's process is forked
     )
     warnings.filterwarnings("ignore")
-    for name in ("huggingface_hub", "transformers", "datasets", "peft", "trl", "accelerate", "matplotlib"):
+    for name in ("huggingface_hub", "transformers", "datasets", "peft", "trl", "accelerate"):
         logging.getLogger(name).setLevel(logging.ERROR)
     import datasets
     import torch

@@ -270,8 +270,9 @@ class PushSession:
         """Start drawing the adapter card's charts, for the steps the repo will hold (its own and this
         push's), while the merge runs and the weights upload.
 
-        Not earlier: a thread drawing charts holds the interpreter, and the Hub reads and the check against
-        the base, which come first, would wait for it at every turn.
+        Not earlier: while the adapters are read and hashed both cores are busy, and the Hub reads and the
+        check against the base wait for the interpreter the drawing holds. During the upload the Hub does
+        the work; a push that drew its charts while reading its adapters measured 5-10 % slower.
         """
         from hubkit.cards import ChartsDrawnAhead
         from hubkit.publish.adapter_repo import steps_in_paths
