@@ -103,6 +103,27 @@ def test_a_drawn_chart_is_the_png_the_card_shows():
     assert any(pixel == (0x00, 0x72, 0xB2) for pixel in image.getdata())
 
 
+def test_a_nan_or_infinite_value_leaves_a_gap_and_does_not_stretch_the_axis():
+    """A diverged step logs NaN (or inf): the curve is drawn around it, on the axis of the finite values."""
+    assert axis_for([0.5, math.nan, 0.6, math.inf, -math.inf]) == axis_for([0.5, 0.6])
+    assert axis_for([math.nan]) == axis_for([0.0, 1.0])
+    points = tuple(
+        (s, math.nan if s in (40, 41) else (math.inf if s == 70 else s / 100)) for s in range(1, 101)
+    )
+    png = plots.draw_chart(plots.Chart("assets/kl.png", "KL", "KL", (plots.Curve("kl [kl]", points),), ()))
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    blue = (0x00, 0x72, 0xB2)
+
+    def column_has_curve(step: float) -> bool:
+        x = round(
+            canvas.LEFT + (step - (1 - 99 * 0.05)) / (99 * 1.1) * (canvas.WIDTH - canvas.LEFT - canvas.RIGHT)
+        )
+        return blue in {image.getpixel((x, y)) for y in range(canvas.TOP, canvas.HEIGHT - canvas.BOTTOM)}
+
+    assert column_has_curve(20) and column_has_curve(60) and column_has_curve(90)
+    assert not column_has_curve(40.5)  # the gap between steps 39 and 42
+
+
 def test_a_chart_needs_one_to_seven_curves():
     curve = plots.Curve("reward [reward]", ((1, 0.5),))
     with pytest.raises(ValueError, match="0 curves"):

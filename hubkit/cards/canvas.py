@@ -1,10 +1,10 @@
 """A small chart drawn with Pillow: a plot area with its axes, ticks and grid, lines, markers, dashed
 vertical lines, error bars, labels and a legend, saved as a PNG.
 
-Every push draws its card's charts again, while its adapters are read and uploaded. matplotlib took 0.5 s
-to import and 60-90 ms of interpreter time per chart, and every thread of the push that needed the
-interpreter after a read or a send waited for it (docs/design.md, "Charts"). These charts need none of its
-generality: this draws one in a few milliseconds of C.
+Every push draws its card's charts again, while its adapters upload. matplotlib took 0.5 s to import and
+60-90 ms of interpreter time per chart, and the upload threads, which need the interpreter back after every
+send, waited for it (docs/design.md, "Charts: drawn, not plotted"). These charts need none of its
+generality: this draws one in about 12 ms, mostly in Pillow's C code, which releases the interpreter.
 
 Shapes are drawn `SCALE` times larger and reduced with a box filter, which smooths their edges; text is
 drawn afterwards at the final size, with the FreeType font bundled in Pillow (Aileron), so every machine
@@ -85,8 +85,10 @@ def tick_labels(ticks: Sequence[float], step: float) -> tuple[str, ...]:
 
 
 def axis_for(values: Sequence[float], *, margin: float = 0.05, integer: bool = False) -> Axis:
-    """An axis spanning `values` plus `margin` of their range on each side, ticked at a `nice_step`."""
-    lo, hi = min(values), max(values)
+    """An axis spanning the finite `values` plus `margin` of their range on each side, ticked at a
+    `nice_step` (0 to 1 when none is finite)."""
+    finite = [v for v in values if math.isfinite(v)] or [0.0, 1.0]
+    lo, hi = min(finite), max(finite)
     one_value_pad = 1.0 if integer else (abs(lo) * 0.05 or 0.5)  # one value: a range around it
     pad = (hi - lo) * margin if hi > lo else one_value_pad
     lo, hi = lo - pad, hi + pad
@@ -169,14 +171,21 @@ class Canvas:
         self, points: Sequence[tuple[float, float]], color: str, width: float, *, marker: float = 0
     ) -> None:
         """A line through `points` (data coordinates), `width` pixels wide, with a dot of `marker` pixels
-        across at each point (none when 0)."""
-        big = [self._big(x, y) for x, y in points]
-        if len(big) > 1:
-            self._draw.line(big, fill=color, width=round(width * SCALE), joint="curve")
-        if marker:
-            for x, y in points:
-                self.dot(x, y, color, marker)
-        self._occupy(points)
+        across at each point (none when 0). A point with a NaN or infinite value leaves a gap."""
+        run: list[tuple[float, float]] = []
+        for x, y in [*points, (math.nan, math.nan)]:
+            if math.isfinite(x) and math.isfinite(y):
+                run.append((x, y))
+                continue
+            if len(run) > 1:
+                self._draw.line(
+                    [self._big(*p) for p in run], fill=color, width=round(width * SCALE), joint="curve"
+                )
+                self._occupy(run)
+            if marker or len(run) == 1:  # a lone point shows as a dot
+                for px, py in run:
+                    self.dot(px, py, color, marker or width + 2)
+            run = []
 
     def dot(self, x: float, y: float, color: str, size: float) -> None:
         """A filled circle `size` pixels across at a data point."""
