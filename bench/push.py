@@ -26,9 +26,12 @@ does once its imports are done. Between first pushes the run's `.hubkit/` cache 
                     of a one-checkpoint run whose adapter is near-empty (the interpreter, imports and
                     fixed costs), compared with the tensors of one adapter
 
-Each time is the median of --rounds; the disk is synced before each, and which of hf and hubkit goes first
-alternates (on a cloud disk the second of two large uploads in a row can meet a slower disk). Ratios are hubkit / hf, one per line. hubkit's time includes the adapter card (rendered, with
-its charts, at every push); it is printed too.
+The disk is synced before each push, and which of hf and hubkit goes first alternates from round to round:
+on a cloud disk the second of two large uploads in a row can meet a slower disk, by 0.5 s in a 3 s first
+push. So each time is the mean of two medians, of the rounds a tool went first and of those it went second
+(`counterbalanced`): a plain median of such two-valued times lands on either side of the gap depending on
+a single round. Every round's time is printed too. Ratios are hubkit / hf, one per line. hubkit's time
+includes the adapter card (rendered, with its charts, at every push); its median is printed too.
 """
 
 from __future__ import annotations
@@ -345,13 +348,23 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def counterbalanced(values: list[float], first_in_even_rounds: bool) -> float:
+    """A tool's time over rounds that alternate which tool goes first: the mean of its median in the rounds
+    it went first and its median in the rounds it went second (the plain median with one round)."""
+    firsts = values[0::2] if first_in_even_rounds else values[1::2]
+    seconds = values[1::2] if first_in_even_rounds else values[0::2]
+    if not firsts or not seconds:
+        return median(values)
+    return (median(firsts) + median(seconds)) / 2
+
+
 def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None:
     name = scale.name
     publish_base(endpoint, scale)
     run_dir = make_run(workdir, scale)
     print(
         f"[{name}] run: {scale.checkpoints} checkpoints of {scale.adapter_bytes / 1e6:.1f} MB "
-        f"({scale.checkpoints * scale.adapter_bytes / 1e9:.2f} GB), median of {rounds} rounds",
+        f"({scale.checkpoints * scale.adapter_bytes / 1e9:.2f} GB), {rounds} rounds",
         flush=True,
     )
     hf, hubkit, card = defaultdict(list), defaultdict(list), defaultdict(list)
@@ -363,7 +376,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         return commit, uploaded, rss
 
     def both(i: int, hf_call: Callable[[], float], hubkit_call: Callable[[], T]) -> tuple[float, T]:
-        """One round of each; which goes first alternates with `i`."""
+        """One round of each: hf first in even rounds, hubkit first in odd ones."""
         if i % 2:
             result = hubkit_call()
             return hf_call(), result
@@ -374,22 +387,22 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         shutil.rmtree(run_dir / ".hubkit", ignore_errors=True)  # what hubkit remembers of the run
         return push("first", repo_id)[2]
 
-    # First push: fresh repos; round 0 is a warm-up (page cache, the server's first writes).
+    # First push: fresh repos; round -1 is a warm-up (page cache, the server's first writes).
     rss_first = []
-    for i in range(rounds + 1):
-        hf_repo, hubkit_repo = f"bench/hf-{name}-{i}", f"bench/hubkit-{name}-{i}"
+    for i in range(-1, rounds):
+        hf_repo, hubkit_repo = f"bench/hf-{name}-{i + 1}", f"bench/hubkit-{name}-{i + 1}"
         hf_seconds, rss = both(
             i,
             partial(lambda repo: in_child(hf_upload, endpoint, repo, run_dir, create=True)[0], hf_repo),
             partial(fresh_push, hubkit_repo),
         )
         rss_first.append(rss)
-        if i == 0:
+        if i < 0:
             hubkit["first"].clear()
             card["first"].clear()
         else:
             hf["first"].append(hf_seconds)
-        if i < rounds:  # the last pair of repos stays for the re-push and add-one rounds
+        if i < rounds - 1:  # the last pair of repos stays for the re-push and add-one rounds
             for repo in (hf_repo, hubkit_repo):
                 child_call(endpoint, "delete_repo", repo)
 
@@ -464,8 +477,13 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
     shutil.rmtree(empty_run, ignore_errors=True)
     shutil.rmtree(run_dir, ignore_errors=True)
 
-    def runs(values: list[float]) -> str:
-        return f"{median(values):.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
+    hf_time = {kind: counterbalanced(values, first_in_even_rounds=True) for kind, values in hf.items()}
+    hubkit_time = {
+        kind: counterbalanced(values, first_in_even_rounds=False) for kind, values in hubkit.items()
+    }
+
+    def runs(time: float, values: list[float]) -> str:
+        return f"{time:.2f} s ({', '.join(f'{v:.2f}' for v in values)})"
 
     for kind, baseline in (
         ("first", "hf upload"),
@@ -473,11 +491,15 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         ("add one", "hf upload of it"),
     ):
         print(
-            f"[{name}] {kind}: {baseline} {runs(hf[kind])}; hubkit {runs(hubkit[kind])}, "
+            f"[{name}] {kind}: {baseline} {runs(hf_time[kind], hf[kind])}; "
+            f"hubkit {runs(hubkit_time[kind], hubkit[kind])}, "
             f"of which the card {median(card[kind]):.2f} s"
         )
     for kind in ("add one, command line", "first push, command line"):
-        print(f"[{name}] {kind}: `hf upload` {runs(hf[kind])}; `hubkit push` {runs(hubkit[kind])}")
+        print(
+            f"[{name}] {kind}: `hf upload` {runs(hf_time[kind], hf[kind])}; "
+            f"`hubkit push` {runs(hubkit_time[kind], hubkit[kind])}"
+        )
     peak = max(rss_first)
     print(
         f"[{name}] peak RSS (VmHWM of each push's process): first push {peak / 1e6:.0f} MB, the same push "
@@ -485,9 +507,9 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         f"{scale.adapter_bytes / 1e6:.0f} MB"
     )
     ratios = (
-        ("first push / hf upload", median(hubkit["first"]) / median(hf["first"]), "1.25x"),
-        ("unchanged re-push / hf re-upload", median(hubkit["re-push"]) / median(hf["re-push"]), "1.5x"),
-        ("add one checkpoint / hf upload of it", median(hubkit["add one"]) / median(hf["add one"]), "1.25x"),
+        ("first push / hf upload", hubkit_time["first"] / hf_time["first"], "1.25x"),
+        ("unchanged re-push / hf re-upload", hubkit_time["re-push"] / hf_time["re-push"], "1.5x"),
+        ("add one checkpoint / hf upload of it", hubkit_time["add one"] / hf_time["add one"], "1.25x"),
     )
     for label, ratio, target in ratios:
         print(f"[{name}] ratio {label}: {ratio:.2f}x" + (f" (target <= {target})" if scale.targets else ""))
@@ -495,7 +517,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         ("add one checkpoint, command line / hf upload of it", "add one, command line"),
         ("first push, command line / hf upload", "first push, command line"),
     ):
-        print(f"[{name}] ratio {label}: {median(hubkit[kind]) / median(hf[kind]):.2f}x")
+        print(f"[{name}] ratio {label}: {hubkit_time[kind] / hf_time[kind]:.2f}x")
     print(
         f"[{name}] ratio peak RSS above the near-empty push / one adapter's tensors: "
         f"{(peak - rss_empty) / scale.adapter_bytes:.2f}" + (" (target <= 1)" if scale.targets else ""),
