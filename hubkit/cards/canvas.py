@@ -115,13 +115,14 @@ def lighter(color: str, amount: float) -> str:
 
 @dataclass(frozen=True)
 class LegendEntry:
-    """A legend row: a swatch drawn like its data (a line, a dashed line, a marker) and its label."""
+    """A legend row: a swatch drawn like its data (a line `width` pixels wide, dashed or not, with a dot
+    `marker` pixels across unless 0) and its label."""
 
     label: str
     color: str
     width: float = 2.0
     dashed: bool = False
-    marker: bool = False
+    marker: float = 0
 
 
 class Canvas:
@@ -137,7 +138,7 @@ class Canvas:
         self.x, self.y = x, y
         self._shapes = Image.new("RGB", (WIDTH * SCALE, HEIGHT * SCALE), "white")
         self._draw = ImageDraw.Draw(self._shapes)
-        self._texts: list[tuple[tuple[float, float], str, int, str, str]] = []
+        self._texts: list[tuple[tuple[float, float], str, int, str]] = []  # at, text, size, anchor
         self._occupied: list[tuple[float, float]] = []  # data points in pixels, where a legend should not go
         self._grid()
 
@@ -220,7 +221,7 @@ class Canvas:
 
     def text(self, at: tuple[float, float], text: str, *, size: int = SMALL_FONT, anchor: str = "ld") -> None:
         """`text` at a pixel (final size), placed by a Pillow anchor (``ld``: its left end on the baseline)."""
-        self._texts.append((at, text, size, anchor, TEXT_COLOR))
+        self._texts.append((at, text, size, anchor))
 
     def annotate(self, x: float, y: float, text: str, *, dx: float = 5, dy: float = 5) -> None:
         """`text` beside a data point: `dx` pixels right of it and `dy` above it."""
@@ -255,8 +256,8 @@ class Canvas:
         # The y label, turned, just left of the tick labels (at the image's edge if they are long).
         label_centre = max(LABEL_FONT / 2 + 2, left - _TICK_LENGTH - 3 - widest - 8 - LABEL_FONT / 2)
         _vertical_text(image, (label_centre, (top + bottom) / 2), ylabel, _font(LABEL_FONT))
-        for at, text, size, anchor, color in self._texts:
-            draw.text(at, text, font=_font(size), fill=color, anchor=anchor)
+        for at, text, size, anchor in self._texts:
+            draw.text(at, text, font=_font(size), fill=TEXT_COLOR, anchor=anchor)
         if legend:
             self._legend(draw, legend)
         buffer = io.BytesIO()
@@ -281,7 +282,7 @@ class Canvas:
             else:
                 draw.line((start, middle, end, middle), fill=entry.color, width=line_width)
             if entry.marker:
-                radius = (entry.width + 2) / 2
+                radius = entry.marker / 2
                 centre = (start + end) / 2
                 draw.ellipse(
                     (centre - radius, middle - radius, centre + radius, middle + radius), fill=entry.color

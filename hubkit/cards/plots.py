@@ -119,7 +119,7 @@ def draw_chart(chart: Chart) -> bytes:
         width = _LINE_WIDTHS[min(index, len(_LINE_WIDTHS) - 1)]
         marker = width + 3 if len(curve.points) <= _MARKERS_UP_TO else 0
         canvas.line(curve.points, color, width, marker=marker)
-        legend.append(LegendEntry(curve.label, color, width=width, marker=bool(marker)))
+        legend.append(LegendEntry(curve.label, color, width=width, marker=marker))
     return canvas.png(chart.title, "training step", chart.ylabel, legend)
 
 
