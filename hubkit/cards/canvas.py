@@ -4,7 +4,7 @@ vertical lines, error bars, labels and a legend, saved as a PNG.
 Every push draws its card's charts again, while its adapters upload. matplotlib took 0.5 s to import and
 60-90 ms of interpreter time per chart, and the upload threads, which need the interpreter back after every
 send, waited for it (docs/design.md, "Charts: drawn, not plotted"). These charts need none of its
-generality: this draws one in about 12 ms, mostly in Pillow's C code, which releases the interpreter.
+generality: this draws one in 12-20 ms of CPU, mostly in Pillow's C code, which releases the interpreter.
 
 Shapes are drawn `SCALE` times larger and reduced with a box filter, which smooths their edges; text is
 drawn afterwards at the final size, with the FreeType font bundled in Pillow (Aileron), so every machine
