@@ -89,6 +89,12 @@ def test_the_legend_goes_to_the_corner_the_data_leaves_free():
     assert canvas.legend_corner(top_and_lower_left, 200, 40) == lower_right
 
 
+def _column_of_step(step: float) -> int:
+    """The pixel column of `step` on a chart of steps 1 to 100: their range plus 5 % of it on each side."""
+    lo, span = 1 - 99 * 0.05, 99 * 1.1
+    return round(canvas.LEFT + (step - lo) / span * (canvas.WIDTH - canvas.LEFT - canvas.RIGHT))
+
+
 def test_a_drawn_chart_is_the_png_the_card_shows():
     """Its size, white background, curve colour and dashed checkpoint lines (both on and off)."""
     curve = plots.Curve("reward [reward]", tuple((s, math.log(s)) for s in range(1, 101)))
@@ -96,7 +102,7 @@ def test_a_drawn_chart_is_the_png_the_card_shows():
     image = Image.open(io.BytesIO(png)).convert("RGB")
     assert image.size == (canvas.WIDTH, canvas.HEIGHT)
     assert image.getpixel((2, 2)) == (255, 255, 255)
-    x = round(canvas.LEFT + (50 - (1 - 99 * 0.05)) / (99 * 1.1) * (canvas.WIDTH - canvas.LEFT - canvas.RIGHT))
+    x = _column_of_step(50)
     column = [image.getpixel((x, y)) for y in range(canvas.TOP + 2, canvas.HEIGHT - canvas.BOTTOM - 2)]
     gray = {(0xBB, 0xBB, 0xBB)}
     assert gray & set(column) and (255, 255, 255) in column  # dashed: both the line's gray and gaps
@@ -115,9 +121,7 @@ def test_a_nan_or_infinite_value_leaves_a_gap_and_does_not_stretch_the_axis():
     blue = (0x00, 0x72, 0xB2)
 
     def column_has_curve(step: float) -> bool:
-        x = round(
-            canvas.LEFT + (step - (1 - 99 * 0.05)) / (99 * 1.1) * (canvas.WIDTH - canvas.LEFT - canvas.RIGHT)
-        )
+        x = _column_of_step(step)
         return blue in {image.getpixel((x, y)) for y in range(canvas.TOP, canvas.HEIGHT - canvas.BOTTOM)}
 
     assert column_has_curve(20) and column_has_curve(60) and column_has_curve(90)

@@ -158,15 +158,24 @@ class Canvas:
 
     # --- shapes (drawn now, under everything else) -----------------------------------------------
 
+    def _tick_pixels(self) -> tuple[list[int], list[int]]:
+        """The whole pixels (final size) of the x ticks' columns and the y ticks' rows: grid lines and tick
+        marks both go there, so that they line up."""
+        return (
+            [round(self.px(tick, self.y.lo)[0]) for tick in self.x.ticks],
+            [round(self.px(self.x.lo, tick)[1]) for tick in self.y.ticks],
+        )
+
     def _grid(self) -> None:
-        for tick in self.x.ticks:
-            px = round(self.px(tick, self.y.lo)[0]) * SCALE
+        columns, rows = self._tick_pixels()
+        for px in columns:
             self._draw.rectangle(
-                (px, TOP * SCALE, px + SCALE - 1, (HEIGHT - BOTTOM) * SCALE), fill=GRID_COLOR
+                (px * SCALE, TOP * SCALE, px * SCALE + SCALE - 1, (HEIGHT - BOTTOM) * SCALE), fill=GRID_COLOR
             )
-        for tick in self.y.ticks:
-            py = round(self.px(self.x.lo, tick)[1]) * SCALE
-            self._draw.rectangle((LEFT * SCALE, py, (WIDTH - RIGHT) * SCALE, py + SCALE - 1), fill=GRID_COLOR)
+        for py in rows:
+            self._draw.rectangle(
+                (LEFT * SCALE, py * SCALE, (WIDTH - RIGHT) * SCALE, py * SCALE + SCALE - 1), fill=GRID_COLOR
+            )
 
     def line(
         self, points: Sequence[tuple[float, float]], color: str, width: float, *, marker: float = 0
@@ -182,18 +191,21 @@ class Canvas:
                 self._draw.line(
                     [self._big(*p) for p in run], fill=color, width=round(width * SCALE), joint="curve"
                 )
-                self._occupy(run)
             if marker or len(run) == 1:  # a lone point shows as a dot
-                for px, py in run:
-                    self.dot(px, py, color, marker or width + 2)
+                for point in run:
+                    self._disc(*point, color, marker or width + 2)
+            self._occupy(run)
             run = []
 
     def dot(self, x: float, y: float, color: str, size: float) -> None:
         """A filled circle `size` pixels across at a data point."""
+        self._disc(x, y, color, size)
+        self._occupy([(x, y)])
+
+    def _disc(self, x: float, y: float, color: str, size: float) -> None:
         px, py = self._big(x, y)
         radius = size * SCALE / 2
         self._draw.ellipse((px - radius, py - radius, px + radius, py + radius), fill=color)
-        self._occupy([(x, y)])
 
     def vline(self, x: float, color: str, *, width: float = 1.0, dash: float = 4.0) -> None:
         """A dashed vertical line across the plot area at `x`, `dash` pixels on and off."""
@@ -236,12 +248,11 @@ class Canvas:
         left, right, top, bottom = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
         draw.rectangle((left, top, right, bottom), outline=FRAME_COLOR)
         font = _font(TICK_FONT)
-        for tick, label in zip(self.x.ticks, self.x.labels, strict=True):
-            px = round(self.px(tick, self.y.lo)[0])
+        columns, rows = self._tick_pixels()
+        for px, label in zip(columns, self.x.labels, strict=True):
             draw.line((px, bottom, px, bottom + _TICK_LENGTH), fill=FRAME_COLOR)
             draw.text((px, bottom + _TICK_LENGTH + 2), label, font=font, fill=TEXT_COLOR, anchor="mt")
-        for tick, label in zip(self.y.ticks, self.y.labels, strict=True):
-            py = round(self.px(self.x.lo, tick)[1])
+        for py, label in zip(rows, self.y.labels, strict=True):
             draw.line((left - _TICK_LENGTH, py, left, py), fill=FRAME_COLOR)
             draw.text((left - _TICK_LENGTH - 3, py), label, font=font, fill=TEXT_COLOR, anchor="rm")
         draw.text(((left + right) / 2, top / 2), title, font=_font(TITLE_FONT), fill=TEXT_COLOR, anchor="mm")
