@@ -52,6 +52,8 @@ def nice_step(span: float, most: int = _MOST_TICKS, integer: bool = False) -> fl
     if integer and raw <= 1:
         return 1.0
     power = 10.0 ** math.floor(math.log10(raw))
+    if power * 10 <= raw:  # log10 of an exact power of ten rounded down by the C library
+        power *= 10
     for multiple in (1.0, 2.0, 2.5, 5.0, 10.0):
         step = multiple * power
         if step >= raw * (1 - 1e-9) and (not integer or step == round(step)):
