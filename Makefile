@@ -7,10 +7,13 @@ STAMP := $(VENV)/.installed
 VERL_STAMP := $(VERL_VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+LLAMA_VENV := .venv-llama
+LLAMA_STAMP := $(LLAMA_VENV)/.installed
+LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl venv-vllm test lint format demo bench clean chromium
+.PHONY: venv venv-verl venv-vllm venv-llama test lint format demo bench clean chromium
 
 venv: $(STAMP)
 
@@ -53,7 +56,27 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
-test: venv venv-verl venv-vllm lint chromium
+# llama.cpp itself, for the GGUF tests (tests/test_gguf.py loads the exported files in it). llama-cpp-python
+# compiles llama.cpp from its sdist: only the libraries the bindings load (no multimodal library, tools,
+# examples, server or tests), and for no particular CPU: GGML_NATIVE=OFF with every x86 extension off, so
+# the environment runs on any x86-64 whichever machine built it (2 cores: about 3 minutes). The sdist stays
+# unpacked in src/: it holds llama.cpp's own convert_hf_to_gguf.py, which tests and bench/gguf.py compare with.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
+	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \
+	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
+venv-llama: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP):
+	test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/python -m pip install -q --upgrade pip
+	rm -rf $(LLAMA_VENV)/src && mkdir $(LLAMA_VENV)/src
+	$(LLAMA_VENV)/bin/python -m pip download -q --no-deps --no-binary :all: -d $(LLAMA_VENV)/src $(LLAMA_CPP_PYTHON)
+	tar -xzf $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_VENV)/src
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	touch $@
+
+test: venv venv-verl venv-vllm venv-llama lint chromium
 	$(VENV)/bin/pytest
 
 # The Space's browser test drives Debian's chromium through playwright (which downloads no browser).
@@ -67,4 +90,4 @@ bench: venv
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) $(LLAMA_VENV) .pytest_cache build *.egg-info

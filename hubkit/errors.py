@@ -84,3 +84,10 @@ class ContaminationError(EvalError):
 
 class SpaceError(HubkitError):
     """The Space cannot be written or served: a package it pins is missing, a repo without hubkit.json."""
+
+
+# --- GGUF export --------------------------------------------------------------------------------
+
+
+class GGUFExportError(HubkitError):
+    """A model cannot be written as GGUF: an architecture, tokenizer, tensor or type llama.cpp would misread."""

@@ -1,0 +1,543 @@
+"""GGUF files as llama.cpp's own converter writes them, for the architectures hubkit exports.
+
+GGUF, llama.cpp's format, is a header (key/value metadata, then each tensor's name, shape, type and
+offset) followed by the tensors' bytes, each aligned to 32 bytes. The `gguf` package (llama.cpp's gguf-py)
+knows every key, every architecture's tensor names (`TensorNameMap`) and quantizes in numpy. This module
+decides what llama.cpp's ``convert_hf_to_gguf.py`` decides for Qwen3, Qwen2/2.5 and Llama (its
+``conversion/base.py``, ``qwen.py`` and ``llama.py``): the hyperparameter keys, each tensor's GGUF name and
+type, Llama's q/k row order. `GGUFFileWriter` writes the header from what is known before any tensor is
+read, so that the tensors can then be streamed in one at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import gguf
+import numpy
+import torch
+from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
+
+from hubkit.errors import GGUFExportError
+
+# --- file types ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileType:
+    """One kind of GGUF file: what its 2-D weights are stored as.
+
+    Attributes:
+        name: as llama.cpp spells it in file names and in ``llama-cli -hf REPO:Q8_0``.
+        tensor_type: the type of every 2-D weight (1-D tensors and norms are always F32).
+        file_type: the ``general.file_type`` value.
+    """
+
+    name: str
+    tensor_type: GGMLQuantizationType
+    file_type: LlamaFileType
+
+
+# The types llama.cpp's converter writes without its compiled llama-quantize (its --outtype choices).
+FILE_TYPES: dict[str, FileType] = {
+    "bf16": FileType("BF16", GGMLQuantizationType.BF16, LlamaFileType.MOSTLY_BF16),
+    "f16": FileType("F16", GGMLQuantizationType.F16, LlamaFileType.MOSTLY_F16),
+    "q8_0": FileType("Q8_0", GGMLQuantizationType.Q8_0, LlamaFileType.MOSTLY_Q8_0),
+}
+
+
+def file_types(names: Iterable[str]) -> tuple[FileType, ...]:
+    """The file types named (case-insensitive, each once, in the order given).
+
+    Raises:
+        GGUFExportError: none named, or a name that is not one of `FILE_TYPES`.
+    """
+    chosen: dict[str, FileType] = {}
+    for name in names:
+        key = name.strip().lower()
+        if key not in FILE_TYPES:
+            raise GGUFExportError(
+                f"unknown GGUF type {name!r}: choose from {', '.join(FILE_TYPES)} "
+                "(the types llama.cpp's converter writes without llama-quantize)"
+            )
+        chosen.setdefault(key, FILE_TYPES[key])
+    if not chosen:
+        raise GGUFExportError(f"no GGUF type given: choose from {', '.join(FILE_TYPES)}")
+    return tuple(chosen.values())
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetadataField:
+    """One key/value of a GGUF header, typed as gguf's writer typed it."""
+
+    key: str
+    value: Any
+    type: GGUFValueType
+    sub_type: GGUFValueType | None = None
+
+
+def collect_fields(architecture: str, fill: Callable[[gguf.GGUFWriter], None]) -> tuple[MetadataField, ...]:
+    """The key/values that `fill` adds through gguf's own writer methods (``add_block_count``, ...).
+
+    No file is opened: the writer only records them, so every key is spelled and typed by gguf itself.
+    ``general.architecture``, which a writer adds on creation, is left out.
+    """
+    scratch = gguf.GGUFWriter(None, architecture)
+    scratch.kv_data[0].clear()
+    fill(scratch)
+    return tuple(MetadataField(key, v.value, v.type, v.sub_type) for key, v in scratch.kv_data[0].items())
+
+
+@dataclass(frozen=True)
+class GGUFMetadata:
+    """What a file's ``general.*`` keys say about the model.
+
+    Attributes:
+        name: ``general.name``, e.g. the release's repo name.
+        base_model: the Hub id of the model these weights are (the merged repo), or None.
+        license: ``general.license``, as on the model card (``apache-2.0``), or None.
+        hub_url: where `base_model` lives, for ``general.base_model.0.repo_url``.
+    """
+
+    name: str
+    base_model: str | None = None
+    license: str | None = None
+    hub_url: str = "https://huggingface.co"
+
+
+# generation_config.json keys the converter copies into general.sampling.* (gguf.Metadata.load).
+SAMPLING_KEYS = {
+    "sequence": "sampling_sequence",
+    "top_k": "sampling_top_k",
+    "top_p": "sampling_top_p",
+    "min_p": "sampling_min_p",
+    "xtc_probability": "sampling_xtc_probability",
+    "xtc_threshold": "sampling_xtc_threshold",
+    "temperature": "sampling_temp",
+    "penalty_last_n": "sampling_penalty_last_n",
+    "penalty_repeat": "sampling_penalty_repeat",
+    "mirostat": "sampling_mirostat",
+    "mirostat_tau": "sampling_mirostat_tau",
+    "mirostat_eta": "sampling_mirostat_eta",
+}
+
+
+def general_fields(
+    architecture: str, metadata: GGUFMetadata, total_params: int, generation_config: dict[str, Any]
+) -> tuple[MetadataField, ...]:
+    """``general.type``, the sampling defaults, name, size label, licence and base model, as the converter
+    writes them (``gguf.Metadata.set_gguf_meta_model``), from what the caller states rather than from
+    guesses on folder names: a local path never reaches the file."""
+    meta = gguf.Metadata(
+        name=metadata.name,
+        license=metadata.license,
+        size_label=gguf.size_label(total_params, total_params, 0, 0),
+    )
+    for key, attribute in SAMPLING_KEYS.items():
+        if generation_config.get(key) is not None:
+            setattr(meta, attribute, generation_config[key])
+    if metadata.base_model:
+        full_name, org, _, _, version, _ = gguf.Metadata.get_model_id_components(metadata.base_model, 0)
+        entry: dict[str, str] = {"repo_url": f"{metadata.hub_url.rstrip('/')}/{metadata.base_model}"}
+        if full_name:
+            entry["name"] = gguf.Metadata.id_to_title(full_name)
+        if org:
+            entry["organization"] = gguf.Metadata.id_to_title(org)
+        if version:
+            entry["version"] = version
+        meta.base_models = [entry]
+
+    def fill(writer: gguf.GGUFWriter) -> None:
+        writer.add_type(gguf.GGUFType.MODEL)
+        meta.set_gguf_meta_model(writer)
+
+    return collect_fields(architecture, fill)
+
+
+# --- architectures ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A transformers architecture hubkit writes as GGUF.
+
+    Attributes:
+        hf_class: the ``architectures`` entry of config.json.
+        arch: llama.cpp's architecture.
+        llama_layout: Llama's converter permutes q/k rows from transformers' rotary layout to llama.cpp's and
+            writes the vocabulary size and rope dimension; Qwen2/Qwen3's use transformers' layout as is.
+    """
+
+    hf_class: str
+    arch: gguf.MODEL_ARCH
+    llama_layout: bool
+
+    @property
+    def name(self) -> str:
+        """llama.cpp's name, the prefix of the architecture's keys (``qwen3.block_count``)."""
+        return gguf.MODEL_ARCH_NAMES[self.arch]
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    a.hf_class: a
+    for a in (
+        Architecture("Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, llama_layout=False),
+        Architecture("Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2, llama_layout=False),
+        Architecture("LlamaForCausalLM", gguf.MODEL_ARCH.LLAMA, llama_layout=True),
+    )
+}
+
+
+def architecture_of(config: dict[str, Any]) -> Architecture:
+    """The architecture a model's config.json names, if hubkit can write it as llama.cpp reads it.
+
+    Raises:
+        GGUFExportError: an architecture not in `ARCHITECTURES`, an already-quantized checkpoint, sliding
+            window attention (llama.cpp's Qwen2 has none), or a RoPE scaling llama.cpp's converter skips.
+    """
+    names = config.get("architectures") or []
+    known = ", ".join(ARCHITECTURES)
+    if len(names) != 1 or names[0] not in ARCHITECTURES:
+        raise GGUFExportError(
+            f"cannot write {'/'.join(names) or 'an unnamed architecture'} as GGUF: hubkit writes {known}"
+        )
+    architecture = ARCHITECTURES[names[0]]
+    if config.get("quantization_config"):
+        raise GGUFExportError("the model is already quantized: export GGUF from its 16-bit merged weights")
+    if config.get("use_sliding_window"):
+        raise GGUFExportError("sliding window attention has no GGUF form for this architecture")
+    rope_type = _rope_parameters(config).get("rope_type")
+    supported = {None, "default", "linear", "yarn"} | ({"llama3"} if architecture.llama_layout else set())
+    if rope_type not in supported:
+        raise GGUFExportError(f"RoPE scaling {rope_type!r} has no GGUF form for {architecture.hf_class}")
+    return architecture
+
+
+def _rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    # transformers 5 writes rope_parameters (with rope_theta inside); 4.x wrote rope_theta beside rope_scaling.
+    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    rope = dict(rope.get("full_attention", rope))
+    if "rope_theta" not in rope and config.get("rope_theta") is not None:
+        rope["rope_theta"] = config["rope_theta"]
+    if "rope_type" not in rope and rope.get("type") is not None:
+        rope["rope_type"] = rope["type"]
+    return rope
+
+
+def _int(config: dict[str, Any], key: str) -> int:
+    value = config.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise GGUFExportError(f"config.json has no positive integer {key!r}; re-save the model's config")
+    return value
+
+
+def hyperparameter_fields(
+    config: dict[str, Any], architecture: Architecture, file_type: FileType
+) -> tuple[MetadataField, ...]:
+    """The architecture's keys (``qwen3.block_count``, ...), ``general.file_type`` and the quantization
+    version, read from config.json as the converter reads it (``TextModel.set_gguf_parameters``).
+
+    Raises:
+        GGUFExportError: config.json lacks a size the file needs.
+    """
+    rope = _rope_parameters(config)
+    heads = _int(config, "num_attention_heads")
+    sizes = {
+        key: _int(config, key)
+        for key in ("num_hidden_layers", "max_position_embeddings", "hidden_size", "intermediate_size")
+    }
+    rms_eps = config.get("rms_norm_eps")
+    if not isinstance(rms_eps, float):
+        raise GGUFExportError("config.json has no 'rms_norm_eps'; re-save the model's config")
+
+    def fill(writer: gguf.GGUFWriter) -> None:
+        writer.add_block_count(sizes["num_hidden_layers"])
+        writer.add_context_length(sizes["max_position_embeddings"])
+        writer.add_embedding_length(sizes["hidden_size"])
+        writer.add_feed_forward_length(sizes["intermediate_size"])
+        writer.add_head_count(heads)
+        if config.get("num_key_value_heads") is not None:
+            writer.add_head_count_kv(_int(config, "num_key_value_heads"))
+        rope_type, factor = rope.get("rope_type"), rope.get("factor")
+        if rope_type == "linear" and factor is not None:
+            writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            writer.add_rope_scaling_factor(factor)
+        elif rope_type == "yarn" and factor is not None:
+            writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            writer.add_rope_scaling_factor(factor)
+            writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+            for key, add in (
+                ("extrapolation_factor", writer.add_rope_scaling_yarn_ext_factor),
+                ("attention_factor", writer.add_rope_scaling_yarn_attn_factor),
+                ("beta_fast", writer.add_rope_scaling_yarn_beta_fast),
+                ("beta_slow", writer.add_rope_scaling_yarn_beta_slow),
+            ):
+                if rope.get(key) is not None:
+                    add(rope[key])
+        if rope.get("rope_theta") is not None:
+            writer.add_rope_freq_base(rope["rope_theta"])
+        writer.add_layer_norm_rms_eps(rms_eps)
+        if config.get("head_dim") is not None:
+            writer.add_key_length(config["head_dim"])
+            writer.add_value_length(config["head_dim"])
+        writer.add_file_type(file_type.file_type)
+        if architecture.llama_layout:
+            writer.add_vocab_size(_int(config, "vocab_size"))
+            writer.add_rope_dimension_count(config.get("head_dim") or sizes["hidden_size"] // heads)
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    return collect_fields(architecture.name, fill)
+
+
+def generated_tensors(
+    config: dict[str, Any], architecture: Architecture
+) -> tuple[tuple[str, numpy.ndarray], ...]:
+    """Tensors the converter computes rather than copies: Llama 3's RoPE frequency factors
+    (``rope_freqs.weight``, from ``LlamaModel.generate_extra_tensors``); none for Qwen."""
+    rope = _rope_parameters(config)
+    if not architecture.llama_layout or rope.get("rope_type") != "llama3":
+        return ()
+    base = rope.get("rope_theta", 10000.0)
+    dim = config.get("head_dim") or _int(config, "hidden_size") // _int(config, "num_attention_heads")
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor = rope.get("factor", 8.0)
+    low, high = rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
+    old_context = rope.get("original_max_position_embeddings", 8192)
+    factors = []
+    for freq in freqs.tolist():
+        wavelen = 2 * math.pi / freq
+        if wavelen < old_context / high:
+            factors.append(1.0)
+        elif wavelen > old_context / low:
+            factors.append(factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    name = gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight"
+    return ((name, numpy.array(factors, dtype=numpy.float32)),)
+
+
+# --- tensors ------------------------------------------------------------------------------------
+
+# Tensors transformers may save that are buffers, not weights (the converter skips the same suffixes).
+SKIPPED_SUFFIXES = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """One tensor of one GGUF file.
+
+    Attributes:
+        name: its GGUF name, e.g. ``blk.0.attn_q.weight``.
+        shape: row-major, as in the safetensors file (GGUF stores it reversed, innermost first).
+        tensor_type: how its values are stored.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    tensor_type: GGMLQuantizationType
+
+    @property
+    def nbytes(self) -> int:
+        block_size, type_size = gguf.GGML_QUANT_SIZES[self.tensor_type]
+        return math.prod(self.shape) // block_size * type_size
+
+
+def gguf_name(name_map: gguf.TensorNameMap, architecture: Architecture, hf_name: str) -> str:
+    """The GGUF name of a transformers tensor (``model.layers.0.self_attn.q_proj.weight`` →
+    ``blk.0.attn_q.weight``).
+
+    Raises:
+        GGUFExportError: the tensor has no GGUF name for this architecture.
+    """
+    name = name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+    if name is None:
+        raise GGUFExportError(
+            f"tensor {hf_name!r} has no GGUF name in {architecture.name}: is this a plain {architecture.hf_class}?"
+        )
+    return name
+
+
+def tensor_type_for(name: str, shape: tuple[int, ...], file_type: FileType) -> GGMLQuantizationType:
+    """What one tensor is stored as in a file of `file_type`, as the converter chooses
+    (``ModelBase.prepare_tensors``): 1-D tensors, norms and biases in F32; a row that does not split into
+    Q8_0's blocks of 32 in F16 (the converter's fallback on gguf's QuantError); everything else as asked."""
+    if len(shape) <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
+        return GGMLQuantizationType.F32
+    block_size, _ = gguf.GGML_QUANT_SIZES[file_type.tensor_type]
+    if shape[-1] % block_size != 0:
+        return GGMLQuantizationType.F16
+    return file_type.tensor_type
+
+
+def llama_permute(weights: torch.Tensor, heads: int) -> torch.Tensor:
+    """Llama's q/k rows reordered from transformers' rotary layout (two halves per head) to llama.cpp's
+    (interleaved pairs): the converter's ``LlamaModel.permute``."""
+    return (
+        weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+# Same-type copies keep the bytes as they are; the converter's round trip through float32 gives the same.
+_SAME_TYPE = {
+    GGMLQuantizationType.BF16: torch.bfloat16,
+    GGMLQuantizationType.F16: torch.float16,
+    GGMLQuantizationType.F32: torch.float32,
+}
+
+
+def encode_rows(rows: torch.Tensor, tensor_type: GGMLQuantizationType) -> numpy.ndarray:
+    """Whole rows of a tensor as the bytes of `tensor_type`, rounded as the converter rounds
+    (``gguf.quants.quantize`` on float32; Q8_0 blocks run along a row, so rows can be encoded apart).
+
+    Args:
+        rows: a [rows, ...] slice of a tensor, any floating dtype.
+        tensor_type: F32, F16, BF16 or Q8_0.
+
+    Returns:
+        The encoded bytes (any numpy dtype; only its buffer is written).
+    """
+    if _SAME_TYPE.get(tensor_type) == rows.dtype:
+        return rows.contiguous().reshape(-1).view(torch.uint8).numpy()
+    return gguf.quants.quantize(rows.to(torch.float32).numpy(), tensor_type)
+
+
+# --- the file -----------------------------------------------------------------------------------
+
+
+class GGUFFileWriter:
+    """Writes one GGUF file: the header first, then each tensor's bytes as they come, in header order.
+
+    The file is written as ``<name>.partial`` and renamed once every tensor is in; on any error it is
+    removed. Every byte is hashed on its way out, so the Hub's LFS id (sha256) is known without reading
+    the file again.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        architecture: str,
+        fields: Sequence[MetadataField],
+        tensors: Sequence[TensorLayout],
+    ) -> None:
+        self.path = path
+        self.size = 0
+        self.sha256 = ""
+        self._partial = path.with_name(path.name + ".partial")
+        self._pending = iter(tensors)
+        self._remaining = len(tensors)
+        self._current: TensorLayout | None = None
+        self._current_bytes = 0
+        self._hash = hashlib.sha256()
+        header = gguf.GGUFWriter(self._partial, architecture)
+        for field in fields:
+            header.add_key_value(field.key, field.value, field.type, field.sub_type)
+        for tensor in tensors:
+            header.add_tensor_info(
+                tensor.name,
+                tensor.shape,
+                numpy.dtype(numpy.float32),
+                tensor.nbytes,
+                raw_dtype=tensor.tensor_type,
+            )
+        try:
+            header.write_header_to_file()
+            header.write_kv_data_to_file()
+            header.write_ti_data_to_file()
+            header.close()
+        except BaseException:
+            header.close()
+            self._partial.unlink(missing_ok=True)
+            raise
+        self._file = self._partial.open("r+b")
+        # The header is small (the vocabulary is its bulk: a few MB); hash it as written, then append.
+        self._hash.update(self._file.read())
+        self._alignment = header.data_alignment
+        self._pad()
+
+    def _write(self, data: bytes | memoryview) -> None:
+        self._file.write(data)
+        self._hash.update(data)
+
+    def _pad(self) -> None:
+        position = self._file.tell()
+        self._write(bytes(-position % self._alignment))
+
+    def start_tensor(self, name: str) -> None:
+        """Begin the next tensor of the header; its bytes follow through `append`.
+
+        Raises:
+            ValueError: another tensor is due, or the previous one is unfinished.
+        """
+        expected = next(self._pending, None)
+        if self._current is not None or expected is None or expected.name != name:
+            raise ValueError(f"tensor {name} written out of the header's order")
+        self._current, self._current_bytes = expected, 0
+
+    def append(self, chunk: numpy.ndarray) -> None:
+        """Append encoded bytes of the tensor being written (whole rows, in order)."""
+        data = memoryview(numpy.ascontiguousarray(chunk)).cast("B")
+        self._write(data)
+        self._current_bytes += len(data)
+
+    def finish_tensor(self) -> None:
+        """End the tensor being written, padding the file to the next aligned offset.
+
+        Raises:
+            ValueError: its bytes do not add up to the size its header gives.
+        """
+        if self._current is None or self._current_bytes != self._current.nbytes:
+            name = self._current.name if self._current else "?"
+            raise ValueError(f"tensor {name}: {self._current_bytes} bytes written, not its header's size")
+        self._current = None
+        self._remaining -= 1
+        self._pad()
+
+    def __enter__(self) -> GGUFFileWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.size = self._file.tell()
+        self._file.close()
+        if exc_type is None and self._remaining != 0:
+            self._partial.unlink()
+            raise ValueError(f"{self.path.name}: {self._remaining} tensors of the header were never written")
+        if exc_type is None:
+            self.sha256 = self._hash.hexdigest()
+            os.replace(self._partial, self.path)
+        else:
+            self._partial.unlink(missing_ok=True)
+
+
+def read_json(path: Path, *, required: bool) -> dict[str, Any]:
+    """A JSON object from a model folder ({} for a missing optional file).
+
+    Raises:
+        GGUFExportError: a required file is missing, or the file is not a JSON object.
+    """
+    if not path.is_file():
+        if required:
+            raise GGUFExportError(f"{path.name} is missing from the model folder")
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise GGUFExportError(f"{path.name} is not readable JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise GGUFExportError(f"{path.name} is not a JSON object")
+    return data
