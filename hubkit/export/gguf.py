@@ -191,7 +191,7 @@ def plan_gguf_export(
             f"no embedding of {vocab_size} rows (config.json's vocab_size) among the tensors"
         )
     generated = generated_tensors(config, architecture)
-    vocab = vocab_fields(model_dir, architecture.name, vocab_size)
+    vocab = vocab_fields(model_dir, architecture.name, vocab_size, llama_layout=architecture.llama_layout)
     generation_config = read_json(model_dir / "generation_config.json", required=False)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", metadata.name).strip("-.") or "model"
     files = []

@@ -35,13 +35,16 @@ PRE_TOKENIZERS = {
 }
 
 
-def vocab_fields(model_dir: Path, architecture: str, vocab_size: int) -> tuple[MetadataField, ...]:
+def vocab_fields(
+    model_dir: Path, architecture: str, vocab_size: int, *, llama_layout: bool = False
+) -> tuple[MetadataField, ...]:
     """The tokenizer's key/values for a GGUF file.
 
     Args:
         model_dir: the model folder (tokenizer.json, tokenizer_config.json, config.json).
         architecture: llama.cpp's architecture name (the writer's prefix).
         vocab_size: the model's embedding rows; ids the tokenizer does not use become ``[PAD<id>]`` tokens.
+        llama_layout: Llama's converter also copies tokenizer_config.json's ``add_prefix_space``.
 
     Returns:
         ``tokenizer.ggml.*`` and ``tokenizer.chat_template``, in the converter's order.
@@ -79,7 +82,11 @@ def vocab_fields(model_dir: Path, architecture: str, vocab_size: int) -> tuple[M
     if not special.merges:
         raise GGUFExportError("tokenizer.json has no BPE merges; re-save the tokenizer")
 
+    add_prefix_space = read_json(model_dir / "tokenizer_config.json", required=False).get("add_prefix_space")
+
     def fill(writer: gguf.GGUFWriter) -> None:
+        if llama_layout and isinstance(add_prefix_space, bool):
+            writer.add_add_space_prefix(add_prefix_space)
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre(pre)
         writer.add_token_list(tokens)
