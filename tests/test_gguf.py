@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy
 import pytest
 import torch
+from synthetic_runs import run_cli
 
 from hubkit.errors import GGUFExportError
 from hubkit.export import GGUFFile, GGUFMetadata, TensorSpec, TensorStream, export_gguf, plan_gguf_export
@@ -43,7 +44,6 @@ CONVERTERS = sorted(LLAMA_ENV.glob("src/*/vendor/llama.cpp/convert_hf_to_gguf.py
 needs_llama_cpp = pytest.mark.skipif(
     not LLAMA_PYTHON.exists(), reason="no llama.cpp environment (.venv-llama): run `make venv-llama`"
 )
-pytestmark = pytest.mark.slow  # every test but the refusals uses a taught model (about 20 s each)
 needs_converter = pytest.mark.skipif(
     not CONVERTERS, reason="no llama.cpp source (.venv-llama/src): run `make venv-llama`"
 )
@@ -130,6 +130,12 @@ def release(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     _teach(model_dir)
     result = export_gguf(model_dir, model_dir.parent / "gguf", TYPES, GGUFMetadata(name=f"tiny-{family}"))
     return Release(family, model_dir, {f.file_type.lower(): f for f in result.files})
+
+
+@pytest.fixture(scope="module")
+def plain_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen3 as built (untaught, float32): enough for what is refused or planned."""
+    return build_tiny_qwen3(tmp_path_factory.mktemp("gguf-plain") / "tiny-qwen3")
 
 
 @pytest.fixture(scope="module")
@@ -288,6 +294,7 @@ def _unit(vocab: int, *tokens_and_signs: tuple[int, float]) -> torch.Tensor:
 
 
 @needs_llama_cpp
+@pytest.mark.slow
 def test_llama_cpp_tokenizes_as_transformers(release: Release, reference, llama_cpp) -> None:
     _, tokenizer = reference
     result = llama_cpp(release.files["bf16"].path, tokenizer)
@@ -298,6 +305,7 @@ def test_llama_cpp_tokenizes_as_transformers(release: Release, reference, llama_
 
 
 @needs_llama_cpp
+@pytest.mark.slow
 def test_bf16_greedy_tokens_equal_transformers(release: Release, reference, llama_cpp) -> None:
     model, tokenizer = reference
     result = llama_cpp(release.files["bf16"].path, tokenizer)
@@ -325,6 +333,7 @@ def test_bf16_greedy_tokens_equal_transformers(release: Release, reference, llam
 
 
 @needs_llama_cpp
+@pytest.mark.slow
 def test_q8_0_logits_within_the_block_quantization_bound(release: Release, reference, llama_cpp) -> None:
     model, tokenizer = reference
     result = llama_cpp(release.files["q8_0"].path, tokenizer)
@@ -349,6 +358,7 @@ def test_q8_0_logits_within_the_block_quantization_bound(release: Release, refer
 # --- the files themselves -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_transformers_reads_the_bf16_file_back_to_the_model_tensors(release: Release) -> None:
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -372,6 +382,7 @@ def test_transformers_reads_the_bf16_file_back_to_the_model_tensors(release: Rel
 
 @needs_converter
 @pytest.mark.parametrize("file_type", TYPES)
+@pytest.mark.slow
 def test_files_are_llama_cpp_converters_byte_for_byte(
     release: Release, file_type: str, tmp_path: Path
 ) -> None:
@@ -390,10 +401,8 @@ def test_files_are_llama_cpp_converters_byte_for_byte(
     assert ours.size == converted.stat().st_size
 
 
-def test_general_metadata_names_the_release_and_its_base(release: Release, tmp_path: Path) -> None:
-    if release.family != "qwen3":
-        pytest.skip("one family is enough")
-    model_dir = _copy_with_config(release.model_dir, tmp_path / "model")
+def test_general_metadata_names_the_release_and_its_base(plain_qwen3: Path, tmp_path: Path) -> None:
+    model_dir = _copy_with_config(plain_qwen3, tmp_path / "model")
     (model_dir / "generation_config.json").unlink()
     (model_dir / "generation_config.json").write_text(
         json.dumps({"temperature": 0.6, "top_p": 0.95, "top_k": 20})
@@ -412,6 +421,7 @@ def test_general_metadata_names_the_release_and_its_base(release: Release, tmp_p
     assert not (tmp_path / "out").exists()  # planning writes nothing
 
 
+@pytest.mark.slow
 def test_a_stream_of_tensors_gives_the_same_file_as_the_folder(release: Release, tmp_path: Path) -> None:
     from safetensors import safe_open
 
@@ -442,9 +452,9 @@ def _copy_with_config(source: Path, dest: Path, **changes: object) -> Path:
 
 
 def test_an_unknown_architecture_is_refused_before_anything_is_written(
-    release: Release, tmp_path: Path
+    plain_qwen3: Path, tmp_path: Path
 ) -> None:
-    model_dir = _copy_with_config(release.model_dir, tmp_path / "model", architectures=["GPT2LMHeadModel"])
+    model_dir = _copy_with_config(plain_qwen3, tmp_path / "model", architectures=["GPT2LMHeadModel"])
     out = tmp_path / "out"
     with pytest.raises(GGUFExportError, match="cannot write GPT2LMHeadModel as GGUF") as refused:
         export_gguf(model_dir, out, ["q8_0"], GGUFMetadata(name="x"))
@@ -464,16 +474,50 @@ def test_an_unknown_architecture_is_refused_before_anything_is_written(
     ],
 )
 def test_what_llama_cpp_would_misread_is_refused(
-    release: Release, tmp_path: Path, changes: dict, message: str
+    plain_qwen3: Path, tmp_path: Path, changes: dict, message: str
 ) -> None:
-    if release.family != "qwen3":
-        pytest.skip("one family is enough")
-    model_dir = _copy_with_config(release.model_dir, tmp_path / "model", **changes)
+    model_dir = _copy_with_config(plain_qwen3, tmp_path / "model", **changes)
     with pytest.raises(GGUFExportError, match=message):
         plan_gguf_export(model_dir, tmp_path / "out", ["bf16"], GGUFMetadata(name="x"))
     assert not (tmp_path / "out").exists()
 
 
-def test_an_unknown_type_is_refused(release: Release, tmp_path: Path) -> None:
+def test_an_unknown_type_is_refused(plain_qwen3: Path, tmp_path: Path) -> None:
     with pytest.raises(GGUFExportError, match="unknown GGUF type 'q4_k'"):
-        plan_gguf_export(release.model_dir, tmp_path, ["q8_0", "q4_k"], GGUFMetadata(name="x"))
+        plan_gguf_export(plain_qwen3, tmp_path, ["q8_0", "q4_k"], GGUFMetadata(name="x"))
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_gguf_command_merges_a_run_checkpoint_and_exports_it(trl_run_dir, tiny_qwen3, local_hub, tmp_path):
+    out = tmp_path / "gguf"
+    argv = ["gguf", "--run-dir", str(trl_run_dir), "--types", "q8_0", "--out", str(out)]
+    assert run_cli([*argv, "--endpoint", local_hub.endpoint, "--quiet"]) == 0
+    # The same as merging with `hubkit merge`, then exporting that folder.
+    merged = tmp_path / "merged"
+    assert (
+        run_cli(
+            ["merge", "--run-dir", str(trl_run_dir), "--out", str(merged), "--endpoint", local_hub.endpoint]
+        )
+        == 0
+    )
+    metadata = GGUFMetadata(name=trl_run_dir.name, base_model=tiny_qwen3.repo_id)
+    expected = export_gguf(merged, tmp_path / "expected", ["q8_0"], metadata).files[0]
+    written = out / f"{trl_run_dir.name}-Q8_0.gguf"
+    assert [p.name for p in out.iterdir()] == [written.name]
+    assert hashlib.sha256(written.read_bytes()).hexdigest() == expected.sha256
+
+
+def test_gguf_command_refuses_an_unknown_architecture_in_one_line(plain_qwen3: Path, tmp_path: Path, capsys):
+    model_dir = _copy_with_config(plain_qwen3, tmp_path / "model", architectures=["MambaForCausalLM"])
+    out = tmp_path / "gguf"
+    assert (
+        run_cli(["gguf", "--model-dir", str(model_dir), "--types", "bf16,q8_0", "--out", str(out), "-q"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("Error: cannot write MambaForCausalLM as GGUF") and len(err.strip().splitlines()) == 1
+    )
+    assert not out.exists()

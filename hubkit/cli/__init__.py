@@ -25,13 +25,14 @@ def _register() -> None:
     # Each group's module imports its heavy dependencies inside the command, so `hubkit --help` stays fast.
     from hubkit.cli.card import card
     from hubkit.cli.eval import eval_command
+    from hubkit.cli.gguf import gguf
     from hubkit.cli.hub import hub
     from hubkit.cli.merge import merge
     from hubkit.cli.push import push
     from hubkit.cli.reward import reward
     from hubkit.cli.space import space
 
-    for command in (hub, push, merge, card, reward, space, eval_command):
+    for command in (hub, push, merge, gguf, card, reward, space, eval_command):
         cli.add_command(command)
 
 
