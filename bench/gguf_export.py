@@ -13,7 +13,7 @@ The converter is the one inside the llama-cpp-python sdist that `make venv-llama
 .venv-llama/src (its imports: torch, transformers, sentencepiece, its own gguf-py). Told the same
 general.name, it must write the same bytes as hubkit: the files' sha256 are compared.
 
-    $ .venv/bin/python bench/gguf_export.py [--layers 36] [--keep DIR]
+    $ .venv/bin/python bench/gguf_export.py [--layers 36] [--per-type] [--keep DIR]
 
 (Not bench/gguf.py: run as a script, that name would shadow the gguf package it measures.)
 """
@@ -91,12 +91,12 @@ def rss_mib(field: str) -> float:
     raise RuntimeError(f"no {field} in /proc/self/status: this benchmark needs Linux")
 
 
-def work_hubkit(model_dir: Path, out_dir: Path) -> dict[str, object]:
+def work_hubkit(model_dir: Path, out_dir: Path, types: list[str]) -> dict[str, object]:
     from hubkit.export import GGUFMetadata, export_gguf
 
     before = rss_mib("VmRSS")
     start = time.perf_counter()
-    result = export_gguf(model_dir, out_dir, list(TYPES), GGUFMetadata(name=NAME))
+    result = export_gguf(model_dir, out_dir, types, GGUFMetadata(name=NAME))
     wall = time.perf_counter() - start
     files = {f.file_type.lower(): {"size": f.size, "sha256": f.sha256} for f in result.files}
     return {"wall_s": wall, "rss_before_mib": before, "files": files}
@@ -141,12 +141,18 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=Path, help="build the model here (or reuse it) instead of a temporary folder"
     )
+    parser.add_argument(
+        "--per-type",
+        action="store_true",
+        help="also time hubkit writing each type alone, as the converter does",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         name, model_dir, out_dir = args.worker
-        if name == "hubkit":
-            measured = work_hubkit(Path(model_dir), Path(out_dir))
+        if name.startswith("hubkit"):
+            types = [name.removeprefix("hubkit-")] if name != "hubkit" else list(TYPES)
+            measured = work_hubkit(Path(model_dir), Path(out_dir), types)
         else:
             measured = work_converter(Path(model_dir), Path(out_dir), name.removeprefix("converter-"))
         print(json.dumps({**measured, "peak_rss_mib": rss_mib("VmHWM")}))
@@ -163,7 +169,9 @@ def main() -> None:
         shards = len(list(model_dir.glob("*.safetensors")))
         print(f"Qwen3-4B-shaped model, {args.layers} layers: {total / 1e9:.2f} GB bf16 in {shards} shards")
         results = {}
-        for name in ("hubkit", "converter-bf16", "converter-q8_0"):
+        names = ["hubkit", "converter-bf16", "converter-q8_0"]
+        names += [f"hubkit-{t}" for t in TYPES] if args.per_type else []
+        for name in names:
             out_dir = Path(tmp) / f"out-{name}"
             results[name] = run_worker(name, model_dir, out_dir)
             shutil.rmtree(out_dir)  # the disk holds one contender's files at a time

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,9 @@ def collect_fields(architecture: str, fill: Callable[[gguf.GGUFWriter], None]) -
     return tuple(MetadataField(key, v.value, v.type, v.sub_type) for key, v in scratch.kv_data[0].items())
 
 
+HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
 @dataclass(frozen=True)
 class GGUFMetadata:
     """What a file's ``general.*`` keys say about the model.
@@ -114,6 +118,13 @@ class GGUFMetadata:
     base_model: str | None = None
     license: str | None = None
     hub_url: str = "https://huggingface.co"
+
+    def __post_init__(self) -> None:
+        if not self.name.strip():
+            raise GGUFExportError("a GGUF file needs a name (general.name)")
+        # A repo id, never a local folder: the file is published.
+        if self.base_model is not None and not HUB_REPO_ID.fullmatch(self.base_model):
+            raise GGUFExportError(f"base model {self.base_model!r} is not a Hub repo id like Qwen/Qwen3-4B")
 
 
 # generation_config.json keys the converter copies into general.sampling.* (gguf.Metadata.load).
