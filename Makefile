@@ -86,7 +86,7 @@ chromium:
 demo: venv
 	$(VENV)/bin/python -m hubkit.demo
 
-bench: venv
+bench: venv venv-llama
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
 clean:

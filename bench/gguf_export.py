@@ -199,6 +199,9 @@ def main() -> None:
     print(
         f"wall, hubkit (both types, one pass) / converter (bf16 + q8_0 runs): {hubkit['wall_s'] / converter_wall:.2f}x"
     )
+    for file_type in TYPES if args.per_type else ():
+        alone, theirs = results[f"hubkit-{file_type}"]["wall_s"], results[f"converter-{file_type}"]["wall_s"]
+        print(f"wall, {file_type} alone, hubkit / converter: {alone / theirs:.2f}x")
     if any(hubkit["files"][t]["sha256"] != results[f"converter-{t}"]["files"][t]["sha256"] for t in TYPES):
         raise SystemExit("hubkit's files are not the converter's")
 

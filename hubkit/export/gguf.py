@@ -15,10 +15,14 @@ The tensors can also come from elsewhere than the folder's shards, e.g. a merge 
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import gguf
@@ -277,7 +281,9 @@ def _plan_sources(
 def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUFExport:
     """Write every planned file in one pass over the tensors.
 
-    Each file appears complete or not at all (written as ``.partial``, renamed at the end).
+    This thread reads and encodes (numpy's quantization, which releases the GIL); a writer thread appends
+    and hashes what was encoded, one block behind, so that the two overlap. Each file appears complete or
+    not at all (written as ``.partial``, renamed at the end).
 
     Raises:
         GGUFExportError: a streamed tensor is not the one its spec announced.
@@ -288,25 +294,33 @@ def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUF
             stack.enter_context(GGUFFileWriter(f.path, plan.architecture.name, f.fields, f.tensors))
             for f in plan.files
         ]
+        # Entered last, so it is drained before any writer closes (renaming, or removing, its file).
+        thread = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="gguf-write"))
+        in_flight: deque[Future[None]] = deque()
+
+        def submit(job: Callable[[], None]) -> None:
+            # File operations run in order on one thread. Waiting here until only the newest is left means
+            # the read buffer of the block before it is free again (see _READ_BUFFERS).
+            in_flight.append(thread.submit(job))
+            while len(in_flight) > _READ_BUFFERS - 1:
+                in_flight.popleft().result()
+
         for name, data in plan.generated:
-            for writer in writers:
-                writer.start_tensor(name)
-                writer.append(data)
-                writer.finish_tensor()
+            submit(partial(_write_whole, writers, name, [data] * len(writers)))
         # Per file, the type of each source tensor (generated tensors come first in every file).
         types = [[t.tensor_type for t in f.tensors[len(plan.generated) :]] for f in plan.files]
         done, total = 0, plan.input_bytes
         for index, (source, blocks) in enumerate(_source_blocks(plan)):
-            for writer in writers:
-                writer.start_tensor(source.gguf_name)
+            submit(partial(_start, writers, source.gguf_name))
             for rows in blocks:
-                for writer, file_types_ in zip(writers, types, strict=True):
-                    writer.append(encode_rows(rows, file_types_[index]))
+                encoded = [encode_rows(rows, file_types_[index]) for file_types_ in types]
+                submit(partial(_append, writers, encoded))
                 done += rows.numel() * rows.element_size()
-            for writer in writers:
-                writer.finish_tensor()
+            submit(partial(_finish, writers))
             if progress:
                 progress(done, total or done)  # a stream's input size is known only at its end
+        while in_flight:
+            in_flight.popleft().result()
     return GGUFExport(
         architecture=plan.architecture.name,
         files=tuple(
@@ -316,14 +330,41 @@ def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUF
     )
 
 
+def _start(writers: Sequence[GGUFFileWriter], name: str) -> None:
+    for writer in writers:
+        writer.start_tensor(name)
+
+
+def _append(writers: Sequence[GGUFFileWriter], encoded: Sequence[numpy.ndarray]) -> None:
+    for writer, data in zip(writers, encoded, strict=True):
+        writer.append(data)
+
+
+def _finish(writers: Sequence[GGUFFileWriter]) -> None:
+    for writer in writers:
+        writer.finish_tensor()
+
+
+def _write_whole(writers: Sequence[GGUFFileWriter], name: str, encoded: Sequence[numpy.ndarray]) -> None:
+    _start(writers, name)
+    _append(writers, encoded)
+    _finish(writers)
+
+
+# Blocks are read into these buffers in turn. A same-type copy (bf16 to BF16) is written straight from its
+# buffer, so a buffer is reused only once the writer thread is done with the block read into it.
+_READ_BUFFERS = 2
+
+
 def _source_blocks(plan: GGUFPlan) -> Iterator[tuple[SourceTensor, Iterator[torch.Tensor]]]:
-    """Each source tensor with its blocks of rows, in plan order. A tensor's blocks must be consumed
-    before the next tensor is asked for (they share one read buffer)."""
+    """Each source tensor with its blocks of rows, in plan order; the blocks of a tensor must be used
+    before the next tensor is asked for, and each block only until `_READ_BUFFERS` blocks later."""
     if plan.stream is not None:
         yield from _stream_blocks(plan)
         return
     sources = iter(plan.sources)
-    scratch = torch.empty(0, dtype=torch.uint8)
+    buffers = [torch.empty(0, dtype=torch.uint8)] * _READ_BUFFERS
+    turn = itertools.count()
     for shard in plan.shards:
         with ShardReader(shard) as reader:  # one shard open at a time
             for info in shard.tensors:
@@ -331,21 +372,27 @@ def _source_blocks(plan: GGUFPlan) -> Iterator[tuple[SourceTensor, Iterator[torc
                     continue
                 # A block holds whole rows: at least one, however long a row is.
                 row_bytes = info.nbytes // info.shape[0] if len(info.shape) > 1 else info.nbytes
-                if scratch.numel() < max(CHUNK_BYTES, row_bytes):
-                    scratch = torch.empty(max(CHUNK_BYTES, row_bytes), dtype=torch.uint8)
+                if buffers[0].numel() < max(CHUNK_BYTES, row_bytes):
+                    # Blocks still being written keep the old buffers alive through their views.
+                    size = max(CHUNK_BYTES, row_bytes)
+                    buffers = [torch.empty(size, dtype=torch.uint8) for _ in range(_READ_BUFFERS)]
                 source = next(sources)
-                yield source, _shard_rows(reader, info, source, scratch)
+                yield source, _shard_rows(reader, info, source, buffers, turn)
 
 
 def _shard_rows(
-    reader: ShardReader, info: TensorInfo, source: SourceTensor, scratch: torch.Tensor
+    reader: ShardReader,
+    info: TensorInfo,
+    source: SourceTensor,
+    buffers: Sequence[torch.Tensor],
+    turn: Iterator[int],
 ) -> Iterator[torch.Tensor]:
     if source.permute_heads is not None:
         whole = reader.read_tensor(info, torch.empty(info.nbytes, dtype=torch.uint8))
         yield from _blocks(llama_permute(whole, source.permute_heads))
         return
     if len(info.shape) <= 1:
-        yield reader.read_tensor(info, scratch)
+        yield reader.read_tensor(info, buffers[next(turn) % len(buffers)])
         return
     rows = info.shape[0]
     row_bytes = info.nbytes // rows
@@ -359,7 +406,7 @@ def _shard_rows(
             info.offset + start * row_bytes,
             count * row_bytes,
         )
-        yield reader.read_tensor(block, scratch)
+        yield reader.read_tensor(block, buffers[next(turn) % len(buffers)])
 
 
 def _stream_blocks(plan: GGUFPlan) -> Iterator[tuple[SourceTensor, Iterator[torch.Tensor]]]:
