@@ -59,7 +59,7 @@ $(VLLM_STAMP):
 # llama.cpp itself, for the GGUF tests (tests/test_gguf.py loads the exported files in it). llama-cpp-python
 # compiles llama.cpp from its sdist: only the libraries the bindings load (no multimodal library, tools,
 # examples, server or tests), and for no particular CPU: GGML_NATIVE=OFF with every x86 extension off, so
-# the environment runs on any x86-64 whichever machine built it (2 cores: about 3 minutes). The sdist stays
+# the environment runs on any x86-64 whichever machine built it (2 cores: 3 to 5 minutes). The sdist stays
 # unpacked in src/: it holds llama.cpp's own convert_hf_to_gguf.py, which tests and bench/gguf.py compare with.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \

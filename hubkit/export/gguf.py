@@ -32,22 +32,24 @@ import torch
 from hubkit.errors import GGUFExportError
 from hubkit.formats.gguf import (
     SKIPPED_SUFFIXES,
-    Architecture,
     FileType,
     GGUFFileWriter,
     GGUFMetadata,
     MetadataField,
     TensorLayout,
-    architecture_of,
     encode_rows,
     file_types,
     general_fields,
+    read_json,
+    tensor_type_for,
+)
+from hubkit.formats.gguf_arch import (
+    Architecture,
+    architecture_of,
     generated_tensors,
     gguf_name,
     hyperparameter_fields,
     llama_permute,
-    read_json,
-    tensor_type_for,
 )
 from hubkit.formats.gguf_vocab import vocab_fields
 from hubkit.merge.shards import TORCH_DTYPES, ShardReader
