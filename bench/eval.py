@@ -39,7 +39,7 @@ def build(workdir: Path) -> tuple[Path, dict[str, Path]]:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from hubkit.tiny import build_tiny_qwen3
+    from hubkit.demo.tiny import build_tiny_qwen3
 
     base_dir = build_tiny_qwen3(workdir / "tiny-qwen3")
     adapters = {}

@@ -197,7 +197,7 @@ def write_checkpoint(run_dir: Path, scale: Scale, step: int) -> None:
 
 
 def make_run(root: Path, scale: Scale) -> Path:
-    from hubkit.manifest import LoraSettings, Manifest
+    from hubkit.runs.manifest import LoraSettings, Manifest
 
     run_dir = root / f"{scale.name}-run"
     run_dir.mkdir(parents=True)

@@ -72,7 +72,7 @@ def publish(args: argparse.Namespace, workdir: Path) -> tuple[str, str]:
     from peft import LoraConfig, get_peft_model
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-    from hubkit.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
+    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
 
     disable_progress_bars()
     base_dir = workdir / "base"

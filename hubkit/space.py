@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -29,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import SpaceError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
-from hubkit.manifest import MANIFEST_NAME, Manifest
+from hubkit.hub.download import download_repo_file
+from hubkit.release.manifest import read_release_manifest
 from hubkit.resources import model_cards_dir, space_dir
+from hubkit.runs.manifest import Manifest
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -236,26 +237,36 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
     Raises:
         SpaceError: no such repo, or a repo without `hubkit.json`.
     """
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub.errors import RepositoryNotFoundError
 
     try:
         root = {entry.path for entry in api.list_repo_tree(repo_id)}
-        manifest = Manifest.from_dict(
-            json.loads(Path(api.hf_hub_download(repo_id, MANIFEST_NAME)).read_text())
-        )
-        with tempfile.TemporaryDirectory(prefix="hubkit-space-eval-") as run_dir:
-            if EVAL_DIR in root:
-                for name in (RESULTS_NAME, SAMPLES_NAME):
-                    api.hf_hub_download(repo_id, f"{EVAL_DIR}/{name}", local_dir=run_dir)
-            examples = eval_examples(Path(run_dir))
     except RepositoryNotFoundError as e:
         raise SpaceError(
             f"no repo {repo_id} on {api.endpoint}: check --repo-id (and the token, if private)"
         ) from e
-    except EntryNotFoundError as e:
-        raise SpaceError(
-            f"{repo_id} has no {MANIFEST_NAME}, so it was not published by `hubkit push`: use --run-id RUN"
-        ) from e
+    manifest = read_release_manifest(repo_id, endpoint=api.endpoint, token=api.token, error=SpaceError)
+    examples: tuple[tuple[str, str], ...] = ()
+    if EVAL_DIR in root:
+        results = download_repo_file(
+            repo_id,
+            f"{EVAL_DIR}/{RESULTS_NAME}",
+            revision=None,
+            endpoint=api.endpoint,
+            token=api.token,
+            error=SpaceError,
+        )
+        download_repo_file(
+            repo_id,
+            f"{EVAL_DIR}/{SAMPLES_NAME}",
+            revision=None,
+            endpoint=api.endpoint,
+            token=api.token,
+            error=SpaceError,
+        )
+        if results is not None:
+            # The client's cache lays a revision's files out as in the repo: its folder reads as a run's.
+            examples = eval_examples(results.parents[1])
     return SpaceConfig.from_manifest(
         manifest,
         repo_id,

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from hubkit.cli import main
-from hubkit.manifest import LoraSettings, Manifest
+from hubkit.runs.manifest import LoraSettings, Manifest
 
 TARGETS = ("q_proj", "v_proj")
 

@@ -17,20 +17,27 @@ from fixtures_runs import copy_verl_run, verl_reference_dir
 from safetensors.torch import load_file, save_file
 from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
-from hubkit.adapter_weights import scan_weights
-from hubkit.adapters import check_against_base, normalize_key, prepare_adapter, prepare_adapters
+from hubkit.adapters.base_check import BaseConfig, check_against_base
+from hubkit.adapters.prepare import prepare_adapter, prepare_adapters
+from hubkit.adapters.scan import scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
-from hubkit.hashing import hash_file
-from hubkit.manifest import LoraSettings, Manifest
+from hubkit.formats.fsdp import load_lora_tensors
+from hubkit.formats.peft import normalize_key
+from hubkit.formats.safetensors import read_header
+from hubkit.hub.hashing import hash_file
 from hubkit.runs import Checkpoint, load_run
-from hubkit.safetensors_header import read_header
-from hubkit.verl_shards import load_lora_tensors
+from hubkit.runs.manifest import LoraSettings, Manifest
 
 BASE_ID = "hubkit-test/tiny-qwen3"
 # Shapes of the tiny Qwen3 (hidden 64, 4 q heads and 2 kv heads of 16): q_proj 64->64, k_proj 64->32.
 MODULES = {"model.layers.0.self_attn.q_proj": (64, 64), "model.layers.0.self_attn.k_proj": (64, 32)}
 RANK = 4
 
+
+
+def _base(base_model: str) -> BaseConfig:
+    """The base's config.json from the local Hub, as a push downloads it."""
+    return BaseConfig.download(base_model, None, endpoint=None, token=None)
 
 def _tensors(key_suffix: str = ".weight") -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
@@ -291,7 +298,7 @@ def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
     first = _prepare(tmp_path / "run", tmp_path / "out-1")
     assert [p.suffix for p in (tmp_path / "run" / ".hubkit" / "adapters").iterdir()] == [".json"]
     scans = []
-    monkeypatch.setattr("hubkit.adapters.scan_weights", lambda *args, **kwargs: scans.append(args))
+    monkeypatch.setattr("hubkit.adapters.prepare.scan_weights", lambda *args, **kwargs: scans.append(args))
     second = _prepare(tmp_path / "run", tmp_path / "out-2")  # a later push: the run directory remembers
     assert scans == [] and second.weights == first.weights and second.config == first.config
     monkeypatch.undo()
@@ -342,8 +349,8 @@ def test_finite_values_whose_sum_overflows_are_not_taken_for_inf(tmp_path: Path)
 def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alongside_others: bool
 ) -> None:
-    monkeypatch.setattr("hubkit.adapter_weights.CHUNK_BYTES", 64 * 1024)
-    monkeypatch.setattr("hubkit.adapter_weights.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.scan.CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.scan.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
     generator = torch.Generator().manual_seed(0)
     tensors = {}
     for layer in range(16):  # 32 tensors of 64 KiB: a 2 MiB file
@@ -377,7 +384,7 @@ def test_adapters_read_together_are_hashed_on_their_reading_threads_and_one_new_
         reads.append((path.parent.name, alongside_others))
         return scan_weights(path, *args, alongside_others=alongside_others, **kwargs)
 
-    monkeypatch.setattr("hubkit.adapters.scan_weights", recorded)
+    monkeypatch.setattr("hubkit.adapters.prepare.scan_weights", recorded)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     run = load_run(run_dir)
     first = prepare_adapters(run, run.checkpoints, tmp_path / "staging-1")
@@ -425,7 +432,7 @@ def test_check_against_base_accepts_matching_shapes_from_config_only(
 ) -> None:
     assert tiny_qwen3.repo_id == BASE_ID
     logged = len(local_hub.request_log)
-    check_against_base(_handmade_adapter(tmp_path, _tensors()), BASE_ID)
+    check_against_base(_handmade_adapter(tmp_path, _tensors()), _base(BASE_ID))
     fetched = [path for _, path, _ in local_hub.request_log[logged:]]
     assert not any(path.endswith(".safetensors") for path in fetched)  # no weights downloaded
 
@@ -435,11 +442,11 @@ def test_a_passing_check_against_the_base_is_remembered_per_file_version(
 ) -> None:
     adapter = _handmade_adapter(tmp_path, _tensors())
     run_dir = tmp_path / "run"
-    check_against_base(adapter, BASE_ID, run_dir=run_dir)
+    check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)
     assert len(list((run_dir / ".hubkit" / "base-checks").iterdir())) == 1
     headers = []
-    monkeypatch.setattr("hubkit.adapters.read_weights_header", lambda *args: headers.append(args))
-    check_against_base(adapter, BASE_ID, run_dir=run_dir)  # remembered: the header is not read
+    monkeypatch.setattr("hubkit.adapters.base_check.read_weights_header", lambda *args: headers.append(args))
+    check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)  # remembered: the header is not read
     assert headers == []
     monkeypatch.undo()
     # Saved again, with a module the base does not have: checked again, and refused.
@@ -448,7 +455,7 @@ def test_a_passing_check_against_the_base_is_remembered_per_file_version(
     tensors["base_model.model.model.layers.9.mlp.up_proj.lora_B.weight"] = torch.ones(128, RANK)
     save_file(tensors, adapter / "adapter_model.safetensors")
     with pytest.raises(BaseModelMismatchError, match="does not exist"):
-        check_against_base(adapter, BASE_ID, run_dir=run_dir)
+        check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)
 
 
 def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked_against_them(
@@ -456,20 +463,20 @@ def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked
 ) -> None:
     """A new checkpoint against a base already seen builds no model (no transformers), and is still checked."""
     run_dir = tmp_path / "run"
-    check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), BASE_ID, run_dir=run_dir)
+    check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), _base(BASE_ID), run_dir=run_dir)
     (remembered,) = (run_dir / ".hubkit" / "base-shapes").iterdir()
     built = []
-    monkeypatch.setattr("hubkit.adapters.linear_shapes", lambda path: built.append(path))
-    check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), BASE_ID, run_dir=run_dir)
+    monkeypatch.setattr("hubkit.adapters.base_check.linear_shapes", lambda path: built.append(path))
+    check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), _base(BASE_ID), run_dir=run_dir)
     tensors = _tensors()
     tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"] = torch.ones(64, RANK)
     with pytest.raises(BaseModelMismatchError, match=r"k_proj\.lora_B has shape \(64, 4\).*64->32"):
-        check_against_base(_handmade_adapter(tmp_path / "c", tensors), BASE_ID, run_dir=run_dir)
+        check_against_base(_handmade_adapter(tmp_path / "c", tensors), _base(BASE_ID), run_dir=run_dir)
     assert built == []
     # An unreadable record is built again, and written anew.
     remembered.write_text("{not json")
     monkeypatch.undo()
-    check_against_base(_handmade_adapter(tmp_path / "d", _tensors()), BASE_ID, run_dir=run_dir)
+    check_against_base(_handmade_adapter(tmp_path / "d", _tensors()), _base(BASE_ID), run_dir=run_dir)
     assert json.loads(remembered.read_text())["linears"]
 
 
@@ -480,7 +487,7 @@ def test_check_against_base_refuses_wrong_shape(tmp_path: Path, tiny_qwen3) -> N
     with pytest.raises(
         BaseModelMismatchError, match=r"global_step_7: .*k_proj\.lora_B has shape \(64, 4\).*64->32"
     ):
-        check_against_base(adapter, BASE_ID, label="global_step_7")
+        check_against_base(adapter, _base(BASE_ID), label="global_step_7")
 
 
 def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -> None:
@@ -491,13 +498,13 @@ def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -
     with pytest.raises(
         BaseModelMismatchError, match=r"adapter: module model\.layers\.9\.mlp\.up_proj does not exist"
     ):
-        check_against_base(adapter, BASE_ID)
+        check_against_base(adapter, _base(BASE_ID))
 
 
 def test_check_against_base_refuses_missing_base(tmp_path: Path, local_hub) -> None:
     adapter = _handmade_adapter(tmp_path, _tensors())
-    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model has no config\.json"):
-        check_against_base(adapter, "hubkit-test/no-such-model")
+    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model is not on the Hub"):
+        check_against_base(adapter, _base("hubkit-test/no-such-model"))
 
 
 # --- real runs: logits ----------------------------------------------------------------------------
@@ -534,7 +541,7 @@ def test_trl_prepared_adapters_match_the_saved_checkpoints(
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         saved_config = json.loads((checkpoint.path / "adapter_config.json").read_text())
         assert saved_config["base_model_name_or_path"] != run.manifest.base_model  # TRL saved the local path
-        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         assert str(tiny_qwen3.local_dir) not in (prepared.dir / "adapter_config.json").read_text()
         published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
         trained = _logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
@@ -556,7 +563,7 @@ def _assert_verl_logits(
         assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
-        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         reference = _verl_reference(run_dir, checkpoint)
         published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
         base = _logits(tiny_base(), reference["input_ids"])

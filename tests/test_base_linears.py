@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.base_linears import _read_off, built_on_meta, linear_shapes
+from hubkit.adapters.base_check import _read_off, built_on_meta, linear_shapes
 
 SIZES = {
     "hidden_size": 64,

@@ -42,10 +42,11 @@ from hubkit.evaluate.results import (
     load_eval,
     save_eval,
 )
-from hubkit.manifest import DatasetInfo, Manifest, Tracker
+from hubkit.release.manifest import read_release_reward
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty, gsm8k_seed
 from hubkit.runs import load_run
+from hubkit.runs.manifest import DatasetInfo, Manifest, Tracker
 from hubkit.runs.model import Metrics, Run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -556,7 +557,7 @@ def test_the_reward_travels_with_the_published_model(
     argv = push_argv(trl_card_run, repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--quiet", "--no-merged"]) == 0
     spec = Manifest.load(trl_card_run).reward
-    assert RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint) == spec
+    assert read_release_reward(repo_id, endpoint=local_hub.endpoint) == spec
     capsys.readouterr()
     assert run_cli(["reward", "show", repo_id, "--endpoint", local_hub.endpoint]) == 0
     out = capsys.readouterr().out
@@ -571,9 +572,9 @@ def test_the_reward_travels_with_the_published_model(
         path_or_fileobj=json.dumps(newer).encode(), path_in_repo="hubkit.json", repo_id=repo_id
     )
     with pytest.raises(RewardSpecError, match=r"has schema 99, newer than this hubkit .*: upgrade hubkit"):
-        RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint)
+        read_release_reward(repo_id, endpoint=local_hub.endpoint)
     with pytest.raises(RewardSpecError, match=r"has no hubkit\.json"):
-        RewardSpec.from_hub(
+        read_release_reward(
             repo_id, endpoint=local_hub.endpoint, revision=hub_api.list_repo_commits(repo_id)[-1].commit_id
         )
 
@@ -642,7 +643,7 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
         import hubkit, sys
         from pathlib import Path
         from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
-        from hubkit.manifest import Manifest
+        from hubkit.runs.manifest import Manifest
         from hubkit.resources import model_cards_dir
         from hubkit.runs.model import Metrics, Run
 

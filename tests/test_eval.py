@@ -36,9 +36,9 @@ from hubkit.evaluate.results import (
     Sample,
     wilson_interval,
 )
-from hubkit.manifest import Manifest
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import deepscaler_length_penalty, gsm8k_seed
+from hubkit.runs.manifest import Manifest
 
 DATA = Path(__file__).resolve().parent / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"
@@ -432,8 +432,8 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
     from hubkit.evaluate import backend_transformers, backend_vllm
-    from hubkit.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
 
     # vLLM's CPU attention needs a head size of at least 32 (the tiny models use 16).
     base_dir = tmp_path / "tiny-qwen3-head32"

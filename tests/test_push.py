@@ -27,10 +27,10 @@ from synthetic_runs import (
     write_requests,
 )
 
+from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
-from hubkit.publish.adapter_repo import prepare_adapters
 from hubkit.runs import load_run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +191,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     """An LFS object is invisible until a commit names it, so a new step's weights go to an existing repo
     while the card is built. The card builder below waits for them to arrive: were they uploaded after
     the card, it would wait in vain."""
-    import hubkit.cards
+    import hubkit.publish.repos
 
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     commits = commit_ids(hub_api, new_repo_id)
@@ -211,7 +211,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
             time.sleep(0.02)
         raise PublishError("the card cannot be written")
 
-    monkeypatch.setattr(hubkit.cards, "adapter_card_files", card_once_step_3_arrived)
+    monkeypatch.setattr(hubkit.publish.repos, "adapter_card_files", card_once_step_3_arrived)
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 1
     assert "the card cannot be written" in capsys.readouterr().err
     assert commit_ids(hub_api, new_repo_id) == commits
@@ -410,7 +410,7 @@ def test_a_run_directory_that_cannot_hold_the_push_record_still_pushes(
 def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_run_id(
     tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
 ):
-    from hubkit.manifest import Manifest
+    from hubkit.runs.manifest import Manifest
 
     owner = hub_api.whoami()["name"]
     # A run id that is not a valid repo name as it is: made into one, as TRL's hub_model_id default is.

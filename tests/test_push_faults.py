@@ -141,7 +141,7 @@ def test_an_upload_failing_past_the_clients_own_retries_is_retried_by_the_push(
         _push(run_dir, hub.endpoint, tmp_path)
         FIGURES["injected"] += hub.faults.injected["lfs_503"]
         assert hub.faults.injected["lfs_503"] == 7
-    retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.publish.retry"]
+    retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.hub.retry"]
     assert retried == [
         "uploading checkpoints/global_step_1/adapter_model.safetensors to faults/run failed (HTTP 503); "
         "retrying in 1 s"

@@ -12,12 +12,14 @@ import yaml
 from safetensors.torch import load_file
 from synthetic_runs import make_run, push_argv, qwen3_shapes, run_cli, write_checkpoint
 
+from hubkit.adapters.prepare import prepare_adapters
 from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
-from hubkit.publish.adapter_repo import prepare_adapters
+from hubkit.hub.hashing import FileHashCache, hash_file
+from hubkit.publish.adapter_repo import plan_run_files
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.plan import PlannedFile, RepoPlan, hash_file
+from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
 from hubkit.publish.safety import check_file_contents, check_file_names
@@ -61,12 +63,15 @@ def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run
     """The adapter repo's plan for a first push (nothing on the remote yet), built as a push builds it."""
     run = load_run(run_dir)
     adapters = prepare_adapters(run, select_checkpoints(run, steps), tmp_path / "staging")
+    hashes = FileHashCache()
     context = BuildContext(
         run=run,
         repo_id=repo_id,
         adapters=tuple(adapters),
+        run_files=plan_run_files(run, adapters, token=None, hashes=hashes),
         remotes={repo_id: RemoteRepo(repo_id, head_sha=None)},
         base_card=BaseModelCard(repo_id=BASE, license="apache-2.0"),
+        hashes=hashes,
     )
     return build_adapter_repo(context)
 

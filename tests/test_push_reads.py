@@ -12,10 +12,10 @@ import pytest
 from huggingface_hub import CommitOperationAdd
 from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
-import hubkit.adapters
-import hubkit.hashing
+import hubkit.adapters.prepare
+import hubkit.hub.hashing
 from hubkit.errors import PublishError, UnsafeFileError
-from hubkit.hashing import FileHashes, forget_known_hashes
+from hubkit.hub.hashing import FileHashes
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
 from hubkit.publish.plan import PlannedFile
@@ -64,8 +64,8 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
         return {inode for _path, inode in calls} & inodes
 
     monkeypatch.setattr(huggingface_hub.lfs, "sha_fileobj", _client_never_hashes)
-    scans = _count_calls(monkeypatch, hubkit.adapters, "scan_weights")
-    file_reads = _count_calls(monkeypatch, hubkit.hashing, "_read_hashes")
+    scans = _count_calls(monkeypatch, hubkit.adapters.prepare, "scan_weights")
+    file_reads = _count_calls(monkeypatch, hubkit.hub.hashing, "_read_hashes")
     request = PushRequest(
         run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
     )
@@ -80,15 +80,13 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
         remote = published[f"checkpoints/global_step_{step}/adapter_model.safetensors"]
         assert remote.lfs.sha256 == hashlib.sha256(saved.read_bytes()).hexdigest()  # the saved file itself
 
-    # As a new process would: nothing in memory, the run directory's records only.
-    forget_known_hashes()
+    # As a new process would (each push owns its hash cache): the run directory's records only.
     scans.clear()
     file_reads.clear()
     (again,) = push_run(request).repos
     assert again.unchanged and scans == [] and not read_weights(file_reads)
 
     write_checkpoint(run_dir, 4, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-    forget_known_hashes()
     scans.clear()
     (added,) = push_run(request).repos
     assert added.steps == (4,) and [path.parent.name for path, _ in scans] == ["checkpoint-4"]

@@ -20,7 +20,7 @@ import pytest
 
 from hubkit.errors import HubkitError, ManifestError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
-from hubkit.manifest import DatasetInfo, Manifest
+from hubkit.runs.manifest import DatasetInfo, Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"

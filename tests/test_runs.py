@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hubkit.errors import ManifestError, RunNotFoundError
-from hubkit.manifest import Manifest
 from hubkit.runs import Metrics, MetricsRow, find_run_dir, load_run
+from hubkit.runs.manifest import Manifest
 from hubkit.runs.verl import read_metrics_jsonl
 
 # --- find_run_dir ---------------------------------------------------------------------------------

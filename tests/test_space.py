@@ -37,9 +37,9 @@ from hubkit.evaluate.results import (
     Sample,
     save_eval,
 )
-from hubkit.manifest import Manifest
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
+from hubkit.runs.manifest import Manifest
 from hubkit.space import (
     APP_MODULES,
     SHORT_DESCRIPTION,

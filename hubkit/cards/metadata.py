@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.sections import algorithm
-from hubkit.manifest import Manifest
+from hubkit.runs.manifest import Manifest
 
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData

@@ -13,7 +13,7 @@ from hubkit.cards.base_card import read_base_model_card
 from hubkit.cards.files import adapter_card_files, merged_card_files
 from hubkit.cards.inputs import CardInputs
 from hubkit.errors import CheckpointError, HubkitError, PublishError
-from hubkit.hub_files import download_repo_file
+from hubkit.hub.download import download_repo_file
 from hubkit.runs.model import Checkpoint, Run
 
 MERGED_DIR = "merged"
@@ -21,7 +21,7 @@ MERGED_DIR = "merged"
 
 def adapter_sizes(run: Run) -> dict[int, int]:
     """Bytes of each complete checkpoint's saved adapter (weights + config); steps without one are left out."""
-    from hubkit.peft_adapter import ADAPTER_FILES
+    from hubkit.formats.peft import ADAPTER_FILES
 
     sizes = {}
     for checkpoint in run.checkpoints:
@@ -33,7 +33,7 @@ def adapter_sizes(run: Run) -> dict[int, int]:
 
 def adapted_modules(checkpoint: Checkpoint) -> int | None:
     """How many modules the checkpoint's saved adapter adapts, or None when it saved no readable adapter."""
-    from hubkit.peft_adapter import parse_lora_key, read_weights_header
+    from hubkit.formats.peft import parse_lora_key, read_weights_header
 
     if checkpoint.adapter_dir is None:
         return None

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards import text
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
-from hubkit.manifest import DatasetInfo, Manifest
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.manifest import DatasetInfo, Manifest
 from hubkit.runs.model import Run
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.tables import example_step, subfolder
-from hubkit.manifest import Manifest
+from hubkit.runs.manifest import Manifest
 
 # vLLM accepts these values of max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -50,7 +50,7 @@ def card(
     $ hubkit card --run-id RUN --repo-id me/qwen3-4b-gdpo --out card-preview/
     """
     from hubkit.cards.preview import render_preview
-    from hubkit.publish.auth import resolve_token
+    from hubkit.hub.auth import resolve_token
     from hubkit.publish.merged_repo import default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
     from hubkit.publish.push import repo_name_for_run

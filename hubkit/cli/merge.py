@@ -45,8 +45,9 @@ def merge(
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.publish.adapter_repo import prepare_adapters, refuse_no_checkpoint
-    from hubkit.publish.auth import resolve_token
+    from hubkit.adapters.prepare import prepare_adapters
+    from hubkit.hub.auth import resolve_token
+    from hubkit.publish.adapter_repo import refuse_no_checkpoint
     from hubkit.publish.merged_repo import merge_prepared_adapter
     from hubkit.runs import find_run_dir, load_run, select_checkpoints
 

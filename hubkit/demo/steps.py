@@ -104,7 +104,7 @@ def _count(n: int, noun: str) -> str:
 
 def publish_base_model(ctx: DemoContext) -> None:
     """Build the base model (tokenizer, weights, warm-up; see `base_model`) and publish it."""
-    from hubkit.tiny import publish_model
+    from hubkit.demo.tiny import publish_model
 
     warmup = problems.load("warmup")
     ctx.say(

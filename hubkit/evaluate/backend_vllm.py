@@ -18,8 +18,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hubkit.errors import EvalError
+from hubkit.errors import AdapterError, EvalError
 from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
+from hubkit.formats.peft import max_rank, read_adapter_config
 
 PYTHON_ENV = "HUBKIT_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -28,7 +29,8 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def max_lora_rank(adapter_dirs: list[Path]) -> int:
-    """The smallest rank vLLM accepts that fits every adapter's ``r`` (8 when there is none).
+    """The smallest rank vLLM accepts that fits every module of every adapter (``r`` and its
+    ``rank_pattern``; 8 when there is none).
 
     Raises:
         EvalError: an adapter's rank is above what vLLM supports, or its config is unreadable.
@@ -36,9 +38,12 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     ranks = []
     for adapter_dir in adapter_dirs:
         try:
-            ranks.append(int(json.loads((adapter_dir / "adapter_config.json").read_text())["r"]))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: {e}") from e
+            rank = max_rank(read_adapter_config(adapter_dir, adapter_dir.name))
+        except AdapterError as e:
+            raise EvalError(f"cannot read the LoRA rank: {e}") from e
+        if rank is None:
+            raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: its config has no usable r")
+        ranks.append(rank)
     needed = max(ranks, default=8)
     for rank in VLLM_LORA_RANKS:
         if rank >= needed:

@@ -24,7 +24,7 @@ def adapter_dirs(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path)
         if run.framework == "trl" and checkpoint.adapter_dir is not None:
             found[checkpoint.name] = checkpoint.adapter_dir
         else:
-            from hubkit.adapters import prepare_adapter  # torch: imported only when needed
+            from hubkit.adapters.prepare import prepare_adapter  # torch: imported only when needed
 
             found[checkpoint.name] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name).dir
     return found

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hubkit.errors import EvalError
+from hubkit.runs.state import write_atomically
 
 SCHEMA_VERSION = 1
 EVAL_DIR = "eval"
@@ -308,12 +309,6 @@ class EvalResults:
 # --- files ----------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def summary_to_dict(summary: EvalSummary) -> dict[str, Any]:
     """`results.json`'s JSON form of `summary` (the key order of the documented schema)."""
     data = asdict(summary)
@@ -362,9 +357,9 @@ def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: It
     eval_dir = Path(run_dir) / EVAL_DIR
     eval_dir.mkdir(parents=True, exist_ok=True)
     lines = (json.dumps(asdict(s), ensure_ascii=False, allow_nan=False) + "\n" for s in samples)
-    _write_atomic(eval_dir / SAMPLES_NAME, "".join(lines))
+    write_atomically(eval_dir / SAMPLES_NAME, "".join(lines))
     text = json.dumps(summary_to_dict(summary), indent=2, ensure_ascii=False, allow_nan=False)
-    _write_atomic(eval_dir / RESULTS_NAME, text + "\n")
+    write_atomically(eval_dir / RESULTS_NAME, text + "\n")
     return eval_dir
 
 

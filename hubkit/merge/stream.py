@@ -13,11 +13,11 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import MergeError
+from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
 from hubkit.merge.shards import ShardReader, ShardWriter
-from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]

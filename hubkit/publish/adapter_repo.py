@@ -15,22 +15,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
+from hubkit.adapters.base_check import BaseConfig, check_against_base
+from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.errors import CheckpointError
-from hubkit.manifest import MANIFEST_NAME, Manifest
-from hubkit.peft_adapter import ADAPTER_FILES
+from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
+from hubkit.publish.remote import RemoteFile
 from hubkit.publish.safety import check_file_contents, check_file_names
-from hubkit.runs import Checkpoint, Run
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
-    from hubkit.adapters import PreparedAdapter
-    from hubkit.publish.remote import RemoteFile
+from hubkit.runs import Run
+from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 
 # What `AutoTokenizer.from_pretrained(repo_id)` reads; anything else in a tokenizer dir stays local.
 TOKENIZER_FILES = (
@@ -68,68 +66,26 @@ def refuse_no_checkpoint(run: Run) -> NoReturn:
     )
 
 
-def prepare_adapters(
-    run: Run,
-    checkpoints: Sequence[Checkpoint],
-    staging_dir: Path,
-    cache: dict[int, PreparedAdapter] | None = None,
-) -> list[PreparedAdapter]:
-    """Normalize and validate each checkpoint's adapter into `staging_dir/global_step_N/` (no network).
-
-    Args:
-        run: the run.
-        checkpoints: from `select_checkpoints`.
-        staging_dir: a scratch directory that lives until the push is done.
-        cache: adapters already prepared in this directory (a watching push re-plans often).
-
-    Returns:
-        One prepared adapter per checkpoint, in the same order.
-
-    Raises:
-        AdapterError: whatever `prepare_adapter` refuses (empty, NaN, alpha 0 ...).
-    """
-    from hubkit.adapters import prepare_adapters as prepare  # needs torch/peft: imported only when publishing
-
-    cache = {} if cache is None else cache
-    new = [c for c in checkpoints if c.step not in cache]
-    cache.update({adapter.step: adapter for adapter in prepare(run, new, staging_dir)})
-    return [cache[c.step] for c in checkpoints]
-
-
 def check_adapters_against_base(
-    api: HfApi, run: Run, adapters: Sequence[PreparedAdapter], checked: set[int] | None = None
-) -> None:
+    run: Run, adapters: Sequence[PreparedAdapter], base: BaseConfig
+) -> tuple[int, ...]:
     """Check every adapted module and shape against the base model's config.
 
-    The config is downloaded from the Hub the push goes to, so a dry run, which opens no connection,
-    skips this; a push runs it after the plan is built and before anything is sent.
-
     Args:
-        api: the client of the push (its endpoint and token are used for the download).
-        run: the run (its manifest names the base model and revision).
+        run: the run (the adapters' run directory remembers passing checks).
         adapters: prepared adapters.
-        checked: steps already checked (skipped, then added to).
+        base: the base model's config, as the push downloaded it.
+
+    Returns:
+        The steps checked.
 
     Raises:
-        BaseModelMismatchError: an adapter does not fit the base model, or the base has no config.
+        BaseModelMismatchError: an adapter does not fit the base model.
     """
-    from hubkit.adapters import check_against_base
-
-    checked = set() if checked is None else checked
-    manifest = run.manifest
     for adapter in adapters:
-        if adapter.step not in checked:
-            label = f"checkpoint global_step_{adapter.step} of run {manifest.run_id}"
-            check_against_base(
-                adapter.dir,
-                manifest.base_model,
-                manifest.base_model_revision,
-                label=label,
-                endpoint=api.endpoint,
-                token=api.token,
-                run_dir=run.run_dir,
-            )
-            checked.add(adapter.step)
+        label = f"checkpoint global_step_{adapter.step} of run {run.manifest.run_id}"
+        check_against_base(adapter.dir, base, label=label, run_dir=run.run_dir)
+    return tuple(a.step for a in adapters)
 
 
 def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
@@ -142,91 +98,132 @@ def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
 
 def has_tokenizer(run: Run, step: int) -> bool:
     """Whether the adapter repo's root gets the run's tokenizer along with `step`'s adapter."""
-    return bool(_tokenizer_files(run, step))
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
+    return tokenizer_dir is not None and any((tokenizer_dir / n).is_file() for n in TOKENIZER_FILES)
 
 
-def _tokenizer_files(run: Run, step: int) -> list[PlannedFile]:
+def _tokenizer_files(run: Run, step: int, hashes: FileHashCache) -> list[PlannedFile]:
     tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
     if tokenizer_dir is None:
         return []
     return [
-        PlannedFile.from_path(n, tokenizer_dir / n) for n in TOKENIZER_FILES if (tokenizer_dir / n).is_file()
+        PlannedFile.from_path(n, tokenizer_dir / n, hashes)
+        for n in TOKENIZER_FILES
+        if (tokenizer_dir / n).is_file()
     ]
 
 
-def _run_files(run: Run, adapters: Sequence[PreparedAdapter], root_step: int | None) -> list[PlannedFile]:
-    """The files the adapter repo takes from the run: adapters, tokenizer (at the root step), manifest, metrics."""
-    files: list[PlannedFile] = []
-    for adapter in adapters:
-        for name in ADAPTER_FILES:
-            path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
-            files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
-    root = next((a for a in adapters if a.step == root_step), None)
-    if root is not None:
-        files += [PlannedFile.from_path(name, root.dir / name) for name in ADAPTER_FILES]
-        files += _tokenizer_files(run, root.step)
-    has_metrics = bool(run.metrics.rows)
-    files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
-    if has_metrics:
-        files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
-    return files
+def _adapter_files(
+    adapter: PreparedAdapter, prefix: str, hashes: FileHashCache, step: int | None
+) -> list[PlannedFile]:
+    """An adapter's weights (hashed in the read that checked them) and config, under `prefix`."""
+    weights = adapter.dir / ADAPTER_WEIGHTS
+    return [
+        PlannedFile(f"{prefix}{ADAPTER_WEIGHTS}", adapter.weights, local_path=weights, step=step),
+        PlannedFile.from_path(f"{prefix}{ADAPTER_CONFIG}", adapter.dir / ADAPTER_CONFIG, hashes, step=step),
+    ]
 
 
-def check_run_files(run: Run, adapters: Sequence[PreparedAdapter], token: str | None) -> None:
-    """Refuse, before any connection, run files that must never be published (see `hubkit.publish.safety`).
+@dataclass(frozen=True)
+class RunFiles:
+    """The files the adapter repo takes from the run, checked once, before any connection.
+
+    Args:
+        checkpoints: every adapter under `checkpoints/global_step_N/`.
+        root: the newest adapter (`root_step`) again at the root, with the run's tokenizer.
+        run: the manifest and the metrics.
+        root_step: the step the root files are of.
+    """
+
+    checkpoints: tuple[PlannedFile, ...]
+    root: tuple[PlannedFile, ...]
+    run: tuple[PlannedFile, ...]
+    root_step: int
+
+    def for_repo(self, published_steps: Collection[int]) -> tuple[PlannedFile, ...]:
+        """The files as the repo gets them: without the root ones when it already holds a newer step (a
+        push never moves the root back)."""
+        root = self.root if self.root_step >= max(published_steps, default=self.root_step) else ()
+        return (*self.checkpoints, *root, *self.run)
+
+
+def plan_run_files(
+    run: Run, adapters: Sequence[PreparedAdapter], *, token: str | None, hashes: FileHashCache
+) -> RunFiles:
+    """The run's files for the adapter repo, refused when one must never be published (see
+    `hubkit.publish.safety`): the one check of them a push makes.
+
+    Args:
+        run: the run.
+        adapters: its prepared adapters (at least one).
+        token: the token in use, so that a file containing it is refused.
+        hashes: the push's hash cache.
 
     Raises:
+        CheckpointError: no adapters (the run has no complete checkpoint yet).
         UnsafeFileError: training state, a pickle, or a file holding a local path or the token.
     """
-    files = _run_files(run, adapters, max((a.step for a in adapters), default=None))
-    check_file_names(files)
-    check_file_contents(files, run.run_dir, Path.home(), token)
+    if not adapters:
+        refuse_no_checkpoint(run)
+    ordered = sorted(adapters, key=lambda a: a.step)
+    checkpoints = [
+        planned
+        for adapter in ordered
+        for planned in _adapter_files(
+            adapter, f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", hashes, adapter.step
+        )
+    ]
+    newest = ordered[-1]
+    root = _adapter_files(newest, "", hashes, None) + _tokenizer_files(run, newest.step, hashes)
+    has_metrics = bool(run.metrics.rows)
+    run_files = [PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics))]
+    if has_metrics:
+        run_files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
+    files = RunFiles(tuple(checkpoints), tuple(root), tuple(run_files), newest.step)
+    check_file_names(files.for_repo(()))
+    check_file_contents(files.for_repo(()), run.run_dir, Path.home(), token)
+    return files
 
 
 def plan_adapter_repo(
     run: Run,
     repo_id: str,
-    adapters: Sequence[PreparedAdapter],
+    run_files: RunFiles,
     *,
     private: bool = False,
     token: str | None = None,
     published_steps: Collection[int] = (),
     card_files: Mapping[str, bytes] | None = None,
 ) -> RepoPlan:
-    """The adapter repo's desired files, checked for training state, local paths and tokens.
+    """The adapter repo's desired files: the run's (checked when they were planned) and the card's.
 
     Args:
         run: the run the adapters come from.
         repo_id: "owner/name".
-        adapters: prepared adapters (at least one); the highest step goes to the root unless a
-            newer step is already published.
+        run_files: from `plan_run_files`.
         private: create the repo private (applies only when the push creates it).
-        token: the token in use, so that a file containing it is refused.
+        token: the token in use, so that a card file containing it is refused.
         published_steps: steps already in the repo (a push never removes them): the root keeps the
             newest of them.
         card_files: the card and its images (`hubkit.cards.adapter_card_files`), path in repo → bytes;
-            None plans no card (the card builder needs the base model's card from the Hub).
+            None plans no card.
 
     Returns:
         The plan; nothing is read from or sent to the network.
 
     Raises:
         PublishError: an invalid repo id.
-        CheckpointError: no adapters (the run has no complete checkpoint yet).
-        UnsafeFileError: a planned file is training state, a pickle, or holds a local path or token.
+        UnsafeFileError: a card file holds a local path or the token.
     """
     check_repo_id(repo_id)
-    if not adapters:
-        refuse_no_checkpoint(run)
-    ordered = sorted(adapters, key=lambda a: a.step)
-    final = ordered[-1]
-    root_step = final.step if final.step >= max(published_steps, default=final.step) else None
-    files = _run_files(run, ordered, root_step)
-    files += [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
-    check_file_names(files)
-    check_file_contents(files, run.run_dir, Path.home(), token)
+    card = [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
+    check_file_names(card)
+    check_file_contents(card, run.run_dir, Path.home(), token)
     return RepoPlan(
-        repo_id=repo_id, files=tuple(files), private=private, title=f"hubkit push {run.manifest.run_id}"
+        repo_id=repo_id,
+        files=(*run_files.for_repo(published_steps), *card),
+        private=private,
+        title=f"hubkit push {run.manifest.run_id}",
     )
 
 

@@ -5,7 +5,7 @@ callback); the commit that makes them visible comes last. The client is handed t
 hubkit computed while checking each file, so no file is read to be hashed again.
 
 Transient failures (408, 429, 5xx, dropped or refused connections) are retried
-(`hubkit.publish.retry`). An upload is always safe to repeat: the LFS batch answer tells the client
+(`hubkit.hub.retry`). An upload is always safe to repeat: the LFS batch answer tells the client
 which objects the Hub already holds, and only the others are sent. A commit is sent again only once
 it is certain it was not applied: after a failure the repo is read again, and the commit is retried
 when its head is still the parent; when the head moved and holds exactly this push's files, the
@@ -32,12 +32,9 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.errors import AuthError, PublishError
-from hubkit.hashing import FileHashes
-from hubkit.publish.diff import RepoDiff, is_same_content
-from hubkit.publish.lfs_upload import classic_lfs, send_lfs_object
-from hubkit.publish.plan import PlannedFile, RepoType
-from hubkit.publish.remote import read_remote
-from hubkit.publish.retry import (
+from hubkit.hub.hashing import FileHashes
+from hubkit.hub.lfs_upload import classic_lfs, send_lfs_object
+from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
     RetryPolicy,
@@ -46,6 +43,9 @@ from hubkit.publish.retry import (
     transient_cause,
     with_retries,
 )
+from hubkit.publish.diff import RepoDiff, is_same_content
+from hubkit.publish.plan import PlannedFile, RepoType
+from hubkit.publish.remote import read_remote
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def _upload_lfs(
 ) -> None:
     """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures.
 
-    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.publish.lfs_upload`).
+    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.hub.lfs_upload`).
     """
 
     def send() -> object:

@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import TOKENIZER_FILES
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import Run
 
 if TYPE_CHECKING:
-    from hubkit.adapters import PreparedAdapter
+    from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.merge import MergePlan, MergeResult
     from hubkit.merge.stream import ProgressCallback
 
@@ -94,6 +95,7 @@ def plan_merged_repo(
     result: MergeResult,
     card_files: Mapping[str, bytes],
     *,
+    hashes: FileHashCache,
     private: bool = False,
     token: str | None = None,
 ) -> RepoPlan:
@@ -105,6 +107,7 @@ def plan_merged_repo(
         step: the merged checkpoint's step.
         result: the merge, from `merge_prepared_adapter` (its folder must live until the push ends).
         card_files: the card (`hubkit.cards.merged_card_files`), path in repo → bytes.
+        hashes: the push's hash cache (a merged folder is hashed once per push session).
         private: create the repo private (applies only when the push creates it).
         token: the token in use, so that a file containing it is refused.
 
@@ -125,7 +128,7 @@ def plan_merged_repo(
     }
     if run_tokenizer:
         files = {n: p for n, p in files.items() if n not in TOKENIZER_FILES} | run_tokenizer
-    planned = [PlannedFile.from_path(name, path, step=step) for name, path in sorted(files.items())]
+    planned = [PlannedFile.from_path(name, path, hashes, step=step) for name, path in sorted(files.items())]
     planned += [
         PlannedFile.from_bytes(path, content, step=step) for path, content in sorted(card_files.items())
     ]

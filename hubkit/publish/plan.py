@@ -2,7 +2,7 @@
 
 A `PushPlan` is a list of `RepoPlan`s (today the adapter repo; a merged-model repo is one more
 `RepoPlan`), each a list of `PlannedFile`s with the hashes the Hub uses to name content: the sha256
-of LFS files and the git blob sha1 of regular files (`hubkit.hashing`: each version of a file is
+of LFS files and the git blob sha1 of regular files (`hubkit.hub.hashing`: each version of a file is
 read once; adapters are hashed in the read that checks them). Everything here is frozen: uploading
 never mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`).
 """
@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from hubkit.errors import PublishError
-from hubkit.hashing import FileHashes, hash_bytes, hash_file
-from hubkit.manifest import is_hub_id
+from hubkit.hub.hashing import FileHashCache, FileHashes, hash_bytes
+from hubkit.runs.manifest import is_hub_id
 
 RepoType = Literal["model", "dataset", "space"]
 
@@ -62,8 +62,11 @@ class PlannedFile:
             raise ValueError("PlannedFile needs exactly one of local_path and content")
 
     @classmethod
-    def from_path(cls, path_in_repo: str, local_path: Path, step: int | None = None) -> PlannedFile:
-        return cls(path_in_repo, hash_file(local_path), local_path=local_path, step=step)
+    def from_path(
+        cls, path_in_repo: str, local_path: Path, hashes: FileHashCache, step: int | None = None
+    ) -> PlannedFile:
+        """A file on disk, hashed through the push's cache (read only if this version is new to it)."""
+        return cls(path_in_repo, hashes.hash_file(local_path), local_path=local_path, step=step)
 
     @classmethod
     def from_bytes(cls, path_in_repo: str, content: bytes, step: int | None = None) -> PlannedFile:

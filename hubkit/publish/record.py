@@ -11,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
+from hubkit.runs.state import PUSH_RECORDS_DIR, write_atomically
 
 logger = logging.getLogger(__name__)
-RECORDS_DIR = Path(".hubkit") / "pushes"
+RECORDS_DIR = PUSH_RECORDS_DIR
 
 
 class FileStatus(Enum):
@@ -99,10 +99,7 @@ def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -
     path = _record_path(run_dir, endpoint, plan.repo_id)
     record = {"endpoint": endpoint, "repo_id": plan.repo_id, "commit_sha": commit_sha, "files": files}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     except OSError as e:
         logger.warning(
             "could not record the push in the run directory (%s): a dry run will list every file as new",

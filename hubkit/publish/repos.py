@@ -12,15 +12,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubkit.publish.plan import RepoPlan
+from hubkit.adapters.prepare import PreparedAdapter
+from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.adapter_repo import (
+    RunFiles,
+    adapter_bytes_in_repo,
+    has_tokenizer,
+    plan_adapter_repo,
+    steps_in_paths,
+)
+from hubkit.publish.merged_repo import plan_merged_repo
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteRepo
+from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.runs import Run
+from hubkit.space import SpaceConfig, space_repo_files
 
 if TYPE_CHECKING:
-    from hubkit.adapters import PreparedAdapter
-    from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead
-    from hubkit.evaluate.results import EvalResults
     from hubkit.merge import MergeResult
-    from hubkit.publish.remote import RemoteRepo
-    from hubkit.runs import Run
 
 
 @dataclass(frozen=True)
@@ -31,8 +43,10 @@ class BuildContext:
         run: the run.
         repo_id: the adapter repo.
         adapters: the prepared adapters this push publishes, by step.
+        run_files: the files the adapter repo takes from the run, planned and checked.
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
+        hashes: the push's hash cache.
         eval: the run's evaluation (`hubkit eval`), if any.
         merged_repo_id: the merged repo, when this push publishes a merge.
         merged: that merge.
@@ -47,8 +61,10 @@ class BuildContext:
     run: Run
     repo_id: str
     adapters: tuple[PreparedAdapter, ...]
+    run_files: RunFiles
     remotes: dict[str, RemoteRepo]
     base_card: BaseModelCard
+    hashes: FileHashCache
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
@@ -60,16 +76,11 @@ class BuildContext:
 
     def published_steps(self) -> tuple[int, ...]:
         """The checkpoint steps the adapter repo held before this push."""
-        from hubkit.publish.adapter_repo import steps_in_paths
-
         remote = self.remotes.get(self.repo_id)
         return steps_in_paths(remote.files) if remote is not None else ()
 
     def card_inputs(self) -> CardInputs:
         """What the cards say about this push: every step in the repo afterwards, with its size."""
-        from hubkit.cards import CardInputs
-        from hubkit.publish.adapter_repo import adapter_bytes_in_repo, has_tokenizer
-
         remote = self.remotes.get(self.repo_id)
         sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
         sizes.update({a.step: a.size for a in self.adapters})
@@ -89,13 +100,10 @@ class BuildContext:
 
 
 def build_adapter_repo(context: BuildContext) -> RepoPlan:
-    from hubkit.cards import adapter_card_files
-    from hubkit.publish.adapter_repo import plan_adapter_repo
-
     return plan_adapter_repo(
         context.run,
         context.repo_id,
-        context.adapters,
+        context.run_files,
         private=context.private,
         token=context.token,
         published_steps=context.published_steps(),
@@ -105,9 +113,6 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
 
 def eval_files(context: BuildContext) -> dict[str, bytes]:
     """The run's evaluation results and its training-problem hashes, as the run directory holds them."""
-    from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-    from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
-
     run_dir = context.run.run_dir
     paths = [f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}", TRAIN_PROBLEM_HASHES_NAME]
     if context.eval is None:
@@ -116,9 +121,6 @@ def eval_files(context: BuildContext) -> dict[str, bytes]:
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
-    from hubkit.cards import merged_card_files
-    from hubkit.publish.merged_repo import plan_merged_repo
-
     if context.merged is None or context.merged_repo_id is None:
         return None
     card = merged_card_files(
@@ -130,6 +132,7 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
         context.adapters[-1].step,
         context.merged,
         card,
+        hashes=context.hashes,
         private=context.private,
         token=context.token,
     )
@@ -137,10 +140,6 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
 
 def build_space_repo(context: BuildContext) -> RepoPlan | None:
     """The Space comparing the base model with every checkpoint (`spaces/compare`, configured for the run)."""
-    from hubkit.publish.plan import PlannedFile
-    from hubkit.publish.safety import check_file_contents, check_file_names
-    from hubkit.space import SpaceConfig, space_repo_files
-
     if context.space_repo_id is None:
         return None
     config = SpaceConfig.from_run(

@@ -93,8 +93,8 @@ def load_spec(spec: Any = None, spec_file: str | None = None) -> RewardSpec:
             data = json.loads(Path(spec_file).read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise RewardSpecError(f"cannot read the reward spec file {spec_file}: {e}") from e
-        if isinstance(data, dict) and "reward" in data:  # a run manifest
-            data = data["reward"]
+        if isinstance(data, dict) and "run_id" in data:  # a run manifest (hubkit.json)
+            return _manifest_reward(data, spec_file)
     elif isinstance(spec, str):
         try:
             data = json.loads(spec)
@@ -103,6 +103,20 @@ def load_spec(spec: Any = None, spec_file: str | None = None) -> RewardSpec:
     else:
         data = _plain(spec)
     return RewardSpec.from_dict(data)
+
+
+def _manifest_reward(data: dict[str, Any], spec_file: str) -> RewardSpec:
+    """The reward a run manifest records, read through `Manifest` like every hubkit.json."""
+    from hubkit.errors import ManifestError
+    from hubkit.runs.manifest import Manifest  # imported here: the runs package is not needed otherwise
+
+    try:
+        reward = Manifest.from_dict(data).reward
+    except ManifestError as e:
+        raise RewardSpecError(f"{spec_file}: {e}") from e
+    if reward is None:
+        raise RewardSpecError(f"{spec_file} is a run manifest that records no reward spec")
+    return reward
 
 
 def _activate(spec: RewardSpec) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from hubkit.errors import ManifestError
-from hubkit.manifest import MANIFEST_NAME, Manifest, is_hub_id
 from hubkit.runs import trl, verl
 from hubkit.runs.locate import default_runs_dir, find_run_dir
+from hubkit.runs.manifest import MANIFEST_NAME, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.manifest import LoraSettings, Manifest
+from hubkit.runs.manifest import LoraSettings, Manifest
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.formats.peft import rank_and_alpha, read_saved_adapter_config
 from hubkit.runs.files import numbered_dirs, read_json_object
+from hubkit.runs.manifest import LoraSettings, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -28,7 +29,6 @@ from hubkit.runs.model import (
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
-ADAPTER_CONFIG = "adapter_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
@@ -110,7 +110,7 @@ def infer(root: Path) -> InferredSettings:
     The base model is only taken when it is a Hub id, never a local path.
     """
     for _, path in reversed(numbered_dirs(root, _CHECKPOINT_RE)):
-        config = read_json_object(path / ADAPTER_CONFIG)
+        config = read_saved_adapter_config(path)
         if config is None:
             continue
         base = config.get("base_model_name_or_path")
@@ -121,13 +121,13 @@ def infer(root: Path) -> InferredSettings:
 
 def lora_from_adapter_config(config: dict[str, Any]) -> LoraSettings | None:
     """LoRA settings from a PEFT ``adapter_config.json`` dict; None when r or alpha is missing or zero."""
-    r, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(r, int) or not isinstance(alpha, int | float) or r <= 0 or alpha <= 0:
+    rank_alpha = rank_and_alpha(config)
+    if rank_alpha is None:
         return None
     targets = config.get("target_modules") or ()
     return LoraSettings(
-        r=r,
-        alpha=alpha,
+        r=rank_alpha[0],
+        alpha=rank_alpha[1],
         target_modules=tuple(sorted(targets)) if isinstance(targets, list) else (str(targets),),
         dropout=float(config.get("lora_dropout") or 0.0),
         use_rslora=bool(config.get("use_rslora")),

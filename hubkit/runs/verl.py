@@ -23,8 +23,10 @@ import re
 from pathlib import Path
 
 from hubkit.errors import ManifestError
-from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.formats.fsdp import model_shard_paths, world_size
+from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.runs.files import numbered_dirs, read_json_object
+from hubkit.runs.manifest import LoraSettings, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -36,7 +38,6 @@ from hubkit.runs.trl import lora_from_adapter_config
 
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
 LATEST_FILE = "latest_checkpointed_iteration.txt"
-FSDP_CONFIG = "fsdp_config.json"
 LORA_META = "lora_train_meta.json"
 DEFAULT_METRICS_FILE = "metrics.jsonl"
 
@@ -52,18 +53,6 @@ def latest_saved_step(root: Path) -> int | None:
         return int((root / LATEST_FILE).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-
-
-def world_size(actor_dir: Path) -> int | None:
-    """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json``."""
-    config = read_json_object(actor_dir / FSDP_CONFIG)
-    size = (config or {}).get("world_size")
-    return size if isinstance(size, int) and size > 0 else None
-
-
-def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
-    """The model shard files of every rank, in rank order (they may not all exist)."""
-    return [actor_dir / f"model_world_size_{size}_rank_{rank}.pt" for rank in range(size)]
 
 
 def _checkpoint(step: int, path: Path, latest: int | None) -> Checkpoint:
@@ -176,7 +165,7 @@ def infer(root: Path) -> InferredSettings:
     lora: LoraSettings | None = None
     for _, path in reversed(numbered_dirs(root, _STEP_RE, holding="actor")):
         actor = path / "actor"
-        config = read_json_object(actor / "lora_adapter" / "adapter_config.json")
+        config = read_saved_adapter_config(actor / "lora_adapter")
         if config is not None and base_model is None:
             base = config.get("base_model_name_or_path")
             if isinstance(base, str) and is_hub_id(base) and not Path(base).exists():

@@ -21,38 +21,38 @@ import hashlib
 import json
 import logging
 import math
-import os
-import threading
 from collections import deque
 from collections.abc import Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
+from hubkit.adapters.checks import refuse_non_finite, refuse_untrained
 from hubkit.errors import AdapterError
-from hubkit.hashing import EAGER_GIT_SHA1_BYTES, FileHashes, FileVersion
-from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
+from hubkit.formats.safetensors import FLOAT_LAYOUTS, SafetensorsHeader, TensorInfo, encode_header
+from hubkit.hub.hashing import EAGER_GIT_SHA1_BYTES, FileHashes, FileVersion
+from hubkit.runs.state import ADAPTER_VERDICTS_DIR, keep
 
 logger = logging.getLogger(__name__)
 
-CACHE_DIR = Path(".hubkit") / "adapters"
 _CACHE_FORMAT = 2
 # Chunks of whole tensors up to this size (a bigger tensor gets a chunk of its own): two are in memory
 # when another thread hashes them, one when the reading thread does.
 CHUNK_BYTES = 4 * 1024 * 1024
 SAME_THREAD_CHUNK_BYTES = 1024 * 1024
-# The float dtypes an adapter may hold: (numpy's float type, or None where numpy has none or sums too
-# narrowly; the unsigned integer of the same width; its exponent bits, all set for Inf and NaN only; its
-# sign bit).
+# numpy's views of the float dtypes an adapter may hold (their layouts: `FLOAT_LAYOUTS`).
 _FLOATS: dict[str, tuple[type | None, type, int, int]] = {
-    "F64": (np.float64, np.uint64, 0x7FF0_0000_0000_0000, 1 << 63),
-    "F32": (np.float32, np.uint32, 0x7F80_0000, 1 << 31),
-    "F16": (None, np.uint16, 0x7C00, 1 << 15),
-    "BF16": (None, np.uint16, 0x7F80, 1 << 15),
+    name: (
+        getattr(np, layout.numpy_name) if layout.numpy_name else None,
+        getattr(np, layout.bits),
+        layout.exponent_mask,
+        layout.sign_bit,
+    )
+    for name, layout in FLOAT_LAYOUTS.items()
 }
 
 
@@ -60,26 +60,14 @@ def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> byt
     """The 8-byte length and JSON header of `header`'s file with its tensors renamed, data unchanged.
 
     Args:
-        header: the saved file's header.
+        header: the saved file's header (tensors in file order, back to back).
         names: old tensor name → new name, for every tensor.
 
     Returns:
-        The bytes to write before the unchanged tensor data (padded to 8 bytes, as safetensors writes).
+        The bytes to write before the unchanged tensor data.
     """
-    start = header.data_start
-    entries: dict[str, object] = {}
-    if header.metadata:
-        entries["__metadata__"] = header.metadata
-    for tensor in header.tensors:
-        begin = tensor.offset - start
-        entries[names[tensor.name]] = {
-            "dtype": tensor.dtype,
-            "shape": list(tensor.shape),
-            "data_offsets": [begin, begin + tensor.nbytes],
-        }
-    text = json.dumps(entries, separators=(",", ":")).encode()
-    text += b" " * (-(8 + len(text)) % 8)
-    return len(text).to_bytes(8, "little") + text
+    renamed = [replace(tensor, name=names[tensor.name]) for tensor in header.tensors]
+    return encode_header(renamed, header.metadata)
 
 
 def _chunks(tensors: tuple[TensorInfo, ...], limit: int) -> list[tuple[TensorInfo, ...]]:
@@ -162,7 +150,7 @@ def scan_weights(
 
     Args:
         path: the saved weights.
-        header: their header (`hubkit.safetensors_header.read_header`).
+        header: their header (`hubkit.formats.safetensors.read_header`).
         lora_b: the names of the lora_B tensors (at least one must hold a non-zero value).
         label: how errors name the adapter.
         rewrite_to: also write the file here, with `new_header` instead of the saved one.
@@ -237,9 +225,7 @@ def scan_weights(
             size += len(view)
             bad = _first_non_finite(buffer, chunk)
             if bad is not None:
-                raise AdapterError(
-                    f"{label}: {bad.name} contains NaN or Inf: training diverged at or before this step"
-                )
+                refuse_non_finite(label, bad.name)
             if not b_nonzero:
                 b_nonzero = any(
                     _any_nonzero(buffer, t.dtype, *_offset_count(chunk, t)) for t in chunk if t.name in lora_b
@@ -247,9 +233,7 @@ def scan_weights(
         for future in pending:
             future.result()
     if lora_b and not b_nonzero:
-        raise AdapterError(
-            f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
-        )
+        refuse_untrained(label)
     if size != total:
         raise AdapterError(f"{label}: {path.name} changed while it was read (still being saved?)")
     return FileHashes(size=size, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
@@ -279,7 +263,7 @@ class VerdictCache:
             key = str(weights.absolute().relative_to(self.run_dir.absolute()))
         except ValueError:
             key = str(weights.absolute())
-        return self.run_dir / CACHE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        return self.run_dir / ADAPTER_VERDICTS_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
     def get(self, weights: Path, version: FileVersion, inputs: str) -> Verdict | None:
         """The verdict of this version of `weights` checked with these `inputs` (a digest), or None."""
@@ -312,11 +296,4 @@ class VerdictCache:
             "num_modules": verdict.num_modules,
             "checked": "config, header, pairs and ranks, targets, alpha; every tensor finite, some lora_B not zero",
         }
-        path = self._entry(weights)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(entry, indent=1) + "\n")
-            os.replace(tmp, path)
-        except OSError as e:
-            logger.debug("could not remember an adapter's checks in the run directory (%s)", e.strerror)
+        keep(self._entry(weights), json.dumps(entry, indent=1) + "\n", "an adapter's checks")

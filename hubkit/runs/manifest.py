@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from hubkit.errors import ManifestError
 from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.state import write_atomically
 
 MANIFEST_NAME = "hubkit.json"
 # 2 added push_to. Fields are only ever added: schema 1 manifests still load.
@@ -193,21 +194,34 @@ class Manifest:
     def save(self, run_dir: str | os.PathLike[str]) -> Path:
         """Write `run_dir/hubkit.json` atomically (a reader never sees half a file)."""
         path = Path(run_dir) / MANIFEST_NAME
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
         return path
 
     @classmethod
-    def load(cls, run_dir: str | os.PathLike[str]) -> Manifest:
-        path = Path(run_dir) / MANIFEST_NAME
+    def from_file(cls, path: Path) -> Manifest:
+        """Read a ``hubkit.json`` file: a run's own, or one downloaded from a published repo.
+
+        Raises:
+            ManifestError: the file is missing, not JSON, from a newer hubkit, or not a valid manifest.
+        """
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError as e:
-            raise ManifestError(f"no {MANIFEST_NAME} in {run_dir}") from e
-        except json.JSONDecodeError as e:
-            raise ManifestError(f"{path.name} is not valid JSON: {e}") from e
+            raise ManifestError(f"no {MANIFEST_NAME} in {Path(path).parent}") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {e}") from e
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{MANIFEST_NAME} has schema {version}, newer than this hubkit reads ({SCHEMA_VERSION}): "
+                "upgrade hubkit"
+            )
         return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike[str]) -> Manifest:
+        """The manifest of the run in `run_dir` (see `from_file`)."""
+        return cls.from_file(Path(run_dir) / MANIFEST_NAME)
 
     def with_updates(self, **changes: Any) -> Manifest:
         return replace(self, **changes)

@@ -6,37 +6,64 @@ each value a DTensor whose local piece is one rank's slice along its ``Shard`` d
 
 The shards are pickles. They are loaded with ``torch.load(weights_only=True)`` and an explicit allow-list
 of the classes a DTensor checkpoint contains, so loading one can never run arbitrary code.
+
+The layout (`world_size`, `model_shard_paths`) is read without torch: the run reader uses it to tell
+whether a save is complete, and importing torch with its DTensor classes costs 1.2-1.5 s, which a push
+that rebuilds no adapter never pays.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor
-from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
-from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+from typing import TYPE_CHECKING
 
 from hubkit.errors import CheckpointError
-from hubkit.runs.verl import model_shard_paths, world_size
 
-# Everything a pickled FSDP2 DTensor refers to besides plain tensors (torch 2.13). Nothing else is allowed.
-DTENSOR_SAFE_GLOBALS: list[object] = [
-    DTensor,
-    DTensorSpec,
-    TensorMeta,
-    DeviceMesh,
-    Shard,
-    Replicate,
-    Partial,
-    ShardOrderEntry,
-    torch.Size,
-]
+if TYPE_CHECKING:
+    import torch
+
+FSDP_CONFIG = "fsdp_config.json"
+
+
+def world_size(actor_dir: Path) -> int | None:
+    """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json`` (None: not readable)."""
+    try:
+        config = json.loads((actor_dir / FSDP_CONFIG).read_text())
+    except (OSError, ValueError):
+        return None
+    size = config.get("world_size") if isinstance(config, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
+    """The model shard files of every rank, in rank order (they may not all exist)."""
+    return [actor_dir / f"model_world_size_{size}_rank_{rank}.pt" for rank in range(size)]
+
+
+def _dtensor_safe_globals() -> list[object]:
+    """Everything a pickled FSDP2 DTensor refers to besides plain tensors (torch 2.13). Nothing else is allowed."""
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+
+    return [
+        DTensor,
+        DTensorSpec,
+        TensorMeta,
+        DeviceMesh,
+        Shard,
+        Replicate,
+        Partial,
+        ShardOrderEntry,
+        torch.Size,
+    ]
 
 
 @contextmanager
@@ -47,7 +74,9 @@ def _dtensor_globals() -> Iterator[None]:
     level = mesh_logger.level
     mesh_logger.setLevel(logging.ERROR)
     try:
-        with torch.serialization.safe_globals(DTENSOR_SAFE_GLOBALS):
+        import torch
+
+        with torch.serialization.safe_globals(_dtensor_safe_globals()):
             yield
     finally:
         mesh_logger.setLevel(level)
@@ -60,6 +89,10 @@ def is_lora_key(key: str) -> bool:
 
 def _local_piece(value: object, key: str, label: str) -> tuple[int | None, torch.Tensor]:
     """(shard dim or None when replicated, this rank's tensor) of one state-dict value."""
+    import torch
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.placement_types import Shard
+
     if isinstance(value, DTensor):
         placements = value.placements
         if len(placements) != 1:
@@ -88,6 +121,8 @@ def load_lora_tensors(actor_dir: Path, label: str) -> dict[str, torch.Tensor]:
         CheckpointError: no ``fsdp_config.json``, a missing shard, a shard that is not a plain DTensor
             checkpoint (unknown classes are refused, never unpickled), or no LoRA weights at all.
     """
+    import torch
+
     size = world_size(actor_dir)
     if size is None:
         raise CheckpointError(

@@ -1,10 +1,11 @@
 """Content hashes of files as the Hub names them, computed once per version of a file.
 
-The Hub names an LFS file by the sha256 of its content and a regular file by its git blob sha1. A file
-is hashed once per version, a version being its identity on disk (device, inode, size, mtime): hashes
-computed while a file was read for another reason (an adapter validated in one read) are remembered
-here, and `hash_file` reads a file only when no hash of that version is known. Large files get no git
-sha1 unless asked for: the Hub stores them in LFS, where only the sha256 names them.
+The Hub names an LFS file by the sha256 of its content and a regular file by its git blob sha1. Within
+one push (or one watch, or one training run's pushes) a file is hashed once per version, a version being
+its identity on disk (device, inode, size, mtime): each push owns a `FileHashCache`, hashes computed
+while a file was read for another reason (an adapter validated in one read) are remembered in it, and
+it reads a file only when no hash of that version is known. Large files get no git sha1 unless asked
+for: the Hub stores them in LFS, where only the sha256 names them.
 """
 
 from __future__ import annotations
@@ -58,25 +59,35 @@ class FileVersion:
         return cls(stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
-class _KnownHashes:
-    """Hashes of file versions seen in this process (bounded; least recently used dropped first)."""
+class FileHashCache:
+    """Hashes of the file versions one push has seen (bounded; least recently used dropped first).
+
+    Thread-safe: adapters are read and remembered on several threads at once.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._hashes: OrderedDict[FileVersion, FileHashes] = OrderedDict()
 
-    def get(self, version: FileVersion) -> FileHashes | None:
+    def _get(self, version: FileVersion) -> FileHashes | None:
         with self._lock:
             hashes = self._hashes.get(version)
             if hashes is not None:
                 self._hashes.move_to_end(version)
             return hashes
 
-    def clear(self) -> None:
-        with self._lock:
-            self._hashes.clear()
+    def remember(self, version: FileVersion, hashes: FileHashes) -> None:
+        """Record the hashes of one file version, computed elsewhere (e.g. while validating it).
 
-    def put(self, version: FileVersion, hashes: FileHashes) -> None:
+        Args:
+            version: the file's version when its bytes were read.
+            hashes: their hashes; `hashes.size` must equal `version.size`.
+
+        Raises:
+            ValueError: the sizes differ.
+        """
+        if hashes.size != version.size:
+            raise ValueError(f"hashes of {hashes.size} bytes cannot describe a {version.size}-byte file")
         with self._lock:
             known = self._hashes.get(version)
             if known is not None and known.git_sha1 is not None and hashes.git_sha1 is None:
@@ -86,23 +97,26 @@ class _KnownHashes:
             while len(self._hashes) > _REMEMBERED_VERSIONS:
                 self._hashes.popitem(last=False)
 
+    def hash_file(self, path: Path, *, git_sha1: bool | None = None) -> FileHashes:
+        """The hashes of a file on disk, read only if this version's are not known yet.
 
-_known = _KnownHashes()
+        Args:
+            path: the file (symlinks followed).
+            git_sha1: compute the git blob sha1 too; None means only for small files (below
+                `EAGER_GIT_SHA1_BYTES`).
 
-
-def remember_hashes(version: FileVersion, hashes: FileHashes) -> None:
-    """Record the hashes of one file version, computed elsewhere (e.g. while validating it).
-
-    Args:
-        version: the file's version when its bytes were read.
-        hashes: their hashes; `hashes.size` must equal `version.size`.
-
-    Raises:
-        ValueError: the sizes differ.
-    """
-    if hashes.size != version.size:
-        raise ValueError(f"hashes of {hashes.size} bytes cannot describe a {version.size}-byte file")
-    _known.put(version, hashes)
+        Raises:
+            OSError: the file cannot be read.
+        """
+        version = FileVersion.of(path)
+        want_git = version.size < EAGER_GIT_SHA1_BYTES if git_sha1 is None else git_sha1
+        known = self._get(version)
+        if known is not None and (known.git_sha1 is not None or not want_git):
+            return known
+        hashes = _read_hashes(path, version.size, want_git)
+        if FileVersion.of(path) == version and hashes.size == version.size:  # not rewritten while read
+            self.remember(version, hashes)
+        return hashes
 
 
 def hash_bytes(data: bytes) -> FileHashes:
@@ -113,28 +127,13 @@ def hash_bytes(data: bytes) -> FileHashes:
 
 
 def hash_file(path: Path, *, git_sha1: bool | None = None) -> FileHashes:
-    """The hashes of a file on disk, read only if this version's are not known yet.
-
-    Args:
-        path: the file (symlinks followed).
-        git_sha1: compute the git blob sha1 too; None means only for small files (below
-            `EAGER_GIT_SHA1_BYTES`).
-
-    Returns:
-        Its hashes.
+    """The hashes of a file on disk, read now (see `FileHashCache.hash_file` to read each version once).
 
     Raises:
         OSError: the file cannot be read.
     """
-    version = FileVersion.of(path)
-    want_git = version.size < EAGER_GIT_SHA1_BYTES if git_sha1 is None else git_sha1
-    known = _known.get(version)
-    if known is not None and (known.git_sha1 is not None or not want_git):
-        return known
-    hashes = _read_hashes(path, version.size, want_git)
-    if FileVersion.of(path) == version and hashes.size == version.size:  # not rewritten while it was read
-        _known.put(version, hashes)
-    return hashes
+    size = path.stat().st_size
+    return _read_hashes(path, size, size < EAGER_GIT_SHA1_BYTES if git_sha1 is None else git_sha1)
 
 
 def _read_hashes(path: Path, size: int, git_sha1: bool) -> FileHashes:
@@ -148,8 +147,3 @@ def _read_hashes(path: Path, size: int, git_sha1: bool) -> FileHashes:
                 git.update(chunk)
             read += len(chunk)
     return FileHashes(size=read, sha256=sha256.hexdigest(), git_sha1=git.hexdigest() if git else None)
-
-
-def forget_known_hashes() -> None:
-    """Forget every hash computed so far (what a new process knows)."""
-    _known.clear()

@@ -2,8 +2,9 @@
 
 A saved adapter is a folder with ``adapter_config.json`` and ``adapter_model.safetensors`` whose keys are
 ``base_model.model.<module>.lora_A.weight`` (r × in) and ``...lora_B.weight`` (out × r). Publishing
-(`hubkit.adapters`) and merging (`hubkit.merge.lora_adapter`) both read adapters through this module, so
-the same defect gives the same error on both paths.
+(`hubkit.adapters`), merging (`hubkit.merge.lora_adapter`), the run readers and evaluation all read
+adapters through this module, so the same defect gives the same error on every path. Nothing else in
+hubkit parses ``adapter_config.json``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import AdapterError
-from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
+from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 if TYPE_CHECKING:
     import torch
@@ -50,6 +51,10 @@ def normalize_key(key: str) -> str:
     return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
 
 
+def _parse_config(path: Path) -> object:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     """The adapter's ``adapter_config.json`` as a dict.
 
@@ -58,7 +63,7 @@ def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     """
     path = adapter_dir / ADAPTER_CONFIG
     try:
-        config = json.loads(path.read_text())
+        config = _parse_config(path)
     except FileNotFoundError as e:
         raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -66,6 +71,51 @@ def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object: re-save the adapter")
     return config
+
+
+def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
+    """``adapter_config.json`` when it is there and whole, else None (a save may be in progress).
+
+    For readers that only look (which base, which rank); publishing reads with `read_adapter_config`.
+    """
+    try:
+        config = _parse_config(adapter_dir / ADAPTER_CONFIG)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def is_valid_alpha(alpha: object) -> bool:
+    """Whether `alpha` is a ``lora_alpha`` PEFT can use: a positive number (0 makes a no-op adapter)."""
+    return isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha > 0
+
+
+def checked_alpha(alpha: object, label: str) -> int | float:
+    """`alpha`, unchanged, when it is a usable ``lora_alpha``.
+
+    Raises:
+        AdapterError: it is missing, zero, negative or not a number.
+    """
+    if not is_valid_alpha(alpha):
+        raise AdapterError(
+            f"{label}: lora_alpha is {alpha!r}: the adapter would load as a no-op; set the real alpha"
+        )
+    return alpha  # type: ignore[return-value]
+
+
+def rank_and_alpha(config: dict[str, Any]) -> tuple[int, int | float] | None:
+    """The adapter's default ``r`` and ``lora_alpha`` (as saved), or None when either is missing or unusable."""
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(r, int) or isinstance(r, bool) or r <= 0 or not is_valid_alpha(alpha):
+        return None
+    return r, alpha  # type: ignore[return-value]
+
+
+def max_rank(config: dict[str, Any]) -> int | None:
+    """The largest rank any module of the adapter has: ``r`` and every ``rank_pattern`` value."""
+    ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+    ranks = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r > 0]
+    return max(ranks, default=None)
 
 
 def read_weights_header(adapter_dir: Path, label: str) -> SafetensorsHeader:

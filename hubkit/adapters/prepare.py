@@ -4,9 +4,9 @@
 FSDP shards) into a directory holding exactly ``adapter_config.json`` + ``adapter_model.safetensors`` in PEFT
 form, and refuses adapters that would not load or would load as a no-op. `check_against_base` then checks
 its module names and shapes against the base model's Linear layers, from the base's ``config.json``
-alone (`hubkit.base_linears`; no weights downloaded).
+alone (`hubkit.adapters.base_check`; no weights downloaded).
 
-A saved adapter is read once (`hubkit.adapter_weights.scan_weights`: every tensor checked, the file
+A saved adapter is read once (`hubkit.adapters.scan.scan_weights`: every tensor checked, the file
 hashed) and only its config is rewritten: the weights file itself is published (linked into the
 output directory) unless its keys are not PEFT's, and a later push of the same file reads none of
 its tensors again (the run directory remembers the read).
@@ -18,48 +18,37 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
-from hubkit.adapter_weights import Verdict, VerdictCache, rewritten_header, scan_weights
-from hubkit.base_linears import linear_shapes
-from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
-from hubkit.hashing import FileHashes, FileVersion, hash_file, remember_hashes
-from hubkit.manifest import LoraSettings
-from hubkit.peft_adapter import (
+from hubkit.adapters.checks import check_alpha, check_targets, refuse_empty
+from hubkit.adapters.scan import Verdict, VerdictCache, rewritten_header, scan_weights
+from hubkit.errors import AdapterError, CheckpointError
+from hubkit.formats.peft import (
     ADAPTER_CONFIG,
     ADAPTER_FILES,
     ADAPTER_WEIGHTS,
-    LoraPair,
     lora_pairs,
     normalize_key,
     parse_lora_key,
     read_adapter_config,
+    read_saved_adapter_config,
     read_weights_header,
 )
+from hubkit.formats.safetensors import SafetensorsHeader
+from hubkit.hub.hashing import FileHashes, FileVersion, hash_file
+from hubkit.runs.manifest import LoraSettings
 from hubkit.runs.model import Checkpoint, Run
-from hubkit.runs.verl import lora_from_meta
-from hubkit.safetensors_header import SafetensorsHeader
-
-if TYPE_CHECKING:
-    import torch
 
 logger = logging.getLogger(__name__)
 
 # Adapters read at once by `prepare_adapters` (at most one per core).
 _PREPARE_WORKERS = 4
-# Passing checks of adapter files against a base config, kept in the run directory (never published).
-BASE_CHECKS_DIR = Path(".hubkit") / "base-checks"
-# The Linear shapes of each base config, kept there too: a layout hubkit cannot read off the config is
-# built on the meta device by transformers, whose import and model code cost seconds.
-BASE_SHAPES_DIR = Path(".hubkit") / "base-shapes"
 
 
 @dataclass(frozen=True)
@@ -90,70 +79,6 @@ class PreparedAdapter:
         return sum((self.dir / name).stat().st_size for name in ADAPTER_FILES)
 
 
-# --- validation -----------------------------------------------------------------------------------
-
-
-def _refuse_empty(label: str) -> NoReturn:
-    raise AdapterError(
-        f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
-        "it would load as a no-op"
-    )
-
-
-def _checked_pairs(
-    tensors: dict[str, torch.Tensor], config: dict[str, Any], label: str
-) -> dict[str, LoraPair]:
-    """The adapter's LoRA pairs (see `hubkit.peft_adapter.lora_pairs`), refusing NaN/Inf and no-op adapters."""
-    import torch
-
-    if not tensors:
-        _refuse_empty(label)
-    for key, tensor in tensors.items():
-        if not torch.isfinite(tensor).all():
-            raise AdapterError(
-                f"{label}: {key} contains NaN or Inf: training diverged at or before this step"
-            )
-    pairs = lora_pairs(tensors, config, label)
-    if all(not pair.lora_b.any() for pair in pairs.values()):
-        raise AdapterError(
-            f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op"
-        )
-    return pairs
-
-
-def _is_targeted(module: str, targets: object) -> bool:
-    """Whether PEFT would put a LoRA layer on `module` for this ``target_modules`` (its matching rules)."""
-    if isinstance(targets, str):
-        return targets == "all-linear" or re.fullmatch(targets, module) is not None
-    if isinstance(targets, list):
-        return any(module == t or module.endswith(f".{t}") for t in targets)
-    return False
-
-
-def _check_targets(pairs: dict[str, Any], config: dict[str, Any], label: str) -> None:
-    """Refuse weights for modules the config does not target: PEFT would silently not load them."""
-    targets = config.get("target_modules")
-    for module in pairs:
-        if not _is_targeted(module, targets):
-            raise AdapterError(
-                f"{label}: module {module} has LoRA weights but target_modules {targets!r} does not include it "
-                "(PEFT would skip them)"
-            )
-
-
-def _alpha(config: dict[str, Any], lora: LoraSettings | None, label: str) -> float:
-    alpha = config.get("lora_alpha")
-    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or alpha <= 0:
-        raise AdapterError(
-            f"{label}: lora_alpha is {alpha!r}: the adapter would load as a no-op; set the real alpha"
-        )
-    if lora is not None and float(alpha) != float(lora.alpha):
-        raise AdapterError(
-            f"{label}: {ADAPTER_CONFIG} says lora_alpha={alpha} but hubkit.json says {lora.alpha}: fix the manifest"
-        )
-    return alpha
-
-
 # --- building the normalized adapter --------------------------------------------------------------
 
 
@@ -173,27 +98,6 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
     if isinstance(normalized.get("target_modules"), set | tuple):
         normalized["target_modules"] = sorted(normalized["target_modules"])
     return normalized
-
-
-def _rebuilt_config(modules: set[str], lora: LoraSettings, run: Run) -> dict[str, Any]:
-    """A LoRA config for tensors rebuilt from verl's shards (verl builds LoRA with these fixed settings)."""
-    return {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": run.manifest.base_model,
-        "revision": run.manifest.base_model_revision,
-        "r": lora.r,
-        "lora_alpha": lora.alpha,
-        "lora_dropout": lora.dropout,
-        "use_rslora": lora.use_rslora,
-        "bias": "none",
-        "target_modules": sorted({module.rsplit(".", 1)[-1] for module in modules}),
-        "inference_mode": True,
-        "fan_in_fan_out": False,
-        "use_dora": False,
-        "init_lora_weights": True,
-        "modules_to_save": None,
-    }
 
 
 @dataclass(frozen=True)
@@ -224,7 +128,7 @@ def _checked_saved_adapter(
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
     header = read_weights_header(adapter_dir, label)
     if not header.tensors:
-        _refuse_empty(label)
+        refuse_empty(label)
     names = {t.name: normalize_key(t.name) for t in header.tensors}
     twice = sorted(name for name, count in Counter(names.values()).items() if count > 1)
     if twice:
@@ -233,8 +137,8 @@ def _checked_saved_adapter(
         )
     # Shapes only: pairing, ranks and targets need no tensor data (nor torch: a push imports it only to merge).
     pairs = lora_pairs({names[t.name]: t for t in header.tensors}, config, label)
-    _check_targets(pairs, config, label)
-    alpha = _alpha(config, lora, label)
+    check_targets(pairs, config, label)
+    alpha = check_alpha(config, lora, label)
     return _SavedAdapter(
         weights=adapter_dir / ADAPTER_WEIGHTS,
         header=header,
@@ -289,7 +193,6 @@ def _publish_saved_adapter(
             if created:
                 shutil.rmtree(out_dir, ignore_errors=True)
             raise
-        remember_hashes(FileVersion.of(target), hashes)
         return hashes
     version = FileVersion.of(saved.weights)
     hashes = scan_weights(saved.weights, saved.header, saved.lora_b, label, alongside_others=alongside_others)
@@ -311,26 +214,6 @@ def _link_saved_weights(
     _link_or_copy(weights, target)
     if FileVersion.of(weights) != version:
         raise AdapterError(f"{label}: {ADAPTER_WEIGHTS} changed while it was published: push again")
-    remember_hashes(FileVersion.of(target), hashes)
-
-
-def _rebuilt_adapter(
-    checkpoint: Checkpoint, run: Run, label: str
-) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
-    # Imported here: only verl runs need torch.distributed's DTensor classes.
-    from hubkit.verl_shards import load_lora_tensors
-
-    actor_dir = checkpoint.path / "actor"
-    lora = lora_from_meta(actor_dir) or run.manifest.lora
-    if lora is None:
-        raise CheckpointError(
-            f"{label}: its adapter must be rebuilt from the FSDP shards but LoRA r/alpha are unknown "
-            "(no lora_train_meta.json): add lora to hubkit.json"
-        )
-    tensors = {normalize_key(k): v for k, v in load_lora_tensors(actor_dir, label).items()}
-    config = _rebuilt_config({parse_lora_key(k)[0] for k in tensors if parse_lora_key(k)}, lora, run)
-    pairs = _checked_pairs(tensors, config, label)
-    return tensors, config, len(pairs)
 
 
 def prepare_adapter(
@@ -374,24 +257,32 @@ def prepare_adapter(
             )
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
-        tensors, config, num_modules = _rebuilt_adapter(checkpoint, run, label)
-        from safetensors.torch import save_file
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        weights = out_dir / ADAPTER_WEIGHTS
-        weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
-        save_file(tensors, weights, metadata={"format": "pt"})
-        _write_config(out_dir, config)
-        return PreparedAdapter(
-            step=checkpoint.step,
-            dir=out_dir,
-            config=config,
-            num_modules=num_modules,
-            rebuilt=True,
-            weights=hash_file(weights),
-        )
+        return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label)
     return _prepared_saved_adapter(
         checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others
+    )
+
+
+def _prepared_rebuilt_adapter(checkpoint: Checkpoint, run: Run, out_dir: Path, label: str) -> PreparedAdapter:
+    """A verl checkpoint's adapter rebuilt from its FSDP shards into `out_dir`."""
+    # Imported here: torch and its DTensor classes cost 1.2-1.5 s, paid only by a verl run that needs it.
+    from safetensors.torch import save_file
+
+    from hubkit.adapters.verl_rebuild import rebuild_adapter
+
+    rebuilt = rebuild_adapter(checkpoint, run, label)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    weights = out_dir / ADAPTER_WEIGHTS
+    weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
+    save_file(rebuilt.tensors, weights, metadata={"format": "pt"})
+    _write_config(out_dir, rebuilt.config)
+    return PreparedAdapter(
+        step=checkpoint.step,
+        dir=out_dir,
+        config=rebuilt.config,
+        num_modules=rebuilt.num_modules,
+        rebuilt=True,
+        weights=hash_file(weights),
     )
 
 
@@ -402,11 +293,11 @@ def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
 def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
     """A digest of what a saved adapter's checks read besides its weights (its config, the run's LoRA
     settings), or None when the config cannot be read (the checks then say why)."""
-    try:
-        config = (adapter_dir / ADAPTER_CONFIG).read_bytes()
-    except OSError:
+    config = read_saved_adapter_config(adapter_dir)
+    if config is None:
         return None
-    return hashlib.sha256(config + b"\0" + repr(run.manifest.lora).encode()).hexdigest()
+    digest = json.dumps(config, sort_keys=True) + "\0" + repr(run.manifest.lora)
+    return hashlib.sha256(digest.encode()).hexdigest()
 
 
 def _remembered_verdict(run: Run, adapter_dir: Path) -> tuple[FileVersion | None, str | None, Verdict | None]:
@@ -487,135 +378,3 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
         finally:
             for future in futures:
                 future.cancel()
-
-
-# --- checking against the base model --------------------------------------------------------------
-
-
-@lru_cache(maxsize=8)
-def download_base_config(
-    base_model: str, revision: str | None, endpoint: str | None, token: str | None
-) -> Path:
-    """The base's ``config.json``, downloaded (into the client's cache) once per process.
-
-    Raises:
-        BaseModelMismatchError: the base model, its revision or its config is not on the Hub.
-    """
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
-
-    try:
-        return Path(
-            hf_hub_download(base_model, "config.json", revision=revision, endpoint=endpoint, token=token)
-        )
-    except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as e:
-        at = f" at revision {revision}" if revision else ""
-        raise BaseModelMismatchError(
-            f"base model {base_model}{at} has no config.json on the Hub: check the base model id"
-        ) from e
-
-
-@lru_cache(maxsize=8)
-def _base_config_key(config_path: Path) -> str:
-    """What a base check depends on besides the adapter file: the config's content, and transformers."""
-    from importlib.metadata import version as installed
-
-    return f"{hashlib.sha256(config_path.read_bytes()).hexdigest()}\n{installed('transformers')}"
-
-
-def _remembered_linear_shapes(run_dir: Path, config_path: Path) -> dict[str, tuple[int, int]]:
-    """`linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
-    path = (
-        run_dir
-        / BASE_SHAPES_DIR
-        / f"{hashlib.sha256(_base_config_key(config_path).encode()).hexdigest()[:32]}.json"
-    )
-    try:
-        linears = json.loads(path.read_text())["linears"]
-        return {str(name): (int(shape[0]), int(shape[1])) for name, shape in linears.items()}
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-        pass  # not remembered yet, or unreadable: built again
-    shapes = linear_shapes(config_path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"linears": shapes}, indent=0) + "\n")
-        os.replace(tmp, path)
-    except OSError as e:
-        logger.debug("could not remember the base model's shapes in the run directory (%s)", e.strerror)
-    return shapes
-
-
-def _base_check_record(run_dir: Path, weights: Path, config_path: Path) -> Path | None:
-    """Where a passing check of this version of `weights` against this base config is remembered."""
-    try:
-        weights_version = FileVersion.of(weights)
-    except OSError:
-        return None  # the check says what is missing
-    key = f"{weights_version}\n{_base_config_key(config_path)}"
-    return run_dir / BASE_CHECKS_DIR / hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def check_against_base(
-    adapter_dir: Path,
-    base_model: str,
-    revision: str | None = None,
-    *,
-    label: str | None = None,
-    endpoint: str | None = None,
-    token: str | None = None,
-    run_dir: Path | None = None,
-) -> None:
-    """Check that every adapted module exists in the base model, with matching shapes.
-
-    Only the base's ``config.json`` is downloaded (``hf_hub_download``); the model is built on the meta
-    device. Repeated checks against the same base reuse that model's shapes.
-
-    Args:
-        adapter_dir: a prepared adapter directory (see `prepare_adapter`).
-        base_model: the base model's Hub id.
-        revision: the base model revision, if pinned.
-        label: how errors name the checkpoint; default the directory name.
-        endpoint: the Hub holding the base model (default: `HF_ENDPOINT`, else huggingface.co).
-        token: the token for that Hub (default: the client's own lookup).
-        run_dir: the adapter's run directory: a passing check is remembered there (`.hubkit/base-checks/`,
-            by weights file version and base config), and that file is not checked against that config again;
-            so are the base's shapes (`.hubkit/base-shapes/`), which are then not built again.
-
-    Raises:
-        BaseModelMismatchError: the base has no config, or a module is missing or has other shapes.
-        AdapterError: the adapter weights file is missing or truncated.
-    """
-    label = label or adapter_dir.name
-    config_path = download_base_config(base_model, revision, endpoint, token)
-    record = (
-        _base_check_record(run_dir, Path(adapter_dir) / ADAPTER_WEIGHTS, config_path) if run_dir else None
-    )
-    if record is not None and record.exists():
-        return
-    header = read_weights_header(Path(adapter_dir), label)
-    linears = _remembered_linear_shapes(run_dir, config_path) if run_dir else linear_shapes(config_path)
-    for tensor in header.tensors:
-        key = tensor.name
-        parsed = parse_lora_key(key)
-        if parsed is None:
-            raise BaseModelMismatchError(f"{label}: {key!r} is not a LoRA weight of a {base_model} module")
-        module, part = parsed
-        if module not in linears:
-            raise BaseModelMismatchError(
-                f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"
-            )
-        in_features, out_features = linears[module]
-        shape = tensor.shape
-        expected_dim, actual_dim = (in_features, shape[1]) if part == "A" else (out_features, shape[0])
-        if actual_dim != expected_dim:
-            raise BaseModelMismatchError(
-                f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
-                f"is {in_features}->{out_features}: was it trained on another base?"
-            )
-    if record is not None:
-        try:
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.touch()
-        except OSError as e:
-            logger.debug("could not remember a base model check in the run directory (%s)", e.strerror)

@@ -13,7 +13,7 @@ as `huggingface_hub.lfs` speaks it: the batch request, one PUT to the URL it ret
 call. An object the Hub already holds comes back without actions and is not sent. A multipart answer
 (a `chunk_size` header) is left to huggingface_hub's `lfs_upload`. Each request is retried as
 huggingface_hub retries its own (`http_backoff`); the caller retries the whole call on top
-(`hubkit.publish.retry`), as it does huggingface_hub's upload.
+(`hubkit.hub.retry`), as it does huggingface_hub's upload.
 """
 
 from __future__ import annotations

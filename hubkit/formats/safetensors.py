@@ -1,4 +1,5 @@
-"""The safetensors header: the one parser hubkit uses, for adapters and for base model shards alike.
+"""The safetensors format: the one header reader and the one header writer hubkit uses, for adapters
+and for base model shards alike, and the one table of its dtypes.
 
 The format is an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape
 and byte range, then the raw bytes. Reading the header tells whether a file is complete (its size must
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,34 @@ DTYPE_SIZES: dict[str, int] = {
     "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
     "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
 }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FloatLayout:
+    """How one floating-point dtype is stored: what checks read its bits with, and what torch calls it.
+
+    Args:
+        torch_name: the `torch` dtype attribute (``torch.bfloat16``).
+        numpy_name: numpy's float type of the same layout, or None where numpy has none (F16 sums too
+            narrowly to be useful, BF16 does not exist in numpy).
+        bits: numpy's unsigned integer of the same width.
+        exponent_mask: the exponent bits, all set for Inf and NaN only.
+        sign_bit: the sign bit.
+    """
+
+    torch_name: str
+    numpy_name: str | None
+    bits: str
+    exponent_mask: int
+    sign_bit: int
+
+
+FLOAT_LAYOUTS: dict[str, FloatLayout] = {
+    "F64": FloatLayout("float64", "float64", "uint64", 0x7FF0_0000_0000_0000, 1 << 63),
+    "F32": FloatLayout("float32", "float32", "uint32", 0x7F80_0000, 1 << 31),
+    "F16": FloatLayout("float16", None, "uint16", 0x7C00, 1 << 15),
+    "BF16": FloatLayout("bfloat16", None, "uint16", 0x7F80, 1 << 15),
+}
 
 # A header larger than this is not a real checkpoint header (safetensors itself caps it at 100 MB).
 MAX_HEADER_BYTES = 100_000_000
@@ -126,3 +156,30 @@ def _tensor_info(path: Path, name: str, entry: object, data_start: int) -> Tenso
     if begin < 0 or nbytes < 0 or (dtype in DTYPE_SIZES and nbytes != numel * DTYPE_SIZES[dtype]):
         raise SafetensorsFormatError(f"{path.name} has a corrupt header entry for {name}")
     return TensorInfo(name=name, dtype=dtype, shape=shape, offset=data_start + begin, nbytes=nbytes)
+
+
+def encode_header(tensors: Iterable[TensorInfo], metadata: Mapping[str, str] | None = None) -> bytes:
+    """The 8-byte length and the JSON header of a file holding `tensors` back to back, in that order.
+
+    Only the tensors' names, dtypes, shapes and sizes are used (their offsets are laid out anew).
+
+    Args:
+        tensors: the tensors, in the order their bytes follow the header.
+        metadata: the ``__metadata__`` strings; none when empty.
+
+    Returns:
+        The bytes that precede the tensor data, padded so that the data starts 8-byte aligned (as the
+        safetensors library writes it).
+    """
+    header: dict[str, object] = {"__metadata__": dict(metadata)} if metadata else {}
+    position = 0
+    for t in tensors:
+        header[t.name] = {
+            "dtype": t.dtype,
+            "shape": list(t.shape),
+            "data_offsets": [position, position + t.nbytes],
+        }
+        position += t.nbytes
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return struct.pack("<Q", len(encoded)) + encoded
