@@ -34,10 +34,10 @@ MODULES = {"model.layers.0.self_attn.q_proj": (64, 64), "model.layers.0.self_att
 RANK = 4
 
 
-
 def _base(base_model: str) -> BaseConfig:
     """The base's config.json from the local Hub, as a push downloads it."""
     return BaseConfig.download(base_model, None, endpoint=None, token=None)
+
 
 def _tensors(key_suffix: str = ".weight") -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
