@@ -13,6 +13,8 @@ from hubkit.cards.base_card import read_base_model_card
 from hubkit.cards.files import adapter_card_files, merged_card_files
 from hubkit.cards.inputs import CardInputs
 from hubkit.errors import CheckpointError, HubkitError, PublishError
+from hubkit.evaluate.results import load_eval
+from hubkit.formats.peft import ADAPTER_FILES, parse_lora_key, read_weights_header
 from hubkit.hub.download import download_repo_file
 from hubkit.runs.model import Checkpoint, Run
 
@@ -21,8 +23,6 @@ MERGED_DIR = "merged"
 
 def adapter_sizes(run: Run) -> dict[int, int]:
     """Bytes of each complete checkpoint's saved adapter (weights + config); steps without one are left out."""
-    from hubkit.formats.peft import ADAPTER_FILES
-
     sizes = {}
     for checkpoint in run.checkpoints:
         adapter_dir = checkpoint.adapter_dir
@@ -33,8 +33,6 @@ def adapter_sizes(run: Run) -> dict[int, int]:
 
 def adapted_modules(checkpoint: Checkpoint) -> int | None:
     """How many modules the checkpoint's saved adapter adapts, or None when it saved no readable adapter."""
-    from hubkit.formats.peft import parse_lora_key, read_weights_header
-
     if checkpoint.adapter_dir is None:
         return None
     try:
@@ -84,8 +82,6 @@ def render_preview(
         CheckpointError: the run has no complete checkpoint yet.
         PublishError: the base model's card cannot be read from `endpoint`.
     """
-    from hubkit.evaluate.results import load_eval
-
     latest = run.latest
     if latest is None:
         raise CheckpointError(f"run {run.manifest.run_id} has no complete checkpoint yet: nothing to preview")

@@ -53,7 +53,7 @@ def card(
     from hubkit.hub.auth import resolve_token
     from hubkit.publish.merged_repo import default_merged_repo_id
     from hubkit.publish.plan import check_repo_id
-    from hubkit.publish.push import repo_name_for_run
+    from hubkit.publish.request import repo_name_for_run
     from hubkit.runs import find_run_dir, load_run
 
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from hubkit.adapters.prepare import prepare_adapter
 from hubkit.errors import EvalError
 from hubkit.runs import Checkpoint, Run
 
@@ -24,8 +25,6 @@ def adapter_dirs(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path)
         if run.framework == "trl" and checkpoint.adapter_dir is not None:
             found[checkpoint.name] = checkpoint.adapter_dir
         else:
-            from hubkit.adapters.prepare import prepare_adapter  # torch: imported only when needed
-
             found[checkpoint.name] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name).dir
     return found
 

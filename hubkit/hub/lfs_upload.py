@@ -25,7 +25,7 @@ from huggingface_hub.lfs import lfs_upload, post_lfs_batch_info
 from huggingface_hub.utils import build_hf_headers, fix_hf_endpoint_in_url, hf_raise_for_status, http_backoff
 
 from hubkit.errors import PublishError
-from hubkit.publish.plan import RepoType
+from hubkit.hub.kinds import RepoType
 
 PIECE_BYTES = 4 * 1024 * 1024
 

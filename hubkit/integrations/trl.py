@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
 
-from hubkit.publish.push import HUB_ENDPOINT, PushReport, PushRequest, PushSession
+from hubkit.publish.push import PushSession
+from hubkit.publish.request import HUB_ENDPOINT, PushReport, PushRequest
 from hubkit.runs.manifest import MANIFEST_NAME
 
 if TYPE_CHECKING:

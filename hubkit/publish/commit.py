@@ -33,6 +33,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.errors import AuthError, PublishError
 from hubkit.hub.hashing import FileHashes
+from hubkit.hub.kinds import RepoType
 from hubkit.hub.lfs_upload import classic_lfs, send_lfs_object
 from hubkit.hub.retry import (
     DEFAULT_RETRY,
@@ -44,7 +45,7 @@ from hubkit.hub.retry import (
     with_retries,
 )
 from hubkit.publish.diff import RepoDiff, is_same_content
-from hubkit.publish.plan import PlannedFile, RepoType
+from hubkit.publish.plan import PlannedFile
 from hubkit.publish.remote import read_remote
 
 logger = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hubkit.publish.push import PushReport, RepoReport
 from hubkit.publish.record import FileStatus
+from hubkit.publish.request import PushReport, RepoReport
 
 
 def human_size(num_bytes: int) -> str:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from hubkit.errors import PublishError
 from hubkit.hub.hashing import FileHashCache, FileHashes, hash_bytes
+from hubkit.hub.kinds import RepoType
 from hubkit.runs.manifest import is_hub_id
-
-RepoType = Literal["model", "dataset", "space"]
 
 
 def _check_path_in_repo(path_in_repo: str) -> None:

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import re
 import tempfile
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +33,7 @@ from hubkit.errors import PublishError
 from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.kinds import RepoType
 from hubkit.publish.adapter_repo import (
     RunFiles,
     check_adapters_against_base,
@@ -46,10 +45,11 @@ from hubkit.publish.adapter_repo import (
 from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge
-from hubkit.publish.plan import PushPlan, RepoPlan, RepoType, check_repo_id
+from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
 from hubkit.publish.record import PushRecord, load_record, remote_from_record, save_record
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.space import default_space_repo_id
 
@@ -57,113 +57,6 @@ if TYPE_CHECKING:
     from hubkit.merge import MergePlan, MergeResult
 
 logger = logging.getLogger(__name__)
-
-HUB_ENDPOINT = "https://huggingface.co"
-
-
-@dataclass(frozen=True)
-class PushRequest:
-    """Everything a push is told: the command line's options, as data.
-
-    Args:
-        run_dir: the run directory.
-        repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
-            else `<token owner>/<run id>`.
-        base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
-        steps: publish only these steps (each must be a complete checkpoint).
-        every: publish only steps that are multiples of this.
-        private: create new repos private.
-        merged: also merge the newest pushed checkpoint and push it to its own repo.
-        merged_repo_id: the merged repo; default `<repo_id>-merged`.
-        space: also create or update the Gradio Space that compares base and checkpoints.
-        space_repo_id: the Space repo; default `<repo_id>-demo`.
-        endpoint: the Hub URL.
-        token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
-        dry_run: build the plan and compare it with the last recorded push; send nothing.
-    """
-
-    run_dir: Path
-    repo_id: str | None = None
-    base_model: str | None = None
-    steps: tuple[int, ...] | None = None
-    every: int | None = None
-    private: bool = False
-    merged: bool = True
-    merged_repo_id: str | None = None
-    space: bool = True
-    space_repo_id: str | None = None
-    endpoint: str = HUB_ENDPOINT
-    token: str | None = field(default=None, repr=False)
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class RepoReport:
-    """What a push did to one repo. `commit_sha` is None when the repo was already up to date."""
-
-    repo_id: str
-    repo_type: str
-    url: str
-    commit_sha: str | None
-    files_uploaded: int
-    bytes_uploaded: int
-    steps: tuple[int, ...]
-
-    @property
-    def unchanged(self) -> bool:
-        return self.commit_sha is None
-
-
-@dataclass(frozen=True)
-class PushReport:
-    """What a push did (or, for a dry run, would do).
-
-    Args:
-        run_id: the run.
-        repo_id: the adapter repo the push chose (from the request, the manifest or the token owner).
-        steps: the checkpoint steps this push published.
-        repos: one report per repo that was pushed (empty for a dry run).
-        plan: the desired files of every repo.
-        records: for a dry run, the last recorded push to each repo from this run directory.
-        notes: things the user should know that are not errors (a repo already public, a merge skipped).
-        finished: whether the run had finished training when it was read.
-    """
-
-    run_id: str
-    repo_id: str
-    steps: tuple[int, ...]
-    repos: tuple[RepoReport, ...]
-    plan: PushPlan
-    records: dict[str, PushRecord | None] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    finished: bool = True
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class PushProgress:
-    """Callbacks a caller can give to show progress; the library never prints.
-
-    Args:
-        stage: a one-line description of the step starting now ("Merging step 40 into ...").
-        merge: (bytes done, total bytes) while merging.
-        upload_started: the total bytes the push will upload.
-        uploaded: bytes just uploaded.
-    """
-
-    stage: Callable[[str], None] = lambda _message: None
-    merge: Callable[[int, int], None] | None = None
-    upload_started: Callable[[int], None] = lambda _total: None
-    uploaded: Callable[[int], None] = lambda _bytes: None
-
-
-def repo_name_for_run(run_id: str) -> str:
-    """`run_id` made into a valid Hub repo name (letters, digits, `-`, `_`, `.`; at most 96 characters)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id)
-    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).strip("-.")[:96].rstrip("-.")
-    if not name:
-        raise PublishError(f"run id {run_id!r} gives no valid repo name: pass --repo-id OWNER/NAME")
-    return name
 
 
 @dataclass(frozen=True)

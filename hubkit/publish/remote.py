@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
+from hubkit.hub.kinds import RepoType
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
-from hubkit.publish.plan import RepoType
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from hubkit.publish.push import PushProgress, PushReport, PushRequest, PushSession
+from hubkit.publish.push import PushSession
+from hubkit.publish.request import PushProgress, PushReport, PushRequest
+from hubkit.runs import load_run, select_checkpoints
 
 
 def watch_run(
@@ -33,8 +35,6 @@ def watch_run(
     Raises:
         HubkitError: as `push_run`; also a listed step the finished run never saved.
     """
-    from hubkit.runs import load_run, select_checkpoints
-
     if request.dry_run:
         raise ValueError("a watch pushes: it cannot be a dry run")
     last: PushReport | None = None

@@ -1,6 +1,6 @@
 """Run hubkit's verl reward manager and advantage estimator through verl 0.6.1's own code paths.
 
-Runs in verl's environment (.venv-verl). Loads ``hubkit/rewards/verl_reward.py`` the way verl does
+Runs in verl's environment (.venv-verl). Loads ``hubkit/integrations/verl_reward.py`` the way verl does
 (``load_reward_manager`` with ``custom_reward_function.path``), scores a real `DataProto` with
 ``compute_reward``, and computes advantages with ``ray_trainer.compute_advantage`` for the estimator
 named on the command line. Writes what it saw as JSON for the test to compare with hubkit's core.

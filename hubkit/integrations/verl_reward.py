@@ -49,10 +49,11 @@ from verl.workers.reward_manager import register
 from verl.workers.reward_manager.abstract import AbstractRewardManager
 from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
 
-from hubkit.errors import RewardSpecError
+from hubkit.errors import ManifestError, RewardSpecError
 from hubkit.rewards.aggregate import group_normalize
 from hubkit.rewards.build import BuiltReward, RewardInputs, build
 from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.manifest import Manifest
 
 NAME = "hubkit"  # the reward manager's and the estimator's registered name
 
@@ -107,9 +108,6 @@ def load_spec(spec: Any = None, spec_file: str | None = None) -> RewardSpec:
 
 def _manifest_reward(data: dict[str, Any], spec_file: str) -> RewardSpec:
     """The reward a run manifest records, read through `Manifest` like every hubkit.json."""
-    from hubkit.errors import ManifestError
-    from hubkit.runs.manifest import Manifest  # imported here: the runs package is not needed otherwise
-
     try:
         reward = Manifest.from_dict(data).reward
     except ManifestError as e:
