@@ -3,7 +3,6 @@ local Hub, and logits of every prepared adapter of the real TRL and verl runs.""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import shutil
@@ -14,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures_runs import copy_verl_run, verl_reference_dir
+from helpers import logits, sha256_of
 from safetensors.torch import load_file, save_file
-from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.adapters.prepare import prepare_adapter, prepare_adapters
@@ -27,6 +26,7 @@ from hubkit.formats.safetensors import read_header
 from hubkit.hub.hashing import hash_file
 from hubkit.runs import Checkpoint, load_run
 from hubkit.runs.manifest import LoraSettings, Manifest
+from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 BASE_ID = "hubkit-test/tiny-qwen3"
 # Shapes of the tiny Qwen3 (hidden 64, 4 q heads and 2 kv heads of 16): q_proj 64->64, k_proj 64->32.
@@ -74,12 +74,15 @@ def _trl_run(
     Manifest(
         run_id="handmade", framework="trl", base_model=BASE_ID, base_model_revision="main", lora=lora
     ).save(run_dir)
-    checkpoint = run_dir / "checkpoint-1"
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 1, "log_history": []}))
-    save_file(_tensors() if tensors is None else tensors, checkpoint / "adapter_model.safetensors")
-    (checkpoint / "adapter_config.json").write_text(json.dumps(_config() if config is None else config))
-    return checkpoint
+    return write_checkpoint(
+        run_dir,
+        1,
+        base_model=BASE_ID,
+        tensors=_tensors() if tensors is None else tensors,
+        config=_config() if config is None else config,
+        state={"global_step": 1, "log_history": []},
+        training_state=False,
+    )
 
 
 def _prepare(run_dir: Path, out: Path, alongside_others: bool = False):
@@ -254,10 +257,6 @@ def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
 # --- one read: the data checked and the file hashed; the saved file published as it is ------------------
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_weights_saved_in_peft_form_are_published_as_saved_and_hashed_in_the_read_that_checks_them(
     tmp_path: Path,
 ) -> None:
@@ -266,20 +265,23 @@ def test_weights_saved_in_peft_form_are_published_as_saved_and_hashed_in_the_rea
     published = prepared.dir / "adapter_model.safetensors"
     assert prepared.saved_weights_published
     assert published.read_bytes() == saved.read_bytes()
-    assert (prepared.weights.size, prepared.weights.sha256) == (saved.stat().st_size, _sha256(saved))
+    assert (prepared.weights.size, prepared.weights.sha256) == (saved.stat().st_size, sha256_of(saved))
     assert hash_file(published).sha256 == prepared.weights.sha256
 
 
 def test_keys_outside_peft_form_are_rewritten_around_the_saved_tensor_bytes(tmp_path: Path) -> None:
     saved = _trl_run(tmp_path / "run", tensors=_tensors(".default.weight")) / "adapter_model.safetensors"
-    before = _sha256(saved)
+    before = sha256_of(saved)
     prepared = _prepare(tmp_path / "run", tmp_path / "out")
     published = prepared.dir / "adapter_model.safetensors"
     assert not prepared.saved_weights_published
-    assert (prepared.weights.size, prepared.weights.sha256) == (published.stat().st_size, _sha256(published))
+    assert (prepared.weights.size, prepared.weights.sha256) == (
+        published.stat().st_size,
+        sha256_of(published),
+    )
     tensors, expected = load_file(published), _tensors()
     assert sorted(tensors) == sorted(expected) and all(torch.equal(tensors[k], expected[k]) for k in expected)
-    assert _sha256(saved) == before
+    assert sha256_of(saved) == before
 
 
 def test_preparing_into_a_used_directory_never_writes_through_to_a_saved_checkpoint(tmp_path: Path) -> None:
@@ -312,7 +314,7 @@ def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
     # Saved again with a diverged tensor, at the same size: read (and refused) again.
     tensors = _tensors()
     _with_nan(tensors)
-    save_file(tensors, weights)
+    save_file(tensors, weights, metadata={"format": "pt"})  # as the first save
     assert weights.stat().st_size == first.weights.size
     with pytest.raises(AdapterError, match="NaN or Inf"):
         _prepare(tmp_path / "run", tmp_path / "out-3")
@@ -368,7 +370,7 @@ def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert hashes.sha256 == _sha256(path)
+    assert hashes.sha256 == sha256_of(path)
     assert peak < path.stat().st_size / 4, (
         f"{peak} bytes held while reading a {path.stat().st_size}-byte file"
     )
@@ -391,7 +393,7 @@ def test_adapters_read_together_are_hashed_on_their_reading_threads_and_one_new_
     assert sorted(reads) == [(f"checkpoint-{s}", True) for s in (1, 2, 3)]
     for adapter in first:
         saved = run_dir / f"checkpoint-{adapter.step}" / "adapter_model.safetensors"
-        assert adapter.weights.sha256 == _sha256(saved)
+        assert adapter.weights.sha256 == sha256_of(saved)
     reads.clear()
     write_checkpoint(run_dir, 4, base_model=BASE_ID, shapes=TINY_SHAPES)
     run = load_run(run_dir)
@@ -510,11 +512,6 @@ def test_check_against_base_refuses_missing_base(tmp_path: Path, local_hub) -> N
 # --- real runs: logits ----------------------------------------------------------------------------
 
 
-def _logits(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids=input_ids).logits
-
-
 @pytest.fixture(scope="module")
 def tiny_base(tiny_qwen3):
     """A loader of fresh copies of the tiny base (PEFT wraps the model it is given in place)."""
@@ -534,7 +531,7 @@ def test_trl_prepared_adapters_match_the_saved_checkpoints(
 
     run = load_run(trl_run_dir)
     input_ids = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 488, 220, 18, 30, 151645]])
-    base_logits = _logits(tiny_base(), input_ids)
+    base_logits = logits(tiny_base(), input_ids)
     for checkpoint in run.checkpoints:
         prepared = prepare_adapter(run, checkpoint, tmp_path / checkpoint.name)
         assert not prepared.rebuilt and prepared.num_modules == 2 * 7  # 2 layers x 7 projections
@@ -543,8 +540,8 @@ def test_trl_prepared_adapters_match_the_saved_checkpoints(
         assert saved_config["base_model_name_or_path"] != run.manifest.base_model  # TRL saved the local path
         check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         assert str(tiny_qwen3.local_dir) not in (prepared.dir / "adapter_config.json").read_text()
-        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
-        trained = _logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
+        published = logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
+        trained = logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
         assert torch.equal(published, trained)
         assert (published - base_logits).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
 
@@ -553,7 +550,7 @@ def _verl_reference(run_dir: Path, checkpoint: Checkpoint) -> dict[str, torch.Te
     return torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt")
 
 
-def _assert_verl_logits(
+def _assert_verllogits(
     run_dir: Path, run, tmp_path: Path, tiny_base, expect_rebuilt: dict[int, bool]
 ) -> None:
     from peft import PeftModel
@@ -565,8 +562,8 @@ def _assert_verl_logits(
         assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
         check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         reference = _verl_reference(run_dir, checkpoint)
-        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
-        base = _logits(tiny_base(), reference["input_ids"])
+        published = logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
+        base = logits(tiny_base(), reference["input_ids"])
         # The reference was computed by the sharded model under transformers 4.x: equal up to float rounding.
         torch.testing.assert_close(published, reference["logits"], atol=1e-5, rtol=1e-5)
         assert (published - base).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
@@ -577,7 +574,7 @@ def _assert_verl_logits(
 def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
     run = load_run(verl_run_dir)
     assert [c.step for c in run.checkpoints] == [2, 4]
-    _assert_verl_logits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
+    _assert_verllogits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
     for checkpoint in run.checkpoints:  # the shards hold exactly the adapter verl saved on rank 0
         saved = load_file(checkpoint.adapter_dir / "adapter_model.safetensors")
         rebuilt = {normalize_key(k): v for k, v in load_lora_tensors(checkpoint.path / "actor", "x").items()}
@@ -593,7 +590,7 @@ def test_verl_empty_adapter_is_rebuilt_from_shards(
     run_dir = verl_empty_adapter_run_dir
     empty = run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors"
     assert empty.stat().st_size == 16  # what verl 0.6.1 writes with PEFT >= 0.21
-    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
 
 
 @pytest.mark.slow
@@ -608,7 +605,7 @@ def test_verl_missing_adapter_is_rebuilt_with_lora_train_meta(
     run = load_run(plain / "checkpoints", base_model=tiny_qwen3.repo_id)
     assert run.manifest.lora is not None and (run.manifest.lora.r, run.manifest.lora.alpha) == (8, 16)
     assert all(c.adapter_dir is None for c in run.checkpoints)
-    _assert_verl_logits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
+    _assert_verllogits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
 
 
 @pytest.mark.slow
@@ -643,4 +640,4 @@ def test_verl_alpha_zero_adapter_is_rebuilt_with_the_real_alpha(
     config = json.loads(config_path.read_text())
     config.update(lora_alpha=0, task_type=None)
     config_path.write_text(json.dumps(config))
-    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})

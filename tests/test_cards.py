@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from synthetic_runs import push_argv, run_cli
+from eval_results import write_eval
+from helpers import push_argv, run_cli
 
 from hubkit.cards import (
     BaseModelCard,
@@ -33,14 +34,8 @@ from hubkit.cards.metrics import key_metric_series
 from hubkit.errors import PublishError, RewardSpecError
 from hubkit.evaluate.results import (
     Contamination,
-    EvalSummary,
-    GenerationInfo,
-    MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
     load_eval,
-    save_eval,
 )
 from hubkit.release.manifest import read_release_reward
 from hubkit.rewards import gsm8k
@@ -97,35 +92,13 @@ def _write_eval(run_dir: Path, run_id: str, steps: tuple[int, ...]) -> None:
             tokens = 40 - index if step is None else 20 + index
             answer = f"<reasoning>\nstep {step} thinks\n</reasoning>\n<answer>\n{'9' if wrong else reference}\n</answer>"
             samples.append(Sample(name, step, index, problem, reference, answer, not wrong, tokens, False))
-    models = tuple(
-        ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, *steps)
-    )
-    summary = EvalSummary(
+    write_eval(
+        run_dir,
+        samples,
         run_id=run_id,
-        created_at="2026-03-01T12:00:00Z",
-        metric=MetricInfo("gsm8k_correctness", "the last number of the <answer> block equals the reference"),
-        problems=ProblemsInfo(
-            source="openai/gsm8k",
-            split="test",
-            revision="main",
-            n=len(PROBLEMS),
-            sha256="ab" * 32,
-            contamination=Contamination(checked=True, overlap=0, train_problems=len(TRAIN_HASHES)),
-        ),
-        generation=GenerationInfo(
-            backend="transformers",
-            max_new_tokens=12,
-            temperature=0.0,
-            top_p=1.0,
-            do_sample=False,
-            seed=0,
-            batch_size=8,
-            chat_template="{{ messages }}",
-            system_prompt=gsm8k.SYSTEM_PROMPT,
-        ),
-        models=models,
+        problems={"n": len(PROBLEMS), "contamination": Contamination(True, 0, len(TRAIN_HASHES))},
+        generation={"system_prompt": gsm8k.SYSTEM_PROMPT},
     )
-    save_eval(run_dir, summary, samples)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from eval_results import eval_summary
 from fixtures_runs import copy_verl_run
 
 from hubkit.errors import ContaminationError, EvalError
@@ -28,11 +29,6 @@ from hubkit.evaluate.problems import (
 )
 from hubkit.evaluate.results import (
     Contamination,
-    EvalSummary,
-    GenerationInfo,
-    MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
     wilson_interval,
 )
@@ -365,15 +361,7 @@ def test_results_round_trip_and_pick_the_best_checkpoint(tmp_path: Path) -> None
     }
     lengths = {None: [100, 90, 80, 70], 10: [60, 50, 40, 30], 20: [20, 30, 40, 100]}
     samples = [_sample(s, i, verdicts[s][i], lengths[s][i]) for s in verdicts for i in range(4)]
-    models = tuple(ModelResult.from_samples(s, [x for x in samples if x.step == s]) for s in verdicts)
-    summary = EvalSummary(
-        run_id="run",
-        created_at="2026-03-01T12:00:00Z",
-        metric=MetricInfo("gsm8k_correctness", "d"),
-        problems=ProblemsInfo("openai/gsm8k", "test", "abc", 4, "f" * 64, Contamination(True, 0, 7473)),
-        generation=GenerationInfo("transformers", 100, 0.0, 1.0, False, 0, 8, "{{ messages }}", None),
-        models=models,
-    )
+    summary = eval_summary("run", samples, generation={"max_new_tokens": 100})
     assert load_eval(tmp_path) is None
     save_eval(tmp_path, summary, samples)
     results = load_eval(tmp_path)
@@ -398,7 +386,7 @@ def test_results_round_trip_and_pick_the_best_checkpoint(tmp_path: Path) -> None
         "generation",
         "models",
     ]
-    assert raw["models"][1]["ci95"] == list(models[1].ci95)
+    assert raw["models"][1]["ci95"] == list(summary.models[1].ci95)
     raw["schema_version"] = 2
     (tmp_path / "eval" / "results.json").write_text(json.dumps(raw))
     with pytest.raises(EvalError, match="newer than this hubkit"):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
+from helpers import chat_logits, run_cli
 from peft import PeftModel
-from synthetic_runs import chat_logits, run_cli
 from transformers import AutoModelForCausalLM
 
 from hubkit.runs import load_run

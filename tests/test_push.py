@@ -15,23 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic_runs import (
-    TINY_SHAPES,
-    commit_ids,
-    make_run,
-    push_adapters,
-    push_argv,
-    qwen3_shapes,
-    run_cli,
-    write_checkpoint,
-    write_requests,
-)
+from helpers import commit_ids, logits, push_adapters, push_argv, run_cli, write_requests
 
 from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
 from hubkit.runs import load_run
+from hubkit.testing.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,11 +33,6 @@ def synthetic_run(tmp_path: Path, tiny_qwen3) -> Path:
 
 
 # --- real runs: every step loads back with PEFT --------------------------------------------------
-
-
-def _logits(model, input_ids: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids).logits
 
 
 def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: Path) -> None:
@@ -60,18 +46,18 @@ def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: 
     def base():
         return AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
 
-    base_logits = _logits(base(), input_ids)
+    base_logits = logits(base(), input_ids)
     for adapter in local:
         published = PeftModel.from_pretrained(
             base(), repo_id, subfolder=f"checkpoints/global_step_{adapter.step}"
         )
         expected = PeftModel.from_pretrained(base(), adapter.dir)
-        got = _logits(published.eval(), input_ids)
-        torch.testing.assert_close(got, _logits(expected.eval(), input_ids), rtol=0, atol=0)
+        got = logits(published.eval(), input_ids)
+        torch.testing.assert_close(got, logits(expected.eval(), input_ids), rtol=0, atol=0)
         assert not torch.allclose(got, base_logits), f"step {adapter.step} loads as a no-op"
-    root = _logits(PeftModel.from_pretrained(base(), repo_id).eval(), input_ids)
+    root = logits(PeftModel.from_pretrained(base(), repo_id).eval(), input_ids)
     last = PeftModel.from_pretrained(base(), local[-1].dir).eval()
-    torch.testing.assert_close(root, _logits(last, input_ids), rtol=0, atol=0)
+    torch.testing.assert_close(root, logits(last, input_ids), rtol=0, atol=0)
 
 
 def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path, model_dir: Path) -> None:
@@ -118,9 +104,9 @@ def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, tiny_qwen3) 
     for checkpoint in load_run(run_dir).checkpoints:
         reference = torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt", weights_only=True)
         base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
-        base_logits = _logits(base, reference["input_ids"])
+        base_logits = logits(base, reference["input_ids"])
         model = PeftModel.from_pretrained(base, repo_id, subfolder=f"checkpoints/{checkpoint.name}").eval()
-        got = _logits(model, reference["input_ids"])
+        got = logits(model, reference["input_ids"])
         torch.testing.assert_close(got, reference["logits"], rtol=1e-4, atol=1e-4)
         assert not torch.allclose(got, base_logits, atol=1e-4), f"{checkpoint.name} loads as a no-op"
 

@@ -24,13 +24,14 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_hub import serve_hub
+from helpers import push_adapters
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
-from synthetic_runs import TINY_SHAPES, make_run, push_adapters
 
 from hubkit.errors import PublishError
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan
 from hubkit.publish import PushReport, PushRequest, PushSession
+from hubkit.testing.runs import TINY_SHAPES, make_run
 
 REPO_ID = "faults/run"
 CLEAN_PUSH_COMMITS = 2  # the repo's first commit, then the push's one

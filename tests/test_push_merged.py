@@ -9,21 +9,14 @@ import time
 from pathlib import Path
 
 import torch
+from helpers import chat_logits, push_argv, run_cli
 from peft import PeftModel
-from synthetic_runs import (
-    TINY_SHAPES,
-    chat_logits,
-    finish_run,
-    make_run,
-    push_argv,
-    run_cli,
-    write_checkpoint,
-)
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 import hubkit.merge
 from hubkit.errors import MergeError
 from hubkit.runs import load_run
+from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 
 def test_push_publishes_the_merged_model_beside_the_adapter_repo(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import push_argv, run_cli
 from safetensors.torch import load_file
-from synthetic_runs import make_run, push_argv, qwen3_shapes, run_cli, write_checkpoint
 
 from hubkit.adapters.prepare import prepare_adapters
 from hubkit.cards import BaseModelCard
@@ -24,6 +24,7 @@ from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
 from hubkit.publish.safety import check_file_contents, check_file_names
 from hubkit.runs import load_run, select_checkpoints
+from hubkit.testing.runs import make_run, qwen3_shapes, write_checkpoint
 
 BASE = "hubkit-test/tiny-qwen3"
 SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)

@@ -10,7 +10,6 @@ from pathlib import Path
 import huggingface_hub.lfs
 import pytest
 from huggingface_hub import CommitOperationAdd
-from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
 import hubkit.adapters.prepare
 import hubkit.hub.hashing
@@ -20,6 +19,7 @@ from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
 from hubkit.publish.plan import PlannedFile
 from hubkit.publish.safety import check_file_names
+from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
 def _client_never_hashes(*_args: object) -> bytes:

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_hub import TEST_NAMESPACE
-from synthetic_runs import finish_run, make_run, push_argv, qwen3_shapes, run_cli
+from helpers import push_argv, run_cli
 
 from hubkit.errors import SpaceError
 from hubkit.evaluate.results import (
@@ -48,6 +48,7 @@ from hubkit.space import (
     space_config_from_hub,
     space_repo_files,
 )
+from hubkit.testing.runs import finish_run, make_run, qwen3_shapes
 
 # Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
 TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
