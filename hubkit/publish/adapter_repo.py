@@ -16,7 +16,6 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import NoReturn
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
@@ -26,7 +25,7 @@ from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.safety import check_planned_files
 from hubkit.runs import Run
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 
@@ -180,8 +179,7 @@ def plan_run_files(
     if has_metrics:
         run_files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
     files = RunFiles(tuple(checkpoints), tuple(root), tuple(run_files), newest.step)
-    check_file_names(files.for_repo(()))
-    check_file_contents(files.for_repo(()), run.run_dir, Path.home(), token)
+    check_planned_files(files.for_repo(()), run.run_dir, token)
     return files
 
 
@@ -217,8 +215,7 @@ def plan_adapter_repo(
     """
     check_repo_id(repo_id)
     card = [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
-    check_file_names(card)
-    check_file_contents(card, run.run_dir, Path.home(), token)
+    check_planned_files(card, run.run_dir, token)
     return RepoPlan(
         repo_id=repo_id,
         files=(*run_files.for_repo(published_steps), *card),

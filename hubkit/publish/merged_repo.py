@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import TOKENIZER_FILES
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.safety import check_planned_files
 from hubkit.runs import Run
 
 if TYPE_CHECKING:
@@ -132,8 +132,7 @@ def plan_merged_repo(
     planned += [
         PlannedFile.from_bytes(path, content, step=step) for path, content in sorted(card_files.items())
     ]
-    check_file_names(planned)
-    check_file_contents(planned, run.run_dir, Path.home(), token)
+    check_planned_files(planned, run.run_dir, token)
     return RepoPlan(
         repo_id=repo_id,
         files=tuple(planned),

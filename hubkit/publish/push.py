@@ -158,21 +158,17 @@ class PushSession:
         try:
             charts = self._draw_charts_ahead(run, chosen, published)
             merged = self._merge(merging.adapter, merge_plan, progress)
-            context = BuildContext(
-                run=run,
-                repo_id=repo_id,
-                adapters=tuple(adapters),
-                run_files=run_files,
-                remotes=remotes,
-                base_card=hub.base_card.result(),
-                hashes=self.hashes,
-                eval=load_eval(run.run_dir),
-                merged_repo_id=merged_repo_id if merged else None,
+            context = self._context(
+                run,
+                repo_id,
+                adapters,
+                run_files,
+                remotes,
+                hub.base_card.result(),
+                token,
                 merged=merged,
+                merged_repo_id=merged_repo_id,
                 space_repo_id=space_repo_id,
-                published_merged_repo_id=merged_repo_id,
-                private=request.private,
-                token=token,
                 charts=charts,
             )
             plan = PushPlan(repos=build_repos(context))
@@ -354,6 +350,40 @@ class PushSession:
             self._merges[adapter.step] = execute_plan(plan, out_dir, progress.merge)
         return self._merges[adapter.step]
 
+    def _context(
+        self,
+        run: Run,
+        repo_id: str,
+        adapters: list[PreparedAdapter],
+        run_files: RunFiles,
+        remotes: dict[str, RemoteRepo],
+        base_card: BaseModelCard,
+        token: str | None,
+        *,
+        merged_repo_id: str | None,
+        space_repo_id: str | None,
+        merged: MergeResult | None = None,
+        charts: ChartsDrawnAhead | None = None,
+    ) -> BuildContext:
+        """What the builders read, built once per push (or dry run)."""
+        return BuildContext(
+            run=run,
+            repo_id=repo_id,
+            adapters=tuple(adapters),
+            run_files=run_files,
+            remotes=remotes,
+            base_card=base_card,
+            hashes=self.hashes,
+            eval=load_eval(run.run_dir),
+            merged_repo_id=merged_repo_id if merged is not None else None,
+            merged=merged,
+            space_repo_id=space_repo_id,
+            published_merged_repo_id=merged_repo_id,
+            private=self.request.private,
+            token=token,
+            charts=charts,
+        )
+
     def _commit(
         self,
         api: HfApi,
@@ -411,20 +441,18 @@ class PushSession:
                     f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
                     f"{run.manifest.base_model} and pushed (a dry run does not merge)"
                 )
-        context = BuildContext(
-            run=run,
-            repo_id=repo_id,
-            adapters=tuple(adapters),
-            run_files=run_files,
-            remotes=remotes,
-            # A dry run opens no connection: the card it plans states no licence (the push reads it).
-            base_card=BaseModelCard(repo_id=run.manifest.base_model),
-            hashes=self.hashes,
-            eval=load_eval(run.run_dir),
+        # A dry run opens no connection: the card it plans states no licence (the push reads it).
+        base_card = BaseModelCard(repo_id=run.manifest.base_model)
+        context = self._context(
+            run,
+            repo_id,
+            adapters,
+            run_files,
+            remotes,
+            base_card,
+            token,
+            merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
-            published_merged_repo_id=merged_repo_id,
-            private=self.request.private,
-            token=token,
         )
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {

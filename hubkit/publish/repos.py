@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
@@ -27,7 +26,7 @@ from hubkit.publish.adapter_repo import (
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.safety import check_planned_files
 from hubkit.runs import Run
 from hubkit.space import SpaceConfig, space_repo_files
 
@@ -151,8 +150,7 @@ def build_space_repo(context: BuildContext) -> RepoPlan | None:
     files = [
         PlannedFile.from_bytes(path, content) for path, content in sorted(space_repo_files(config).items())
     ]
-    check_file_names(files)
-    check_file_contents(files, context.run.run_dir, Path.home(), context.token)
+    check_planned_files(files, context.run.run_dir, context.token)
     return RepoPlan(
         repo_id=context.space_repo_id,
         files=tuple(files),

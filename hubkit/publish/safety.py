@@ -92,3 +92,15 @@ def check_file_contents(
                     f"refusing to publish {planned.path_in_repo}: it contains a local path of this machine; "
                     "write Hub ids or relative paths instead and push again"
                 )
+
+
+def check_planned_files(files: Iterable[PlannedFile], run_dir: Path, token: str | None) -> None:
+    """Both checks of this module, for files a push is about to plan: by name, then by content (local
+    paths of the run and the home directory, tokens).
+
+    Raises:
+        UnsafeFileError: naming the first refused file.
+    """
+    files = tuple(files)
+    check_file_names(files)
+    check_file_contents(files, run_dir, Path.home(), token)
