@@ -345,7 +345,7 @@ def test_a_secret_in_a_tensor_name_is_refused(tmp_path, context):
     save_file({f"base_model.model.{HF_TOKEN}.lora_A.weight": torch.ones(2, 2)}, path)
     with pytest.raises(SecretInFileError) as error:
         vet_file(path, kinds.ADAPTER_WEIGHTS, context)
-    assert "its header" in _one_line(error) and HF_TOKEN not in str(error.value)
+    assert "a Hugging Face token (in a tensor name)" in _one_line(error) and HF_TOKEN not in str(error.value)
 
 
 # --- row: a 2 GB sparse tokenizer.json -------------------------------------------------------------
@@ -392,7 +392,8 @@ def test_an_adapter_config_over_1_mb_is_refused_and_smaller_junk_is_dropped(chec
         vet_file(path, kinds.ADAPTER_CONFIG, context)
     assert "checkpoint-10/adapter_config.json: 10.0 MB" in _one_line(error)
 
-    _rewrite_json(path, lambda c: c.update(junk="J" * 500_000, extra={"token": HF_TOKEN}))
+    wandb_key = "3f786850e387550fdab836ed7e6dc881de23001b"
+    _rewrite_json(path, lambda c: c.update(junk="J" * 500_000, extra={"token": HF_TOKEN}, **{wandb_key: 1}))
     vetted = vet_file(path, kinds.ADAPTER_CONFIG, context)
     published = json.loads(vetted.data)
     assert (
@@ -400,7 +401,8 @@ def test_an_adapter_config_over_1_mb_is_refused_and_smaller_junk_is_dropped(chec
         and "JJJJ" not in vetted.data.decode()
         and HF_TOKEN not in vetted.data.decode()
     )
-    assert vetted.notes[-1] == "dropped what PEFT's LoraConfig does not read: extra, junk"
+    assert wandb_key not in vetted.data.decode() and wandb_key not in " ".join(vetted.notes)
+    assert vetted.notes[-1] == "dropped what PEFT's LoraConfig does not read: extra, junk, 1 other"
     assert LoraConfig(**published).r == 2
 
 
@@ -642,3 +644,29 @@ def test_a_reader_s_message_quoting_a_secret_or_a_path_is_withheld(context, name
         vet_bytes(name, kind, data.encode(), context)
     message = _one_line(error)
     assert HF_TOKEN[3:] not in message and "/home/alice" not in message and name in message
+
+
+def test_a_tokenizer_linked_from_a_cache_is_vetted_as_its_target(checkpoint, context, qwen3_tokenizer_dir):
+    (checkpoint / "tokenizer.json").unlink()
+    (checkpoint / "tokenizer.json").symlink_to(qwen3_tokenizer_dir / "tokenizer.json")
+    files, _ = vet_checkpoint(checkpoint, context)
+    tokenizer = next(f for f in files if f.path_in_repo == "tokenizer.json")
+    assert tokenizer.data == (qwen3_tokenizer_dir / "tokenizer.json").read_bytes()
+
+
+def test_a_merged_model_s_config_and_index(context, tmp_path):
+    config = {
+        "model_type": "qwen3",
+        "_name_or_path": "/home/alice/qwen",
+        "text_config": {"_name_or_path": "/x"},
+    }
+    published = json.loads(
+        vet_bytes("config.json", kinds.MODEL_CONFIG, json.dumps(config).encode(), context).data
+    )
+    assert published["_name_or_path"] == published["text_config"]["_name_or_path"] == BASE_ID
+    index = {"metadata": {"total_size": 8}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    assert vet_bytes("model.safetensors.index.json", kinds.WEIGHTS_INDEX, json.dumps(index).encode(), context)
+    index["weight_map"]["b"] = "../other-run/model.safetensors"
+    with pytest.raises(MalformedFileError) as error:
+        vet_bytes("model.safetensors.index.json", kinds.WEIGHTS_INDEX, json.dumps(index).encode(), context)
+    assert "shard files beside the index" in _one_line(error)

@@ -146,14 +146,7 @@ def merges_bytes(merges: Merges) -> bytes:
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
-def parse_tokenizer_config(data: bytes, name: str) -> dict[str, Any]:
-    """A tokenizer_config.json.
-
-    Raises:
-        FileFormatError: not a JSON object, or a chat_template that is neither a template nor a list of
-            named templates.
-    """
-    config = _json_object(data, name)
+def _check_chat_template(config: dict[str, Any], name: str) -> None:
     template = config.get("chat_template")
     if template is not None and not isinstance(template, str):
         named = isinstance(template, list) and all(
@@ -166,6 +159,17 @@ def parse_tokenizer_config(data: bytes, name: str) -> dict[str, Any]:
             )
     for template_text in _templates(template):
         _parse_template(template_text, f"{name} chat_template")
+
+
+def parse_tokenizer_config(data: bytes, name: str) -> dict[str, Any]:
+    """A tokenizer_config.json.
+
+    Raises:
+        FileFormatError: not a JSON object, or a chat_template that is neither a template nor a list of
+            named templates, or one that does not parse.
+    """
+    config = _json_object(data, name)
+    _check_chat_template(config, name)
     return config
 
 
@@ -196,7 +200,7 @@ def parse_chat_template_json(data: bytes, name: str) -> dict[str, Any]:
     value = _json_object(data, name)
     if "chat_template" not in value:
         raise FileFormatError(f"{name}: no chat_template")
-    parse_tokenizer_config(data, name)  # the same rules for the template itself
+    _check_chat_template(value, name)
     return value
 
 

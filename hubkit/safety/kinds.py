@@ -198,11 +198,11 @@ def classify_folder(folder: Path) -> Classified:
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         path = Path(entry.path)
         kind = CHECKPOINT_KINDS.get(entry.name)
-        if entry.is_symlink():
+        if entry.is_symlink() and kind is not None:
+            published.append((entry.name, path, kind))  # its target is checked when it is vetted
+        elif entry.is_symlink():
             regular = _points_to_regular_file(path)
-            if kind is not None:
-                published.append((entry.name, path, kind))
-            elif regular is None:
+            if regular is None:
                 left_out.append(LeftOut(entry.name, "a dangling symlink"))
             elif not regular:
                 left_out.append(LeftOut(entry.name, "symlink to a non-regular file"))

@@ -142,6 +142,22 @@ class Scanner:
         if found is not None:
             raise LocalPathInFileError(_path_message(label, found.what, _line(text, found, first_line)))
 
+    def check_strings(self, strings: tuple[str, ...], label: str, where: str) -> None:
+        """Refuse strings of one part of a file (a safetensors header's tensor names) holding a secret or a
+        local path, naming that part.
+
+        Raises:
+            SecretInFileError: naming the file, what it holds and `where`.
+            LocalPathInFileError: likewise.
+        """
+        joined = "\n".join(strings)
+        found = self.secrets.find(joined)
+        if found is not None:
+            raise SecretInFileError(_secret_message(label, found.what, f"in {where}"))
+        found = self.paths.find(joined)
+        if found is not None:
+            raise LocalPathInFileError(_path_message(label, found.what, f"in {where}"))
+
     def secret_in(self, text: str) -> str | None:
         """What secret `text` holds and on which line ("a private key block on line 1"), or None."""
         found = self.secrets.find(text)

@@ -39,7 +39,8 @@ LORA_CONFIG_FIELDS = frozenset(
 )  # fmt: skip
 _SHARD_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\.safetensors$")
 _HEX_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
-_SHOWN_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+# A dropped name a note may print: short, plain, and with no long unbroken run (a key could be one).
+_SHOWN_NAME_RE = re.compile(r"^(?!.*[A-Za-z0-9]{16})[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Chunks an image keeps: the image itself and how to show it. Text chunks, EXIF and the rest are dropped.
 _PNG_KEPT = frozenset(

@@ -45,7 +45,7 @@ class VetContext:
     Attributes:
         hub_base_id: the base model's Hub id: what fields naming the model by its path become.
         run_dir: the run directory (its path must not be published; messages name files relative to it).
-        cache_dirs: the Hugging Face and hubkit caches (their paths must not be published either).
+        cache_dirs: the Hugging Face caches (their paths must not be published either).
         home_dir: the user's home, or None.
         token: the Hugging Face token in use (looked for when at least 16 characters long).
     """
@@ -71,7 +71,7 @@ class VetContext:
         environ = os.environ if environ is None else environ
         home = Path(environ.get("HOME") or Path.home())
         xdg = Path(environ.get("XDG_CACHE_HOME") or home / ".cache")
-        caches = [Path(environ.get("HF_HOME") or xdg / "huggingface"), xdg / "hubkit"]
+        caches = [Path(environ.get("HF_HOME") or xdg / "huggingface")]
         for name in (
             "HF_HUB_CACHE",
             "HUGGINGFACE_HUB_CACHE",
@@ -196,7 +196,8 @@ def _vet_weights(path_in_repo: str, kind: Kind, path: Path, label: str, context:
         vetted = vet_header(path, kind.max_bytes, label)
     except FileFormatError as e:
         raise _refusal(e, kind, label, None, scanner) from e
-    scanner.check_value(list(vetted.strings), f"{label} (its header)")
+    scanner.check_strings(vetted.tensor_names, label, "a tensor name")
+    scanner.check_strings(vetted.metadata_strings, label, "its metadata")
     notes = (f"dropped safetensors metadata: {', '.join(vetted.dropped)}",) if vetted.dropped else ()
     return VettedFile(
         path_in_repo=path_in_repo,

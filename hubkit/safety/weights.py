@@ -66,14 +66,16 @@ class VettedHeader:
         header: the parsed header (tensors and the cleaned metadata).
         prefix: the length and JSON header to publish before the tensor data.
         saved_prefix_kept: the saved file starts with exactly `prefix`: it may be published as it is.
-        strings: every string of the published header (tensor names, dtypes, kept metadata), to scan.
+        tensor_names: the tensors' names (published: they are scanned).
+        metadata_strings: the kept metadata's keys and values (published: scanned too).
         dropped: the metadata keys dropped.
     """
 
     header: SafetensorsHeader
     prefix: bytes
     saved_prefix_kept: bool
-    strings: tuple[str, ...]
+    tensor_names: tuple[str, ...]
+    metadata_strings: tuple[str, ...]
     dropped: tuple[str, ...]
 
     @property
@@ -112,6 +114,8 @@ def vet_header(path: Path, max_bytes: int, name: str) -> VettedHeader:
         header = read_header(path)
     except SafetensorsFormatError as e:
         raise FileFormatError(f"{name}: not a valid safetensors file ({e})") from e
+    except RecursionError as e:  # the header's JSON nested past the parser's bound
+        raise FileFormatError(f"{name}: not a valid safetensors file (its header is nested too deep)") from e
     except (TypeError, ValueError) as e:  # a __metadata__ that is not an object
         raise FileFormatError(
             f"{name}: not a valid safetensors file (its __metadata__ is not an object)"
@@ -125,13 +129,12 @@ def vet_header(path: Path, max_bytes: int, name: str) -> VettedHeader:
     kept = clean_header({METADATA_KEY: header.metadata})
     metadata = kept.get(METADATA_KEY, {})
     new_prefix = _header_bytes(header, metadata)
-    # Only what is published is scanned: dropped metadata never leaves the machine.
-    strings = [s for t in header.tensors for s in (t.name, t.dtype)]
-    strings += [s for item in metadata.items() for s in item]
     return VettedHeader(
         header=replace(header, metadata=metadata),
         prefix=new_prefix,
         saved_prefix_kept=saved == new_prefix,
-        strings=tuple(strings),
+        tensor_names=tuple(t.name for t in header.tensors),
+        # Only what is published is scanned: dropped metadata never leaves the machine.
+        metadata_strings=tuple(s for item in metadata.items() for s in item),
         dropped=tuple(sorted(set(header.metadata) - set(metadata))),
     )
