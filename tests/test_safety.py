@@ -599,7 +599,7 @@ def test_metrics_lines_are_scanned_and_rewritten(context):
     planted = lines + json.dumps({"step": 3, f"rewards/{HF_TOKEN}": 1.0}).encode() + b"\n"
     with pytest.raises(SecretInFileError) as error:
         vet_bytes("metrics.jsonl", kinds.METRICS, planted, context)
-    assert "(in a key of 2)" in _one_line(error)
+    assert "metrics.jsonl record 3: it holds a Hugging Face token (in a top-level key)" in _one_line(error)
 
 
 def test_the_context_from_the_environment_knows_the_caches(run_dir, tmp_path):

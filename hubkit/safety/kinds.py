@@ -195,7 +195,9 @@ def classify_folder(folder: Path) -> Classified:
     """
     published: list[tuple[str, Path, Kind]] = []
     left_out: list[LeftOut] = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+    with os.scandir(folder) as scanned:
+        entries = sorted(scanned, key=lambda e: e.name)
+    for entry in entries:
         path = Path(entry.path)
         kind = CHECKPOINT_KINDS.get(entry.name)
         if entry.is_symlink() and kind is not None:

@@ -8,7 +8,7 @@ transformers finds the repo's files by name. Any other absolute path in a publis
 An absolute path is found by what it starts with, not by its shape (URL paths such as
 ``/gradio_api/call`` are not local paths):
 
-- the run directory, the caches (Hugging Face's, hubkit's) and the home directory, as given;
+- the run directory, the Hugging Face caches and the home directory, as given;
 - a folder of a user or a data file system: ``/home/...``, ``/Users/...``, ``/root/...``, ``/scratch/...``,
   ``/tmp/...``, ``/mnt/...``, ``/data/...`` and the like, ``C:\\Users\\...`` or any ``X:\\folder\\``,
   ``\\\\server\\share``, ``file:`` URLs.

@@ -53,7 +53,7 @@ def _dotted(location: tuple[str | int, ...]) -> str:
     for part in location:
         text = str(part)
         parts.append(text if len(text) <= _SHOWN_KEY_CHARS else text[:_SHOWN_KEY_CHARS] + "…")
-    return ".".join(parts) if parts else "(the whole document)"
+    return ".".join(parts)
 
 
 def _locate(value: Any, hit: Callable[[str | None, str], bool]) -> str:
@@ -67,13 +67,13 @@ def _locate(value: Any, hit: Callable[[str | None, str], bool]) -> str:
         location, node = stack.pop()
         if isinstance(node, str):
             if hit(None, node):
-                return f"in field {_dotted(location)}"
+                return f"in field {_dotted(location)}" if location else "in the document's one string"
             continue
         items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
         if isinstance(node, dict):
             for key, _ in items:
                 if hit(None, key):
-                    return f"in a key of {_dotted(location)}"
+                    return f"in a key of {_dotted(location)}" if location else "in a top-level key"
             for key, child in items:
                 if isinstance(child, str) and hit(key, child):
                     return f"in field {_dotted((*location, key))}"

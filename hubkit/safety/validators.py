@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hubkit.errors import FileFormatError, ManifestError
+from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
 from hubkit.formats import tokenizer
 from hubkit.formats.json_file import decode_text, dump_json, dump_jsonl, parse_json, parse_jsonl
 from hubkit.manifest import Manifest
@@ -170,7 +170,13 @@ def _json_lines(data: bytes, vetting: Vetting) -> Written:
     records = parse_jsonl(data, vetting.label)
     for number, record in enumerate(records, start=1):
         _object(record, f"{vetting.label} record {number}")
-    vetting.scanner.check_value(records, vetting.label)
+    try:
+        vetting.scanner.check_value(records, vetting.label)
+    except (SecretInFileError, LocalPathInFileError):
+        # One scan of every record at once; on a refusal, the record that holds it is found and named.
+        for number, record in enumerate(records, start=1):
+            vetting.scanner.check_value(record, f"{vetting.label} record {number}")
+        raise
     return Written(dump_jsonl(records, vetting.label))
 
 
