@@ -18,7 +18,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "resources"}),
     frozenset({"formats", "rewards", "hub", "localhub"}),
     frozenset({"runs"}),
-    frozenset({"adapters", "merge", "release"}),
+    frozenset({"adapters", "merge", "release", "safety"}),
     frozenset({"evaluate"}),
     frozenset({"cards"}),
     frozenset({"space"}),

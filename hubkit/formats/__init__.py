@@ -1,2 +1,3 @@
 """One reader and one writer per file format hubkit handles: the PEFT adapter (`peft`), safetensors
-(`safetensors`) and verl's FSDP checkpoint shards (`fsdp`). Nothing here knows about runs or the Hub."""
+(`safetensors`), verl's FSDP checkpoint shards (`fsdp`), bounded JSON (`json_file`) and tokenizer files
+(`tokenizer`). Nothing here knows about runs or the Hub."""
