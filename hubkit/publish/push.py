@@ -44,27 +44,22 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
+from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge, merge_record
 from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge
 from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.record import PushRecord, load_record, remote_from_record, save_record
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
-from hubkit.space import default_space_repo_id
+from hubkit.space import default_space_repo_id, pinned_requirements
 
 if TYPE_CHECKING:
+    from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _MergeDecision:
-    """Which adapter this push merges (None: none), and why not when it merges none."""
-
-    adapter: PreparedAdapter | None
-    note: str | None = None
 
 
 class PushSession:
@@ -137,13 +132,27 @@ class PushSession:
         api = self._client(token)
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, api)
+        # The merged repo and the Space are read even when this push builds neither: the cards link them
+        # while they exist.
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
-        repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        hub = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
+        linked_space = space_repo_id or self.request.space_repo_id or default_space_repo_id(repo_id)
+        repos = [(repo_id, "model"), (merged_repo_id, "model"), (linked_space, "space")]
+        hub = self._read_hub(api, run, repos)
         remotes = hub.remotes
-        self._check_against_base(run, adapters, hub.base_config.result())
-        merging = self._merge_decision(adapters, remotes[repo_id], merged_repo_id, may_merge)
+        base_config = hub.base_config.result()
+        notes += self._check_quantized_base(run, base_config.path, space_repo_id)
+        self._check_against_base(run, adapters, base_config)
+        revision = base_revision(base_config.path)
+        merging = decide_merge(
+            adapters,
+            remotes[repo_id],
+            remotes[merged_repo_id],
+            run,
+            merging=request.merged,
+            may_merge=may_merge,
+            revision=revision,
+        )
         notes += [merging.note] if merging.note else []
         merge_plan = self._plan_merge(run, merging.adapter, token, progress)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
@@ -158,6 +167,11 @@ class PushSession:
         try:
             charts = self._draw_charts_ahead(run, chosen, published)
             merged = self._merge(merging.adapter, merge_plan, progress)
+            record = (
+                merge_record(merging.adapter, repo_id, run, revision, merged)
+                if merging.adapter is not None and merged is not None
+                else merging.kept
+            )
             context = self._context(
                 run,
                 repo_id,
@@ -170,6 +184,9 @@ class PushSession:
                 merged_repo_id=merged_repo_id,
                 space_repo_id=space_repo_id,
                 charts=charts,
+                merging=merging,
+                merge_record=record,
+                linked_space=linked_space if space_repo_id or remotes[linked_space].exists else None,
             )
             plan = PushPlan(repos=build_repos(context))
             repo_reports = self._commit(api, plan, remotes, notes, progress, ahead)
@@ -224,9 +241,8 @@ class PushSession:
         with hub_errors("your account", api.endpoint):
             return api.whoami()["name"]
 
-    def _merged_repo_id(self, repo_id: str) -> str | None:
-        if not self.request.merged:
-            return None
+    def _merged_repo_id(self, repo_id: str) -> str:
+        """The release's merged repo, whether or not this push merges."""
         merged = self.request.merged_repo_id or default_merged_repo_id(repo_id)
         check_repo_id(merged)
         return merged
@@ -281,27 +297,12 @@ class PushSession:
         unchecked = [a for a in adapters if a.step not in self._checked]
         self._checked.update(check_adapters_against_base(run, unchecked, base))
 
-    def _merge_decision(
-        self,
-        adapters: list[PreparedAdapter],
-        adapter_remote: RemoteRepo,
-        merged_repo_id: str | None,
-        may_merge: bool,
-    ) -> _MergeDecision:
-        """The one merge decision of a push: the newest adapter, unless the request wants no merged repo,
-        this push may not merge yet, or the adapter repo already holds a newer step."""
-        if merged_repo_id is None or not may_merge:
-            return _MergeDecision(None)
-        newest = adapters[-1]
-        newest_published = max(steps_in_paths(adapter_remote.files), default=-1)
-        if newest.step < newest_published:
-            # The merged model follows the adapter at the repo root, which stays at the newer step.
-            return _MergeDecision(
-                None,
-                f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
-                "the merged model is left as it is",
-            )
-        return _MergeDecision(newest)
+    def _check_quantized_base(self, run: Run, config: Path | None, space_repo_id: str | None) -> list[str]:
+        """Refuse a release naming a quantized base it cannot serve (`check_quantized_base`); its note."""
+        requirements = pinned_requirements() if space_repo_id is not None else None
+        return list(
+            check_quantized_base(run, config, merging=self.request.merged, space_requirements=requirements)
+        )
 
     def _plan_merge(
         self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
@@ -364,8 +365,13 @@ class PushSession:
         space_repo_id: str | None,
         merged: MergeResult | None = None,
         charts: ChartsDrawnAhead | None = None,
+        merging: MergeDecision | None = None,
+        merge_record: MergeRecord | None = None,
+        linked_space: str | None = None,
     ) -> BuildContext:
         """What the builders read, built once per push (or dry run)."""
+        # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
+        writes_merged = merged is not None or (merging is not None and merging.card_only)
         return BuildContext(
             run=run,
             repo_id=repo_id,
@@ -375,10 +381,12 @@ class PushSession:
             base_card=base_card,
             hashes=self.hashes,
             eval=load_eval(run.run_dir),
-            merged_repo_id=merged_repo_id if merged is not None else None,
+            merged_repo_id=merged_repo_id if writes_merged else None,
             merged=merged,
+            merge_record=merge_record,
             space_repo_id=space_repo_id,
-            published_merged_repo_id=merged_repo_id,
+            linked_space_id=linked_space or space_repo_id,
+            published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
             private=self.request.private,
             token=token,
             charts=charts,
@@ -428,13 +436,14 @@ class PushSession:
         repo_id = self._adapter_repo_id(run, None)
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
+        notes += self._check_quantized_base(run, None, space_repo_id)
         endpoint = self.request.endpoint
         remotes = {
             r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
             for r in (repo_id, space_repo_id)
             if r is not None
         }
-        if merged_repo_id:
+        if self.request.merged:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
             if adapters[-1].step >= newest_published:
                 notes.append(

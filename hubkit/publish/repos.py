@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults
 from hubkit.hub.hashing import FileHashCache
@@ -23,6 +24,7 @@ from hubkit.publish.adapter_repo import (
     plan_adapter_repo,
     steps_in_paths,
 )
+from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
@@ -47,9 +49,14 @@ class BuildContext:
         base_card: the base model's licence, from its card on the push's Hub.
         hashes: the push's hash cache.
         eval: the run's evaluation (`hubkit eval`), if any.
-        merged_repo_id: the merged repo, when this push publishes a merge.
-        merged: that merge.
+        merged_repo_id: the merged repo, when this push writes to it (a new merge, or the card of the merge
+            it holds).
+        merged: the merge this push made, if it made one.
+        merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
+            None when the release has no merged repo.
         space_repo_id: the Space repo, when the push publishes one.
+        linked_space_id: the release's Space, which the cards link: the one this push publishes, or one
+            already on the Hub.
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
         private: create new repos private.
@@ -67,7 +74,9 @@ class BuildContext:
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
+    merge_record: MergeRecord | None = None
     space_repo_id: str | None = None
+    linked_space_id: str | None = None
     published_merged_repo_id: str | None = None
     private: bool = False
     token: str | None = field(default=None, repr=False)
@@ -84,7 +93,7 @@ class BuildContext:
         sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
         sizes.update({a.step: a.size for a in self.adapters})
         newest = self.adapters[-1].step
-        merged_step = newest if self.merged is not None else None
+        record = self.merge_record
         return CardInputs(
             run=self.run,
             repo_id=self.repo_id,
@@ -92,9 +101,10 @@ class BuildContext:
             base=self.base_card,
             adapter_bytes=sizes,
             has_tokenizer=has_tokenizer(self.run, newest),
-            merged_repo_id=self.merged_repo_id if self.merged is not None else None,
-            merged_step=merged_step,
+            merged_repo_id=self.published_merged_repo_id if record is not None else None,
+            merged_step=record.step if record is not None else None,
             eval=self.eval,
+            space_repo_id=self.linked_space_id,
         )
 
 
@@ -120,15 +130,18 @@ def eval_files(context: BuildContext) -> dict[str, bytes]:
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
-    if context.merged is None or context.merged_repo_id is None:
+    record = context.merge_record
+    if context.merged_repo_id is None or record is None:
         return None
-    card = merged_card_files(
-        context.card_inputs(), dtype=context.merged.dtype, merged_modules=context.merged.merged_modules
-    )
+    card = merged_card_files(context.card_inputs(), record)
+    if context.merged is None:  # it holds this merge already: only its card is refreshed
+        return plan_merged_card(
+            context.run, context.merged_repo_id, card, private=context.private, token=context.token
+        )
     return plan_merged_repo(
         context.run,
         context.merged_repo_id,
-        context.adapters[-1].step,
+        record.step,
         context.merged,
         card,
         hashes=context.hashes,
