@@ -282,6 +282,8 @@ def test_dry_run_prints_the_plan_and_opens_no_connection(
     assert "checkpoints/global_step_2/adapter_model.safetensors" in out
     assert "global_step_1" not in out and "global_step_3" not in out
     assert "optimizer" not in out and "training_args" not in out
+    assert "me/tiny-run-demo (space" in out and "  steps: 2" in out
+    assert all(line.strip() != "steps:" for line in out.splitlines())  # the Space holds no step
     assert no_network == []
 
 

@@ -50,6 +50,13 @@ class MergeDecision:
     kept: MergeRecord | None = None
     note: str | None = None
     card_only: bool = False
+    adapter_repo: str = ""
+
+    def record_after(self, merged: MergeResult | None, run: Run, revision: str | None) -> MergeRecord | None:
+        """What the merged repo holds after the push: the merge it made (`merged`), else the one kept."""
+        if self.adapter is None or merged is None:
+            return self.kept
+        return merge_record(self.adapter, self.adapter_repo, run, revision, merged)
 
 
 def base_revision(config_path: Path) -> str | None:
@@ -118,7 +125,7 @@ def decide_merge(
     if published is not None and published.adapter_repo != repo_id:
         published = None  # a merged repo of another adapter repo: not this release's
     if not merging or not may_merge:
-        return MergeDecision(None, kept=published)
+        return MergeDecision(None, kept=published, adapter_repo=repo_id)
     newest = adapters[-1]
     newest_published = max(steps_in_paths(adapter_remote.files), default=-1)
     if newest.step < newest_published:
@@ -129,6 +136,7 @@ def decide_merge(
                 f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
                 "the merged model is left as it is"
             ),
+            adapter_repo=repo_id,
         )
     if published is not None and published.step == newest.step:
         candidate = MergeRecord(
@@ -148,8 +156,9 @@ def decide_merge(
                 kept=published,
                 note=f"{merged_repo} already holds step {newest.step} merged into this base: not merged again",
                 card_only=True,
+                adapter_repo=repo_id,
             )
-    return MergeDecision(newest)
+    return MergeDecision(newest, adapter_repo=repo_id)
 
 
 def plan_merged_card(

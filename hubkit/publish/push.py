@@ -44,7 +44,7 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge, merge_record
+from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
 from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge
 from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
 from hubkit.publish.quantized_base import check_quantized_base
@@ -53,7 +53,7 @@ from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
-from hubkit.space import default_space_repo_id, pinned_requirements
+from hubkit.space import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.cards.merge_record import MergeRecord
@@ -141,7 +141,9 @@ class PushSession:
         hub = self._read_hub(api, run, repos)
         remotes = hub.remotes
         base_config = hub.base_config.result()
-        notes += self._check_quantized_base(run, base_config.path, space_repo_id)
+        notes += check_quantized_base(
+            run, base_config.path, merging=request.merged, space=space_repo_id is not None
+        )
         self._check_against_base(run, adapters, base_config)
         revision = base_revision(base_config.path)
         merging = decide_merge(
@@ -167,11 +169,7 @@ class PushSession:
         try:
             charts = self._draw_charts_ahead(run, chosen, published)
             merged = self._merge(merging.adapter, merge_plan, progress)
-            record = (
-                merge_record(merging.adapter, repo_id, run, revision, merged)
-                if merging.adapter is not None and merged is not None
-                else merging.kept
-            )
+            record = merging.record_after(merged, run, revision)
             context = self._context(
                 run,
                 repo_id,
@@ -296,13 +294,6 @@ class PushSession:
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
         unchecked = [a for a in adapters if a.step not in self._checked]
         self._checked.update(check_adapters_against_base(run, unchecked, base))
-
-    def _check_quantized_base(self, run: Run, config: Path | None, space_repo_id: str | None) -> list[str]:
-        """Refuse a release naming a quantized base it cannot serve (`check_quantized_base`); its note."""
-        requirements = pinned_requirements() if space_repo_id is not None else None
-        return list(
-            check_quantized_base(run, config, merging=self.request.merged, space_requirements=requirements)
-        )
 
     def _plan_merge(
         self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
@@ -436,7 +427,7 @@ class PushSession:
         repo_id = self._adapter_repo_id(run, None)
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
-        notes += self._check_quantized_base(run, None, space_repo_id)
+        notes += check_quantized_base(run, None, merging=self.request.merged, space=space_repo_id is not None)
         endpoint = self.request.endpoint
         remotes = {
             r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)

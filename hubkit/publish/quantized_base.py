@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hubkit.errors import QuantizedBaseError
 from hubkit.runs import Run
+from hubkit.space import pinned_requirements
 
 _REQUIREMENT_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -34,16 +35,14 @@ def config_is_quantized(config_path: Path | None) -> bool:
     return isinstance(config, dict) and isinstance(config.get("quantization_config"), dict)
 
 
-def check_quantized_base(
-    run: Run, config_path: Path | None, *, merging: bool, space_requirements: str | None
-) -> tuple[str, ...]:
+def check_quantized_base(run: Run, config_path: Path | None, *, merging: bool, space: bool) -> list[str]:
     """Refuse a release that would name a quantized base where it cannot serve; say when it was swapped.
 
     Args:
         run: the run (`Run.quantized_base` when its adapters name a quantized base).
         config_path: the base model's config.json as the push read it (None for a dry run).
         merging: the push merges into the base.
-        space_requirements: the requirements.txt of the Space the push publishes, None without a Space.
+        space: the push publishes the Space (whose pinned requirements must then load the base).
 
     Returns:
         The push's note about the base (empty when it is not quantized).
@@ -55,17 +54,17 @@ def check_quantized_base(
     quantized = run.quantized_base
     named = run.manifest.base_model
     if quantized is not None and quantized.full_precision is not None:
-        return (quantized.note,)
+        return [quantized.note]
     if quantized is None and not config_is_quantized(config_path):
-        return ()
+        return []
     what = f"{named} is a quantized base (QLoRA)"
     if merging:
         raise QuantizedBaseError(
             f"{what}: it cannot be merged into; pass --base-model ORG/NAME (its full-precision base) or --no-merged"
         )
-    if space_requirements is not None and not requirements_have_bitsandbytes(space_requirements):
+    if space and not requirements_have_bitsandbytes(pinned_requirements()):
         raise QuantizedBaseError(
             f"{what} and the Space's requirements lack bitsandbytes to load it: pass --base-model ORG/NAME "
             "(its full-precision base) or --no-space"
         )
-    return (quantized.note,) if quantized is not None else ()
+    return [quantized.note] if quantized is not None else []
