@@ -134,7 +134,7 @@ def test_a_training_args_file_naming_another_global_is_refused_unread(tmp_path: 
     assert pickled_globals(pickle.dumps(Payload(), protocol=4), "p") == ("posix.system",)
     with zipfile.ZipFile(tmp_path / "other.bin", "w") as archive:
         archive.writestr("archive/data.pkl", pickle.dumps(Payload(), protocol=4))
-    with pytest.raises(TrainingArgsError, match="posix.system"):
+    with pytest.raises(TrainingArgsError, match=r"posix\.system"):
         read_training_args(tmp_path / "other.bin")
     assert not marker.exists()
 
