@@ -25,6 +25,7 @@ from hubkit.errors import TrainingArgsError
 from hubkit.formats.training_args import pickled_globals, read_training_args
 from hubkit.runs import load_run
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
+from hubkit.runs.trl_settings import trackers_from_args
 from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 PROMPTS = [f"What is {a} + {a}?" for a in range(8)]
@@ -180,9 +181,11 @@ def test_a_plain_grpo_run_publishes_a_card_with_what_the_trainer_recorded(
     assert "already holds step 4 merged into this base: not merged again" in capsys.readouterr().out
     assert {r: len(hub_api.list_repo_commits(r)) for r in commits} == commits
     # --no-merged does not forget the merged repo: the card keeps its section and usage.
-    assert run_cli([*push, "--base-model", tiny_qwen3.repo_id, "--no-merged", "--quiet"]) == 0
+    # --no-merged --no-space forget neither: the card keeps the merged section and the Space's link.
+    assert run_cli([*push, "--base-model", tiny_qwen3.repo_id, "--no-merged", "--no-space", "--quiet"]) == 0
     assert len(hub_api.list_repo_commits(new_repo_id)) == commits[new_repo_id]
     card = _readme(hub_api, new_repo_id)
+    assert link in card
     assert f"Step 4 merged into the base model is [{new_repo_id}-merged]" in card
     assert f'AutoModelForCausalLM.from_pretrained("{new_repo_id}-merged")' in card
 
@@ -223,6 +226,20 @@ def test_a_tensorboard_only_run_gets_its_curves(tensorboard_run: Path, tmp_path:
     assert "The metrics were read from the run's TensorBoard event files." in card
     assert "| tracker: tensorboard | event files in the run directory (not published) |" in card
     assert "`digit_reward`" in card
+
+
+def test_trackers_named_by_report_to_are_linked_when_the_run_says_where(tmp_path: Path):
+    (tmp_path / "wandb" / "run-20260301_120000-3xk2a9qz").mkdir(parents=True)
+    fields = {
+        "report_to": ["wandb", "trackio", "tensorboard"],
+        "trackio_space_id": "me/trackio",
+        "project": "gsm8k",
+    }
+    wandb, trackio, tensorboard = trackers_from_args(fields, tmp_path)
+    assert (wandb.name, wandb.url, wandb.detail) == ("wandb", None, "run 3xk2a9qz")
+    assert (trackio.url, trackio.detail) == ("https://huggingface.co/spaces/me/trackio", "project gsm8k")
+    assert tensorboard.name == "tensorboard" and tensorboard.url is None
+    assert trackers_from_args({"report_to": []}, tmp_path) == ()
 
 
 # --- the watcher waits for the trainer --------------------------------------------------------------------
@@ -392,3 +409,21 @@ def test_hubkit_card_previews_the_repo_push_would_publish(tmp_path, tiny_qwen3, 
     assert card.splitlines()[card.splitlines().index("---", 1) + 2] == f"# {owner}/run1"
     assert f"https://huggingface.co/spaces/{owner}/run1-demo" in card
     assert f"# {owner}/run1-merged" in (out / "merged" / "README.md").read_text()
+
+
+def test_a_verl_run_logged_to_tensorboard_reads_its_metrics_from_the_event_files(tmp_path: Path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from hubkit.runs.manifest import Manifest
+
+    Manifest(run_id="verl-tb", framework="verl", base_model="Qwen/Qwen3-4B").save(tmp_path)
+    # verl's tensorboard logger: tensorboard_log/<project>/<experiment>/, tags as verl names its metrics.
+    writer = SummaryWriter(str(tmp_path / "tensorboard_log" / "gdpo" / "exp1"))
+    for step in (1, 2, 3):
+        writer.add_scalar("critic/score/mean", 0.25 * step, step)
+        writer.add_scalar("response_length/mean", 100.0 + step, step)
+    writer.close()
+    run = load_run(tmp_path)
+    assert run.metrics_source == "TensorBoard event files" and run.trackers[0].name == "tensorboard"
+    assert run.metrics.series("critic/score/mean") == [(1, 0.25), (2, 0.5), (3, 0.75)]
+    assert run.metrics.series("response_length/mean") == [(1, 101.0), (2, 102.0), (3, 103.0)]

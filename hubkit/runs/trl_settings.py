@@ -160,7 +160,7 @@ def read_trainer_settings(
     if checkpoint_dir is not None and (checkpoint_dir / TRAINING_ARGS).is_file():
         fields = _read_training_args(run_dir, checkpoint_dir / TRAINING_ARGS)
     if fields is not None:
-        trackers = _trackers(fields, run_dir)
+        trackers = trackers_from_args(fields, run_dir)
         values = {name: fields[name] for name in HYPERPARAMETERS if name in fields}
         return (TrainerSettings(values, TRAINING_ARGS) if values else None), trackers
     values = hyperparameters(state or {}, STATE_SETTINGS)
@@ -180,8 +180,10 @@ def _wandb_runs(run_dir: Path) -> list[str]:
     return ids
 
 
-def _trackers(fields: dict[str, Any], run_dir: Path) -> tuple[TrackerRun, ...]:
-    """The trackers ``report_to`` names, each with what the run's files say of where it is."""
+def trackers_from_args(fields: dict[str, Any], run_dir: Path) -> tuple[TrackerRun, ...]:
+    """The trackers ``report_to`` names, each with what the run's files say of where it is: trackio's
+    Space (``trackio_space_id``) and project, the id of the W&B run whose folder is in the run directory
+    (W&B keeps its entity and project outside it, so a W&B run is named, not linked)."""
     report_to = fields.get("report_to")
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
     found = []
