@@ -5,7 +5,11 @@ batch uses its own adapter (PEFT's mixed-adapter batch, `adapter_names=[...]`, w
 the base model). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
 checkpoint. Adapters are loaded on first use into a bounded cache; the least recently used one is
 unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
-`generate` fails).
+`generate` fails): a new one is loaded first.
+
+What the hardware allows sets three things: the dtype (the base model's own, bfloat16 for Qwen3, on a
+CPU too: a 4B model takes 8 GB instead of 16), how many adapters stay loaded (one on a CPU) and the
+default answer length (short on a CPU).
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from dataclasses import dataclass
 import torch
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFolder
-from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from config import AppConfig
@@ -95,11 +105,49 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
 
-def resolve_dtype(name: str, device: str) -> torch.dtype:
-    """The torch dtype for a config's `dtype` ("auto": bfloat16 on a GPU, float32 on a CPU)."""
-    if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, name)
+def resolve_dtype(name: str, device: str, checkpoint_dtype: torch.dtype | None) -> torch.dtype:
+    """The dtype to load the base model in.
+
+    Args:
+        name: the config's `dtype`: "auto", or the name of a torch dtype (used as it is).
+        device: "cpu" or a CUDA device.
+        checkpoint_dtype: the dtype the base model's config names (None: float32, transformers' default).
+
+    Returns:
+        For "auto", the checkpoint's dtype, except bfloat16 on a GPU older than Ampere (compute
+        capability 8), which has no bfloat16 arithmetic: float16 there. A CPU computes in bfloat16.
+    """
+    if name != "auto":
+        return getattr(torch, name)
+    dtype = checkpoint_dtype or torch.float32
+    if (
+        dtype == torch.bfloat16
+        and device.startswith("cuda")
+        and torch.cuda.get_device_capability(device)[0] < 8
+    ):
+        return torch.float16
+    return dtype
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the hardware allows: adapters kept loaded beside the base, and the default answer length.
+
+    Args:
+        capacity: `max_loaded_adapters` on a GPU, `cpu_max_loaded_adapters` on a CPU.
+        default_max_new_tokens: the answer length when a request names none: `max_new_tokens` on a GPU,
+            at most `cpu_max_new_tokens` on a CPU.
+    """
+
+    capacity: int
+    default_max_new_tokens: int
+
+    @classmethod
+    def for_device(cls, config: AppConfig, device: str) -> Limits:
+        """The limits of `config` on `device` ("cpu", or a CUDA device)."""
+        if device.startswith("cuda"):
+            return cls(config.max_loaded_adapters, config.max_new_tokens)
+        return cls(config.cpu_max_loaded_adapters, min(config.cpu_max_new_tokens, config.max_new_tokens))
 
 
 class _RowStreamer(BaseStreamer):
@@ -137,13 +185,18 @@ class Engine:
         config: the Space's configuration.
         device: where the model runs (default: CUDA when available, else CPU). On ZeroGPU this is "cuda"
             from start-up (`import spaces` first): the weights are placed there outside GPU calls.
+
+    Attributes:
+        dtype: the base model's dtype (`resolve_dtype`).
+        capacity, default_max_new_tokens: the device's `Limits`.
     """
 
     def __init__(self, config: AppConfig, device: str | None = None) -> None:
         self.config = config
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = resolve_dtype(config.dtype, self.device)
-        self.capacity = config.max_loaded_adapters
+        limits = Limits.for_device(config, self.device)
+        self.capacity = limits.capacity
+        self.default_max_new_tokens = limits.default_max_new_tokens
         tokenizer_repo, tokenizer_revision = (
             (config.adapter_repo, config.adapter_revision)
             if config.chat_template == "adapter"
@@ -155,8 +208,10 @@ class Engine:
                 f"the tokenizer of {tokenizer_repo} has no chat template: set chat_template to 'none' "
                 "or publish the run's tokenizer"
             )
+        base_config = AutoConfig.from_pretrained(config.base_model, revision=config.base_revision)
+        self.dtype = resolve_dtype(config.dtype, self.device, base_config.dtype)
         base = AutoModelForCausalLM.from_pretrained(
-            config.base_model, revision=config.base_revision, dtype=self.dtype
+            config.base_model, revision=config.base_revision, config=base_config, dtype=self.dtype
         )
         self.base = base.to(self.device).eval()
         self.model = None  # the PeftModel, created with the first adapter
