@@ -48,8 +48,8 @@ class AppConfig:
         chat_template: one of `CHAT_TEMPLATES`.
         dtype: the weights' dtype, one of `DTYPES` ("auto": the base model's own, where the hardware can).
         max_new_tokens: the default answer length on a GPU (the run's completion length).
-        cpu_max_new_tokens: the default answer length on a CPU (at most max_new_tokens): a 4B model
-            makes a few tokens a second there.
+        cpu_max_new_tokens: the default answer length on a CPU (at most max_new_tokens): there a 4B
+            model took 12-22 s for a side-by-side answer of 8 tokens on 2 cores (bench/space.py --memory).
         temperature, top_p: generation defaults (temperature 0 is greedy).
         max_new_tokens_limit: the largest max_new_tokens a request may ask for.
         max_prompt_chars, max_prompt_tokens: the largest prompt, as typed and after the chat template.

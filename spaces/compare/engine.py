@@ -150,6 +150,10 @@ class Limits:
         return cls(config.cpu_max_loaded_adapters, min(config.cpu_max_new_tokens, config.max_new_tokens))
 
 
+def _contiguous_input(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (args[0].contiguous(), *args[1:])
+
+
 class _RowStreamer(BaseStreamer):
     """Receives the tokens of every row from `generate` (the prompt first, then one token per row per step)."""
 
@@ -194,6 +198,7 @@ class Engine:
     def __init__(self, config: AppConfig, device: str | None = None) -> None:
         self.config = config
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        on_gpu = self.device.startswith("cuda")
         limits = Limits.for_device(config, self.device)
         self.capacity = limits.capacity
         self.default_max_new_tokens = limits.default_max_new_tokens
@@ -214,6 +219,11 @@ class Engine:
             config.base_model, revision=config.base_revision, config=base_config, dtype=self.dtype
         )
         self.base = base.to(self.device).eval()
+        if not on_gpu:
+            # On a CPU, torch's bfloat16 linear given a non-contiguous input (generate's slice of the last
+            # position) can make a float32 copy of the weight while PEFT's adapters are in: 1.5 GB more for
+            # Qwen3-4B's output layer, measured by bench/space.py --memory. A contiguous input avoids it.
+            self.base.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
         self.model = None  # the PeftModel, created with the first adapter
         eos = self.base.generation_config.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
