@@ -221,8 +221,8 @@ class Engine:
         self.base = base.to(self.device).eval()
         if not on_gpu:
             # On a CPU, torch's bfloat16 linear given a non-contiguous input (generate's slice of the last
-            # position) can make a float32 copy of the weight while PEFT's adapters are in: 1.5 GB more for
-            # Qwen3-4B's output layer, measured by bench/space.py --memory. A contiguous input avoids it.
+            # position) can make a float32 copy of the weight: 1.5 GB more for Qwen3-4B's output layer under
+            # PEFT's generate, measured by bench/space.py --memory. A contiguous input avoids it.
             self.base.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
         self.model = None  # the PeftModel, created with the first adapter
         eos = self.base.generation_config.eos_token_id
