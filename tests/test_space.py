@@ -154,16 +154,15 @@ def client(app_url: str):
 
 @pytest.fixture(scope="module")
 def app_modules() -> Iterator[SimpleNamespace]:
-    """The app's `config` and `engine` modules imported in this process (removed again afterwards)."""
+    """The app's `config`, `hardware` and `engine` modules imported in this process (removed again afterwards)."""
     path = str(space_dir("compare"))
+    names = ("config", "hardware", "engine")
     sys.path.insert(0, path)
     try:
-        yield SimpleNamespace(
-            config=importlib.import_module("config"), engine=importlib.import_module("engine")
-        )
+        yield SimpleNamespace(**{name: importlib.import_module(name) for name in names})
     finally:
         sys.path.remove(path)
-        for name in ("config", "engine"):
+        for name in names:
             sys.modules.pop(name, None)
 
 

@@ -104,7 +104,7 @@ def test_a_cpu_loads_the_checkpoints_dtype_and_one_adapter_at_a_time(bf16_releas
 
 
 def test_auto_dtype_is_the_checkpoints_unless_the_hardware_cannot(app_modules, monkeypatch) -> None:  # noqa: F811
-    resolve = app_modules.engine.resolve_dtype
+    resolve = app_modules.hardware.resolve_dtype
     assert resolve("auto", "cpu", torch.bfloat16) == torch.bfloat16
     assert resolve("auto", "cpu", torch.float32) == torch.float32
     assert resolve("auto", "cpu", None) == torch.float32  # transformers' default when a config names none
@@ -119,7 +119,7 @@ def test_auto_dtype_is_the_checkpoints_unless_the_hardware_cannot(app_modules, m
 
 
 def test_the_hardware_sets_the_adapters_kept_and_the_answer_length(app_modules) -> None:  # noqa: F811
-    config_module, Limits = app_modules.config, app_modules.engine.Limits
+    config_module, Limits = app_modules.config, app_modules.hardware.Limits
     config = config_module.AppConfig(title="t", base_model="b", adapter_repo="a", max_new_tokens=2048)
     assert Limits.for_device(config, "cuda") == Limits(capacity=12, default_max_new_tokens=2048)
     assert Limits.for_device(config, "cuda:1") == Limits(capacity=12, default_max_new_tokens=2048)

@@ -7,9 +7,8 @@ checkpoint. Adapters are loaded on first use into a bounded cache; the least rec
 unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
 `generate` fails): a new one is loaded first.
 
-What the hardware allows sets three things: the dtype (the base model's own, bfloat16 for Qwen3, on a
-CPU too: a 4B model takes 8 GB instead of 16), how many adapters stay loaded (one on a CPU) and the
-default answer length (short on a CPU).
+What the hardware allows (`hardware.py`) sets the dtype, how many adapters stay loaded and the default
+answer length.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 
 from config import AppConfig
+from hardware import Limits, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -103,51 +103,6 @@ def _short(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     text = lines[0] if lines else ""
     return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
-
-
-def resolve_dtype(name: str, device: str, checkpoint_dtype: torch.dtype | None) -> torch.dtype:
-    """The dtype to load the base model in.
-
-    Args:
-        name: the config's `dtype`: "auto", or the name of a torch dtype (used as it is).
-        device: "cpu" or a CUDA device.
-        checkpoint_dtype: the dtype the base model's config names (None: float32, transformers' default).
-
-    Returns:
-        For "auto", the checkpoint's dtype, except bfloat16 on a GPU older than Ampere (compute
-        capability 8), which has no bfloat16 arithmetic: float16 there. A CPU computes in bfloat16.
-    """
-    if name != "auto":
-        return getattr(torch, name)
-    dtype = checkpoint_dtype or torch.float32
-    if (
-        dtype == torch.bfloat16
-        and device.startswith("cuda")
-        and torch.cuda.get_device_capability(device)[0] < 8
-    ):
-        return torch.float16
-    return dtype
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the hardware allows: adapters kept loaded beside the base, and the default answer length.
-
-    Args:
-        capacity: `max_loaded_adapters` on a GPU, `cpu_max_loaded_adapters` on a CPU.
-        default_max_new_tokens: the answer length when a request names none: `max_new_tokens` on a GPU,
-            at most `cpu_max_new_tokens` on a CPU.
-    """
-
-    capacity: int
-    default_max_new_tokens: int
-
-    @classmethod
-    def for_device(cls, config: AppConfig, device: str) -> Limits:
-        """The limits of `config` on `device` ("cpu", or a CUDA device)."""
-        if device.startswith("cuda"):
-            return cls(config.max_loaded_adapters, config.max_new_tokens)
-        return cls(config.cpu_max_loaded_adapters, min(config.cpu_max_new_tokens, config.max_new_tokens))
 
 
 def _contiguous_input(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
