@@ -7,7 +7,9 @@ this module writes what it reads, `space_config.json`, from the run:
     files = space_repo_files(config)        # {"app.py": b"...", ..., "README.md": b"..."}
 
 The Space repo (`<repo_id>-demo` by default) holds the app's files, the config, pinned requirements and a
-README whose metadata the Hub reads (`sdk: gradio`, `sdk_version`, `models`, ...).
+README whose metadata the Hub reads (`sdk: gradio`, `sdk_version`, `python_version`, `suggested_hardware`,
+`models`, ...). The suggested hardware is ZeroGPU, so the requirements are ones it installs: a torch release
+it runs and packages that install on both of its Pythons.
 """
 
 from __future__ import annotations
@@ -43,11 +45,18 @@ APP_NAME = "compare"
 APP_FILE = "app.py"
 REQUIREMENTS_NAME = "requirements.txt"
 # The app's own modules, copied as they are.
-APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py")
-# ZeroGPU documents Python 3.10 and 3.12 only.
+APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py", "hardware.py")
+# ZeroGPU documents Python 3.10 and 3.12 only, and these torch releases.
+ZEROGPU_PYTHONS = ("3.10", "3.12")
+ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
 PYTHON_VERSION = "3.12"
 SHORT_DESCRIPTION = "Base model vs. each training checkpoint, side by side"
-DEFAULT_HARDWARE = "l4x1"  # informational on the Hub; a 4B model in bf16 fits with room for a batch
+# The README's `suggested_hardware` (a suggestion the Hub shows; the owner picks the hardware): ZeroGPU,
+# free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
+DEFAULT_HARDWARE = "zero-a10g"
+# Requirements given as a lower bound, not a pin: the Spaces runtime installs its own `spaces` (ZeroGPU's
+# client, which follows the Hub's scheduler), and an older pin would downgrade it.
+AT_LEAST = ("spaces",)
 EXAMPLES_FROM_EVAL = 5
 _APP_CONFIG_MODULE = "hubkit._space_app_config"
 # Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
@@ -95,12 +104,26 @@ class SpaceConfig:
     Args:
         app: the app's `AppConfig` (fields: see `spaces/compare/config.py`).
         space_repo_id: the Space repo (`<repo_id>-demo` by default), named in the README's API example.
-        hardware: the README's `suggested_hardware` (the Hub's flavor names, e.g. "l4x1", "a10g-small").
+        hardware: the README's `suggested_hardware`, one of the Hub's flavors (`huggingface_hub.SpaceHardware`:
+            "zero-a10g" is ZeroGPU, "cpu-basic", "l4x1", ...).
+
+    Raises:
+        SpaceError: `hardware` is not one of the Hub's flavors.
     """
 
     app: Any
     space_repo_id: str
     hardware: str = DEFAULT_HARDWARE
+
+    def __post_init__(self) -> None:
+        from huggingface_hub import SpaceHardware
+
+        flavors = [flavor.value for flavor in SpaceHardware]
+        if self.hardware not in flavors:
+            raise SpaceError(
+                f"unknown Space hardware {self.hardware!r}: use one of {', '.join(flavors)} "
+                f"(default {DEFAULT_HARDWARE}, ZeroGPU)"
+            )
 
     @classmethod
     def from_manifest(
@@ -113,6 +136,7 @@ class SpaceConfig:
         adapter_revision: str | None = None,
         tokenizer_published: bool = True,
         examples: Sequence[tuple[str, str | None]] = (),
+        hardware: str = DEFAULT_HARDWARE,
     ) -> SpaceConfig:
         """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
 
@@ -126,16 +150,20 @@ class SpaceConfig:
             tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
                 template (else the base model's are used).
             examples: (problem, reference answer or None) pairs; default a few general math problems.
+            hardware: the README's `suggested_hardware`.
 
         Returns:
             The configuration.
+
+        Raises:
+            SpaceError: `hardware` is not one of the Hub's flavors.
         """
         module = app_config_module()
         trained_length = manifest.hyperparameters.get("max_completion_length")
         defaults = {}
         if isinstance(trained_length, int) and trained_length > 0:
-            # The run's own completion length, when it is shorter than the app's default.
-            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens)
+            # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
+            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
         app = module.AppConfig(
             title=manifest.run_id,
             base_model=manifest.base_model,
@@ -148,7 +176,7 @@ class SpaceConfig:
             examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
             **defaults,
         )
-        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id))
+        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id), hardware=hardware)
 
     @classmethod
     def from_run(
@@ -159,6 +187,7 @@ class SpaceConfig:
         merged_repo_id: str | None = None,
         space_repo_id: str | None = None,
         adapter_revision: str | None = None,
+        hardware: str = DEFAULT_HARDWARE,
     ) -> SpaceConfig:
         """The Space of a run about to be (or already) published to `repo_id`.
 
@@ -171,12 +200,14 @@ class SpaceConfig:
             merged_repo_id: the merged model's repo, if the push publishes one.
             space_repo_id: the Space repo; default `<repo_id>-demo`.
             adapter_revision: see `from_manifest`.
+            hardware: the README's `suggested_hardware`.
 
         Returns:
             The configuration.
 
         Raises:
             EvalError: the run's evaluation files are corrupt.
+            SpaceError: `hardware` is not one of the Hub's flavors.
         """
         return cls.from_manifest(
             run.manifest,
@@ -186,6 +217,7 @@ class SpaceConfig:
             adapter_revision=adapter_revision,
             tokenizer_published=run.tokenizer_dir() is not None,
             examples=eval_examples(run.run_dir),
+            hardware=hardware,
         )
 
     def to_json(self) -> str:
@@ -287,20 +319,63 @@ def _version(package: str) -> str:
     return version.split("+", 1)[0]  # a local build tag such as "+cpu" is not on PyPI
 
 
-def pinned_requirements() -> str:
-    """The app's `requirements.txt`, each package pinned to the version installed here (the tested one).
+def zerogpu_torch(installed: str) -> str:
+    """The torch release a Space pins: the newest one ZeroGPU runs that is not newer than `installed`
+    (the tested one), else ZeroGPU's oldest.
 
-    gradio is not listed: the README's `sdk_version` installs it.
+    Args:
+        installed: the torch version installed here, without a local tag ("2.13.0").
+
+    Returns:
+        One of `ZEROGPU_TORCH`.
+    """
+    from packaging.version import Version
+
+    older = [v for v in ZEROGPU_TORCH if Version(v) <= Version(installed)]
+    return older[-1] if older else ZEROGPU_TORCH[0]
+
+
+def _pin(package: str, version: str) -> str:
+    """`package==version`; `package<=version` where that release dropped one of ZeroGPU's Pythons (its
+    Requires-Python excludes it), so that there the newest earlier release installs. pip prefers the newest
+    release a requirement allows, so on the Pythons the release supports it installs that one. (No environment
+    markers: `pip install --python-version` evaluates them for the Python running pip, not the target.)"""
+    from packaging.specifiers import SpecifierSet
+
+    requires = SpecifierSet(importlib.metadata.metadata(package).get("Requires-Python") or "")
+    if all(requires.contains(python) for python in ZEROGPU_PYTHONS):
+        return f"{package}=={version}"
+    return f"{package}<={version}"
+
+
+def pinned_requirements() -> str:
+    """The app's `requirements.txt`: each package pinned to the version installed here (the tested one),
+    as ZeroGPU accepts it.
+
+    gradio is not listed: the README's `sdk_version` installs it. torch is pinned to a release ZeroGPU
+    runs (`zerogpu_torch`); `spaces` gets a lower bound (`AT_LEAST`); a package whose tested release dropped
+    one of ZeroGPU's Pythons gets an upper bound (`_pin`).
 
     Raises:
         SpaceError: a package the app needs is not installed.
     """
     lines = (space_dir(APP_NAME) / REQUIREMENTS_NAME).read_text(encoding="utf-8").splitlines()
     packages = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    pinned = [f"{package}=={_version(package)}" for package in packages]
+    tested_torch = _version("torch")
+    requirements = []
+    for package in packages:
+        version = _version(package)
+        if package == "torch":
+            requirements.append(f"torch=={zerogpu_torch(version)}")
+        elif package in AT_LEAST:
+            requirements.append(f"{package}>={version}")
+        else:
+            requirements.append(_pin(package, version))
     return (
         "# Pinned to the versions hubkit tested the app with; gradio comes from sdk_version.\n"
-        + "\n".join(pinned)
+        f"# torch: the newest release ZeroGPU runs ({', '.join(ZEROGPU_TORCH)}) up to the tested {tested_torch}.\n"
+        "# <=: the tested release dropped Python 3.10 (ZeroGPU runs 3.10 and 3.12); 3.10 gets an earlier one.\n"
+        + "\n".join(requirements)
         + "\n"
     )
 
@@ -336,6 +411,7 @@ def space_readme(config: SpaceConfig) -> str:
         template_path=str(model_cards_dir() / "space.md.j2"),
         app=app,
         space_repo_id=config.space_repo_id,
+        hardware=config.hardware,
         example=example,
     )
     return str(card)
