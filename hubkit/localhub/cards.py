@@ -52,7 +52,7 @@ if yaml is not None:
 def _load(text: str) -> Any:
     """The metadata's value. Raises yaml.YAMLError for invalid YAML or YAML beyond the bounds."""
     if len(text) > MAX_METADATA_CHARS:
-        raise yaml.YAMLError(f"README metadata is over {MAX_METADATA_CHARS} characters")
+        raise yaml.YAMLError(f"README metadata is too large (over {MAX_METADATA_CHARS} characters)")
     return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader: builds plain values only
 
 

@@ -92,7 +92,10 @@ def check_gitmodules(path: str, data: bytes) -> None:
         if value is None:
             continue
         if key == "url" and _bad_url(value):
-            raise InvalidInputError(f"{path}: git refuses the url of submodule {name!r}: {value!r}.")
+            raise InvalidInputError(
+                f"{path}: git refuses the url of submodule {name!r}, or this Hub cannot check it as git "
+                f"would (http(s) and ftp(s) urls are taken in their plain form only): {value!r}."
+            )
         if key == "path" and value.startswith("-"):
             raise InvalidInputError(f"{path}: git refuses the path of submodule {name!r}: {value!r}.")
         if key == "update" and value.startswith("!"):
