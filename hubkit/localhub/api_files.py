@@ -117,10 +117,9 @@ def resolve(
 def cdn_object(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
 ) -> Response:
-    """An LFS object by signed URL (no token: the signature stands for its signer, who must still see the repo)."""
-    repo, _ = ctx.signed_repo(
-        req, _cdn_path(repo_type, namespace, name, oid), repo_type, namespace, name, False
-    )
+    """An LFS object by signed URL (no token: the URL stands for its signer, who must still see the repo)."""
+    path = _cdn_path(repo_type, namespace, name, oid)
+    repo, _ = ctx.signed_repo(req, path, repo_type, namespace, name, upload=False)
     size = repo.lfs.size(oid)
     if size is None:
         raise errors.not_found(f"LFS object {oid} not found.")

@@ -16,10 +16,10 @@ from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
 logger = logging.getLogger(__name__)
-# host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
 # How long, and how much, a refused request's unread body is drained before its connection closes.
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 64 << 20
+# host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
 _HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
 
 
@@ -83,18 +83,18 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         loses the answer it had not read yet. So stop sending, and read and drop what keeps arriving, for
         a bounded time and amount (nothing is kept: memory stays flat whatever the client sends).
         """
-        self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_WR)
-        self.connection.settimeout(_LINGER_SECONDS)
         deadline = time.monotonic() + _LINGER_SECONDS
         dropped = 0
         try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(_LINGER_SECONDS)
             while dropped < _LINGER_BYTES and time.monotonic() < deadline:
                 block = self.connection.recv(1 << 16)
                 if not block:
                     break
                 dropped += len(block)
-        except OSError:
+        except OSError:  # the client is gone already
             pass
 
     def _base_url(self) -> str:
