@@ -202,6 +202,9 @@ def test_a_request_naming_another_host_is_refused(served):
         assert create.status == 421
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST"):
         assert request(served.endpoint, "GET", "/api/models/me/target", host=host).status == 200
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # no Host at all (HTTP/1.0)
+        sock.sendall(b"GET /api/models/me/target HTTP/1.0\r\n\r\n")
+        assert _read_answer(sock.makefile("rb")).status == 400
     assert not served.api.repo_exists("me/rebound")
     assert_healthy(served)
 

@@ -43,8 +43,8 @@ class HostRule:
 
     Attributes:
         names: host names (lowercase) and IP addresses accepted.
-        any_address: every IP literal is accepted (a socket bound to every interface: no page can rebind
-            an address it does not own).
+        any_address: every IP literal is accepted (a socket bound to every interface). An address is no
+            rebinding: a page whose origin is an address reaches that address, not this server.
     """
 
     names: frozenset[str]
@@ -53,7 +53,7 @@ class HostRule:
     @classmethod
     def for_address(cls, bound: str, extra: Iterable[str] = ()) -> HostRule:
         """The rule for a socket bound to `bound` (an address, `localhost`, or a wildcard), plus `extra` names."""
-        names = {name.lower().rstrip(".") for name in extra}
+        names = {_normalized(name.rstrip(".")) for name in extra}
         wildcard = bound in _WILDCARDS
         names.add("localhost")
         if wildcard:
@@ -89,7 +89,10 @@ def _is_ip(name: str) -> bool:
 
 
 def check_host(rule: HostRule, host: str | None) -> None:
-    """Refuse a request whose Host names another server (a page's DNS rebinding). Raises HubHTTPError 421."""
+    """Refuse a request whose Host names another server (a page's DNS rebinding): HubHTTPError 421, or
+    400 without a Host (RFC 9112 §3.2)."""
+    if host is None:
+        raise errors.bad_request("A request needs a Host header naming this local Hub.")
     if not rule.allows(host):
         raise errors.misdirected(
             f"This local Hub does not answer for the host {host!r}: use its address, or start it with "
