@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from fixtures_hub import serve_hub
+from helpers import assert_hub_fsck_clean
 from huggingface_hub import HfApi
 
 from hubkit.localhub import HubSettings, LocalHub
@@ -148,15 +149,7 @@ def assert_healthy(served: Served, repo_id: str = "me/target", headers: dict[str
     """The server still answers, and git finds nothing wrong in any repository."""
     assert served.process.poll() is None
     assert request(served.endpoint, "GET", f"/api/models/{repo_id}", headers).status == 200
-    git_dirs = sorted((served.root / "repos").glob("*/*/*.git"))
-    assert git_dirs
-    for git_dir in git_dirs:
-        fsck = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling"],
-            capture_output=True,
-            text=True,
-        )
-        assert fsck.returncode == 0, f"{git_dir}: {fsck.stdout}{fsck.stderr}"
+    assert assert_hub_fsck_clean(served.root) > 0
 
 
 def _serve(root: Path, *extra: str) -> Served:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import time
 from pathlib import Path
 
+from helpers import assert_hub_fsck_clean
 from huggingface_hub import HfApi, get_session
 
 from hubkit.localhub import HubSettings, LocalHub
@@ -48,12 +48,6 @@ def _upload_actions(hub: LocalHub, repo_id: str, data: bytes, token: str, multip
     return response.json()["objects"][0]["actions"]["upload"]
 
 
-def _fsck_clean(root: Path) -> None:
-    for git_dir in (root / "repos").glob("*/*/*.git"):
-        fsck = subprocess.run(["git", "--git-dir", str(git_dir), "fsck", "--strict"], capture_output=True)
-        assert fsck.returncode == 0, fsck.stderr
-
-
 def test_a_download_url_stops_when_the_repo_turns_private_and_an_upload_url_when_its_user_goes(tmp_path):
     (tmp_path / "users.toml").write_text(USERS)
     settings = HubSettings(users=load_users(tmp_path / "users.toml"))
@@ -79,7 +73,7 @@ def test_a_download_url_stops_when_the_repo_turns_private_and_an_upload_url_when
         response = get_session().put(hub.endpoint + upload_path, content=payload)
         assert response.status_code == 403 and "no longer accepted" in response.json()["error"]
         assert not list(Path(hub.root).rglob(f"lfs/objects/*/*/{hashlib.sha256(payload).hexdigest()}"))
-        _fsck_clean(Path(hub.root))
+        assert_hub_fsck_clean(Path(hub.root))
 
 
 def test_a_signed_url_expires_and_cannot_be_extended(tmp_path):
