@@ -41,15 +41,8 @@ from hubkit.evaluate.results import (
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
 from hubkit.runs.manifest import Manifest
-from hubkit.space import (
-    APP_MODULES,
-    SHORT_DESCRIPTION,
-    ZEROGPU_TORCH,
-    SpaceConfig,
-    default_space_repo_id,
-    space_config_from_hub,
-    space_repo_files,
-)
+from hubkit.space.config import SpaceConfig, default_space_repo_id, space_config_from_hub
+from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files
 from hubkit.testing.runs import finish_run, make_run, qwen3_shapes
 
 # Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).

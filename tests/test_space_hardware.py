@@ -19,19 +19,21 @@ from types import SimpleNamespace
 import pytest
 import torch
 from fixtures_hub import TEST_NAMESPACE
+from helpers import run_cli
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from test_space import app_modules  # noqa: F401  (the fixture: the app's config and engine modules)
 
 from hubkit.demo.tiny import publish_model
 from hubkit.errors import SpaceError
+from hubkit.publish import PushRequest, push_run
 from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
-from hubkit.space import (
+from hubkit.space.config import SpaceConfig
+from hubkit.space.files import (
     PYTHON_VERSION,
     ZEROGPU_PYTHONS,
     ZEROGPU_TORCH,
-    SpaceConfig,
     pinned_requirements,
     space_readme,
     zerogpu_torch,
@@ -242,3 +244,20 @@ def test_the_published_requirements_resolve_on_zerogpus_pythons(tmp_path: Path) 
             if python == PYTHON_VERSION and requirement.name not in ("torch", "spaces"):
                 tested = importlib.metadata.version(requirement.name).split("+")[0]
                 assert version == tested, (requirement, version, tested)
+
+
+def test_push_space_hardware_reaches_the_space_readme_and_a_bad_one_is_refused_before_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from huggingface_hub import SpaceCard
+
+    run_dir = make_run(tmp_path, (1,), base_model="Qwen/Qwen3-4B", shapes=TINY_SHAPES)
+    request = PushRequest(
+        run_dir, repo_id="me/run", merged=False, space_hardware="cpu-basic", dry_run=True, token="hf_unused"
+    )
+    (space,) = [repo for repo in push_run(request).plan.repos if repo.repo_type == "space"]
+    readme = next(f for f in space.files if f.path_in_repo == "README.md")
+    assert SpaceCard(readme.content.decode()).data.suggested_hardware == "cpu-basic"
+    argv = ["push", "--run-dir", str(run_dir), "--repo-id", "me/run", "--dry-run", "--space-hardware", "h100"]
+    assert run_cli(argv) == 1
+    assert "unknown Space hardware 'h100'" in capsys.readouterr().err

@@ -51,7 +51,7 @@ from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
-from hubkit.space import default_space_repo_id
+from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.merge import MergePlan, MergeResult
@@ -378,6 +378,7 @@ class PushSession:
             merged_repo_id=merged_repo_id if merged is not None else None,
             merged=merged,
             space_repo_id=space_repo_id,
+            space_hardware=self.request.space_hardware,
             published_merged_repo_id=merged_repo_id,
             private=self.request.private,
             token=token,

@@ -1,27 +1,14 @@
-"""The comparison Space of a published run: its configuration, the files of its repo, and running it locally.
-
-The app itself lives in the top-level `spaces/compare/` (shipped in the wheel) and never imports hubkit;
-this module writes what it reads, `space_config.json`, from the run:
+"""The comparison Space's configuration: `SpaceConfig` (what the app's `space_config.json` holds), from a
+run directory or from a published release.
 
     config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
-    files = space_repo_files(config)        # {"app.py": b"...", ..., "README.md": b"..."}
-
-The Space repo (`<repo_id>-demo` by default) holds the app's files, the config, pinned requirements and a
-README whose metadata the Hub reads (`sdk: gradio`, `sdk_version`, `python_version`, `suggested_hardware`,
-`models`, ...). The suggested hardware is ZeroGPU, so the requirements are ones it installs: a torch release
-it runs and packages that install on both of its Pythons.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +19,7 @@ from hubkit.errors import SpaceError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.release.manifest import read_release_manifest
-from hubkit.resources import model_cards_dir, space_dir
+from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -42,21 +29,9 @@ if TYPE_CHECKING:
 
 SPACE_SUFFIX = "-demo"
 APP_NAME = "compare"
-APP_FILE = "app.py"
-REQUIREMENTS_NAME = "requirements.txt"
-# The app's own modules, copied as they are.
-APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py", "hardware.py")
-# ZeroGPU documents Python 3.10 and 3.12 only, and these torch releases.
-ZEROGPU_PYTHONS = ("3.10", "3.12")
-ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
-PYTHON_VERSION = "3.12"
-SHORT_DESCRIPTION = "Base model vs. each training checkpoint, side by side"
 # The README's `suggested_hardware` (a suggestion the Hub shows; the owner picks the hardware): ZeroGPU,
 # free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
 DEFAULT_HARDWARE = "zero-a10g"
-# Requirements given as a lower bound, not a pin: the Spaces runtime installs its own `spaces` (ZeroGPU's
-# client, which follows the Hub's scheduler), and an older pin would downgrade it.
-AT_LEAST = ("spaces",)
 EXAMPLES_FROM_EVAL = 5
 _APP_CONFIG_MODULE = "hubkit._space_app_config"
 # Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
@@ -306,181 +281,3 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
         tokenizer_published="tokenizer_config.json" in root,
         examples=examples,
     )
-
-
-def _version(package: str) -> str:
-    try:
-        version = importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise SpaceError(
-            f"{package} is not installed, so the Space cannot be pinned to a tested version: "
-            "pip install 'hubkit[space]' (or push without the Space)"
-        ) from e
-    return version.split("+", 1)[0]  # a local build tag such as "+cpu" is not on PyPI
-
-
-def zerogpu_torch(installed: str) -> str:
-    """The torch release a Space pins: the newest one ZeroGPU runs that is not newer than `installed`
-    (the tested one), else ZeroGPU's oldest.
-
-    Args:
-        installed: the torch version installed here, without a local tag ("2.13.0").
-
-    Returns:
-        One of `ZEROGPU_TORCH`.
-    """
-    from packaging.version import Version
-
-    older = [v for v in ZEROGPU_TORCH if Version(v) <= Version(installed)]
-    return older[-1] if older else ZEROGPU_TORCH[0]
-
-
-def _pin(package: str, version: str) -> str:
-    """`package==version`; `package<=version` where that release dropped one of ZeroGPU's Pythons (its
-    Requires-Python excludes it), so that there the newest earlier release installs. pip prefers the newest
-    release a requirement allows, so on the Pythons the release supports it installs that one. (No environment
-    markers: `pip install --python-version` evaluates them for the Python running pip, not the target.)"""
-    from packaging.specifiers import SpecifierSet
-
-    requires = SpecifierSet(importlib.metadata.metadata(package).get("Requires-Python") or "")
-    if all(requires.contains(python) for python in ZEROGPU_PYTHONS):
-        return f"{package}=={version}"
-    return f"{package}<={version}"
-
-
-def pinned_requirements() -> str:
-    """The app's `requirements.txt`: each package pinned to the version installed here (the tested one),
-    as ZeroGPU accepts it.
-
-    gradio is not listed: the README's `sdk_version` installs it. torch is pinned to a release ZeroGPU
-    runs (`zerogpu_torch`); `spaces` gets a lower bound (`AT_LEAST`); a package whose tested release dropped
-    one of ZeroGPU's Pythons gets an upper bound (`_pin`).
-
-    Raises:
-        SpaceError: a package the app needs is not installed.
-    """
-    lines = (space_dir(APP_NAME) / REQUIREMENTS_NAME).read_text(encoding="utf-8").splitlines()
-    packages = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    tested_torch = _version("torch")
-    requirements = []
-    for package in packages:
-        version = _version(package)
-        if package == "torch":
-            requirements.append(f"torch=={zerogpu_torch(version)}")
-        elif package in AT_LEAST:
-            requirements.append(f"{package}>={version}")
-        else:
-            requirements.append(_pin(package, version))
-    return (
-        "# Pinned to the versions hubkit tested the app with; gradio comes from sdk_version.\n"
-        f"# torch: the newest release ZeroGPU runs ({', '.join(ZEROGPU_TORCH)}) up to the tested {tested_torch}.\n"
-        "# <=: the tested release dropped Python 3.10 (ZeroGPU runs 3.10 and 3.12); 3.10 gets an earlier one.\n"
-        + "\n".join(requirements)
-        + "\n"
-    )
-
-
-def space_readme(config: SpaceConfig) -> str:
-    """The Space's README.md: the metadata the Hub reads, then what the Space does and its API.
-
-    Raises:
-        SpaceError: gradio is not installed (its version is the Space's `sdk_version`).
-    """
-    from huggingface_hub import SpaceCard, SpaceCardData
-
-    app = config.app
-    models = [app.base_model, app.adapter_repo]
-    card_data = SpaceCardData(
-        title=app.title,
-        sdk="gradio",
-        sdk_version=_version("gradio"),
-        python_version=PYTHON_VERSION,
-        app_file=APP_FILE,
-        models=models,
-        tags=["hubkit", "lora", "peft", "checkpoints"],
-        emoji="⚖️",
-        colorFrom="indigo",
-        colorTo="green",
-        short_description=SHORT_DESCRIPTION,
-        suggested_hardware=config.hardware,
-        pinned=False,
-    )
-    example = app.examples[0].prompt if app.examples else "What is 12 * 13?"
-    card = SpaceCard.from_template(
-        card_data,
-        template_path=str(model_cards_dir() / "space.md.j2"),
-        app=app,
-        space_repo_id=config.space_repo_id,
-        hardware=config.hardware,
-        example=example,
-    )
-    return str(card)
-
-
-def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
-    """Every file of the Space repo, by path: the app's modules, `space_config.json`, pinned
-    `requirements.txt` and `README.md`.
-
-    Args:
-        config: the Space's configuration.
-
-    Returns:
-        Path in the repo -> content.
-
-    Raises:
-        SpaceError: gradio or a package the app needs is not installed (their versions are pinned).
-    """
-    app_dir = space_dir(APP_NAME)
-    files = {name: (app_dir / name).read_bytes() for name in APP_MODULES}
-    files[app_config_module().CONFIG_NAME] = config.to_json().encode()
-    files[REQUIREMENTS_NAME] = pinned_requirements().encode()
-    files["README.md"] = space_readme(config).encode()
-    return files
-
-
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def serve_locally(config: SpaceConfig, *, port: int, endpoint: str | None = None) -> None:
-    """Run the Space's app (the copy shipped with hubkit) on 127.0.0.1 until it exits or Ctrl-C stops it.
-
-    Args:
-        config: the configuration (as the push would write it).
-        port: the port to serve on.
-        endpoint: the Hub the app loads the models from (default: `HF_ENDPOINT`, else huggingface.co).
-
-    Raises:
-        SpaceError: the app exited with an error (its output says why).
-    """
-    env = dict(os.environ)
-    if endpoint:
-        env["HF_ENDPOINT"] = endpoint.rstrip("/")
-    env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    with tempfile.TemporaryDirectory(prefix="hubkit-space-") as workdir:
-        config_path = Path(workdir) / app_config_module().CONFIG_NAME
-        config_path.write_text(config.to_json(), encoding="utf-8")
-        command = [
-            sys.executable,
-            str(space_dir(APP_NAME) / APP_FILE),
-            f"--config={config_path}",
-            "--host=127.0.0.1",
-            f"--port={port}",
-        ]
-        process = subprocess.Popen(command, env=env)
-        # Stopped with SIGTERM as with Ctrl-C, so that the app never outlives this process.
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        try:
-            status = process.wait()
-        except KeyboardInterrupt:
-            process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=10)
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            return
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    if status != 0:
-        raise SpaceError(f"the Space app exited with status {status}: see its output above")
