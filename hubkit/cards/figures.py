@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 import matplotlib.style
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
@@ -38,7 +39,7 @@ STYLE = {
     "grid.color": "#E6E6E6",
     "grid.linewidth": 0.8,
 }
-CHECKPOINT_DASHES = (0, (4, 4))
+CHECKPOINT_LINE = {"color": CHECKPOINT_COLOR, "linewidth": 0.8, "linestyle": (0, (4, 4))}  # 4 on, 4 off
 # Each curve is drawn thinner than the one before (points), so a curve equal to an earlier one (TRL's reward
 # and a single component) still shows both colours.
 LINE_WIDTHS = (3.6, 2.6, 1.7, 1.2)
@@ -46,6 +47,7 @@ MARKERS_UP_TO = 30  # points drawn as dots too when a curve has at most this man
 # The accuracy chart's checkpoints, light (early) to dark (late); the base in the second curve colour.
 STEP_COLORS = LinearSegmentedColormap.from_list("steps", ["#9ECAE1", "#08306B"])
 BASE_COLOR = CURVE_COLORS[1]
+PATH_COLOR = "#7FB8D8"  # the line through the checkpoints in step order: CURVE_COLORS[0], half white
 MODEL_MARKER = 40  # the accuracy chart's dots: area in points squared (7 points across)
 LABEL_SIZE = 8
 # Where a point's label may go, in the order tried: offset in points, and which side of it the label is on.
@@ -67,18 +69,26 @@ def png(chart: Chart | AccuracyChart) -> bytes:
     Raises:
         ValueError: a training chart has more curves than `CURVE_COLORS`, or none.
     """
+    buffer = io.BytesIO()
     with matplotlib.style.context(["default", STYLE]):
-        drawn = figure(chart)
-        buffer = io.BytesIO()
-        drawn.savefig(buffer, format="png", metadata={"Software": None})
+        _figure(chart).savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
 
 
 def figure(chart: Chart | AccuracyChart) -> Figure:
-    """`chart`'s figure, laid out (the extents of its artists are those `png` saves)."""
-    if isinstance(chart, Chart):
-        return training_figure(chart)
-    return accuracy_figure(chart)
+    """`chart`'s figure, laid out: the extents of its artists are those `png` saves.
+
+    Raises:
+        ValueError: a training chart has more curves than `CURVE_COLORS`, or none.
+    """
+    with matplotlib.style.context(["default", STYLE]):
+        drawn = _figure(chart)
+        drawn.draw_without_rendering()
+    return drawn
+
+
+def _figure(chart: Chart | AccuracyChart) -> Figure:
+    return _training_figure(chart) if isinstance(chart, Chart) else _accuracy_figure(chart)
 
 
 def _new_figure() -> tuple[Figure, FigureCanvasAgg]:
@@ -95,26 +105,24 @@ def _freeze_layout(drawn: Figure) -> None:
 # --- training curves ------------------------------------------------------------------------------------
 
 
-def training_figure(chart: Chart) -> Figure:
-    """Curves over training steps, dashed lines at the published checkpoints, the legend below.
-
-    Raises:
-        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
-    """
+def _training_figure(chart: Chart) -> Figure:
+    """Curves over training steps, dashed lines at the published checkpoints, the legend below."""
     if not chart.curves or len(chart.curves) > len(CURVE_COLORS):
         raise ValueError(f"{chart.path}: {len(chart.curves)} curves, 1 to {len(CURVE_COLORS)} colours")
     drawn, canvas = _new_figure()
     axes = drawn.add_subplot()
     handles = []
-    for step in chart.marked_steps:
-        axes.axvline(step, color=CHECKPOINT_COLOR, linewidth=0.8, linestyle=CHECKPOINT_DASHES)
-    if chart.marked_steps:
-        handles.append(
-            Line2D(
-                [], [], color=CHECKPOINT_COLOR, linewidth=0.8, linestyle=CHECKPOINT_DASHES,
-                label="published checkpoint",
-            )
-        )  # fmt: skip
+    if chart.marked_steps:  # one collection of lines from the plot's bottom (0) to its top (1)
+        axes.vlines(
+            chart.marked_steps,
+            0,
+            1,
+            transform=axes.get_xaxis_transform(),
+            colors=CHECKPOINT_LINE["color"],
+            linewidths=CHECKPOINT_LINE["linewidth"],
+            linestyles=CHECKPOINT_LINE["linestyle"],
+        )
+        handles.append(Line2D([], [], label="published checkpoint", **CHECKPOINT_LINE))
     for index, (curve, color) in enumerate(zip(chart.curves, CURVE_COLORS, strict=False)):
         steps = [step for step, _ in curve.points]
         values = [value if math.isfinite(value) else math.nan for _, value in curve.points]
@@ -134,7 +142,6 @@ def training_figure(chart: Chart) -> Figure:
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set(title=chart.title, xlabel="training step", ylabel=chart.ylabel)
     _legend_below(drawn, canvas, handles)
-    _freeze_layout(drawn)
     return drawn
 
 
@@ -162,7 +169,7 @@ def _legend_below(drawn: Figure, canvas: FigureCanvasAgg, handles: list[Line2D])
 # --- accuracy versus answer length ------------------------------------------------------------------------
 
 
-def accuracy_figure(chart: AccuracyChart) -> Figure:
+def _accuracy_figure(chart: AccuracyChart) -> Figure:
     """One dot per model with its 95 % interval; the checkpoints joined in step order and shaded by step."""
     drawn, canvas = _new_figure()
     axes = drawn.add_subplot()
@@ -179,7 +186,7 @@ def accuracy_figure(chart: AccuracyChart) -> Figure:
     checkpoints = [p for p in points if p.step is not None]
     xs, ys = [p.tokens_mean for p in checkpoints], [p.accuracy for p in checkpoints]
     if len(checkpoints) > 1:
-        axes.plot(xs, ys, color="#7FB8D8", linewidth=1)
+        axes.plot(xs, ys, color=PATH_COLOR, linewidth=1)
         steps = [p.step for p in checkpoints]
         dots = axes.scatter(xs, ys, c=steps, cmap=STEP_COLORS, s=MODEL_MARKER, zorder=3)
         bar = drawn.colorbar(dots, ax=axes, label="training step", pad=0.02, aspect=30)
@@ -198,7 +205,7 @@ def accuracy_figure(chart: AccuracyChart) -> Figure:
     return drawn
 
 
-def _label_points(axes, canvas: FigureCanvasAgg, points: Sequence[ModelPoint]) -> None:
+def _label_points(axes: Axes, canvas: FigureCanvasAgg, points: Sequence[ModelPoint]) -> None:
     """Label each point ("base", "step 40"; models at one point share a label) at the first of
     `LABEL_PLACES` where the label stays inside the plot and overlaps no dot and no label placed before:
     the base first, then the checkpoints from the last one back. A label with no such place is left out."""
@@ -216,9 +223,14 @@ def _label_points(axes, canvas: FigureCanvasAgg, points: Sequence[ModelPoint]) -
     for point, steps in order:
         for dx, dy, ha, va in LABEL_PLACES:
             label = axes.annotate(
-                _label_text(steps), point, xytext=(dx, dy), textcoords="offset points",
-                ha=ha, va=va, fontsize=LABEL_SIZE,
-            )  # fmt: skip
+                _label_text(steps),
+                point,
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                fontsize=LABEL_SIZE,
+            )
             box = label.get_window_extent(renderer)
             if _within(box, inside) and not any(box.overlaps(other) for other in taken):
                 taken.append(box)
