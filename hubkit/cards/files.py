@@ -4,27 +4,24 @@ from the network, and the same inputs give the same bytes (so a push with nothin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from hubkit.cards import plots, sections, tables, text
-from hubkit.cards.chart_process import draw_in_child
 from hubkit.cards.inputs import BaseModelCard, CardInputs
 from hubkit.cards.metadata import card_data
 from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
 from hubkit.cards.usage import snippets
-from hubkit.errors import EvalError, PublishError
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, EvalSummary, summary_from_dict
+from hubkit.errors import PublishError
 
 if TYPE_CHECKING:
     from hubkit.runs import Run
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
 MERGED_TEMPLATE = "merged.md.j2"
-ACCURACY_PLOT = plots.ACCURACY_PATH
+ACCURACY_PLOT = f"{plots.ASSETS_DIR}/accuracy_vs_length.png"
 
 
 def license_statement(base: BaseModelCard) -> str:
@@ -134,45 +131,26 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
 
 
 class ChartsDrawnAhead:
-    """The adapter card's charts (training curves, and accuracy against length when the run was evaluated),
-    drawn by matplotlib in a child process while a push uploads (`chart_process`).
+    """The adapter card's training charts, drawn on a background thread while a push does work that leaves
+    the interpreter free (reading and hashing the adapters, merging, uploading).
 
     Drawn for the steps the push expects the repo to hold; `adapter_card_files` takes the images whose
     chart it would draw and draws any other itself (the repo held other steps than expected).
 
     Args:
-        run: the run whose metrics and evaluation are drawn.
-        steps: the checkpoint steps marked on the training charts.
+        run: the run whose metrics are drawn.
+        steps: the checkpoint steps marked on the charts.
     """
 
     def __init__(self, run: Run, steps: Sequence[int]) -> None:
-        summary = _evaluation_summary(run.run_dir)
-        self._charts: tuple[plots.Chart | plots.AccuracyChart, ...] = (
-            *plots.training_charts(key_metric_series(run), steps),
-            *((plots.accuracy_chart(summary),) if summary is not None else ()),
-        )
-        self._drawing = draw_in_child(self._charts)
+        charts = plots.training_charts(key_metric_series(run), steps)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-charts")
+        self._images = pool.submit(lambda: {chart: plots.draw_chart(chart) for chart in charts})
+        pool.shutdown(wait=False)  # its thread ends when the drawing does
 
-    def images(self) -> dict[plots.Chart | plots.AccuracyChart, bytes]:
+    def images(self) -> dict[plots.Chart, bytes]:
         """The images by chart, once drawn (the drawing's error, if it failed)."""
-        return dict(zip(self._charts, self._drawing.result(), strict=True))
-
-
-def _evaluation_summary(run_dir: Path) -> EvalSummary | None:
-    """The run's evaluation summary, from ``eval/results.json`` alone (a chart needs none of the samples);
-    None when there is none or it does not read (the push says why when it loads the evaluation)."""
-    try:
-        return summary_from_dict(json.loads((run_dir / EVAL_DIR / RESULTS_NAME).read_text(encoding="utf-8")))
-    except (OSError, ValueError, EvalError):
-        return None
-
-
-def _draw_here(chart: plots.Chart | plots.AccuracyChart) -> bytes:
-    """`chart` drawn in this process (one the push did not draw ahead)."""
-    # matplotlib takes 0.35 s to import (measured): a push that drew its charts ahead never imports it.
-    from hubkit.cards import figures
-
-    return figures.png(chart)
+        return self._images.result()
 
 
 def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None) -> dict[str, bytes]:
@@ -189,9 +167,11 @@ def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None
     """
     series: tuple[MetricSeries, ...] = key_metric_series(inputs.run)
     charts = plots.training_charts(series, inputs.steps)
+    # Waiting first also keeps the drawing on one thread at a time (the fonts are shared).
     images = drawn.images() if drawn is not None else {}
-    images_of = (*charts, plots.accuracy_chart(inputs.eval.summary)) if inputs.eval is not None else charts
-    files = {chart.path: images.get(chart) or _draw_here(chart) for chart in images_of}
+    files = {chart.path: images.get(chart) or plots.draw_chart(chart) for chart in charts}
+    if inputs.eval is not None:
+        files[ACCURACY_PLOT] = plots.draw_accuracy_vs_length(inputs.eval.summary)
     context = {
         **_common_context(inputs),
         "steps": inputs.steps,

@@ -1,9 +1,8 @@
-"""What each chart of a card shows: the training curves and the accuracy-versus-length plot, as data.
+"""Training curves and the accuracy-versus-length plot, as PNG bytes for a card's ``assets/`` folder.
 
-What to draw is decided here, as frozen data (`Chart`: one `Curve` per logged metric; `AccuracyChart`: one
-`ModelPoint` per evaluated model); `hubkit.cards.figures` draws it with matplotlib, which a push runs in a
-child process (`hubkit.cards.chart_process`). The same chart gives the same PNG bytes, so a push with
-nothing new uploads nothing.
+What to draw is decided first, as data (`Chart`: one `Curve` per logged metric); `draw_chart` then draws
+it on a `hubkit.cards.canvas.Canvas`. PNGs carry no timestamp or version, so the same run gives the same
+bytes and a push with nothing new uploads nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +17,13 @@ if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalSummary
 
 ASSETS_DIR = "assets"
-ACCURACY_PATH = f"{ASSETS_DIR}/accuracy_vs_length.png"
 # Distinct, colour-blind-safe line colours (Okabe-Ito), one per curve of a chart, in order.
 CURVE_COLORS: tuple[str, ...] = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 CHECKPOINT_COLOR = "#BBBBBB"
+_MARKERS_UP_TO = 30  # points drawn as dots too when a curve has at most this many (a 1-step run is visible)
+# Each curve is drawn thinner than the one before (pixels), so a curve equal to an earlier one (TRL's reward
+# and a single component) still shows both colours.
+_LINE_WIDTHS = (5.0, 3.6, 2.4, 1.6)
 
 # Chart file name, title, y label, and the card metrics it draws (in this order).
 _TRAINING_CHARTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -35,7 +37,7 @@ _TRAINING_CHARTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 
 @dataclass(frozen=True)
 class Curve:
-    """One line: a metric over training steps (a NaN or infinite value leaves a gap)."""
+    """One line: a metric over training steps."""
 
     label: str
     points: tuple[tuple[int, float], ...]
@@ -58,31 +60,6 @@ class Chart:
     ylabel: str
     curves: tuple[Curve, ...]
     marked_steps: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ModelPoint:
-    """One evaluated model: its mean answer length, its accuracy and the accuracy's 95 % interval (%).
-
-    Args:
-        step: the checkpoint's step; None for the base model.
-    """
-
-    step: int | None
-    tokens_mean: float
-    accuracy: float
-    low: float
-    high: float
-
-
-@dataclass(frozen=True)
-class AccuracyChart:
-    """The accuracy-versus-length image: one point per evaluated model, the base first."""
-
-    title: str
-    ylabel: str
-    points: tuple[ModelPoint, ...]
-    path: str = ACCURACY_PATH
 
 
 def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[int]) -> tuple[Chart, ...]:
@@ -117,28 +94,69 @@ def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[in
     return tuple(charts)
 
 
-def accuracy_chart(summary: EvalSummary) -> AccuracyChart:
+def draw_chart(chart: Chart) -> bytes:
+    """Draw one training chart as a PNG.
+
+    Returns:
+        The PNG bytes.
+
+    Raises:
+        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
+    """
+    from hubkit.cards.canvas import Canvas, LegendEntry, axis_for
+
+    if not chart.curves or len(chart.curves) > len(CURVE_COLORS):
+        raise ValueError(f"{chart.path}: {len(chart.curves)} curves, 1 to {len(CURVE_COLORS)} colours")
+    steps = [step for curve in chart.curves for step, _ in curve.points] + list(chart.marked_steps)
+    values = [value for curve in chart.curves for _, value in curve.points]
+    canvas = Canvas(axis_for(steps, integer=True), axis_for(values))
+    legend = []
+    if chart.marked_steps:
+        for step in chart.marked_steps:
+            canvas.vline(step, CHECKPOINT_COLOR)
+        legend.append(LegendEntry("published checkpoint", CHECKPOINT_COLOR, width=1, dashed=True))
+    for index, (curve, color) in enumerate(zip(chart.curves, CURVE_COLORS, strict=False)):
+        width = _LINE_WIDTHS[min(index, len(_LINE_WIDTHS) - 1)]
+        marker = width + 3 if len(curve.points) <= _MARKERS_UP_TO else 0
+        canvas.line(curve.points, color, width, marker=marker)
+        legend.append(LegendEntry(curve.label, color, width=width, marker=marker))
+    return canvas.png(chart.title, "training step", chart.ylabel, legend)
+
+
+def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
     """Accuracy (with its 95 % interval) against mean answer length, one point per evaluated model.
 
     Args:
         summary: the evaluation's summary (base model and checkpoints).
 
     Returns:
-        The chart, its points in percent.
+        The PNG bytes.
     """
+    from hubkit.cards.canvas import Canvas, axis_for, lighter
+
     models = ([summary.base] if summary.base else []) + list(summary.checkpoints)
-    return AccuracyChart(
-        title=f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})",
-        ylabel=f"accuracy (%, {summary.metric.name})",
-        points=tuple(
-            ModelPoint(
-                step=m.step,
-                tokens_mean=m.tokens_mean,
-                accuracy=100 * m.accuracy,
-                # min/max: at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
-                low=100 * min(m.accuracy, m.ci95[0]),
-                high=100 * max(m.accuracy, m.ci95[1]),
-            )
-            for m in models
-        ),
+    xs = [m.tokens_mean for m in models]
+    # max/min: at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
+    lows = [100 * min(m.accuracy, m.ci95[0]) for m in models]
+    highs = [100 * max(m.accuracy, m.ci95[1]) for m in models]
+    canvas = Canvas(axis_for(xs, margin=0.15), axis_for(lows + highs, margin=0.1))
+    for model, low, high in zip(models, lows, highs, strict=True):
+        canvas.error_bar(model.tokens_mean, low, high, CHECKPOINT_COLOR)
+    checkpoints = [m for m in models if m.step is not None]
+    if len(checkpoints) > 1:
+        canvas.line(
+            [(m.tokens_mean, 100 * m.accuracy) for m in checkpoints], lighter(CURVE_COLORS[0], 0.5), 1.5
+        )
+    labels: dict[tuple[float, float], list[str]] = {}  # models at the same point share one label
+    for model in models:
+        point = (model.tokens_mean, 100 * model.accuracy)
+        color = CURVE_COLORS[1] if model.step is None else CURVE_COLORS[0]
+        canvas.dot(*point, color, 8)
+        labels.setdefault(point, []).append("base" if model.step is None else f"step {model.step}")
+    for (x, y), names in labels.items():
+        canvas.annotate(x, y, ", ".join(names))
+    return canvas.png(
+        f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})",
+        "mean answer length (tokens)",
+        f"accuracy (%, {summary.metric.name})",
     )
