@@ -193,11 +193,10 @@ class Canvas:
         self._draw = ImageDraw.Draw(self._shapes)
         self._grid()
         self._axis_texts(title, xlabel)
-        self._ylabel = ylabel
+        self._ylabel = _fit(ylabel, LABEL_FONT, HEIGHT - 10)
         self._legend = tuple(zip(legend, labels, strict=True))
-        self._legend_at: list[
-            tuple[float, float]
-        ] = []  # each entry's swatch: its left end, on its row's middle
+        # Each legend entry's swatch: its left end, on its row's middle.
+        self._legend_at: list[tuple[float, float]] = []
         self.legend_box: Box | None = self._place_legend(columns, rows) if legend else None
 
     # --- coordinates ------------------------------------------------------------------------------
@@ -297,28 +296,27 @@ class Canvas:
         columns, rows = self._tick_pixels()
         for px, label in zip(columns, self.x.labels, strict=True):
             half = font.getlength(label) / 2
-            self._text(
-                (min(max(px, half + 2), WIDTH - half - 2), bottom + _TICK_LENGTH + 2), label, TICK_FONT, "mt"
-            )
+            x = min(max(px, half + 2), WIDTH - half - 2)
+            self._text((x, bottom + _TICK_LENGTH + 2), label, TICK_FONT, "mt")
         for py, label in zip(rows, self.y.labels, strict=True):
             self._text((left - _TICK_LENGTH - 3, py), label, TICK_FONT, "rm")
         self._text(((left + right) / 2, top / 2), _fit(title, TITLE_FONT, WIDTH - 10), TITLE_FONT, "mm")
-        self._text(((left + right) / 2, bottom + _TICK_LENGTH + TICK_FONT + 10), xlabel, LABEL_FONT, "mt")
+        at = ((left + right) / 2, bottom + _TICK_LENGTH + TICK_FONT + 10)
+        self._text(at, _fit(xlabel, LABEL_FONT, WIDTH - 10), LABEL_FONT, "mt")
 
     def label_points(self, labels: Sequence[tuple[float, float, str]]) -> None:
         """Label data points, in the order given: each at the first of `LABEL_PLACES` where it stays inside
         the plot area and overlaps no dot and no label placed before it. A label with no such place is
         left out (a crowded chart names the points it has room for)."""
         left, top, right, bottom = self.plot
+        room = (left + 2, top + 2, right - 2, bottom - 2)  # 2 pixels off the frame
         taken = list(self._dots)
         for x, y, text in labels:
             px, py = self.px(x, y)
             for dx, dy, anchor in LABEL_PLACES:
                 x0, y0, x1, y1 = _font(SMALL_FONT).getbbox(text, anchor=anchor)
                 box = (px + dx + x0, py + dy + y0, px + dx + x1, py + dy + y1)
-                inside = (
-                    left + 2 <= box[0] and box[2] <= right - 2 and top + 2 <= box[1] and box[3] <= bottom - 2
-                )
+                inside = room[0] <= box[0] and box[2] <= room[2] and room[1] <= box[1] and box[3] <= room[3]
                 if inside and not any(_overlap(box, other) for other in taken):
                     taken.append(self._text((px + dx, py + dy), text, SMALL_FONT, anchor).box)
                     break
