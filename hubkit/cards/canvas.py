@@ -4,7 +4,7 @@ vertical lines, error bars, labels and a legend, saved as a PNG.
 Every push draws its card's charts again, while its adapters upload. matplotlib in the push's interpreter
 took 0.5 s to import and 60-90 ms of interpreter time per chart, which the upload threads waited for; in a
 process of its own it still took adding one seed checkpoint to the loopback Hub to 2.19× `hf upload`
-(docs/design.md, "Charts: drawn, not plotted"). This draws a chart in 12-20 ms of CPU, mostly in Pillow's C
+(docs/design.md, "Charts: drawn, not plotted"). This draws a chart in 9-21 ms of CPU, mostly in Pillow's C
 code, which releases the interpreter.
 
 Nothing covers the data and nothing leaves the image: the legend sits under the plot, in as many columns as
