@@ -1,9 +1,11 @@
 """Benchmark `hubkit push` (the library's `push_run`) against `hf upload` of the same checkpoints.
 
-    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 6] [--workdir DIR]
+    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 6] [--workdir DIR] [--link-rate MB/s]
 
 Two generated TRL-layout runs (random weights, seeded), each pushed with `merged=False, space=False` to a
-local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's):
+local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's), reached
+directly (loopback: a 132 MB upload takes ~0.35 s) or, with `--link-rate`, through bench/throttle.py, a proxy
+that passes that many MB per second each way (a realistic link; pushes and uploads go through it alike):
 
     seed    10 checkpoints of Qwen3-4B's LoRA shape: r=16 on q,k,v,o,gate,up,down, 36 layers, fp32 (132 MB
             each, 1.32 GB); the base repo holds only Qwen3-4B's config.json
@@ -533,6 +535,17 @@ def start_server(root: Path) -> tuple[str, subprocess.Popen]:
     return process.stdout.readline().strip(), process
 
 
+def start_link(upstream: str, megabytes_per_second: float) -> tuple[str, subprocess.Popen]:
+    """bench/throttle.py in front of `upstream`: its endpoint and its process."""
+    throttle = Path(__file__).with_name("throttle.py")
+    process = subprocess.Popen(
+        [sys.executable, str(throttle), "--upstream", upstream, "--rate", str(megabytes_per_second * 1e6)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process.stdout.readline().strip(), process
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -541,6 +554,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="an even number: each goes first as often")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where the runs and the Hub go (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--link-rate",
+        type=float,
+        default=None,
+        help="reach the Hub through a link of this many MB/s each way (default: loopback, unlimited)",
     )
     args = parser.parse_args()
     scales = {"seed": [seed_scale()], "small": [small_scale()], "both": [small_scale(), seed_scale()]}[
@@ -554,6 +573,10 @@ def main() -> None:
             f"{workdir} has {free / 1e9:.1f} GB free; this benchmark needs about {needed / 1e9:.1f} GB"
         )
     endpoint, server = start_server(workdir / "hub")
+    processes = [server]
+    if args.link_rate is not None:
+        endpoint, link = start_link(endpoint, args.link_rate)
+        processes.append(link)
     try:
         from hubkit.localhub.client_env import use_local_hub
 
@@ -567,14 +590,17 @@ def main() -> None:
         publish_base(endpoint, warm)
         warm_imports(listed_modules(lambda: hubkit_push(endpoint, warm_run, "bench/warm-hubkit")))
         warm_imports(listed_modules(lambda: hf_upload(endpoint, "bench/warm-hf", warm_run, create=True)))
+        link = "loopback" if args.link_rate is None else f"a {args.link_rate:g} MB/s link (bench/throttle.py)"
         print(
-            f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process); workdir free: {free / 1e9:.0f} GB"
+            f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process), through {link}; "
+            f"workdir free: {free / 1e9:.0f} GB"
         )
         for scale in scales:
             bench_scale(scale, endpoint, workdir, args.rounds)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
