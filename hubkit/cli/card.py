@@ -61,7 +61,7 @@ def card(
     from hubkit.publish.plan import check_repo_id
     from hubkit.publish.request import repo_name_for_run
     from hubkit.runs import find_run_dir, load_run
-    from hubkit.space import default_space_repo_id
+    from hubkit.space.config import default_space_repo_id
 
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
     token = resolve_token(endpoint, required=False)

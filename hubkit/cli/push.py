@@ -105,6 +105,11 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     help="Also create or update the Gradio Space comparing the base model with every checkpoint.",
 )
 @click.option("--space-repo-id", metavar="OWNER/NAME", help="The Space's repo.  [default: <repo-id>-demo]")
+@click.option(
+    "--space-hardware",
+    metavar="FLAVOR",
+    help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -124,6 +129,7 @@ def push(
     merged_repo_id: str | None,
     space: bool,
     space_repo_id: str | None,
+    space_hardware: str | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -160,6 +166,7 @@ def push(
         merged_repo_id=merged_repo_id,
         space=space,
         space_repo_id=space_repo_id,
+        space_hardware=space_hardware,
         endpoint=endpoint,
         dry_run=dry_run,
     )

@@ -53,7 +53,7 @@ from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
-from hubkit.space import default_space_repo_id
+from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.cards.merge_record import MergeRecord
@@ -377,6 +377,7 @@ class PushSession:
             merge_record=merge_record,
             space_repo_id=space_repo_id,
             linked_space_id=linked_space or space_repo_id,
+            space_hardware=self.request.space_hardware,
             published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
             private=self.request.private,
             token=token,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hubkit.errors import QuantizedBaseError
 from hubkit.runs import Run
-from hubkit.space import pinned_requirements
+from hubkit.space.files import pinned_requirements
 
 _REQUIREMENT_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 

@@ -30,7 +30,8 @@ from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.safety import check_planned_files
 from hubkit.runs import Run
-from hubkit.space import SpaceConfig, space_repo_files
+from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig
+from hubkit.space.files import space_repo_files
 
 if TYPE_CHECKING:
     from hubkit.merge import MergeResult
@@ -57,6 +58,7 @@ class BuildContext:
         space_repo_id: the Space repo, when the push publishes one.
         linked_space_id: the release's Space, which the cards link: the one this push publishes, or one
             already on the Hub.
+        space_hardware: the Space's suggested hardware (None: ZeroGPU).
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
         private: create new repos private.
@@ -77,6 +79,7 @@ class BuildContext:
     merge_record: MergeRecord | None = None
     space_repo_id: str | None = None
     linked_space_id: str | None = None
+    space_hardware: str | None = None
     published_merged_repo_id: str | None = None
     private: bool = False
     token: str | None = field(default=None, repr=False)
@@ -159,6 +162,7 @@ def build_space_repo(context: BuildContext) -> RepoPlan | None:
         context.repo_id,
         merged_repo_id=context.published_merged_repo_id,
         space_repo_id=context.space_repo_id,
+        hardware=context.space_hardware or DEFAULT_HARDWARE,
     )
     files = [
         PlannedFile.from_bytes(path, content) for path, content in sorted(space_repo_files(config).items())
