@@ -168,6 +168,7 @@ def test_a_plain_grpo_run_publishes_a_card_with_what_the_trainer_recorded(
     link = f"[{space}](https://huggingface.co/spaces/{space})"
     assert link in card and link in _readme(hub_api, f"{new_repo_id}-merged")
     assert str(plain_run) not in card and "hub_token" not in card
+    assert "max_new_tokens=12" in card  # the usage answers as long as the run's completions were
 
     # An unchanged re-push with the merge enabled merges nothing and commits nothing.
     commits = {r: len(hub_api.list_repo_commits(r)) for r in (new_repo_id, f"{new_repo_id}-merged")}
