@@ -249,7 +249,7 @@ def _plan_line(plan: EvalPlan) -> str:
     source = problems.source + (f" ({problems.split})" if problems.split else "")
     skipped = f", {problems.skipped} without an answer skipped" if problems.skipped else ""
     models = ", ".join(plan.models)
-    whose = "the run's reward" if plan.metric.from_run else "--metric; the run's reward has none"
+    whose = "the run's reward" if plan.metric.from_run else "chosen with --metric"
     system = "the run's system prompt" if plan.run.manifest.system_prompt else "no system prompt"
     return (
         f"Evaluating {plan.run.manifest.run_id}: {models} on {len(problems.problems)} problems from {source}"

@@ -30,8 +30,8 @@ class Metric:
 
     Args:
         component: the reward component that judges.
-        from_run: True when the run's own reward spec has it; False when `--metric` chose it for a run whose
-            reward has no such component (or that records none).
+        from_run: True when the run's own reward spec has it; False when `--metric` chose one that the run's
+            reward does not have (or for a run that records no reward).
     """
 
     component: RewardComponent
@@ -52,7 +52,7 @@ class Metric:
         whose = (
             f"the run's {kind} correctness reward"
             if self.from_run
-            else f"hubkit's {kind} correctness reward, chosen with --metric: the run's reward has none"
+            else f"hubkit's {kind} correctness reward, chosen with --metric"
         )
         return MetricInfo(name=self.name, description=f"{_RULES[self.name]} ({whose})")
 
