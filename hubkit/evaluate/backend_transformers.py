@@ -65,8 +65,8 @@ def load_model(
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).to(device)
     if not device.startswith("cuda"):
         # generate() hands the output layer the last position as a non-contiguous slice, and on a CPU
-        # torch's bfloat16 linear then works on float32 copies: a Qwen3-4B-shaped eval of 2 checkpoints
-        # peaked at 12.6 GB RSS, 8.3 GB with a contiguous input (bench/eval.py --memory).
+        # torch's bfloat16 linear then works on float32 copies: loading a Qwen3-4B-shaped base with 2
+        # checkpoints and answering 2 problems peaked at 12.6 GB RSS, 8.3 GB with a contiguous input.
         model.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
     if adapters:
         from peft import PeftModel
