@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from helpers import push_argv, run_cli
 
+from hubkit.errors import PublishError
 from hubkit.evaluate import load_eval
 from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.evaluate.release import open_release
 from hubkit.hub.auth import hub_client
-from hubkit.publish.release_eval import push_release_eval
+from hubkit.publish.release_eval import merged_step_on_hub, push_release_eval
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
 from hubkit.runs.manifest import Manifest
@@ -96,6 +97,12 @@ def test_a_release_evaluates_as_its_run_directory_and_pushes_the_card_a_push_wri
     api = hub_client(local_hub.endpoint, local_hub.token)
     release, _run = open_release(new_repo_id, (1, 3), endpoint=local_hub.endpoint, token=local_hub.token)
     assert push_release_eval(api, release, from_release, token=local_hub.token).commit_sha is None
+    # Results of a step whose adapter changed on the Hub since it was evaluated are refused.
+    weights = "checkpoints/global_step_3/adapter_model.safetensors"
+    moved = replace(release, files={**release.files, weights: "0" * 64})
+    with pytest.raises(PublishError, match=r"changed step\(s\) 3 since they were evaluated: evaluate again"):
+        push_release_eval(api, moved, from_release, token=local_hub.token)
+    assert len(hub_api.list_repo_commits(new_repo_id)) == commits + 1
 
 
 def test_eval_of_a_release_says_what_is_wrong_in_one_line(
@@ -118,6 +125,8 @@ def test_eval_of_a_release_says_what_is_wrong_in_one_line(
         run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "-q", "--no-merged", "--no-space"])
         == 0
     )
+    api = hub_client(local_hub.endpoint, local_hub.token)
+    assert merged_step_on_hub(api, f"{new_repo_id}-merged") is None  # pushed without a merged model
     assert run_cli(["eval", "--repo-id", new_repo_id, *endpoint, "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
     assert not list(tmp_path.glob("*-eval")), "nothing was written"

@@ -165,7 +165,7 @@ def eval_command(
     if repo_id:
         release, run = _open_release(repo_id, steps, every, endpoint, push)
         plan = plan_eval(run, request, endpoint=endpoint, published=True)
-        eval_parent = out or Path(f"{repo_id.split('/')[1]}-eval")
+        eval_parent = out or Path(f"{repo_id.rsplit('/', 1)[-1]}-eval")
     else:
         from hubkit.runs import find_run_dir, load_run
 

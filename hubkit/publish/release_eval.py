@@ -88,6 +88,8 @@ def push_release_eval(
         remote = read_remote(api, repo_id)
         merged_repo_id = default_merged_repo_id(repo_id)
         merged_step = merged_step_on_hub(api, merged_repo_id)
+    if merged_step not in now.steps:
+        merged_step = None  # the merged repo holds none of this release's steps: not this release's
     if remote.head_sha != now.commit:
         raise PublishError(f"{repo_id} changed on the Hub while pushing; nothing was committed, run it again")
     manifest = now.manifest
