@@ -107,7 +107,10 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     out = capsys.readouterr().out
     assert "Contamination not checked" in out and TRAIN_PROBLEM_HASHES_NAME in out
     assert "base, global_step_1, global_step_3 on 4 problems from openai/gsm8k (test)" in out
-    assert "metric gsm8k_correctness (the run's reward), the run's system prompt, transformers in bfloat16" in out
+    assert (
+        "metric gsm8k_correctness (the run's reward), the run's system prompt, transformers in bfloat16"
+        in out
+    )
     assert "up to 8 tokens (--max-new-tokens)" in out
 
     results = load_eval(run_dir)
