@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from helpers import run_cli
 from hubkit.errors import EvalError
 from hubkit.evaluate import load_eval
 from hubkit.evaluate.generation import DTYPES, GenerationJob, GenerationSettings
-from hubkit.evaluate.length import FALLBACK_MAX_NEW_TOKENS, answer_length, read_training_args
+from hubkit.evaluate.length import answer_length
 from hubkit.evaluate.results import Sample
 from hubkit.runs import load_run
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
@@ -77,37 +76,22 @@ def test_a_plain_trl_run_is_evaluated_with_the_length_it_trained_with(
     if best is None:
         assert "No checkpoint answered any problem correctly: no best checkpoint" in out
 
-    # A hostile training_args.bin is not run, and the default is said as such.
+    # A hostile training_args.bin is refused in one line, unread (`hubkit.formats.training_args`).
     sentinel = tmp_path / "ran"
     torch.save(_RunsACommand(sentinel), run_dir / "checkpoint-3" / "training_args.bin")
-    assert run_cli([*argv, "--quiet"]) == 0
+    assert run_cli([*argv, "--quiet"]) == 1
+    assert "which is not a transformers, TRL or accelerate class" in capsys.readouterr().err
     assert not sentinel.exists()
-    assert load_eval(run_dir).summary.generation.max_new_tokens == FALLBACK_MAX_NEW_TOKENS
+    # Without it, the default is said as such.
+    (run_dir / "checkpoint-3" / "training_args.bin").unlink()
+    for state in run_dir.glob("checkpoint-*/trainer_state.json"):
+        state.unlink()
+    (run_dir / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3, "log_history": []}')
     length = answer_length(load_run(run_dir, base_model=tiny_qwen3.repo_id), None)
     assert not length.recorded
     assert (
         length.source == "hubkit's default: the run records no max_completion_length or max_response_length"
     )
-
-
-def test_training_args_are_read_without_running_any_class(trl_run_dir: Path, tmp_path: Path) -> None:
-    fields = read_training_args(trl_run_dir / "checkpoints" / "checkpoint-3" / "training_args.bin")
-    assert fields is not None
-    assert (fields["max_completion_length"], fields["num_generations"], fields["learning_rate"]) == (
-        12,
-        4,
-        5e-3,
-    )
-    assert type(fields["lr_scheduler_type"]).__module__ == "hubkit.evaluate.length", "an enum, not run"
-
-    sentinel = tmp_path / "ran"
-    hostile = tmp_path / "hostile.bin"
-    torch.save(_RunsACommand(sentinel), hostile)
-    assert read_training_args(hostile) is None and not sentinel.exists()
-    (tmp_path / "plain.pickle").write_bytes(pickle.dumps({"max_completion_length": 12}))
-    assert read_training_args(tmp_path / "plain.pickle") is None  # not a torch file
-    (tmp_path / "huge.bin").write_bytes(b"\0" * (2 * 1024 * 1024))
-    assert read_training_args(tmp_path / "huge.bin") is None
 
 
 def test_the_answer_length_comes_from_the_manifest_first(trl_run_dir: Path, tmp_path: Path) -> None:
@@ -116,12 +100,13 @@ def test_the_answer_length_comes_from_the_manifest_first(trl_run_dir: Path, tmp_
     manifest = Manifest.load(run_dir)
     assert answer_length(load_run(run_dir), None).source == "the run's max_completion_length"
     assert answer_length(load_run(run_dir), 5).tokens == 5
-    # verl's name for it; then none in the manifest, and the TRL run's own record is read.
+    # verl's name for it; then none in hyperparameters the manifest records: the default, said as such (the
+    # trainer's own files are read for runs whose hyperparameters hubkit.json does not record).
     hyperparameters = {k: v for k, v in manifest.hyperparameters.items() if k != "max_completion_length"}
     manifest.with_updates(hyperparameters={**hyperparameters, "max_response_length": 300}).save(run_dir)
     assert answer_length(load_run(run_dir), None).tokens == 300
     manifest.with_updates(hyperparameters=hyperparameters).save(run_dir)
-    assert answer_length(load_run(run_dir), None).source.endswith("(from checkpoint-3/training_args.bin)")
+    assert not answer_length(load_run(run_dir), None).recorded
 
 
 def _sample(step: int | None, index: int, correct: bool) -> Sample:

@@ -126,7 +126,7 @@ def test_eval_of_a_release_says_what_is_wrong_in_one_line(
         == 0
     )
     api = hub_client(local_hub.endpoint, local_hub.token)
-    assert merged_step_on_hub(api, f"{new_repo_id}-merged") is None  # pushed without a merged model
+    assert merged_step_on_hub(api, new_repo_id) is None  # pushed without a merged model
     assert run_cli(["eval", "--repo-id", new_repo_id, *endpoint, "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
     assert not list(tmp_path.glob("*-eval")), "nothing was written"

@@ -163,7 +163,7 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
         f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision}, scored with "
         f"`{summary.metric.name}` ({text.prose(summary.metric.description)}); {sampling}, at most "
         f"{generation.max_new_tokens} new tokens, {generation.backend} backend, seed {generation.seed}, "
-        "the run's chat template and system prompt. Accuracy intervals are Wilson 95 % intervals."
+        f"{generation.prompt_description()}. Accuracy intervals are Wilson 95 % intervals."
     )
     return {"description": description, "table": tables.eval_table(evaluation), "plot": ACCURACY_PLOT}
 

@@ -4,17 +4,17 @@ publishes (manifest, metrics, steps) with the evaluation, in one commit.
 
 The card is written as a push writes it, from the release read back as a run (`hubkit.release.read`): the
 evaluation table and chart, each step's accuracy, the before/after answers. The merged model's section is
-kept when ``<repo>-merged`` exists and its last commit names the step it holds (see `merged_step_on_hub`).
+kept when ``<repo>-merged`` exists and its card's merge record names a step of this repo, and the Space's
+link while ``<repo>-demo`` exists.
 The merged card and the Space are left as they are.
 """
 
 from __future__ import annotations
 
-import re
-
 from huggingface_hub import HfApi
 
 from hubkit.cards import CardInputs, adapter_card_files, read_base_model_card
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import PublishError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
@@ -27,23 +27,14 @@ from hubkit.publish.remote import read_remote
 from hubkit.publish.safety import check_planned_files
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
-
-# The summary of every commit a push makes to a merged repo ends with the one step it holds
-# (`hubkit.publish.commit.commit_message`: "hubkit push RUN (merged): steps N").
-_MERGED_COMMIT_RE = re.compile(r"\(merged\): steps (\d+)$")
+from hubkit.space.config import default_space_repo_id
 
 
-def merged_step_on_hub(api: HfApi, merged_repo_id: str) -> int | None:
-    """The step the merged repo holds, from the summary of its last commit; None when the repo does not
-    exist or its last commit is not a push's (nothing else in a release records that step)."""
-    from huggingface_hub.errors import RepositoryNotFoundError
-
-    try:
-        commits = api.list_repo_commits(merged_repo_id)
-    except RepositoryNotFoundError:
-        return None
-    match = _MERGED_COMMIT_RE.search(commits[0].title) if commits else None
-    return int(match.group(1)) if match else None
+def merged_step_on_hub(api: HfApi, adapter_repo_id: str) -> int | None:
+    """The step of `adapter_repo_id` its merged repo (``<repo>-merged``) holds, from the merge record in the
+    merged card's metadata; None when there is no merged repo, or it records no merge of this repo."""
+    record = MergeRecord.from_card_data(read_remote(api, default_merged_repo_id(adapter_repo_id)).card_data)
+    return record.step if record is not None and record.adapter_repo == adapter_repo_id else None
 
 
 def _check_same_adapters(evaluated: Release, now: Release, steps: tuple[int, ...]) -> None:
@@ -87,7 +78,8 @@ def push_release_eval(
     with hub_errors(repo_id, endpoint):
         remote = read_remote(api, repo_id)
         merged_repo_id = default_merged_repo_id(repo_id)
-        merged_step = merged_step_on_hub(api, merged_repo_id)
+        merged_step = merged_step_on_hub(api, repo_id)
+        space = read_remote(api, default_space_repo_id(repo_id), "space")
     if merged_step not in now.steps:
         merged_step = None  # the merged repo holds none of this release's steps: not this release's
     if remote.head_sha != now.commit:
@@ -104,6 +96,7 @@ def push_release_eval(
         has_tokenizer=now.has_tokenizer,
         merged_repo_id=merged_repo_id if merged_step is not None else None,
         merged_step=merged_step,
+        space_repo_id=space.repo_id if space.exists else None,
         eval=results,
     )
     files = {**eval_file_bytes(results.summary, results.samples), **adapter_card_files(inputs)}
