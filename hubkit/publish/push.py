@@ -52,6 +52,7 @@ from hubkit.publish.record import PushRecord, load_record, remote_from_record, s
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
+from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.space.config import default_space_repo_id
 
@@ -190,11 +191,14 @@ class PushSession:
             repo_reports = self._commit(api, plan, remotes, notes, progress, ahead)
         finally:
             ahead.close()
+        # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
+        revisions = commit_revisions(api, plan_revisions(run, repo_id, run_files, token=token))
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
             steps=tuple(a.step for a in adapters),
             repos=repo_reports,
+            revisions=revisions,
             plan=plan,
             notes=tuple(notes),
             finished=run.finished and not run.pending,

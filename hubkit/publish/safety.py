@@ -81,7 +81,7 @@ def check_file_contents(
         if not _is_text(planned):
             continue
         data = planned.read_bytes()
-        if (token and token.encode() in data) or _TOKEN_RE.search(data):
+        if (token and len(token) >= 16 and token.encode() in data) or _TOKEN_RE.search(data):
             raise UnsafeFileError(
                 f"refusing to publish {planned.path_in_repo}: it contains a Hugging Face token; remove it and "
                 "push again"
