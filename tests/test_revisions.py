@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.describe import describe_revisions
-from hubkit.publish.revisions import revision_name
+from hubkit.release.layout import revision_name
 from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 

@@ -29,15 +29,10 @@ from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.safety import check_planned_files
+from hubkit.release.layout import revision_name
 from hubkit.runs import Run
 
-REVISION_PREFIX = "step-"
 _READERS = 8
-
-
-def revision_name(step: int) -> str:
-    """The branch holding step `step`'s adapter: ``step-200``."""
-    return f"{REVISION_PREFIX}{step}"
 
 
 def plan_revisions(run: Run, repo_id: str, run_files: RunFiles, *, token: str | None) -> tuple[RepoPlan, ...]:
