@@ -8,8 +8,14 @@ alone (`hubkit.adapters.base_check`; no weights downloaded).
 
 A saved adapter is read once (`hubkit.adapters.scan.scan_weights`: every tensor checked, the file
 hashed) and only its config is rewritten: the weights file itself is published (linked into the
-output directory) unless its keys are not PEFT's, and a later push of the same file reads none of
-its tensors again (the run directory remembers the read).
+output directory) unless its keys are not PEFT's or its header is not the one vetting writes (metadata
+other than ``format`` dropped), and a later push of the same file reads none of its tensors again (the
+run directory remembers the read).
+
+A push passes its `VetContext`: the saved config is then read as the kind it is (bounded, parsed,
+fields naming the model by its path set to the Hub id, keys PEFT does not read dropped, every string
+scanned) and the weights' header is vetted (`hubkit.safety`) before any check reads them, and the
+config written out is vetted again. Without one (evaluating, merging locally) nothing is vetted.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from hubkit.formats.safetensors import SafetensorsHeader
 from hubkit.hub.hashing import FileHashes, FileVersion, hash_file
 from hubkit.runs.manifest import LoraSettings
 from hubkit.runs.model import Checkpoint, Run
+from hubkit.safety import VetContext, kinds, vet_bytes, vet_file
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +70,7 @@ class PreparedAdapter:
         rebuilt: True when it was rebuilt from verl's FSDP shards rather than taken from a saved adapter.
         weights: the hashes of ``dir/adapter_model.safetensors`` (computed while it was checked).
         saved_weights_published: True when that file is the checkpoint's own (linked, not rewritten).
+        notes: what vetting changed on the way (metadata dropped, fields rewritten), for the dry run.
     """
 
     step: int
@@ -72,6 +80,7 @@ class PreparedAdapter:
     rebuilt: bool
     weights: FileHashes
     saved_weights_published: bool = False
+    notes: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -101,6 +110,46 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
 
 
 @dataclass(frozen=True)
+class _Vetted:
+    """What vetting a saved adapter's files gave (nothing when the caller passed no `VetContext`).
+
+    Args:
+        config: the saved config as vetting wrote it; None when not vetted (or missing: the checks say so).
+        header_kept: the saved weights' header is the one vetting writes (True when not vetted).
+        notes: what vetting changed.
+    """
+
+    config: dict[str, Any] | None = None
+    header_kept: bool = True
+    notes: tuple[str, ...] = ()
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused) too
+
+
+def _vet_saved(adapter_dir: Path, context: VetContext | None) -> _Vetted:
+    """Vet a saved adapter's config (read whole, bounded) and its weights' header (no tensor is read).
+
+    Raises:
+        UnsafeFileError: as `hubkit.safety.vet_file` (a secret, a local path, a bad link, too large...).
+    """
+    if context is None:
+        return _Vetted()
+    config_path, weights_path = adapter_dir / ADAPTER_CONFIG, adapter_dir / ADAPTER_WEIGHTS
+    config, header_kept, notes = None, True, []
+    if _exists(config_path):
+        vetted = vet_file(config_path, kinds.ADAPTER_CONFIG, context)
+        config = json.loads(vetted.data)  # type: ignore[arg-type]
+        notes += vetted.notes
+    if _exists(weights_path):
+        vetted = vet_file(weights_path, kinds.ADAPTER_WEIGHTS, context)
+        header_kept = vetted.weights is not None and vetted.weights.saved_header_kept
+        notes += vetted.notes
+    return _Vetted(config=config, header_kept=header_kept, notes=tuple(notes))
+
+
+@dataclass(frozen=True)
 class _SavedAdapter:
     """A saved adapter whose config and header passed every check; its tensor data is not read yet."""
 
@@ -109,21 +158,23 @@ class _SavedAdapter:
     names: dict[str, str]  # saved tensor name → PEFT name
     config: dict[str, Any]  # normalized
     num_modules: int
+    header_kept: bool  # the saved header is the one vetting writes (see `_vet_saved`)
 
     @property
     def lora_b(self) -> set[str]:
         return {saved for saved, name in self.names.items() if (parse_lora_key(name) or ("", ""))[1] == "B"}
 
     @property
-    def renamed(self) -> bool:
-        return any(saved != name for saved, name in self.names.items())
+    def rewritten(self) -> bool:
+        """Whether the published file is a rewrite (new header, same tensor data), not the saved file."""
+        return not self.header_kept or any(saved != name for saved, name in self.names.items())
 
 
 def _checked_saved_adapter(
-    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str
+    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str, vetted: _Vetted
 ) -> _SavedAdapter:
     """Every check a saved adapter's config and safetensors header allow, before any tensor is read."""
-    config = read_adapter_config(adapter_dir, label)
+    config = vetted.config if vetted.config is not None else read_adapter_config(adapter_dir, label)
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
     header = read_weights_header(adapter_dir, label)
@@ -145,6 +196,7 @@ def _checked_saved_adapter(
         names=names,
         config=_normalized_config(config, run, alpha),
         num_modules=len(pairs),
+        header_kept=vetted.header_kept,
     )
 
 
@@ -167,14 +219,15 @@ def _publish_saved_adapter(
     saved: _SavedAdapter, out_dir: Path, label: str, alongside_others: bool
 ) -> FileHashes:
     """Read the saved weights once (every tensor checked, the file hashed) and put them in `out_dir`: the
-    saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
+    saved file itself, or a copy under PEFT's key names and the vetted header. Returns the published
+    file's hashes.
     `alongside_others`: other adapters are read at the same time (see `scan_weights`).
 
     Raises:
         AdapterError: NaN/Inf, every lora_B zero, or weights that changed while they were read.
     """
     target = out_dir / ADAPTER_WEIGHTS
-    if saved.renamed:
+    if saved.rewritten:
         created = not out_dir.exists()
         out_dir.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)  # a link to a saved file must not be written through
@@ -217,7 +270,12 @@ def _link_saved_weights(
 
 
 def prepare_adapter(
-    run: Run, checkpoint: Checkpoint, out_dir: Path, *, alongside_others: bool = False
+    run: Run,
+    checkpoint: Checkpoint,
+    out_dir: Path,
+    *,
+    alongside_others: bool = False,
+    context: VetContext | None = None,
 ) -> PreparedAdapter:
     """Normalize and validate one checkpoint's adapter into `out_dir`.
 
@@ -230,6 +288,8 @@ def prepare_adapter(
         out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
             not hold other files).
         alongside_others: other adapters are prepared at the same time (their reads keep the cores busy).
+        context: the push's vetting context: the adapter's files are vetted as what they will be
+            published as (None: not vetted, for local use).
 
     Returns:
         The prepared adapter.
@@ -237,6 +297,7 @@ def prepare_adapter(
     Raises:
         CheckpointError: an incomplete, truncated or pickle-only checkpoint, or missing LoRA settings.
         AdapterError: a missing config, NaN/Inf, all-zero lora_B, lora_alpha 0, foreign keys or bad shapes.
+        UnsafeFileError: with a context, a file that must not be published (see `hubkit.safety.vet_file`).
     """
     label = f"checkpoint {checkpoint.name} of run {run.manifest.run_id}"
     if not checkpoint.complete:
@@ -253,18 +314,21 @@ def prepare_adapter(
             if checkpoint.adapter_dir is None:
                 raise CheckpointError(f"{label}: verl saved no lora_adapter/")
             return _prepared_saved_adapter(
-                checkpoint, checkpoint.adapter_dir, run, out_dir, label, alongside_others
+                checkpoint, checkpoint.adapter_dir, run, out_dir, label, alongside_others, context
             )
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
-        return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label)
+        return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label, context)
     return _prepared_saved_adapter(
-        checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others
+        checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others, context
     )
 
 
-def _prepared_rebuilt_adapter(checkpoint: Checkpoint, run: Run, out_dir: Path, label: str) -> PreparedAdapter:
-    """A verl checkpoint's adapter rebuilt from its FSDP shards into `out_dir`."""
+def _prepared_rebuilt_adapter(
+    checkpoint: Checkpoint, run: Run, out_dir: Path, label: str, context: VetContext | None
+) -> PreparedAdapter:
+    """A verl checkpoint's adapter rebuilt from its FSDP shards into `out_dir` (with hubkit's own header:
+    vetting only scans its tensor names)."""
     # Imported here: torch and its DTensor classes cost 1.2-1.5 s, paid only by a verl run that needs it.
     from safetensors.torch import save_file
 
@@ -275,19 +339,31 @@ def _prepared_rebuilt_adapter(checkpoint: Checkpoint, run: Run, out_dir: Path, l
     weights = out_dir / ADAPTER_WEIGHTS
     weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
     save_file(rebuilt.tensors, weights, metadata={"format": "pt"})
-    _write_config(out_dir, rebuilt.config)
+    notes = vet_file(weights, kinds.ADAPTER_WEIGHTS, context, label=label).notes if context else ()
+    config = _write_config(out_dir, rebuilt.config, context, label)
     return PreparedAdapter(
         step=checkpoint.step,
         dir=out_dir,
-        config=rebuilt.config,
+        config=config,
         num_modules=rebuilt.num_modules,
         rebuilt=True,
         weights=hash_file(weights),
+        notes=notes,
     )
 
 
-def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
-    (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+def _write_config(
+    out_dir: Path, config: dict[str, Any], context: VetContext | None, label: str
+) -> dict[str, Any]:
+    """Write the normalized config into `out_dir` (vetted again with a context); returns it as written."""
+    data = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+    if context is not None:
+        vetted = vet_bytes(
+            ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, data, context, label=f"{ADAPTER_CONFIG} of {label}"
+        )
+        data, config = vetted.data, json.loads(vetted.data)  # type: ignore[arg-type]
+    (out_dir / ADAPTER_CONFIG).write_bytes(data)  # type: ignore[arg-type]
+    return config
 
 
 def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
@@ -315,36 +391,46 @@ def _remembered_verdict(run: Run, adapter_dir: Path) -> tuple[FileVersion | None
 
 
 def _prepared_saved_adapter(
-    checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str, alongside_others: bool
+    checkpoint: Checkpoint,
+    adapter_dir: Path,
+    run: Run,
+    out_dir: Path,
+    label: str,
+    alongside_others: bool,
+    context: VetContext | None,
 ) -> PreparedAdapter:
-    """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
+    """A saved adapter vetted, checked (or known from the run directory to have passed) and put in `out_dir`."""
     weights = adapter_dir / ADAPTER_WEIGHTS
+    vetted = _vet_saved(adapter_dir, context)
     version, inputs, verdict = _remembered_verdict(run, adapter_dir)
-    if verdict is not None:
-        config = read_adapter_config(adapter_dir, label)
+    if verdict is not None and vetted.header_kept:
+        config = vetted.config if vetted.config is not None else read_adapter_config(adapter_dir, label)
         normalized = _normalized_config(config, run, config["lora_alpha"])
         _link_saved_weights(weights, version, verdict.hashes, out_dir, label)  # type: ignore[arg-type]
-        renamed = False
+        rewritten = False
     else:
-        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
+        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label, vetted)
         hashes = _publish_saved_adapter(saved, out_dir, label, alongside_others)
-        normalized, renamed = saved.config, saved.renamed
+        normalized, rewritten = saved.config, saved.rewritten
         verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
-        if version and inputs and not renamed and inputs == _check_inputs(adapter_dir, run):
+        if version and inputs and not rewritten and inputs == _check_inputs(adapter_dir, run):
             VerdictCache(run.run_dir).put(weights, version, inputs, verdict)
-    _write_config(out_dir, normalized)
+    config = _write_config(out_dir, normalized, context, label)
     return PreparedAdapter(
         step=checkpoint.step,
         dir=out_dir,
-        config=normalized,
+        config=config,
         num_modules=verdict.num_modules,
         rebuilt=False,
         weights=verdict.hashes,
-        saved_weights_published=not renamed,
+        saved_weights_published=not rewritten,
+        notes=vetted.notes,
     )
 
 
-def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> list[PreparedAdapter]:
+def prepare_adapters(
+    run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path, *, context: VetContext | None = None
+) -> list[PreparedAdapter]:
     """`prepare_adapter` for each checkpoint into ``staging_dir/<checkpoint name>``, several at a time.
 
     Each saved adapter is read once, in chunks, so reading a few at once keeps every core busy without
@@ -355,22 +441,30 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
         run: the run.
         checkpoints: its complete checkpoints to prepare.
         staging_dir: where each one's directory is made.
+        context: the push's vetting context (see `prepare_adapter`).
 
     Returns:
         The prepared adapters, in the order of `checkpoints`.
 
     Raises:
-        CheckpointError, AdapterError: the first refusal in that order (see `prepare_adapter`).
+        CheckpointError, AdapterError, UnsafeFileError: the first refusal in that order (see `prepare_adapter`).
     """
     workers = 1 if run.framework == "verl" else min(_PREPARE_WORKERS, os.cpu_count() or 1, len(checkpoints))
     if workers <= 1:
-        return [prepare_adapter(run, c, staging_dir / c.name) for c in checkpoints]
+        return [prepare_adapter(run, c, staging_dir / c.name, context=context) for c in checkpoints]
     # Those the run directory remembers are not read: one new checkpoint among them is read alone.
     unread = [c for c in checkpoints if _remembered_verdict(run, c.adapter_dir or c.path)[2] is None]
     alongside_others = len(unread) > 1
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hubkit-prepare") as pool:
         futures = [
-            pool.submit(prepare_adapter, run, c, staging_dir / c.name, alongside_others=alongside_others)
+            pool.submit(
+                prepare_adapter,
+                run,
+                c,
+                staging_dir / c.name,
+                alongside_others=alongside_others,
+                context=context,
+            )
             for c in checkpoints
         ]
         try:

@@ -2,10 +2,11 @@
 
 One direction, each step handing plain data to the next:
 
-    load the run → choose checkpoints → prepare adapters (every local refusal happens here)
+    load the run → choose checkpoints (inside the run, one folder per step) → prepare and vet the
+    adapters, vet every other file the run gives (every local refusal happens here)
     → read every repo at once, and the base model's config and card → check against the base
-    → plan the merge (the base fetched; every refusal of the merge)
-    → create the adapter repo if it is new, and start uploading its new weights
+    → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
+    refusal of the merge) → create the adapter repo if it is new, and start uploading its new weights
     → merge (an explicit step, with its own progress; the weights upload meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
@@ -30,7 +31,7 @@ from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, ChartsDrawnAhead, read_base_model_card
 from hubkit.errors import PublishError
-from hubkit.evaluate.results import load_eval
+from hubkit.evaluate.results import EvalResults, load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.kinds import RepoType
@@ -44,13 +45,21 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge
-from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
 from hubkit.publish.record import PushRecord, load_record, remote_from_record, save_record
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.repos import BuildContext, build_repos
+from hubkit.publish.repos import BuildContext, build_repos, plan_space_files
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
+from hubkit.safety import (
+    CheckpointsTree,
+    VetContext,
+    check_checkpoint_folder,
+    checkpoints_tree,
+    refuse_duplicate_steps,
+)
 from hubkit.space import default_space_repo_id
 
 if TYPE_CHECKING:
@@ -76,7 +85,8 @@ class PushSession:
             report = session.push()
 
     What it keeps, each written only here: the prepared adapters by step, the merges by step, the steps
-    checked against the base, the file hashes it has computed, the chosen repo id, the base model's card.
+    checked against the base, the file hashes it has computed, the files it has vetted, the chosen repo
+    id, the base model's card.
     """
 
     def __init__(self, request: PushRequest) -> None:
@@ -88,6 +98,7 @@ class PushSession:
         self._merges: dict[int, MergeResult] = {}
         self._checked: set[int] = set()
         self._api: HfApi | None = None
+        self._vetter: Vetter | None = None
         self._repo_id: str | None = None
         self._base: BaseModelCard | None = None
 
@@ -127,13 +138,20 @@ class PushSession:
         progress = progress or PushProgress()
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
+        tree = self._checkpoints_tree(run)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
+        for checkpoint in chosen:
+            for folder in (checkpoint.path, checkpoint.adapter_dir, checkpoint.tokenizer_dir):
+                if folder is not None:
+                    check_checkpoint_folder(tree, folder)
         # The token is resolved first: every file is checked not to contain it.
         token = request.token or resolve_token(request.endpoint, required=not request.dry_run)
-        adapters = self._prepare(run, chosen, progress)
-        run_files = plan_run_files(run, adapters, token=token, hashes=self.hashes)
+        vetter = self._vetting(VetContext.for_run(run.run_dir, run.manifest.base_model, token))
+        adapters = self._prepare(run, chosen, progress, vetter.context)
+        run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
+        evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
         if request.dry_run:
-            return self._dry_run(run, adapters, run_files, token)
+            return self._dry_run(run, adapters, run_files, vetter, tree, evaluation)
         api = self._client(token)
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, api)
@@ -145,7 +163,10 @@ class PushSession:
         self._check_against_base(run, adapters, hub.base_config.result())
         merging = self._merge_decision(adapters, remotes[repo_id], merged_repo_id, may_merge)
         notes += [merging.note] if merging.note else []
+        space_files = self._space_files(run, repo_id, merged_repo_id, space_repo_id, vetter)
         merge_plan = self._plan_merge(run, merging.adapter, token, progress)
+        if merge_plan is not None:
+            notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         published = steps_in_paths(remotes[repo_id].files)
@@ -165,10 +186,12 @@ class PushSession:
                 run_files,
                 remotes,
                 hub.base_card.result(),
-                token,
+                vetter,
+                evaluation,
                 merged=merged,
                 merged_repo_id=merged_repo_id,
                 space_repo_id=space_repo_id,
+                space_files=space_files,
                 charts=charts,
             )
             plan = PushPlan(repos=build_repos(context))
@@ -187,16 +210,28 @@ class PushSession:
 
     # --- the steps, in order ---------------------------------------------------------------------
 
+    def _checkpoints_tree(self, run: Run) -> CheckpointsTree:
+        """Where the run's checkpoints are, refused when that is outside the run unasked or two folders
+        claim one step (before anything is read, sent or created)."""
+        refuse_duplicate_steps((c.step, c.path) for c in (*run.checkpoints, *run.pending))
+        return checkpoints_tree(run.run_dir, run.manifest.checkpoints_dir, named=self.request.checkpoints_dir)
+
+    def _vetting(self, context: VetContext) -> Vetter:
+        """The session's vetting for `context` (what it vetted is kept while the context stays the same)."""
+        if self._vetter is None or self._vetter.context != context:
+            self._vetter = Vetter(context)
+        return self._vetter
+
     def _prepare(
-        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
+        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress, context: VetContext
     ) -> list[PreparedAdapter]:
-        """The chosen checkpoints' adapters, each prepared once per session (every local refusal)."""
+        """The chosen checkpoints' adapters, each prepared and vetted once per session (every local refusal)."""
         if not chosen:
             refuse_no_checkpoint(run)
         new = [c for c in chosen if c.step not in self._prepared]
         if new:
             progress.stage(f"Checking {len(new)} adapter(s) of run {run.manifest.run_id}")
-            prepared = prepare_adapters(run, new, self.staging / "adapters")
+            prepared = prepare_adapters(run, new, self.staging / "adapters", context=context)
             self._prepared.update({adapter.step: adapter for adapter in prepared})
         return [self._prepared[c.step] for c in chosen]
 
@@ -303,6 +338,27 @@ class PushSession:
             )
         return _MergeDecision(newest)
 
+    def _space_files(
+        self,
+        run: Run,
+        repo_id: str,
+        merged_repo_id: str | None,
+        space_repo_id: str | None,
+        vetter: Vetter,
+    ) -> tuple[PlannedFile, ...]:
+        """The Space's files, vetted (none without a Space): everything they say is known before any repo
+        is created, so a refusal of them creates none."""
+        if space_repo_id is None:
+            return ()
+        return plan_space_files(
+            run,
+            repo_id,
+            merged_repo_id=merged_repo_id,
+            space_repo_id=space_repo_id,
+            vetter=vetter,
+            hashes=self.hashes,
+        )
+
     def _plan_merge(
         self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
     ) -> MergePlan | None:
@@ -358,10 +414,12 @@ class PushSession:
         run_files: RunFiles,
         remotes: dict[str, RemoteRepo],
         base_card: BaseModelCard,
-        token: str | None,
+        vetter: Vetter,
+        evaluation: EvalResults | None,
         *,
         merged_repo_id: str | None,
         space_repo_id: str | None,
+        space_files: tuple[PlannedFile, ...],
         merged: MergeResult | None = None,
         charts: ChartsDrawnAhead | None = None,
     ) -> BuildContext:
@@ -374,13 +432,14 @@ class PushSession:
             remotes=remotes,
             base_card=base_card,
             hashes=self.hashes,
-            eval=load_eval(run.run_dir),
+            vetter=vetter,
+            eval=evaluation,
             merged_repo_id=merged_repo_id if merged is not None else None,
             merged=merged,
             space_repo_id=space_repo_id,
             published_merged_repo_id=merged_repo_id,
+            space_files=space_files,
             private=self.request.private,
-            token=token,
             charts=charts,
         )
 
@@ -420,10 +479,16 @@ class PushSession:
         return tuple(reports)
 
     def _dry_run(
-        self, run: Run, adapters: list[PreparedAdapter], run_files: RunFiles, token: str | None
+        self,
+        run: Run,
+        adapters: list[PreparedAdapter],
+        run_files: RunFiles,
+        vetter: Vetter,
+        tree: CheckpointsTree,
+        evaluation: EvalResults | None,
     ) -> PushReport:
-        """The plan as far as it can be built without the Hub, compared with the last recorded push; it
-        opens no connection."""
+        """The plan as far as it can be built without the Hub, compared with the last recorded push, with
+        what is left out and what vetting changed; it opens no connection."""
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, None)
         merged_repo_id = self._merged_repo_id(repo_id)
@@ -450,9 +515,11 @@ class PushSession:
             run_files,
             remotes,
             base_card,
-            token,
+            vetter,
+            evaluation,
             merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
+            space_files=self._space_files(run, repo_id, merged_repo_id, space_repo_id, vetter),
         )
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {
@@ -468,6 +535,9 @@ class PushSession:
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
+            checkpoints_from=tree.describe(),
+            left_out=run_files.left_out,
+            changes=run_files.changes,
         )
 
 

@@ -2,31 +2,26 @@
 
 A builder takes the `BuildContext` (the run, its prepared adapters, each repo's remote state as read
 once, the merge if one was made) and returns the repo's `RepoPlan`, or None when this push has nothing
-for that repo. Builders only read local files and the context: no network, no heavy work.
+for that repo. Builders only read local files and the context: no network, no heavy work. What the run
+gives was vetted before any repo was created (the run's files, the Space's); what a builder makes
+from it (the cards) is vetted as it is planned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults
+from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.adapter_repo import (
-    RunFiles,
-    adapter_bytes_in_repo,
-    has_tokenizer,
-    plan_adapter_repo,
-    steps_in_paths,
-)
+from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo, steps_in_paths
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
-from hubkit.publish.safety import check_planned_files
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.space import SpaceConfig, space_repo_files
 
@@ -46,14 +41,15 @@ class BuildContext:
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
         hashes: the push's hash cache.
+        vetter: the push's vetting (the cards are vetted as they are planned).
         eval: the run's evaluation (`hubkit eval`), if any.
         merged_repo_id: the merged repo, when this push publishes a merge.
         merged: that merge.
         space_repo_id: the Space repo, when the push publishes one.
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
+        space_files: the Space's files, vetted before any repo was created (`plan_space_files`).
         private: create new repos private.
-        token: the token in use, so that a file containing it is refused (never published).
         charts: the adapter card's charts, drawn while the push did other work.
     """
 
@@ -64,13 +60,14 @@ class BuildContext:
     remotes: dict[str, RemoteRepo]
     base_card: BaseModelCard
     hashes: FileHashCache
+    vetter: Vetter
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
     space_repo_id: str | None = None
     published_merged_repo_id: str | None = None
+    space_files: tuple[PlannedFile, ...] = ()
     private: bool = False
-    token: str | None = field(default=None, repr=False)
     charts: ChartsDrawnAhead | None = None
 
     def published_steps(self) -> tuple[int, ...]:
@@ -91,7 +88,7 @@ class BuildContext:
             steps=tuple(sorted(sizes)),
             base=self.base_card,
             adapter_bytes=sizes,
-            has_tokenizer=has_tokenizer(self.run, newest),
+            has_tokenizer=bool(self.run_files.tokenizer),
             merged_repo_id=self.merged_repo_id if self.merged is not None else None,
             merged_step=merged_step,
             eval=self.eval,
@@ -99,24 +96,15 @@ class BuildContext:
 
 
 def build_adapter_repo(context: BuildContext) -> RepoPlan:
+    card = adapter_card_files(context.card_inputs(), context.charts)
     return plan_adapter_repo(
         context.run,
         context.repo_id,
         context.run_files,
         private=context.private,
-        token=context.token,
         published_steps=context.published_steps(),
-        card_files={**adapter_card_files(context.card_inputs(), context.charts), **eval_files(context)},
+        card=context.vetter.generated(card, "model", context.hashes),
     )
-
-
-def eval_files(context: BuildContext) -> dict[str, bytes]:
-    """The run's evaluation results and its training-problem hashes, as the run directory holds them."""
-    run_dir = context.run.run_dir
-    paths = [f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}", TRAIN_PROBLEM_HASHES_NAME]
-    if context.eval is None:
-        paths = paths[2:]
-    return {path: (run_dir / path).read_bytes() for path in paths if (run_dir / path).is_file()}
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
@@ -130,30 +118,41 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
         context.merged_repo_id,
         context.adapters[-1].step,
         context.merged,
-        card,
+        context.vetter.generated(card, "model", context.hashes),
+        run_files=context.run_files,
+        vetter=context.vetter,
         hashes=context.hashes,
         private=context.private,
-        token=context.token,
     )
+
+
+def plan_space_files(
+    run: Run,
+    repo_id: str,
+    *,
+    merged_repo_id: str | None,
+    space_repo_id: str,
+    vetter: Vetter,
+    hashes: FileHashCache,
+) -> tuple[PlannedFile, ...]:
+    """The Space's files (`spaces/compare`, configured for the run), vetted: made before any repo is
+    created, since everything they say is known by then.
+
+    Raises:
+        SpaceError: a package the Space pins is not installed.
+        UnsafeFileError: a file that must not be published (its configuration holds a secret or a path).
+    """
+    config = SpaceConfig.from_run(run, repo_id, merged_repo_id=merged_repo_id, space_repo_id=space_repo_id)
+    return vetter.generated(space_repo_files(config), "space", hashes)
 
 
 def build_space_repo(context: BuildContext) -> RepoPlan | None:
-    """The Space comparing the base model with every checkpoint (`spaces/compare`, configured for the run)."""
+    """The Space comparing the base model with every checkpoint, from its files vetted earlier."""
     if context.space_repo_id is None:
         return None
-    config = SpaceConfig.from_run(
-        context.run,
-        context.repo_id,
-        merged_repo_id=context.published_merged_repo_id,
-        space_repo_id=context.space_repo_id,
-    )
-    files = [
-        PlannedFile.from_bytes(path, content) for path, content in sorted(space_repo_files(config).items())
-    ]
-    check_planned_files(files, context.run.run_dir, context.token)
     return RepoPlan(
         repo_id=context.space_repo_id,
-        files=tuple(files),
+        files=context.space_files,
         repo_type="space",
         space_sdk="gradio",
         private=context.private,

@@ -51,6 +51,8 @@ EVAL_RESULTS = Kind("eval results", 16 * MB)
 EVAL_SAMPLES = Kind("eval samples", 256 * MB)
 TRAIN_PROBLEM_HASHES = Kind("training-problem hashes", 64 * MB)
 CARD = Kind("model card", 1 * MB)
+# A base model's licence text, carried into its merged repo (Apache-2.0's is 11 KB).
+LICENSE = Kind("licence text", 1 * MB)
 IMAGE = Kind("card image", 10 * MB)
 SPACE_MODULE = Kind("Space module", 1 * MB)
 SPACE_CONFIG = Kind("Space config", 16 * MB)
@@ -92,6 +94,7 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
 }
 _SHARD_RE = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
+_LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 _CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_\d+/")
 
@@ -113,6 +116,8 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
         return _MODEL_REPO_KINDS[path_in_repo]
     if _SHARD_RE.match(path_in_repo):
         return MODEL_WEIGHTS
+    if _LICENSE_RE.match(path_in_repo):
+        return LICENSE
     return IMAGE if _IMAGE_RE.match(path_in_repo) else None
 
 
