@@ -250,14 +250,14 @@ def test_repo_plan_checks_ids_paths_and_kinds(tmp_path: Path) -> None:
     with pytest.raises(PublishError, match="planned twice"):
         RepoPlan(repo_id="me/x", files=(card, card))
     # A file is planned only where its kind goes: a card is not a Space module, a config not a card.
-    with pytest.raises(PublishError, match=r"app\.txt cannot be published as model card in a space repo"):
+    with pytest.raises(PublishError, match=r"app\.txt cannot be published as a model card in a space repo"):
         RepoPlan(
             repo_id="me/x",
             files=(dataclasses.replace(card, path_in_repo="app.txt"),),
             repo_type="space",
             space_sdk="gradio",
         )
-    with pytest.raises(PublishError, match=r"README\.md cannot be published as adapter config"):
+    with pytest.raises(PublishError, match=r"README\.md cannot be published as an adapter config"):
         RepoPlan(repo_id="me/x", files=(dataclasses.replace(card, kind=kinds.ADAPTER_CONFIG),))
 
 

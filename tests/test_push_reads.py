@@ -98,6 +98,6 @@ def test_hubkit_records_in_a_run_have_no_place_in_a_repo_plan(tmp_path: Path) ->
     # Even planned as the kind of file they hold: no kind of published file goes under .hubkit/.
     record = PlannedFile(".hubkit/adapters/0123.json", kinds.EVAL_RESULTS, hash_bytes(b"{}"), content=b"{}")
     with pytest.raises(
-        PublishError, match=r"\.hubkit/adapters/0123\.json cannot be published as eval results"
+        PublishError, match=r"\.hubkit/adapters/0123\.json cannot be published as an eval results file"
     ):
         RepoPlan(repo_id="me/run", files=(record,))

@@ -122,7 +122,7 @@ class RepoPlan:
         for planned in self.files:
             if kind_of(planned.path_in_repo, self.repo_type) != planned.kind:
                 raise PublishError(
-                    f"{planned.path_in_repo} cannot be published as {planned.kind.name} in a {self.repo_type} "
+                    f"{planned.path_in_repo} cannot be published as {planned.kind.called} in a {self.repo_type} "
                     "repo: hubkit publishes known kinds of file, each in its place"
                 )
             if planned.path_in_repo in seen:

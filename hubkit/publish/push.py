@@ -18,9 +18,7 @@ callback) has already done: prepared adapters, merges, steps checked against the
 from __future__ import annotations
 
 import importlib.util
-import logging
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +32,6 @@ from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalResults, load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.hashing import FileHashCache
-from hubkit.hub.kinds import RepoType
 from hubkit.publish.adapter_repo import (
     RunFiles,
     check_adapters_against_base,
@@ -43,14 +40,15 @@ from hubkit.publish.adapter_repo import (
     refuse_no_checkpoint,
     steps_in_paths,
 )
-from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
+from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
-from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
-from hubkit.publish.record import PushRecord, load_record, remote_from_record, save_record
+from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
+from hubkit.publish.record import PushRecord, load_record, remote_from_record
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.repos import BuildContext, build_repos, plan_space_files
-from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
+from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.safety import (
@@ -64,8 +62,6 @@ from hubkit.space import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.merge import MergePlan, MergeResult
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -158,7 +154,7 @@ class PushSession:
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        hub = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
+        hub = read_hub(api, run, [(r, kind) for r, kind in repos if r is not None], self._base_card)
         remotes = hub.remotes
         self._check_against_base(run, adapters, hub.base_config.result())
         merging = self._merge_decision(adapters, remotes[repo_id], merged_repo_id, may_merge)
@@ -167,6 +163,7 @@ class PushSession:
         merge_plan = self._plan_merge(run, merging.adapter, token, progress)
         if merge_plan is not None:
             notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
+        base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         published = steps_in_paths(remotes[repo_id].files)
@@ -185,7 +182,7 @@ class PushSession:
                 adapters,
                 run_files,
                 remotes,
-                hub.base_card.result(),
+                base_card,
                 vetter,
                 evaluation,
                 merged=merged,
@@ -195,7 +192,7 @@ class PushSession:
                 charts=charts,
             )
             plan = PushPlan(repos=build_repos(context))
-            repo_reports = self._commit(api, plan, remotes, notes, progress, ahead)
+            repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
         finally:
             ahead.close()
         return PushReport(
@@ -278,31 +275,6 @@ class PushSession:
         space = self.request.space_repo_id or default_space_repo_id(repo_id)
         check_repo_id(space)
         return space
-
-    def _read_hub(self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]) -> _HubReads:
-        """Each repo's state, read at once (one request each), with the base model's config and card; the
-        card's read goes on while the adapters are checked against the base."""
-
-        def read(repo_id: str, repo_type: RepoType) -> RemoteRepo:
-            with hub_errors(repo_id, api.endpoint):
-                return read_remote(api, repo_id, repo_type)
-
-        manifest = run.manifest
-        pool = ThreadPoolExecutor(max_workers=len(repos) + 2, thread_name_prefix="hubkit-read")
-        try:
-            base_card = pool.submit(self._base_card, run, api.token)
-            base_config = pool.submit(
-                BaseConfig.download,
-                manifest.base_model,
-                manifest.base_model_revision,
-                endpoint=api.endpoint,
-                token=api.token,
-            )
-            reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-            remotes = {repo_id: future.result() for repo_id, future in reads.items()}
-            return _HubReads(remotes=remotes, base_card=base_card, base_config=base_config)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def _base_card(self, run: Run, token: str | None) -> BaseModelCard:
         if self._base is None:
@@ -443,41 +415,6 @@ class PushSession:
             charts=charts,
         )
 
-    def _commit(
-        self,
-        api: HfApi,
-        plan: PushPlan,
-        remotes: dict[str, RemoteRepo],
-        notes: list[str],
-        progress: PushProgress,
-        ahead: UploadsAhead | None = None,
-    ) -> tuple[RepoReport, ...]:
-        diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
-        for diff in diffs:
-            if diff.plan.private and diff.remote.private is False:
-                notes.append(
-                    f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
-                    "(change the visibility in the repo's settings)"
-                )
-        progress.upload_started(sum(d.upload_size for d in diffs))
-        reports = []
-        for diff in diffs:
-            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
-            head = result.commit_sha or diff.remote.head_sha or ""
-            save_record(self.request.run_dir, api.endpoint, diff.plan, head)
-            reports.append(
-                RepoReport(
-                    repo_id=diff.plan.repo_id,
-                    repo_type=diff.plan.repo_type,
-                    url=_repo_url(api.endpoint, diff.plan),
-                    commit_sha=result.commit_sha,
-                    files_uploaded=result.uploaded_files,
-                    bytes_uploaded=result.uploaded_bytes,
-                    steps=result.steps,
-                )
-            )
-        return tuple(reports)
-
     def _dry_run(
         self,
         run: Run,
@@ -539,21 +476,6 @@ class PushSession:
             left_out=run_files.left_out,
             changes=run_files.changes,
         )
-
-
-@dataclass(frozen=True)
-class _HubReads:
-    """What a push reads from the Hub before it builds anything: every repo's state, and the base model's
-    config (for the check against the base) and card (its licence), those two still arriving."""
-
-    remotes: dict[str, RemoteRepo]
-    base_card: Future[BaseModelCard]
-    base_config: Future[BaseConfig]
-
-
-def _repo_url(endpoint: str, plan: RepoPlan) -> str:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
 
 
 def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:

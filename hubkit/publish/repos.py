@@ -23,6 +23,7 @@ from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
+from hubkit.safety import kinds
 from hubkit.space import SpaceConfig, space_repo_files
 
 if TYPE_CHECKING:
@@ -93,6 +94,20 @@ class BuildContext:
             merged_step=merged_step,
             eval=self.eval,
         )
+
+
+def vet_base_card(card: BaseModelCard, vetter: Vetter) -> BaseModelCard:
+    """The base model's licence, as its card on the Hub states it, vetted as card text: everything else the
+    cards say comes from the run's files, vetted before any repo is created, and so does this.
+
+    Raises:
+        UnsafeFileError: the licence's name or link holds a secret or a local path.
+    """
+    text = "\n".join(v for v in (card.license, card.license_name, card.license_link) if v is not None)
+    vetter.data(
+        "README.md", kinds.CARD, text.encode(), label=f"the licence on the card of base model {card.repo_id}"
+    )
+    return card
 
 
 def build_adapter_repo(context: BuildContext) -> RepoPlan:

@@ -82,10 +82,11 @@ class Vetter:
             )
         return tuple(planned)
 
-    def data(self, path_in_repo: str, kind: Kind, content: bytes) -> VettedFile:
-        """Content the push makes from the run (the manifest, the metrics), vetted as `kind`.
+    def data(self, path_in_repo: str, kind: Kind, content: bytes, *, label: str | None = None) -> VettedFile:
+        """Content the push makes from the run (the manifest, the metrics), vetted as `kind`; a refusal
+        names it by `label` (default: `path_in_repo`).
 
         Raises:
             UnsafeFileError: as `hubkit.safety.vet_bytes`.
         """
-        return vet_bytes(path_in_repo, kind, content, self.context)
+        return vet_bytes(path_in_repo, kind, content, self.context, label=label)

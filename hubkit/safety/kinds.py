@@ -27,9 +27,14 @@ class Kind:
     name: str
     max_bytes: int
 
+    @property
+    def called(self) -> str:
+        """The name with its article, as messages say it: "an adapter config", "a tokenizer"."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
+
 
 # A LoRA adapter of a 70B model at rank 256 is ~10 GB; only its header is read while vetting.
-ADAPTER_WEIGHTS = Kind("adapter weights", 64 * GB)
+ADAPTER_WEIGHTS = Kind("adapter weights file", 64 * GB)
 ADAPTER_CONFIG = Kind("adapter config", 1 * MB)
 # The largest vocabularies (Gemma's 262k tokens) write a tokenizer.json of ~33 MB.
 TOKENIZER = Kind("tokenizer", 50 * MB)
@@ -43,13 +48,13 @@ CHAT_TEMPLATE = Kind("chat template", 1 * MB)
 CHAT_TEMPLATE_JSON = Kind("JSON chat template", 1 * MB)
 GENERATION_CONFIG = Kind("generation config", 1 * MB)
 MODEL_CONFIG = Kind("model config", 1 * MB)
-MODEL_WEIGHTS = Kind("model weights", 64 * GB)
+MODEL_WEIGHTS = Kind("model weights file", 64 * GB)
 WEIGHTS_INDEX = Kind("weights index", 10 * MB)
 MANIFEST = Kind("run manifest", 1 * MB)
 METRICS = Kind("metrics file", 256 * MB)
-EVAL_RESULTS = Kind("eval results", 16 * MB)
-EVAL_SAMPLES = Kind("eval samples", 256 * MB)
-TRAIN_PROBLEM_HASHES = Kind("training-problem hashes", 64 * MB)
+EVAL_RESULTS = Kind("eval results file", 16 * MB)
+EVAL_SAMPLES = Kind("eval samples file", 256 * MB)
+TRAIN_PROBLEM_HASHES = Kind("training-problem hashes file", 64 * MB)
 CARD = Kind("model card", 1 * MB)
 # A base model's licence text, carried into its merged repo (Apache-2.0's is 11 KB).
 LICENSE = Kind("licence text", 1 * MB)
