@@ -191,24 +191,14 @@ def _tokenizer_files(
 
 
 def _left_out(
-    run: Run,
-    checkpoints: Sequence[Checkpoint],
-    vetter: Vetter,
-    tokenizer: tuple[Path, tuple[LeftOut, ...]] | None,
+    checkpoints: Sequence[Checkpoint], vetter: Vetter, tokenizer: tuple[Path, tuple[LeftOut, ...]] | None
 ) -> tuple[LeftOutOf, ...]:
-    """What each checkpoint's folder holds that no kind of published file is (nothing of it is read), and
+    """What each checkpoint's folder holds that is of no kind a push publishes (none of it is read), and
     `tokenizer`: the tokenizer folder and what of it is left out."""
-    found: dict[Path, list[LeftOut]] = {}
-    for checkpoint in checkpoints:
-        folder = checkpoint.adapter_dir or checkpoint.path
-        published = set(ADAPTER_FILES) | (
-            set(TOKENIZER_KINDS) if run.tokenizer_dir(checkpoint) == folder else set()
-        )
-        found[folder] = [
-            item
-            for item in classify_folder(folder).left_out
-            if item.name not in published or item.reason.startswith("a dangling")
-        ]
+    found = {
+        folder: list(classify_folder(folder).left_out)
+        for folder in (c.adapter_dir or c.path for c in checkpoints)
+    }
     if tokenizer is not None:
         found.setdefault(tokenizer[0], []).extend(tokenizer[1])
     return tuple(
@@ -272,7 +262,6 @@ def plan_run_files(
     tokenizer_files, tokenizer_left_out = _tokenizer_files(run, run.checkpoint(newest.step), planning)
     tokenizer_dir = run.tokenizer_dir(run.checkpoint(newest.step))
     left_out = _left_out(
-        run,
         [run.checkpoint(a.step) for a in ordered],
         vetter,
         (tokenizer_dir, tokenizer_left_out) if tokenizer_dir is not None and tokenizer_left_out else None,
