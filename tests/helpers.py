@@ -5,6 +5,7 @@ training runs are fixtures."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
 import torch
@@ -63,3 +64,23 @@ def run_cli(argv: list[str]) -> int:
     except SystemExit as exited:
         return exited.code if isinstance(exited.code, int) else 1
     return 0
+
+
+def assert_fsck_clean(git_dir: Path) -> None:
+    """`git fsck --strict` finds nothing wrong in one bare repository."""
+    result = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, f"{git_dir}: {result.stdout}{result.stderr}"
+    assert "error" not in result.stderr.lower() and "missing" not in result.stdout.lower()
+
+
+def assert_hub_fsck_clean(root: Path) -> int:
+    """`assert_fsck_clean` for every repository of a local Hub rooted at `root`; returns how many."""
+    git_dirs = sorted((Path(root) / "repos").glob("*/*/*.git"))
+    for git_dir in git_dirs:
+        assert_fsck_clean(git_dir)
+    return len(git_dirs)

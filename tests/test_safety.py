@@ -410,9 +410,8 @@ def test_an_adapter_config_over_1_mb_is_refused_and_smaller_junk_is_dropped(chec
 
 
 def test_two_folders_of_one_step_are_refused_before_anything(checkpoint, run_dir):
-    from hubkit.runs.manifest import Manifest
-
     from hubkit.runs import load_run
+    from hubkit.runs.manifest import Manifest
 
     shutil.copytree(checkpoint, run_dir / "checkpoint-0010")
     Manifest(run_id="r1", framework="trl", base_model=BASE_ID).save(run_dir)

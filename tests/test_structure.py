@@ -23,7 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cards"}),
     frozenset({"space"}),
     frozenset({"publish"}),
-    frozenset({"integrations", "demo", "cli"}),
+    frozenset({"integrations", "demo", "cli", "testing"}),
     frozenset({"__main__", "__init__"}),
 )
 

@@ -42,10 +42,10 @@ _REQUIRED = (
 def linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
     """(in_features, out_features) of every Linear in the base whose ``config.json`` is `config_path`."""
     config = json.loads(Path(config_path).read_text())
-    return _read_off(config) or built_on_meta(config_path)
+    return read_off_config(config) or built_on_meta(config_path)
 
 
-def _read_off(config: dict) -> dict[str, tuple[int, int]] | None:
+def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
     """The shapes of a known decoder layout from its config's own numbers; None when it is not one, or
     when a number it needs is left to the config class's default."""
     model_type = config.get("model_type")

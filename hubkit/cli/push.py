@@ -96,6 +96,11 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
 )
 @click.option("--space-repo-id", metavar="OWNER/NAME", help="The Space's repo.  [default: <repo-id>-demo]")
 @click.option(
+    "--space-hardware",
+    metavar="FLAVOR",
+    help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
+)
+@click.option(
     "--checkpoints-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
@@ -119,6 +124,7 @@ def push(
     merged_repo_id: str | None,
     space: bool,
     space_repo_id: str | None,
+    space_hardware: str | None,
     checkpoints_dir: Path | None,
     endpoint: str,
     quiet: bool,
@@ -155,6 +161,7 @@ def push(
         merged_repo_id=merged_repo_id,
         space=space,
         space_repo_id=space_repo_id,
+        space_hardware=space_hardware,
         endpoint=endpoint,
         dry_run=dry_run,
         checkpoints_dir=checkpoints_dir,

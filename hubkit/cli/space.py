@@ -41,7 +41,8 @@ def space(
     """
     from hubkit.hub.auth import hub_client, resolve_token
     from hubkit.runs import find_run_dir, load_run
-    from hubkit.space import SpaceConfig, serve_locally, space_config_from_hub
+    from hubkit.space.config import SpaceConfig, space_config_from_hub
+    from hubkit.space.serve import serve_locally
 
     if run_id or run_dir:
         run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)

@@ -325,7 +325,8 @@ def _free_port(preferred: int) -> int:
 
 def serve_space(ctx: DemoContext) -> None:
     """Run the Space on 127.0.0.1 against the published repos until Ctrl-C (``DEMO_SPACE=0`` skips it)."""
-    from hubkit.space import SpaceConfig, serve_locally
+    from hubkit.space.config import SpaceConfig
+    from hubkit.space.serve import serve_locally
 
     if os.environ.get("DEMO_SPACE", "1") == "0":
         ctx.say("Space skipped (DEMO_SPACE=0)")

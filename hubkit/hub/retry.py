@@ -56,20 +56,26 @@ DEFAULT_RETRY = RetryPolicy()
 SINGLE_TRY = RetryPolicy(attempts=1)
 
 
-def transient_cause(error: BaseException) -> BaseException | None:
-    """The transient Hub failure behind `error` (itself, or what it wraps), or None when it is not one.
+def hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
+    """The client's HTTP failure behind `error`: itself, or what it wraps, or None when there is none.
 
-    The client's LFS upload threads wrap what failed in a RuntimeError; the cause is looked at.
+    The one walk of an error's causes: the client's LFS upload threads wrap what failed in a RuntimeError.
     """
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, HfHubHTTPError):
-            status = seen.response.status_code if seen.response is not None else None
-            return seen if status in TRANSIENT_STATUSES else None
-        if isinstance(seen, httpx2.TransportError):
+        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
             return seen
         seen = seen.__cause__
     return None
+
+
+def transient_cause(error: BaseException) -> BaseException | None:
+    """The transient Hub failure behind `error` (a 408/429/5xx answer, a dropped connection), or None."""
+    failure = hub_failure(error)
+    if isinstance(failure, HfHubHTTPError):
+        status = failure.response.status_code if failure.response is not None else None
+        return failure if status in TRANSIENT_STATUSES else None
+    return failure
 
 
 def describe(error: BaseException) -> str:

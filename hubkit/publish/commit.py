@@ -43,6 +43,7 @@ from hubkit.hub.retry import (
     RetryPolicy,
     describe,
     gave_up,
+    hub_failure,
     transient_cause,
     with_retries,
 )
@@ -75,16 +76,6 @@ class CommitResult:
     summary: str | None = None
 
 
-def _hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
-    """The client's HTTP failure behind `error` (the LFS upload threads wrap it in a RuntimeError)."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
-            return seen
-        seen = seen.__cause__
-    return None
-
-
 @contextlib.contextmanager
 def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
     """Map the client's HTTP failures to one-line `HubkitError`s that say what to do."""
@@ -93,7 +84,7 @@ def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
     except PublishError:
         raise
     except Exception as error:
-        e = _hub_failure(error)
+        e = hub_failure(error)
         if e is None:
             raise
         if isinstance(e, httpx2.TransportError):

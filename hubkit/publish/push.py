@@ -58,7 +58,7 @@ from hubkit.safety import (
     checkpoints_tree,
     refuse_duplicate_steps,
 )
-from hubkit.space import default_space_repo_id
+from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.merge import MergePlan, MergeResult
@@ -327,6 +327,7 @@ class PushSession:
             repo_id,
             merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
+            hardware=self.request.space_hardware,
             vetter=vetter,
             hashes=self.hashes,
         )

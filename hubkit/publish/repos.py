@@ -24,7 +24,8 @@ from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.safety import kinds
-from hubkit.space import SpaceConfig, space_repo_files
+from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig
+from hubkit.space.files import space_repo_files
 
 if TYPE_CHECKING:
     from hubkit.merge import MergeResult
@@ -147,17 +148,33 @@ def plan_space_files(
     *,
     merged_repo_id: str | None,
     space_repo_id: str,
+    hardware: str | None,
     vetter: Vetter,
     hashes: FileHashCache,
 ) -> tuple[PlannedFile, ...]:
     """The Space's files (`spaces/compare`, configured for the run), vetted: made before any repo is
     created, since everything they say is known by then.
 
+    Args:
+        run: the run.
+        repo_id: the adapter repo.
+        merged_repo_id: the merged repo the release has (or gets), if any.
+        space_repo_id: the Space repo.
+        hardware: the Space's suggested hardware (None: ZeroGPU).
+        vetter: the push's vetting.
+        hashes: the push's hash cache.
+
     Raises:
         SpaceError: a package the Space pins is not installed.
         UnsafeFileError: a file that must not be published (its configuration holds a secret or a path).
     """
-    config = SpaceConfig.from_run(run, repo_id, merged_repo_id=merged_repo_id, space_repo_id=space_repo_id)
+    config = SpaceConfig.from_run(
+        run,
+        repo_id,
+        merged_repo_id=merged_repo_id,
+        space_repo_id=space_repo_id,
+        hardware=hardware or DEFAULT_HARDWARE,
+    )
     return vetter.generated(space_repo_files(config), "space", hashes)
 
 

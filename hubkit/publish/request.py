@@ -31,6 +31,7 @@ class PushRequest:
         merged_repo_id: the merged repo; default `<repo_id>-merged`.
         space: also create or update the Gradio Space that compares base and checkpoints.
         space_repo_id: the Space repo; default `<repo_id>-demo`.
+        space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
         endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
         dry_run: build the plan and compare it with the last recorded push; send nothing.
@@ -49,6 +50,7 @@ class PushRequest:
     merged_repo_id: str | None = None
     space: bool = True
     space_repo_id: str | None = None
+    space_hardware: str | None = None
     endpoint: str = HUB_ENDPOINT
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False

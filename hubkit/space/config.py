@@ -1,25 +1,14 @@
-"""The comparison Space of a published run: its configuration, the files of its repo, and running it locally.
-
-The app itself lives in the top-level `spaces/compare/` (shipped in the wheel) and never imports hubkit;
-this module writes what it reads, `space_config.json`, from the run:
+"""The comparison Space's configuration: `SpaceConfig` (what the app's `space_config.json` holds), from a
+run directory or from a published release.
 
     config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
-    files = space_repo_files(config)        # {"app.py": b"...", ..., "README.md": b"..."}
-
-The Space repo (`<repo_id>-demo` by default) holds the app's files, the config, pinned requirements and a
-README whose metadata the Hub reads (`sdk: gradio`, `sdk_version`, `models`, ...).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +19,7 @@ from hubkit.errors import SpaceError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.release.manifest import read_release_manifest
-from hubkit.resources import model_cards_dir, space_dir
+from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -40,14 +29,9 @@ if TYPE_CHECKING:
 
 SPACE_SUFFIX = "-demo"
 APP_NAME = "compare"
-APP_FILE = "app.py"
-REQUIREMENTS_NAME = "requirements.txt"
-# The app's own modules, copied as they are.
-APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py")
-# ZeroGPU documents Python 3.10 and 3.12 only.
-PYTHON_VERSION = "3.12"
-SHORT_DESCRIPTION = "Base model vs. each training checkpoint, side by side"
-DEFAULT_HARDWARE = "l4x1"  # informational on the Hub; a 4B model in bf16 fits with room for a batch
+# The README's `suggested_hardware` (a suggestion the Hub shows; the owner picks the hardware): ZeroGPU,
+# free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
+DEFAULT_HARDWARE = "zero-a10g"
 EXAMPLES_FROM_EVAL = 5
 _APP_CONFIG_MODULE = "hubkit._space_app_config"
 # Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
@@ -95,12 +79,26 @@ class SpaceConfig:
     Args:
         app: the app's `AppConfig` (fields: see `spaces/compare/config.py`).
         space_repo_id: the Space repo (`<repo_id>-demo` by default), named in the README's API example.
-        hardware: the README's `suggested_hardware` (the Hub's flavor names, e.g. "l4x1", "a10g-small").
+        hardware: the README's `suggested_hardware`, one of the Hub's flavors (`huggingface_hub.SpaceHardware`:
+            "zero-a10g" is ZeroGPU, "cpu-basic", "l4x1", ...).
+
+    Raises:
+        SpaceError: `hardware` is not one of the Hub's flavors.
     """
 
     app: Any
     space_repo_id: str
     hardware: str = DEFAULT_HARDWARE
+
+    def __post_init__(self) -> None:
+        from huggingface_hub import SpaceHardware
+
+        flavors = [flavor.value for flavor in SpaceHardware]
+        if self.hardware not in flavors:
+            raise SpaceError(
+                f"unknown Space hardware {self.hardware!r}: use one of {', '.join(flavors)} "
+                f"(default {DEFAULT_HARDWARE}, ZeroGPU)"
+            )
 
     @classmethod
     def from_manifest(
@@ -113,6 +111,7 @@ class SpaceConfig:
         adapter_revision: str | None = None,
         tokenizer_published: bool = True,
         examples: Sequence[tuple[str, str | None]] = (),
+        hardware: str = DEFAULT_HARDWARE,
     ) -> SpaceConfig:
         """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
 
@@ -126,16 +125,20 @@ class SpaceConfig:
             tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
                 template (else the base model's are used).
             examples: (problem, reference answer or None) pairs; default a few general math problems.
+            hardware: the README's `suggested_hardware`.
 
         Returns:
             The configuration.
+
+        Raises:
+            SpaceError: `hardware` is not one of the Hub's flavors.
         """
         module = app_config_module()
         trained_length = manifest.hyperparameters.get("max_completion_length")
         defaults = {}
         if isinstance(trained_length, int) and trained_length > 0:
-            # The run's own completion length, when it is shorter than the app's default.
-            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens)
+            # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
+            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
         app = module.AppConfig(
             title=manifest.run_id,
             base_model=manifest.base_model,
@@ -148,7 +151,7 @@ class SpaceConfig:
             examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
             **defaults,
         )
-        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id))
+        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id), hardware=hardware)
 
     @classmethod
     def from_run(
@@ -159,6 +162,7 @@ class SpaceConfig:
         merged_repo_id: str | None = None,
         space_repo_id: str | None = None,
         adapter_revision: str | None = None,
+        hardware: str = DEFAULT_HARDWARE,
     ) -> SpaceConfig:
         """The Space of a run about to be (or already) published to `repo_id`.
 
@@ -171,12 +175,14 @@ class SpaceConfig:
             merged_repo_id: the merged model's repo, if the push publishes one.
             space_repo_id: the Space repo; default `<repo_id>-demo`.
             adapter_revision: see `from_manifest`.
+            hardware: the README's `suggested_hardware`.
 
         Returns:
             The configuration.
 
         Raises:
             EvalError: the run's evaluation files are corrupt.
+            SpaceError: `hardware` is not one of the Hub's flavors.
         """
         return cls.from_manifest(
             run.manifest,
@@ -186,6 +192,7 @@ class SpaceConfig:
             adapter_revision=adapter_revision,
             tokenizer_published=run.tokenizer_dir() is not None,
             examples=eval_examples(run.run_dir),
+            hardware=hardware,
         )
 
     def to_json(self) -> str:
@@ -274,137 +281,3 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
         tokenizer_published="tokenizer_config.json" in root,
         examples=examples,
     )
-
-
-def _version(package: str) -> str:
-    try:
-        version = importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise SpaceError(
-            f"{package} is not installed, so the Space cannot be pinned to a tested version: "
-            "pip install 'hubkit[space]' (or push without the Space)"
-        ) from e
-    return version.split("+", 1)[0]  # a local build tag such as "+cpu" is not on PyPI
-
-
-def pinned_requirements() -> str:
-    """The app's `requirements.txt`, each package pinned to the version installed here (the tested one).
-
-    gradio is not listed: the README's `sdk_version` installs it.
-
-    Raises:
-        SpaceError: a package the app needs is not installed.
-    """
-    lines = (space_dir(APP_NAME) / REQUIREMENTS_NAME).read_text(encoding="utf-8").splitlines()
-    packages = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    pinned = [f"{package}=={_version(package)}" for package in packages]
-    return (
-        "# Pinned to the versions hubkit tested the app with; gradio comes from sdk_version.\n"
-        + "\n".join(pinned)
-        + "\n"
-    )
-
-
-def space_readme(config: SpaceConfig) -> str:
-    """The Space's README.md: the metadata the Hub reads, then what the Space does and its API.
-
-    Raises:
-        SpaceError: gradio is not installed (its version is the Space's `sdk_version`).
-    """
-    from huggingface_hub import SpaceCard, SpaceCardData
-
-    app = config.app
-    models = [app.base_model, app.adapter_repo]
-    card_data = SpaceCardData(
-        title=app.title,
-        sdk="gradio",
-        sdk_version=_version("gradio"),
-        python_version=PYTHON_VERSION,
-        app_file=APP_FILE,
-        models=models,
-        tags=["hubkit", "lora", "peft", "checkpoints"],
-        emoji="⚖️",
-        colorFrom="indigo",
-        colorTo="green",
-        short_description=SHORT_DESCRIPTION,
-        suggested_hardware=config.hardware,
-        pinned=False,
-    )
-    example = app.examples[0].prompt if app.examples else "What is 12 * 13?"
-    card = SpaceCard.from_template(
-        card_data,
-        template_path=str(model_cards_dir() / "space.md.j2"),
-        app=app,
-        space_repo_id=config.space_repo_id,
-        example=example,
-    )
-    return str(card)
-
-
-def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
-    """Every file of the Space repo, by path: the app's modules, `space_config.json`, pinned
-    `requirements.txt` and `README.md`.
-
-    Args:
-        config: the Space's configuration.
-
-    Returns:
-        Path in the repo -> content.
-
-    Raises:
-        SpaceError: gradio or a package the app needs is not installed (their versions are pinned).
-    """
-    app_dir = space_dir(APP_NAME)
-    files = {name: (app_dir / name).read_bytes() for name in APP_MODULES}
-    files[app_config_module().CONFIG_NAME] = config.to_json().encode()
-    files[REQUIREMENTS_NAME] = pinned_requirements().encode()
-    files["README.md"] = space_readme(config).encode()
-    return files
-
-
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def serve_locally(config: SpaceConfig, *, port: int, endpoint: str | None = None) -> None:
-    """Run the Space's app (the copy shipped with hubkit) on 127.0.0.1 until it exits or Ctrl-C stops it.
-
-    Args:
-        config: the configuration (as the push would write it).
-        port: the port to serve on.
-        endpoint: the Hub the app loads the models from (default: `HF_ENDPOINT`, else huggingface.co).
-
-    Raises:
-        SpaceError: the app exited with an error (its output says why).
-    """
-    env = dict(os.environ)
-    if endpoint:
-        env["HF_ENDPOINT"] = endpoint.rstrip("/")
-    env.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    with tempfile.TemporaryDirectory(prefix="hubkit-space-") as workdir:
-        config_path = Path(workdir) / app_config_module().CONFIG_NAME
-        config_path.write_text(config.to_json(), encoding="utf-8")
-        command = [
-            sys.executable,
-            str(space_dir(APP_NAME) / APP_FILE),
-            f"--config={config_path}",
-            "--host=127.0.0.1",
-            f"--port={port}",
-        ]
-        process = subprocess.Popen(command, env=env)
-        # Stopped with SIGTERM as with Ctrl-C, so that the app never outlives this process.
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        try:
-            status = process.wait()
-        except KeyboardInterrupt:
-            process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=10)
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            return
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    if status != 0:
-        raise SpaceError(f"the Space app exited with status {status}: see its output above")
