@@ -17,7 +17,7 @@ from hubkit.adapters.prepare import prepare_adapters
 from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, LocalPathInFileError, PublishError, SecretInFileError
 from hubkit.hub.hashing import FileHashCache, hash_bytes, hash_file
-from hubkit.publish.adapter_repo import plan_run_files
+from hubkit.publish.adapter_repo import plan_run_files, published_forms
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -70,9 +70,8 @@ def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run
     """The adapter repo's plan for a first push (nothing on the remote yet), built as a push builds it."""
     run = load_run(run_dir)
     vetter = Vetter(VetContext.for_run(run.run_dir, BASE, token))
-    adapters = prepare_adapters(
-        run, select_checkpoints(run, steps), tmp_path / "staging", context=vetter.context
-    )
+    chosen = select_checkpoints(run, steps)
+    adapters = prepare_adapters(run, chosen, tmp_path / "staging", forms=published_forms(chosen, vetter))
     hashes = FileHashCache()
     context = BuildContext(
         run=run,

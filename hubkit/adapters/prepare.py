@@ -12,10 +12,11 @@ output directory) unless its keys are not PEFT's or its header is not the one ve
 other than ``format`` dropped), and a later push of the same file reads none of its tensors again (the
 run directory remembers the read).
 
-A push passes its `VetContext`: the saved config is then read as the kind it is (bounded, parsed,
-fields naming the model by its path set to the Hub id, keys PEFT does not read dropped, every string
-scanned) and the weights' header is vetted (`hubkit.safety`) before any check reads them, and the
-config written out is vetted again. Without one (evaluating, merging locally) nothing is vetted.
+A push vets a saved adapter's files first (`hubkit.safety`, from `hubkit.publish`) and hands the outcome
+in as a `PublishedForm`: the config the checks read is then the vetted one (fields naming the model by
+its path set to the Hub id, keys PEFT does not read dropped), and weights whose header vetting would
+change are published rewritten. Without one (evaluating, merging locally) the saved files are read as
+they are.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,6 @@ from hubkit.formats.safetensors import SafetensorsHeader
 from hubkit.hub.hashing import FileHashes, FileVersion, hash_file
 from hubkit.runs.manifest import LoraSettings
 from hubkit.runs.model import Checkpoint, Run
-from hubkit.safety import VetContext, kinds, vet_bytes, vet_file
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,6 @@ class PreparedAdapter:
         rebuilt: True when it was rebuilt from verl's FSDP shards rather than taken from a saved adapter.
         weights: the hashes of ``dir/adapter_model.safetensors`` (computed while it was checked).
         saved_weights_published: True when that file is the checkpoint's own (linked, not rewritten).
-        notes: what vetting changed on the way (metadata dropped, fields rewritten), for the dry run.
     """
 
     step: int
@@ -80,7 +79,6 @@ class PreparedAdapter:
     rebuilt: bool
     weights: FileHashes
     saved_weights_published: bool = False
-    notes: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -110,43 +108,19 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
 
 
 @dataclass(frozen=True)
-class _Vetted:
-    """What vetting a saved adapter's files gave (nothing when the caller passed no `VetContext`).
+class PublishedForm:
+    """How a saved adapter's files are to be published, as the push decided when it vetted them.
 
     Args:
-        config: the saved config as vetting wrote it; None when not vetted (or missing: the checks say so).
-        header_kept: the saved weights' header is the one vetting writes (True when not vetted).
-        notes: what vetting changed.
+        config: the saved ``adapter_config.json`` as vetting wrote it back: the checks read it instead of
+            the file. None: the file is read (a missing one is refused by the checks).
+        header_kept: the saved weights' header is the one to publish; False: the weights are published
+            rewritten, their tensor data unchanged after a header holding only the metadata libraries
+            read (`hubkit.formats.safetensors.known_metadata`).
     """
 
     config: dict[str, Any] | None = None
     header_kept: bool = True
-    notes: tuple[str, ...] = ()
-
-
-def _exists(path: Path) -> bool:
-    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused) too
-
-
-def _vet_saved(adapter_dir: Path, context: VetContext | None) -> _Vetted:
-    """Vet a saved adapter's config (read whole, bounded) and its weights' header (no tensor is read).
-
-    Raises:
-        UnsafeFileError: as `hubkit.safety.vet_file` (a secret, a local path, a bad link, too large...).
-    """
-    if context is None:
-        return _Vetted()
-    config_path, weights_path = adapter_dir / ADAPTER_CONFIG, adapter_dir / ADAPTER_WEIGHTS
-    config, header_kept, notes = None, True, []
-    if _exists(config_path):
-        vetted = vet_file(config_path, kinds.ADAPTER_CONFIG, context)
-        config = json.loads(vetted.data)  # type: ignore[arg-type]
-        notes += vetted.notes
-    if _exists(weights_path):
-        vetted = vet_file(weights_path, kinds.ADAPTER_WEIGHTS, context)
-        header_kept = vetted.weights is not None and vetted.weights.saved_header_kept
-        notes += vetted.notes
-    return _Vetted(config=config, header_kept=header_kept, notes=tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -158,7 +132,7 @@ class _SavedAdapter:
     names: dict[str, str]  # saved tensor name → PEFT name
     config: dict[str, Any]  # normalized
     num_modules: int
-    header_kept: bool  # the saved header is the one vetting writes (see `_vet_saved`)
+    header_kept: bool  # the saved header is the one to publish (see `PublishedForm`)
 
     @property
     def lora_b(self) -> set[str]:
@@ -171,10 +145,10 @@ class _SavedAdapter:
 
 
 def _checked_saved_adapter(
-    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str, vetted: _Vetted
+    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str, form: PublishedForm
 ) -> _SavedAdapter:
     """Every check a saved adapter's config and safetensors header allow, before any tensor is read."""
-    config = vetted.config if vetted.config is not None else read_adapter_config(adapter_dir, label)
+    config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
     header = read_weights_header(adapter_dir, label)
@@ -196,7 +170,7 @@ def _checked_saved_adapter(
         names=names,
         config=_normalized_config(config, run, alpha),
         num_modules=len(pairs),
-        header_kept=vetted.header_kept,
+        header_kept=form.header_kept,
     )
 
 
@@ -275,7 +249,7 @@ def prepare_adapter(
     out_dir: Path,
     *,
     alongside_others: bool = False,
-    context: VetContext | None = None,
+    form: PublishedForm | None = None,
 ) -> PreparedAdapter:
     """Normalize and validate one checkpoint's adapter into `out_dir`.
 
@@ -288,8 +262,7 @@ def prepare_adapter(
         out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
             not hold other files).
         alongside_others: other adapters are prepared at the same time (their reads keep the cores busy).
-        context: the push's vetting context: the adapter's files are vetted as what they will be
-            published as (None: not vetted, for local use).
+        form: how the push publishes the saved adapter's files, as it vetted them (None: as they are).
 
     Returns:
         The prepared adapter.
@@ -297,9 +270,9 @@ def prepare_adapter(
     Raises:
         CheckpointError: an incomplete, truncated or pickle-only checkpoint, or missing LoRA settings.
         AdapterError: a missing config, NaN/Inf, all-zero lora_B, lora_alpha 0, foreign keys or bad shapes.
-        UnsafeFileError: with a context, a file that must not be published (see `hubkit.safety.vet_file`).
     """
     label = f"checkpoint {checkpoint.name} of run {run.manifest.run_id}"
+    form = form or PublishedForm()
     if not checkpoint.complete:
         raise CheckpointError(
             f"{label} is not complete yet (still being saved?): wait for the save to finish"
@@ -314,21 +287,30 @@ def prepare_adapter(
             if checkpoint.adapter_dir is None:
                 raise CheckpointError(f"{label}: verl saved no lora_adapter/")
             return _prepared_saved_adapter(
-                checkpoint, checkpoint.adapter_dir, run, out_dir, label, alongside_others, context
+                checkpoint,
+                checkpoint.adapter_dir,
+                run,
+                out_dir,
+                label,
+                alongside_others,
+                form,
             )
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
-        return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label, context)
+        return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label)
     return _prepared_saved_adapter(
-        checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others, context
+        checkpoint,
+        checkpoint.adapter_dir or checkpoint.path,
+        run,
+        out_dir,
+        label,
+        alongside_others,
+        form,
     )
 
 
-def _prepared_rebuilt_adapter(
-    checkpoint: Checkpoint, run: Run, out_dir: Path, label: str, context: VetContext | None
-) -> PreparedAdapter:
-    """A verl checkpoint's adapter rebuilt from its FSDP shards into `out_dir` (with hubkit's own header:
-    vetting only scans its tensor names)."""
+def _prepared_rebuilt_adapter(checkpoint: Checkpoint, run: Run, out_dir: Path, label: str) -> PreparedAdapter:
+    """A verl checkpoint's adapter rebuilt from its FSDP shards into `out_dir`."""
     # Imported here: torch and its DTensor classes cost 1.2-1.5 s, paid only by a verl run that needs it.
     from safetensors.torch import save_file
 
@@ -339,31 +321,19 @@ def _prepared_rebuilt_adapter(
     weights = out_dir / ADAPTER_WEIGHTS
     weights.unlink(missing_ok=True)  # a link to a saved file must not be written through
     save_file(rebuilt.tensors, weights, metadata={"format": "pt"})
-    notes = vet_file(weights, kinds.ADAPTER_WEIGHTS, context, label=label).notes if context else ()
-    config = _write_config(out_dir, rebuilt.config, context, label)
+    _write_config(out_dir, rebuilt.config)
     return PreparedAdapter(
         step=checkpoint.step,
         dir=out_dir,
-        config=config,
+        config=rebuilt.config,
         num_modules=rebuilt.num_modules,
         rebuilt=True,
         weights=hash_file(weights),
-        notes=notes,
     )
 
 
-def _write_config(
-    out_dir: Path, config: dict[str, Any], context: VetContext | None, label: str
-) -> dict[str, Any]:
-    """Write the normalized config into `out_dir` (vetted again with a context); returns it as written."""
-    data = (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
-    if context is not None:
-        vetted = vet_bytes(
-            ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, data, context, label=f"{ADAPTER_CONFIG} of {label}"
-        )
-        data, config = vetted.data, json.loads(vetted.data)  # type: ignore[arg-type]
-    (out_dir / ADAPTER_CONFIG).write_bytes(data)  # type: ignore[arg-type]
-    return config
+def _write_config(out_dir: Path, config: dict[str, Any]) -> None:
+    (out_dir / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _check_inputs(adapter_dir: Path, run: Run) -> str | None:
@@ -397,39 +367,41 @@ def _prepared_saved_adapter(
     out_dir: Path,
     label: str,
     alongside_others: bool,
-    context: VetContext | None,
+    form: PublishedForm,
 ) -> PreparedAdapter:
-    """A saved adapter vetted, checked (or known from the run directory to have passed) and put in `out_dir`."""
+    """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
     weights = adapter_dir / ADAPTER_WEIGHTS
-    vetted = _vet_saved(adapter_dir, context)
     version, inputs, verdict = _remembered_verdict(run, adapter_dir)
-    if verdict is not None and vetted.header_kept:
-        config = vetted.config if vetted.config is not None else read_adapter_config(adapter_dir, label)
+    if verdict is not None and form.header_kept:
+        config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
         normalized = _normalized_config(config, run, config["lora_alpha"])
         _link_saved_weights(weights, version, verdict.hashes, out_dir, label)  # type: ignore[arg-type]
         rewritten = False
     else:
-        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label, vetted)
+        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label, form)
         hashes = _publish_saved_adapter(saved, out_dir, label, alongside_others)
         normalized, rewritten = saved.config, saved.rewritten
         verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
         if version and inputs and not rewritten and inputs == _check_inputs(adapter_dir, run):
             VerdictCache(run.run_dir).put(weights, version, inputs, verdict)
-    config = _write_config(out_dir, normalized, context, label)
+    _write_config(out_dir, normalized)
     return PreparedAdapter(
         step=checkpoint.step,
         dir=out_dir,
-        config=config,
+        config=normalized,
         num_modules=verdict.num_modules,
         rebuilt=False,
         weights=verdict.hashes,
         saved_weights_published=not rewritten,
-        notes=vetted.notes,
     )
 
 
 def prepare_adapters(
-    run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path, *, context: VetContext | None = None
+    run: Run,
+    checkpoints: Sequence[Checkpoint],
+    staging_dir: Path,
+    *,
+    forms: Mapping[int, PublishedForm] | None = None,
 ) -> list[PreparedAdapter]:
     """`prepare_adapter` for each checkpoint into ``staging_dir/<checkpoint name>``, several at a time.
 
@@ -441,17 +413,18 @@ def prepare_adapters(
         run: the run.
         checkpoints: its complete checkpoints to prepare.
         staging_dir: where each one's directory is made.
-        context: the push's vetting context (see `prepare_adapter`).
+        forms: how the push publishes each saved adapter's files, by step (see `prepare_adapter`).
 
     Returns:
         The prepared adapters, in the order of `checkpoints`.
 
     Raises:
-        CheckpointError, AdapterError, UnsafeFileError: the first refusal in that order (see `prepare_adapter`).
+        CheckpointError, AdapterError: the first refusal in that order (see `prepare_adapter`).
     """
     workers = 1 if run.framework == "verl" else min(_PREPARE_WORKERS, os.cpu_count() or 1, len(checkpoints))
+    forms = forms or {}
     if workers <= 1:
-        return [prepare_adapter(run, c, staging_dir / c.name, context=context) for c in checkpoints]
+        return [prepare_adapter(run, c, staging_dir / c.name, form=forms.get(c.step)) for c in checkpoints]
     # Those the run directory remembers are not read: one new checkpoint among them is read alone.
     unread = [c for c in checkpoints if _remembered_verdict(run, c.adapter_dir or c.path)[2] is None]
     alongside_others = len(unread) > 1
@@ -463,7 +436,7 @@ def prepare_adapters(
                 c,
                 staging_dir / c.name,
                 alongside_others=alongside_others,
-                context=context,
+                form=forms.get(c.step),
             )
             for c in checkpoints
         ]

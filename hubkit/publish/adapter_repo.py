@@ -18,23 +18,32 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NoReturn
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
-from hubkit.adapters.prepare import PreparedAdapter
+from hubkit.adapters.prepare import PreparedAdapter, PublishedForm
 from hubkit.errors import CheckpointError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
 from hubkit.formats import tokenizer
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
-from hubkit.hub.hashing import FileHashCache, hash_bytes
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
-from hubkit.safety import Kind, LeftOut, kinds
+from hubkit.safety import (
+    CheckpointsTree,
+    Kind,
+    LeftOut,
+    VettedFile,
+    check_checkpoint_folder,
+    checkpoints_tree,
+    kinds,
+    refuse_duplicate_steps,
+)
 from hubkit.safety.kinds import TOKENIZER_KINDS, classify_folder
 
 METRICS_NAME = "metrics.jsonl"
@@ -61,6 +70,32 @@ def refuse_no_checkpoint(run: Run) -> NoReturn:
         f"run {run_id} has no complete checkpoint to publish yet ({reasons}): wait for the save to finish, "
         "or publish a run whose saves completed"
     )
+
+
+def checked_checkpoints_tree(
+    run: Run, chosen: Iterable[Checkpoint], named: Path | None = None
+) -> CheckpointsTree:
+    """Where the run's checkpoints are, refused (before anything is read, sent or created) when two folders
+    claim one step, or a chosen checkpoint's folders lead outside the run unasked.
+
+    Args:
+        run: the run.
+        chosen: the checkpoints the push publishes.
+        named: the checkpoints folder the user named (``--checkpoints-dir``), if any.
+
+    Returns:
+        Where the checkpoints are (the dry run says it).
+
+    Raises:
+        AmbiguousCheckpointError, ForeignCheckpointsError: as `hubkit.safety.checkpoints`.
+    """
+    refuse_duplicate_steps((c.step, c.path) for c in (*run.checkpoints, *run.pending))
+    tree = checkpoints_tree(run.run_dir, run.manifest.checkpoints_dir, named=named)
+    for checkpoint in chosen:
+        for folder in (checkpoint.path, checkpoint.adapter_dir, checkpoint.tokenizer_dir):
+            if folder is not None:
+                check_checkpoint_folder(tree, folder)
+    return tree
 
 
 def check_adapters_against_base(
@@ -106,20 +141,78 @@ class LeftOutOf:
     files: tuple[LeftOut, ...]
 
 
-def _adapter_files(adapter: PreparedAdapter, prefix: str, step: int | None) -> list[PlannedFile]:
-    """An adapter's weights (vetted and hashed while it was prepared) and config, under `prefix`."""
-    config = (adapter.dir / ADAPTER_CONFIG).read_bytes()  # what preparing wrote, vetted
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused), not skipped
+
+
+def _vetted_if_there(path: Path, kind: Kind, vetter: Vetter) -> VettedFile | None:
+    return vetter.file(path, kind) if _exists(path) else None
+
+
+def published_forms(checkpoints: Iterable[Checkpoint], vetter: Vetter) -> dict[int, PublishedForm]:
+    """Each saved adapter's config and weights' header vetted, before the adapter is prepared: how its
+    files are to be published (the vetted config, and whether the weights need a new header).
+
+    Args:
+        checkpoints: the checkpoints to prepare.
+        vetter: the push's vetting.
+
+    Returns:
+        By step, for each checkpoint with a saved adapter folder.
+
+    Raises:
+        UnsafeFileError: a file that must not be published (`hubkit.safety.vet_file`).
+    """
+    forms = {}
+    for checkpoint in checkpoints:
+        if checkpoint.adapter_dir is None:
+            continue  # verl saved none: rebuilt from its shards, by hubkit
+        config = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, vetter)
+        weights = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, vetter)
+        forms[checkpoint.step] = PublishedForm(
+            config=json.loads(config.data) if config is not None and config.data is not None else None,
+            header_kept=weights is None
+            or (weights.weights is not None and weights.weights.saved_header_kept),
+        )
+    return forms
+
+
+def _saved_changes(checkpoint: Checkpoint, vetter: Vetter) -> list[str]:
+    """What vetting changed in a checkpoint's saved adapter files (vetted before it was prepared: the
+    session's vetting has them, nothing is read again)."""
+    if checkpoint.adapter_dir is None:
+        return []
+    changes = []
+    for name, kind in ((ADAPTER_CONFIG, kinds.ADAPTER_CONFIG), (ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS)):
+        vetted = _vetted_if_there(checkpoint.adapter_dir / name, kind, vetter)
+        notes = vetted.notes if vetted is not None else ()
+        changes += [f"{CHECKPOINTS_DIR}/global_step_{checkpoint.step}/{name}: {note}" for note in notes]
+    return changes
+
+
+def _adapter_files(adapter: PreparedAdapter, vetter: Vetter, hashes: FileHashCache) -> list[PlannedFile]:
+    """A prepared adapter's weights (hashed in the read that checked them; their header vetted here) and
+    config (vetted as preparing wrote it), under `checkpoints/global_step_N/`."""
+    prefix, label = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", f"checkpoint global_step_{adapter.step}"
+    weights = vetter.file(
+        adapter.dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, label=f"{ADAPTER_WEIGHTS} of {label}"
+    )
+    if weights.weights is None or not weights.weights.saved_header_kept:
+        raise ValueError(
+            f"{label}: preparing wrote a header vetting would change"
+        )  # prepare writes vetted ones
+    config = vetter.file(
+        adapter.dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, label=f"{ADAPTER_CONFIG} of {label}"
+    )
     return [
         PlannedFile(
-            f"{prefix}{ADAPTER_WEIGHTS}",
+            prefix + ADAPTER_WEIGHTS,
             kinds.ADAPTER_WEIGHTS,
             adapter.weights,
             local_path=adapter.dir / ADAPTER_WEIGHTS,
-            step=step,
+            step=adapter.step,
         ),
-        PlannedFile(
-            f"{prefix}{ADAPTER_CONFIG}", kinds.ADAPTER_CONFIG, hash_bytes(config), content=config, step=step
-        ),
+        PlannedFile.from_vetted(config, hashes, path_in_repo=prefix + ADAPTER_CONFIG, step=adapter.step),
     ]
 
 
@@ -151,10 +244,6 @@ class RunFiles:
         newest = self.root_step >= max(published_steps, default=self.root_step)
         root = (*self.root, *self.tokenizer) if newest else ()
         return (*self.checkpoints, *root, *self.run)
-
-
-def _exists(path: Path) -> bool:
-    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused), not skipped
 
 
 @dataclass
@@ -250,15 +339,11 @@ def plan_run_files(
     if not adapters:
         refuse_no_checkpoint(run)
     ordered = sorted(adapters, key=lambda a: a.step)
-    checkpoints = [
-        planned
-        for adapter in ordered
-        for planned in _adapter_files(adapter, f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", adapter.step)
-    ]
+    by_step = {adapter.step: _adapter_files(adapter, vetter, hashes) for adapter in ordered}
     newest = ordered[-1]
-    planning = _Planning(
-        vetter, hashes, [f"{CHECKPOINTS_DIR}/global_step_{a.step}: {n}" for a in ordered for n in a.notes]
-    )
+    planning = _Planning(vetter, hashes, [])
+    for adapter in ordered:
+        planning.changes += _saved_changes(run.checkpoint(adapter.step), vetter)
     tokenizer_files, tokenizer_left_out = _tokenizer_files(run, run.checkpoint(newest.step), planning)
     tokenizer_dir = run.tokenizer_dir(run.checkpoint(newest.step))
     left_out = _left_out(
@@ -268,8 +353,11 @@ def plan_run_files(
     )
     run_files = _run_files(run, planning)
     return RunFiles(
-        checkpoints=tuple(checkpoints),
-        root=tuple(_adapter_files(newest, "", None)),
+        checkpoints=tuple(f for adapter in ordered for f in by_step[adapter.step]),
+        root=tuple(
+            replace(f, path_in_repo=PurePosixPath(f.path_in_repo).name, step=None)
+            for f in by_step[newest.step]
+        ),
         tokenizer=tokenizer_files,
         run=tuple(run_files),
         root_step=newest.step,

@@ -35,8 +35,10 @@ from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import (
     RunFiles,
     check_adapters_against_base,
+    checked_checkpoints_tree,
     plan_adapter_repo,
     plan_run_files,
+    published_forms,
     refuse_no_checkpoint,
     steps_in_paths,
 )
@@ -51,13 +53,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
-from hubkit.safety import (
-    CheckpointsTree,
-    VetContext,
-    check_checkpoint_folder,
-    checkpoints_tree,
-    refuse_duplicate_steps,
-)
+from hubkit.safety import CheckpointsTree, VetContext
 from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
@@ -134,16 +130,12 @@ class PushSession:
         progress = progress or PushProgress()
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
-        tree = self._checkpoints_tree(run)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
-        for checkpoint in chosen:
-            for folder in (checkpoint.path, checkpoint.adapter_dir, checkpoint.tokenizer_dir):
-                if folder is not None:
-                    check_checkpoint_folder(tree, folder)
+        tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
         # The token is resolved first: every file is checked not to contain it.
         token = request.token or resolve_token(request.endpoint, required=not request.dry_run)
         vetter = self._vetting(VetContext.for_run(run.run_dir, run.manifest.base_model, token))
-        adapters = self._prepare(run, chosen, progress, vetter.context)
+        adapters = self._prepare(run, chosen, progress, vetter)
         run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
         evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
         if request.dry_run:
@@ -207,12 +199,6 @@ class PushSession:
 
     # --- the steps, in order ---------------------------------------------------------------------
 
-    def _checkpoints_tree(self, run: Run) -> CheckpointsTree:
-        """Where the run's checkpoints are, refused when that is outside the run unasked or two folders
-        claim one step (before anything is read, sent or created)."""
-        refuse_duplicate_steps((c.step, c.path) for c in (*run.checkpoints, *run.pending))
-        return checkpoints_tree(run.run_dir, run.manifest.checkpoints_dir, named=self.request.checkpoints_dir)
-
     def _vetting(self, context: VetContext) -> Vetter:
         """The session's vetting for `context` (what it vetted is kept while the context stays the same)."""
         if self._vetter is None or self._vetter.context != context:
@@ -220,15 +206,16 @@ class PushSession:
         return self._vetter
 
     def _prepare(
-        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress, context: VetContext
+        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress, vetter: Vetter
     ) -> list[PreparedAdapter]:
-        """The chosen checkpoints' adapters, each prepared and vetted once per session (every local refusal)."""
+        """The chosen checkpoints' adapters, each vetted and prepared once per session (every local refusal)."""
         if not chosen:
             refuse_no_checkpoint(run)
         new = [c for c in chosen if c.step not in self._prepared]
         if new:
             progress.stage(f"Checking {len(new)} adapter(s) of run {run.manifest.run_id}")
-            prepared = prepare_adapters(run, new, self.staging / "adapters", context=context)
+            forms = published_forms(new, vetter)
+            prepared = prepare_adapters(run, new, self.staging / "adapters", forms=forms)
             self._prepared.update({adapter.step: adapter for adapter in prepared})
         return [self._prepared[c.step] for c in chosen]
 
