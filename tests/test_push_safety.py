@@ -606,3 +606,43 @@ def test_a_real_trl_run_pushes_with_a_short_token_and_publishes_no_local_path(
     # PEFT saved the local folder the base was loaded from: it is the Hub id now.
     config = json.loads(adapter_repo["adapter_config.json"].read_text())
     assert config["base_model_name_or_path"] == tiny_qwen3.repo_id
+
+
+def test_the_dry_run_says_what_vetting_changes_and_what_is_left_out(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _model_path("/home/alice/models/qwen")(run_dir, tmp_path)
+    _resave_weights(run_dir, {"format": "pt", "output_dir": "/root/runs/grpo-7"})
+    _rewrite_json(_checkpoint(run_dir) / "adapter_config.json", lambda c: c.update(training_note="x"))
+    (_checkpoint(run_dir) / "notes.txt").write_text("x")
+    argv = [
+        "push",
+        "--run-dir",
+        str(run_dir),
+        "--repo-id",
+        "me/run",
+        "--dry-run",
+        "--no-merged",
+        "--no-space",
+    ]
+    assert run_cli([*argv, "--endpoint", "http://127.0.0.1:9"]) == 0
+    out = capsys.readouterr().out
+    changes = out.split("Changed on the way (written from what was read):\n", 1)[1].splitlines()
+    step = f"checkpoints/global_step_{STEP}"
+    assert (
+        f"  {step}/adapter_config.json: dropped what PEFT's LoraConfig does not read: training_note"
+        in changes
+    )
+    assert f"  {step}/adapter_model.safetensors: dropped safetensors metadata: output_dir" in changes
+    assert any(
+        line.startswith("  tokenizer_config.json: 1 field(s) naming the model by its path")
+        for line in changes
+    )
+    left_out = out.split(f"Left out of checkpoint-{STEP} (never published):\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in left_out[:4]] == [
+        "notes.txt",
+        "optimizer.pt",
+        "trainer_state.json",
+        "training_args.bin",
+    ]
+    assert "/home/alice" not in out and "/root/runs" not in out  # what was dropped is named, never shown
