@@ -6,8 +6,9 @@ are prepared) before it becomes a `PlannedFile`.
     card = vetter.generated({"README.md": readme}, "model", hashes)   # planned files
 
 A session pushes the same run again and again (`push --watch`, the TRL callback at every save): a file
-it has vetted is not read again while its version (device, inode, size, mtime) is the same. Vetting the
-real Qwen3 tokenizer costs about half a second of CPU.
+it has vetted is not read again while its version (device, inode, size, mtime) is the same, whatever
+path reaches it (a prepared adapter's weights are a hard link to the saved file). Vetting the real
+Qwen3 tokenizer costs about half a second of CPU.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Vetter:
 
     def __init__(self, context: VetContext) -> None:
         self.context = context
-        self._files: dict[tuple[Path, Kind, str | None, FileVersion], VettedFile] = {}
+        self._files: dict[tuple[FileVersion, Kind, str | None], VettedFile] = {}
 
     def file(
         self, path: Path, kind: Kind, *, path_in_repo: str | None = None, label: str | None = None
@@ -48,7 +49,7 @@ class Vetter:
             UnsafeFileError: as `vet_file` (a secret, a local path, a bad link, too large, not of its kind).
         """
         try:
-            key = (path.absolute(), kind, path_in_repo, FileVersion.of(path))
+            key = (FileVersion.of(path), kind, path_in_repo)
         except OSError:  # dangling or unreadable: vet_file says which, in its one line
             return vet_file(path, kind, self.context, path_in_repo=path_in_repo, label=label)
         vetted = self._files.get(key)
