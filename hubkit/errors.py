@@ -20,8 +20,20 @@ class ManifestError(HubkitError):
     """hubkit.json is missing a field, has a wrong type, or a newer schema than this hubkit."""
 
 
+class RunNotStartedError(ManifestError):
+    """A run directory without hubkit.json holds no checkpoint yet, so its framework cannot be told."""
+
+
 class CheckpointError(HubkitError):
     """A checkpoint is incomplete, truncated, pickle-only or otherwise unusable."""
+
+
+class WatchTimeoutError(HubkitError):
+    """A watching push saw no new checkpoint within --watch-timeout."""
+
+
+class QuantizedBaseError(HubkitError):
+    """A release would name a quantized (4-bit) base where it needs the full-precision one."""
 
 
 # --- Adapters -----------------------------------------------------------------------------------
@@ -123,3 +135,7 @@ class ForeignCheckpointsError(UnsafeFileError):
 
 class AmbiguousCheckpointError(UnsafeFileError):
     """Two checkpoint folders claim the same step (checkpoint-10 and checkpoint-0010): which one to publish is unclear."""
+
+
+class TrainingArgsError(FileFormatError):
+    """A checkpoint's training_args.bin cannot be read safely (a class it names is not a trainer's)."""

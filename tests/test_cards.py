@@ -30,6 +30,7 @@ from hubkit.cards import (
     plots,
     read_base_model_card,
 )
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metrics import key_metric_series
 from hubkit.errors import PublishError, RewardSpecError
 from hubkit.evaluate.results import (
@@ -433,7 +434,8 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
     files = adapter_card_files(inputs)
     assert list(files) == ["README.md"]  # nothing logged: no curves
     adapter = files["README.md"].decode()
-    merged = merged_card_files(inputs, dtype="bfloat16", merged_modules=7)["README.md"].decode()
+    record = MergeRecord("me/adapter", 40, "a" * 64, "b" * 64, manifest.base_model, None, "bfloat16", 7)
+    merged = merged_card_files(inputs, record)["README.md"].decode()
     for card in (adapter, merged):
         front = yaml.safe_load(card.split("---\n")[1])
         assert front["datasets"] == ["openai/gsm8k"] and "license" not in front
@@ -445,7 +447,8 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
     assert (
         "this card was written at step 40 and is refreshed by each push" in adapter
     )  # no max_steps recorded
-    assert "has not been evaluated yet" in adapter and "The run's manifest records no reward spec." in adapter
+    assert "has not been evaluated yet" in adapter
+    assert "The run recorded no reward spec and logged no reward function." in adapter
     assert "base model's dtype (bfloat16); 7 modules were merged" in merged and "global_step_20" not in merged
     local = replace(run, manifest=manifest.with_updates(dataset=DatasetInfo(id="gsm8k_mini.jsonl")))
     card = adapter_card_files(replace(inputs, run=local))["README.md"].decode()

@@ -28,6 +28,7 @@ from hubkit.evaluate.problems import (
     write_train_problem_hashes,
 )
 from hubkit.evaluate.results import (
+    SCHEMA_VERSION,
     Contamination,
     Sample,
     wilson_interval,
@@ -106,6 +107,11 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     out = capsys.readouterr().out
     assert "Contamination not checked" in out and TRAIN_PROBLEM_HASHES_NAME in out
     assert "base, global_step_1, global_step_3 on 4 problems from openai/gsm8k (test)" in out
+    assert (
+        "metric gsm8k_correctness (the run's reward), the run's system prompt, transformers in bfloat16"
+        in out
+    )
+    assert "up to 8 tokens (--max-new-tokens)" in out
 
     results = load_eval(run_dir)
     assert results is not None
@@ -128,6 +134,8 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     assert generation.backend == "transformers" and generation.do_sample is False
     assert (generation.max_new_tokens, generation.batch_size, generation.temperature) == (8, 3, 0.0)
     assert generation.system_prompt == gsm8k.SYSTEM_PROMPT
+    assert (generation.dtype, generation.chat_template_from) == ("bfloat16", "run")  # bf16 by default
+    assert generation.prompt_description() == "the run's chat template and system prompt"
     assert (
         generation.chat_template
         == (run_dir / "checkpoints" / "checkpoint-3" / "chat_template.jinja").read_text()
@@ -387,7 +395,7 @@ def test_results_round_trip_and_pick_the_best_checkpoint(tmp_path: Path) -> None
         "models",
     ]
     assert raw["models"][1]["ci95"] == list(summary.models[1].ci95)
-    raw["schema_version"] = 2
+    raw["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "eval" / "results.json").write_text(json.dumps(raw))
     with pytest.raises(EvalError, match="newer than this hubkit"):
         load_eval(tmp_path)
@@ -454,9 +462,10 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
         settings=GenerationSettings(max_new_tokens=8, batch_size=2),
         stop_ids=stop_token_ids(base_dir, tokenizer),
         pad_id=tokenizer.pad_token_id,
+        dtype="float32",
     )
     done: list[int] = []
-    answers = backend_vllm.run(job, done.append, python=_vllm_python(), dtype="float32")
+    answers = backend_vllm.run(job, done.append, python=_vllm_python())
     expected = backend_transformers.run(job, device="cpu")
     assert sum(done) == job.total
 

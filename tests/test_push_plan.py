@@ -293,6 +293,8 @@ def test_dry_run_prints_the_plan_and_opens_no_connection(
     left_out = out.split("Left out of checkpoint-2 (never published):\n", 1)[1].splitlines()
     assert left_out[0].split() == ["optimizer.pt", "optimizer", "state"]
     assert left_out[2].startswith("  training_args.bin ") and "a pickle" in left_out[2]
+    assert "me/tiny-run-demo (space" in out and "  steps: 2" in out
+    assert all(line.strip() != "steps:" for line in out.splitlines())  # the Space holds no step
     assert no_network == []
 
 

@@ -54,7 +54,7 @@ def merge(
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
-    checkpoint = select_checkpoints(run, None if step is None else [step])[-1:]
+    checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]
     if not checkpoint:
         refuse_no_checkpoint(run)
     token = resolve_token(endpoint, required=False)

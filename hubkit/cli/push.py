@@ -69,7 +69,10 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
 @click.option("--private", is_flag=True, help="Create the repos private (if the push creates them).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (repos, files, sizes); send nothing.")
 @click.option(
-    "--watch", is_flag=True, help="Keep pushing new checkpoints until the run finishes (Ctrl-C stops)."
+    "--watch",
+    is_flag=True,
+    help="Keep pushing new checkpoints until the run finishes (Ctrl-C stops); the run folder may not "
+    "exist yet.",
 )
 @click.option(
     "--watch-interval",
@@ -77,6 +80,13 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     default=30.0,
     show_default=True,
     help="Seconds between looks.",
+)
+@click.option(
+    "--watch-timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="With --watch: give up (exit 1) after SECONDS without a new checkpoint, the first one included.  "
+    "[default: wait as long as the run takes]",
 )
 @click.option(
     "--merged/--no-merged",
@@ -120,6 +130,7 @@ def push(
     dry_run: bool,
     watch: bool,
     watch_interval: float,
+    watch_timeout: float | None,
     merged: bool,
     merged_repo_id: str | None,
     space: bool,
@@ -148,10 +159,12 @@ def push(
 
     if dry_run and watch:
         raise click.UsageError("--dry-run and --watch cannot be combined")
+    if watch_timeout is not None and not watch:
+        raise click.UsageError("--watch-timeout needs --watch")
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
     request = PushRequest(
-        run_dir=find_run_dir(run_id, runs_dir, run_dir),
+        run_dir=find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch),
         repo_id=repo_id,
         base_model=base_model,
         steps=steps,
@@ -183,6 +196,8 @@ def push(
             # A watcher started beside a trainer (recipes/verl_gdpo/launch.sh) is stopped with SIGTERM:
             # stop as on Ctrl-C, between two pushes' files, removing the staging folder.
             signal.signal(signal.SIGTERM, signal.default_int_handler)
-            watch_run(request, interval=watch_interval, progress=progress, on_report=show)
+            watch_run(
+                request, interval=watch_interval, timeout=watch_timeout, progress=progress, on_report=show
+            )
         else:
             show(push_run(request, progress))

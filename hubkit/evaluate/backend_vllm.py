@@ -53,8 +53,8 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     )
 
 
-def job_payload(job: GenerationJob, *, dtype: str = "auto") -> dict[str, Any]:
-    """The JSON the worker reads (`dtype`: vLLM's, e.g. ``float32``; ``auto`` takes the model's)."""
+def job_payload(job: GenerationJob) -> dict[str, Any]:
+    """The JSON the worker reads (the dtype is the job's, which vLLM takes by the same names)."""
     settings = job.settings
     adapters = dict(job.adapters)
     return {
@@ -70,7 +70,7 @@ def job_payload(job: GenerationJob, *, dtype: str = "auto") -> dict[str, Any]:
         "stop_ids": list(job.stop_ids),
         "max_lora_rank": max_lora_rank([adapters[n] for n in job.models if n in adapters]),
         "max_model_len": max(len(p) for p in job.prompts) + settings.max_new_tokens,
-        "dtype": dtype,
+        "dtype": job.dtype,
     }
 
 
@@ -97,7 +97,6 @@ def run(
     progress: Progress | None = None,
     *,
     python: str | os.PathLike[str] | None = None,
-    dtype: str = "auto",
 ) -> GeneratedIds:
     """Generate with vLLM in its own environment.
 
@@ -105,7 +104,6 @@ def run(
         job: what to generate.
         progress: called with the number of answers after each chunk of problems.
         python: the Python of the environment that has vLLM (default ``$HUBKIT_VLLM_PYTHON``).
-        dtype: the dtype vLLM computes in (``auto`` turns a float32 model into bfloat16 or float16).
 
     Returns:
         Model name → generated ids per prompt.
@@ -116,7 +114,7 @@ def run(
     interpreter = resolve_python(python)
     with tempfile.TemporaryDirectory(prefix="hubkit-vllm-") as tmp:
         job_path, out_path, log_path = Path(tmp, "job.json"), Path(tmp, "out.json"), Path(tmp, "stderr.log")
-        job_path.write_text(json.dumps(job_payload(job, dtype=dtype)))
+        job_path.write_text(json.dumps(job_payload(job)))
         with log_path.open("w") as log:
             # -I: the worker must not import hubkit's modules beside it, nor this environment's packages.
             process = subprocess.Popen(

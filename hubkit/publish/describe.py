@@ -40,7 +40,8 @@ def describe_dry_run(report: PushReport) -> str:
             lines.append(
                 f"  compared with the last push from this run directory (commit {record.commit_sha[:10]})"
             )
-        lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
+        if repo.steps:  # a Space holds no checkpoint
+            lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
         new_bytes = 0
         for planned in repo.files:
             status = record.status(planned) if record else FileStatus.NEW

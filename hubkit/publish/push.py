@@ -2,7 +2,7 @@
 
 One direction, each step handing plain data to the next:
 
-    load the run → choose checkpoints (inside the run, one folder per step) → prepare and vet the
+    load the run → choose checkpoints (inside the run, one folder per step) → vet and prepare the
     adapters, vet every other file the run gives (every local refusal happens here)
     → read every repo at once, and the base model's config and card → check against the base
     → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,8 +44,10 @@ from hubkit.publish.adapter_repo import (
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.hub_reads import read_hub
+from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
 from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
+from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.record import PushRecord, load_record, remote_from_record
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
@@ -57,15 +58,8 @@ from hubkit.safety import CheckpointsTree, VetContext
 from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
+    from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
-
-
-@dataclass(frozen=True)
-class _MergeDecision:
-    """Which adapter this push merges (None: none), and why not when it merges none."""
-
-    adapter: PreparedAdapter | None
-    note: str | None = None
 
 
 class PushSession:
@@ -143,15 +137,33 @@ class PushSession:
         api = self._client(token)
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, api)
+        # The merged repo and the Space are read even when this push builds neither: the cards link them
+        # while they exist.
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
-        repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        hub = read_hub(api, run, [(r, kind) for r, kind in repos if r is not None], self._base_card)
+        linked_space = space_repo_id or self.request.space_repo_id or default_space_repo_id(repo_id)
+        repos = [(repo_id, "model"), (merged_repo_id, "model"), (linked_space, "space")]
+        hub = read_hub(api, run, repos, self._base_card)
         remotes = hub.remotes
-        self._check_against_base(run, adapters, hub.base_config.result())
-        merging = self._merge_decision(adapters, remotes[repo_id], merged_repo_id, may_merge)
+        base_config = hub.base_config.result()
+        notes += check_quantized_base(
+            run, base_config.path, merging=request.merged, space=space_repo_id is not None
+        )
+        self._check_against_base(run, adapters, base_config)
+        revision = base_revision(base_config.path)
+        merging = decide_merge(
+            adapters,
+            remotes[repo_id],
+            remotes[merged_repo_id],
+            run,
+            merging=request.merged,
+            may_merge=may_merge,
+            revision=revision,
+        )
         notes += [merging.note] if merging.note else []
-        space_files = self._space_files(run, repo_id, merged_repo_id, space_repo_id, vetter)
+        # The merged repo the Space names: the one the release has after this push.
+        space_merged = merged_repo_id if request.merged or merging.adapter or merging.kept else None
+        space_files = self._space_files(run, repo_id, space_merged, space_repo_id, vetter)
         merge_plan = self._plan_merge(run, merging.adapter, token, progress)
         if merge_plan is not None:
             notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
@@ -168,6 +180,7 @@ class PushSession:
         try:
             charts = self._draw_charts_ahead(run, chosen, published)
             merged = self._merge(merging.adapter, merge_plan, progress)
+            record = merging.record_after(merged, run, revision)
             context = self._context(
                 run,
                 repo_id,
@@ -182,6 +195,9 @@ class PushSession:
                 space_repo_id=space_repo_id,
                 space_files=space_files,
                 charts=charts,
+                merging=merging,
+                merge_record=record,
+                linked_space=linked_space if space_repo_id or remotes[linked_space].exists else None,
             )
             plan = PushPlan(repos=build_repos(context))
             repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
@@ -243,9 +259,8 @@ class PushSession:
         with hub_errors("your account", api.endpoint):
             return api.whoami()["name"]
 
-    def _merged_repo_id(self, repo_id: str) -> str | None:
-        if not self.request.merged:
-            return None
+    def _merged_repo_id(self, repo_id: str) -> str:
+        """The release's merged repo, whether or not this push merges."""
         merged = self.request.merged_repo_id or default_merged_repo_id(repo_id)
         check_repo_id(merged)
         return merged
@@ -274,28 +289,6 @@ class PushSession:
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
         unchecked = [a for a in adapters if a.step not in self._checked]
         self._checked.update(check_adapters_against_base(run, unchecked, base))
-
-    def _merge_decision(
-        self,
-        adapters: list[PreparedAdapter],
-        adapter_remote: RemoteRepo,
-        merged_repo_id: str | None,
-        may_merge: bool,
-    ) -> _MergeDecision:
-        """The one merge decision of a push: the newest adapter, unless the request wants no merged repo,
-        this push may not merge yet, or the adapter repo already holds a newer step."""
-        if merged_repo_id is None or not may_merge:
-            return _MergeDecision(None)
-        newest = adapters[-1]
-        newest_published = max(steps_in_paths(adapter_remote.files), default=-1)
-        if newest.step < newest_published:
-            # The merged model follows the adapter at the repo root, which stays at the newer step.
-            return _MergeDecision(
-                None,
-                f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
-                "the merged model is left as it is",
-            )
-        return _MergeDecision(newest)
 
     def _space_files(
         self,
@@ -382,8 +375,13 @@ class PushSession:
         space_files: tuple[PlannedFile, ...],
         merged: MergeResult | None = None,
         charts: ChartsDrawnAhead | None = None,
+        merging: MergeDecision | None = None,
+        merge_record: MergeRecord | None = None,
+        linked_space: str | None = None,
     ) -> BuildContext:
         """What the builders read, built once per push (or dry run)."""
+        # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
+        writes_merged = merged is not None or (merging is not None and merging.card_only)
         return BuildContext(
             run=run,
             repo_id=repo_id,
@@ -394,10 +392,12 @@ class PushSession:
             hashes=self.hashes,
             vetter=vetter,
             eval=evaluation,
-            merged_repo_id=merged_repo_id if merged is not None else None,
+            merged_repo_id=merged_repo_id if writes_merged else None,
             merged=merged,
+            merge_record=merge_record,
             space_repo_id=space_repo_id,
-            published_merged_repo_id=merged_repo_id,
+            linked_space_id=linked_space or space_repo_id,
+            published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
             space_files=space_files,
             private=self.request.private,
             charts=charts,
@@ -418,13 +418,14 @@ class PushSession:
         repo_id = self._adapter_repo_id(run, None)
         merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
+        notes += check_quantized_base(run, None, merging=self.request.merged, space=space_repo_id is not None)
         endpoint = self.request.endpoint
         remotes = {
             r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
             for r in (repo_id, space_repo_id)
             if r is not None
         }
-        if merged_repo_id:
+        if self.request.merged:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
             if adapters[-1].step >= newest_published:
                 notes.append(
@@ -444,7 +445,9 @@ class PushSession:
             evaluation,
             merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
-            space_files=self._space_files(run, repo_id, merged_repo_id, space_repo_id, vetter),
+            space_files=self._space_files(
+                run, repo_id, merged_repo_id if self.request.merged else None, space_repo_id, vetter
+            ),
         )
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {

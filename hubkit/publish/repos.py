@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo, steps_in_paths
+from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
@@ -39,15 +41,20 @@ class BuildContext:
         run: the run.
         repo_id: the adapter repo.
         adapters: the prepared adapters this push publishes, by step.
-        run_files: the files the adapter repo takes from the run, planned and checked.
+        run_files: the files the adapter repo takes from the run, planned and vetted.
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
         hashes: the push's hash cache.
         vetter: the push's vetting (the cards are vetted as they are planned).
         eval: the run's evaluation (`hubkit eval`), if any.
-        merged_repo_id: the merged repo, when this push publishes a merge.
-        merged: that merge.
+        merged_repo_id: the merged repo, when this push writes to it (a new merge, or the card of the merge
+            it holds).
+        merged: the merge this push made, if it made one.
+        merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
+            None when the release has no merged repo.
         space_repo_id: the Space repo, when the push publishes one.
+        linked_space_id: the release's Space, which the cards link: the one this push publishes, or one
+            already on the Hub.
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
         space_files: the Space's files, vetted before any repo was created (`plan_space_files`).
@@ -66,7 +73,9 @@ class BuildContext:
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
+    merge_record: MergeRecord | None = None
     space_repo_id: str | None = None
+    linked_space_id: str | None = None
     published_merged_repo_id: str | None = None
     space_files: tuple[PlannedFile, ...] = ()
     private: bool = False
@@ -82,8 +91,7 @@ class BuildContext:
         remote = self.remotes.get(self.repo_id)
         sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
         sizes.update({a.step: a.size for a in self.adapters})
-        newest = self.adapters[-1].step
-        merged_step = newest if self.merged is not None else None
+        record = self.merge_record
         return CardInputs(
             run=self.run,
             repo_id=self.repo_id,
@@ -91,9 +99,10 @@ class BuildContext:
             base=self.base_card,
             adapter_bytes=sizes,
             has_tokenizer=bool(self.run_files.tokenizer),
-            merged_repo_id=self.merged_repo_id if self.merged is not None else None,
-            merged_step=merged_step,
+            merged_repo_id=self.published_merged_repo_id if record is not None else None,
+            merged_step=record.step if record is not None else None,
             eval=self.eval,
+            space_repo_id=self.linked_space_id,
         )
 
 
@@ -124,17 +133,18 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
-    if context.merged is None or context.merged_repo_id is None:
+    record = context.merge_record
+    if context.merged_repo_id is None or record is None:
         return None
-    card = merged_card_files(
-        context.card_inputs(), dtype=context.merged.dtype, merged_modules=context.merged.merged_modules
-    )
+    card = context.vetter.generated(merged_card_files(context.card_inputs(), record), "model", context.hashes)
+    if context.merged is None:  # it holds this merge already: only its card is refreshed
+        return plan_merged_card(context.run, context.merged_repo_id, card, private=context.private)
     return plan_merged_repo(
         context.run,
         context.merged_repo_id,
-        context.adapters[-1].step,
+        record.step,
         context.merged,
-        context.vetter.generated(card, "model", context.hashes),
+        card,
         run_files=context.run_files,
         vetter=context.vetter,
         hashes=context.hashes,

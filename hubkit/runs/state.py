@@ -5,6 +5,7 @@ way such a file is written.
     .hubkit/base-checks/   adapter files that passed the check against a base config
     .hubkit/base-shapes/   a base config's Linear shapes (built by transformers when not read off it)
     .hubkit/pushes/        the last push to each repo (`hubkit.publish.record`)
+    .hubkit/training-args/ the settings read from a checkpoint's training_args.bin, by file version
 
 Every file there is a cache or a record: losing one costs a re-read, never a wrong push. A run directory
 that cannot be written keeps nothing, and the push goes on.
@@ -24,6 +25,7 @@ ADAPTER_VERDICTS_DIR = STATE_DIR / "adapters"
 BASE_CHECKS_DIR = STATE_DIR / "base-checks"
 BASE_SHAPES_DIR = STATE_DIR / "base-shapes"
 PUSH_RECORDS_DIR = STATE_DIR / "pushes"
+TRAINING_ARGS_DIR = STATE_DIR / "training-args"
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:

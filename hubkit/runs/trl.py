@@ -4,10 +4,13 @@ Layout (TRL 1.16, PEFT LoRA, ``save_steps=N``)::
 
     <checkpoints_dir>/
       checkpoint-N/   adapter_config.json, adapter_model.safetensors, tokenizer files,
-                      trainer_state.json (with log_history), optimizer.pt, scheduler.pt, rng_state.pth, ...
+                      trainer_state.json (with log_history), training_args.bin, optimizer.pt, ...
+      runs/<time_host>/events.out.tfevents.*   with report_to="tensorboard"
 
 A checkpoint is complete once its ``trainer_state.json`` exists and records ``global_step == N``: the
-Trainer writes it after the adapter and optimizer state. Metrics come from the newest ``log_history``.
+Trainer writes it after the adapter and optimizer state. Metrics come from the newest ``log_history``
+(from TensorBoard event files when it has none). A run whose manifest records no hyperparameters gets
+the trainer's own (`hubkit.runs.trl_settings`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from hubkit.runs.model import (
     Metrics,
     RunContents,
 )
+from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
+from hubkit.runs.trl_settings import read_trainer_settings
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
@@ -101,7 +106,25 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     state = _newest_state(root, checkpoints)
     max_steps = (state or {}).get("max_steps")
     ended = bool(state and isinstance(max_steps, int) and max_steps > 0 and state["global_step"] >= max_steps)
-    return RunContents(checkpoints=tuple(checkpoints), metrics=_metrics(state), training_ended=ended)
+    metrics, source = _metrics(state), None
+    if not metrics.rows:
+        files = event_files(run_dir)
+        if files:
+            metrics, source = read_event_metrics(files), EVENT_FILES
+    settings, trackers = None, ()
+    if not manifest.hyperparameters:
+        newest = next((c.path for c in reversed(checkpoints) if c.complete), None)
+        settings, trackers = read_trainer_settings(run_dir, newest, state)
+    if source and not any(t.name == "tensorboard" for t in trackers):
+        trackers = (*trackers, TENSORBOARD)
+    return RunContents(
+        checkpoints=tuple(checkpoints),
+        metrics=metrics,
+        training_ended=ended,
+        trainer_settings=settings,
+        trackers=trackers,
+        metrics_source=source,
+    )
 
 
 def infer(root: Path) -> InferredSettings:

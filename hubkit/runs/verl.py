@@ -13,7 +13,8 @@ Layout (verl 0.6.1; research: verl.md §1.2)::
 
 A step is complete only when it is <= the number in ``latest_checkpointed_iteration.txt`` (verl writes it
 after every rank has saved) and its shards are all there. Metrics come from verl's ``file`` logger JSONL,
-``{"step": N, "data": {...}}`` per line (manifest ``metrics_file``).
+``{"step": N, "data": {...}}`` per line (manifest ``metrics_file``), else from its ``tensorboard`` logger's
+event files.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from hubkit.runs.model import (
     Metrics,
     RunContents,
 )
+from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
 from hubkit.runs.trl import lora_from_adapter_config
 
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
@@ -144,10 +146,15 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     hyperparameters = manifest.hyperparameters
     total = hyperparameters.get("max_steps", hyperparameters.get("total_training_steps"))
     ended = isinstance(total, int) and latest is not None and latest >= total
+    metrics = read_metrics_jsonl(metrics_path) if metrics_path else Metrics()
+    # verl's `tensorboard` logger writes event files (tensorboard_log/<project>/<experiment>/) instead.
+    files = event_files(run_dir) if not metrics.rows else []
     return RunContents(
         checkpoints=checkpoints,
-        metrics=read_metrics_jsonl(metrics_path) if metrics_path else Metrics(),
+        metrics=read_event_metrics(files) if files else metrics,
         training_ended=ended,
+        trackers=(TENSORBOARD,) if files else (),
+        metrics_source=EVENT_FILES if files else None,
     )
 
 

@@ -105,6 +105,7 @@ def write_checkpoint(
     scale: float = 0.2,
     fill: float | None = None,
     log_every: int = 1,
+    max_steps: int = 1000,
 ) -> Path:
     """Write ``checkpoint-<step>/`` as TRL saves it: adapter, trainer_state.json, optimizer state, tokenizer.
 
@@ -123,6 +124,8 @@ def write_checkpoint(
         scale: the standard deviation of random weights.
         fill: a constant for every random weight (e.g. NaN).
         log_every: steps between the generated state's log entries.
+        max_steps: the generated state's planned length (the run counts as finished once a checkpoint
+            reaches it).
     """
     path = run_dir / f"checkpoint-{step}"
     path.mkdir(parents=True)
@@ -144,7 +147,7 @@ def write_checkpoint(
             {"step": s, "loss": 0.1 * s, "reward": 0.5 + 0.01 * s}
             for s in range(log_every, step + 1, log_every)
         ]
-        state = {"global_step": step, "max_steps": 1000, "log_history": history}
+        state = {"global_step": step, "max_steps": max_steps, "log_history": history}
     (path / "trainer_state.json").write_text(json.dumps(state))
     return path
 
@@ -158,19 +161,25 @@ def make_run(
     rank: int = 4,
     tokenizer_dir: Path | None = None,
     run_id: str = "synthetic-run",
+    manifest: bool = True,
     **checkpoint_options: Any,
 ) -> Path:
-    """A TRL run directory with a manifest and one checkpoint per step (see `write_checkpoint`)."""
+    """A TRL run directory with a manifest and one checkpoint per step (see `write_checkpoint`).
+
+    With `manifest` False the run is as a plain TRL script leaves it: no ``hubkit.json``, the base named
+    only by the adapters' config.
+    """
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
     targets = tuple(sorted({m.rsplit(".", 1)[-1] for m in shapes}))
-    Manifest(
-        run_id=run_id,
-        framework="trl",
-        base_model=base_model,
-        lora=LoraSettings(r=rank, alpha=2 * rank, target_modules=targets),
-        started_at="2026-01-01T00:00:00Z",
-    ).save(run_dir)
+    if manifest:
+        Manifest(
+            run_id=run_id,
+            framework="trl",
+            base_model=base_model,
+            lora=LoraSettings(r=rank, alpha=2 * rank, target_modules=targets),
+            started_at="2026-01-01T00:00:00Z",
+        ).save(run_dir)
     for step in steps:
         write_checkpoint(
             run_dir,
