@@ -20,6 +20,7 @@ import pytest
 import yaml
 from eval_results import write_eval
 from helpers import push_argv, run_cli
+from huggingface_hub import snapshot_download
 
 from hubkit.cards import (
     BaseModelCard,
@@ -233,12 +234,12 @@ def test_trl_card_metrics_at_the_first_middle_and_last_step_and_per_checkpoint(t
         assert f"| {label} | `{name}` | {cells} |" in card
     # beta = 0: TRL logs no KL, so the card has no KL row or column (not a row of zeros).
     assert "kl" not in metrics.names and "KL to the reference" not in card and "| KL |" not in card
-    # The checkpoint table: subfolder, size, metrics at that step, eval where evaluated (not step 2).
+    # The checkpoint table: subfolder, branch, size, metrics at that step, eval where evaluated (not step 2).
     reward = dict(metrics.series("reward"))
     length = dict(metrics.series("completions/mean_length"))
     for step in (1, 2, 3):
         size = f"{(10_000 + step) / 1000:.1f} KB"
-        row = f"| {step} | `checkpoints/global_step_{step}` | {size} | {_g(reward[step])} |"
+        row = f"| {step} | `checkpoints/global_step_{step}` | `step-{step}` | {size} | {_g(reward[step])} |"
         assert row in card
     step3 = inputs.eval.by_step(3)
     assert f"| {_g(length[3])} | {100 * step3.accuracy:.1f} % | {_g(step3.tokens_mean)} |" in card
@@ -441,7 +442,7 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
         assert front["datasets"] == ["openai/gsm8k"] and "license" not in front
         assert "states no licence, so this card states none" in card
     assert (
-        "| 20 | `checkpoints/global_step_20` | – |" in adapter
+        "| 20 | `checkpoints/global_step_20` | `step-20` | – |" in adapter
         and "The run logged no training metrics." in adapter
     )
     assert (
@@ -459,8 +460,9 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
 # --- published: snippets run, the reward comes back -------------------------------------------------------
 
 
-def _run_snippet(code: str) -> dict:
-    namespace: dict = {}
+def _run_snippet(code: str, namespace: dict | None = None) -> dict:
+    """Run a card's snippet as a user pastes it (after `namespace`'s snippet, for one that follows another)."""
+    namespace = {} if namespace is None else dict(namespace)
     exec(compile(code, "<card snippet>", "exec"), namespace)
     return namespace
 
@@ -493,7 +495,7 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
     assert {"assets/reward.png", "assets/accuracy_vs_length.png", "train_problems.sha256"} <= published
     merged_id = f"{repo_id}-merged"
     assert f"[{merged_id}](https://huggingface.co/{merged_id})" in card
-    checkpoint, root, merged, vllm = _python_blocks(card)
+    checkpoint, revision, root, merged, vllm = _python_blocks(card)
     capsys.readouterr()
     loaded = _run_snippet(checkpoint)
     assert capsys.readouterr().out.strip() != ""  # the snippet generated and printed an answer
@@ -503,6 +505,13 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
     state = model.state_dict()
     for key, tensor in saved.items():
         torch.testing.assert_close(state[key.replace(".weight", ".default.weight")], tensor, rtol=0, atol=0)
+    # The branch line, pasted after the checkpoint's snippet (it reuses its base), loads the same adapter.
+    by_revision = _run_snippet(revision, {"base": loaded["base"], "PeftModel": PeftModel})["model"]
+    branch_state = by_revision.state_dict()
+    for key, tensor in saved.items():
+        torch.testing.assert_close(
+            branch_state[key.replace(".weight", ".default.weight")], tensor, rtol=0, atol=0
+        )
     adapter_model = _run_snippet(root)["model"].eval()
     merged_model = _run_snippet(merged)["model"].eval()
     assert not isinstance(merged_model, PeftModel)
@@ -511,10 +520,16 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
         expected = adapter_model(input_ids).logits
         got = merged_model(input_ids).logits
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)  # fp32 merge vs. unmerged LoRA
-    # vLLM is not installed here: the snippet is valid Python that downloads and names the root step.
+    # vLLM is not installed here: the snippet is valid Python whose download is an adapter folder (what
+    # vLLM's loader takes), the newest step's.
     ast.parse(vllm)
-    assert 'allow_patterns=["checkpoints/global_step_3/*"]' in vllm
-    assert 'LoRARequest("global_step_3", 1, f"{local_dir}/checkpoints/global_step_3")' in vllm
+    assert f'snapshot_download("{repo_id}", revision="step-3")' in vllm
+    assert 'LoRARequest("global_step_3", 1, local_dir)' in vllm
+    branch_dir = Path(snapshot_download(repo_id, revision="step-3"))
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in branch_dir.iterdir()}
+    assert load_file(branch_dir / "adapter_model.safetensors").keys() == saved.keys()
+    tgi = re.search(r"^```bash\n(.*?)\n```$", card, flags=re.DOTALL | re.MULTILINE).group(1)
+    assert f"--lora-adapters {repo_id}@step-3" in tgi
 
     merged_card = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
     ModelCard(merged_card).validate()
@@ -569,7 +584,7 @@ def test_hubkit_card_renders_every_card_and_image_for_preview(trl_card_run: Path
         )
         for s in (1, 2, 3)
     ]
-    assert f"| 1 | `checkpoints/global_step_1` | {sizes[0] / 1000:.1f} KB |" in card
+    assert f"| 1 | `checkpoints/global_step_1` | `step-1` | {sizes[0] / 1000:.1f} KB |" in card
     merged = (out / "merged" / "README.md").read_text()
     assert "# me/tiny-merged" in merged and "14 modules were merged" in merged  # 7 targets x 2 layers
 
@@ -642,4 +657,4 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert "# me/wheel" in result.stdout and "| 5 | `checkpoints/global_step_5` | – | 0.25 |" in result.stdout
+    assert "# me/wheel" in result.stdout and "| 5 | `checkpoints/global_step_5` | `step-5` | – | 0.25 |" in result.stdout

@@ -172,9 +172,11 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
     found = snippets(inputs)
     return {
         "checkpoint": text.fence(found.checkpoint, "python"),
+        "revision": text.fence(found.revision, "python"),
         "root": text.fence(found.root, "python"),
         "merged": text.fence(found.merged, "python") if found.merged else None,
         "vllm": text.fence(found.vllm, "python"),
+        "tgi": text.fence(found.tgi, "bash"),
     }
 
 

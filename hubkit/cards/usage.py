@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
-from hubkit.cards.tables import example_step, subfolder
+from hubkit.cards.tables import example_step
+from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.model import Run
 
@@ -22,9 +23,11 @@ class Snippets:
     """The usage code blocks (Python source, without fences)."""
 
     checkpoint: str  # one checkpoint from its subfolder, with a chat-template generation
+    revision: str  # the same checkpoint from its branch
     root: str  # the newest adapter, at the repo root
     merged: str | None  # the merged model with transformers (when the push makes one)
-    vllm: str  # vLLM with a LoRARequest on a downloaded subfolder
+    vllm: str  # vLLM with a LoRARequest on the checkpoint's branch, downloaded
+    tgi: str  # Text Generation Inference serving the checkpoint's branch
 
 
 def py(value: str) -> str:
@@ -99,11 +102,13 @@ def snippets(inputs: CardInputs) -> Snippets:
             "",
             _load_base(manifest),
             f"tokenizer = AutoTokenizer.from_pretrained({py(tokenizer_repo)})",
-            f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(subfolder(step))})",
+            f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(checkpoint_dir(step))})",
             "",
             _generate(manifest, problem, tokens),
         ]
     )
+    branch = revision_name(step)
+    by_revision = f"model = PeftModel.from_pretrained(base, {py(repo)}, revision={py(branch)})  # the same adapter, as a branch"
     root = "\n".join(
         [
             "from peft import PeftModel",
@@ -133,9 +138,9 @@ def snippets(inputs: CardInputs) -> Snippets:
             "from vllm import LLM, SamplingParams",
             "from vllm.lora.request import LoRARequest",
             "",
-            "# vLLM loads an adapter from a local folder: download the checkpoint's subfolder first.",
-            f"local_dir = snapshot_download({py(repo)}, allow_patterns=[{py(subfolder(step) + '/*')}])",
-            f'adapter = LoRARequest("global_step_{step}", 1, f"{{local_dir}}/{subfolder(step)}")',
+            "# vLLM loads an adapter from a local folder or a repo's root: download the checkpoint's branch.",
+            f"local_dir = snapshot_download({py(repo)}, revision={py(branch)})",
+            f'adapter = LoRARequest("global_step_{step}", 1, local_dir)',
             f"llm = LLM(model={py(manifest.base_model)}{revision}, enable_lora=True, max_lora_rank={rank})",
             _messages(manifest, problem),
             f"params = SamplingParams(temperature=0.0, max_tokens={tokens})",
@@ -143,4 +148,10 @@ def snippets(inputs: CardInputs) -> Snippets:
             "print(outputs[0].outputs[0].text)",
         ]
     )
-    return Snippets(checkpoint=checkpoint, root=root, merged=merged, vllm=vllm)
+    tgi = "\n".join(
+        [
+            f"text-generation-launcher --model-id {manifest.base_model} \\",
+            f"    --lora-adapters {repo}@{branch}",
+        ]
+    )
+    return Snippets(checkpoint=checkpoint, revision=by_revision, root=root, merged=merged, vllm=vllm, tgi=tgi)

@@ -154,7 +154,7 @@ def push(
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import PushRequest, push_run, watch_run
-    from hubkit.publish.describe import describe_dry_run, describe_repo
+    from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
     from hubkit.runs import find_run_dir
 
     if dry_run and watch:
@@ -190,6 +190,9 @@ def push(
             console.print(note, highlight=False)
         for repo in report.repos:
             console.print(describe_repo(repo), highlight=False)
+        branches = describe_revisions(report.revisions)
+        if branches:
+            console.print(branches, highlight=False)
 
     with progress_display(console) as progress:
         if watch:

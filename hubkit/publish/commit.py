@@ -170,6 +170,27 @@ def create_repo(
     )
 
 
+def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy = DEFAULT_RETRY) -> str:
+    """Create `branch` from the repo's first commit (which holds only `.gitattributes`), so that it holds
+    nothing but what is committed to it; one created meanwhile is kept as it is.
+
+    Returns:
+        The branch's head: the commit to make the next one on top of.
+
+    Raises:
+        The client's HTTP failure once retries run out (`hub_errors` makes it one line).
+    """
+    what = f"creating branch {branch} of {repo_id}"
+    first = with_retries(lambda: api.list_repo_commits(repo_id)[-1].commit_id, retry, what, api.endpoint)
+    with_retries(
+        lambda: api.create_branch(repo_id, branch=branch, revision=first, exist_ok=True),
+        retry,
+        what,
+        api.endpoint,
+    )
+    return with_retries(lambda: api.repo_info(repo_id, revision=branch).sha, retry, what, api.endpoint)
+
+
 def _upload_lfs(
     api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
 ) -> None:
@@ -276,7 +297,9 @@ def commit_repo(
     endpoint = api.endpoint
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
-        if parent is None:
+        if parent is None and plan.revision != "main":
+            parent = create_branch(api, plan.repo_id, plan.revision, retry=retry)
+        elif parent is None:
             create_repo(
                 api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
             )
@@ -308,6 +331,7 @@ def commit_repo(
                 commit_message=summary,
                 commit_description=description,
                 repo_type=plan.repo_type,
+                revision=plan.revision,
                 parent_commit=parent,
             )
             return info.oid
@@ -385,7 +409,7 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
         PublishError: the head moved without this commit's files (someone else pushed), or the Hub failed.
     """
     plan = diff.plan
-    remote = read_remote(api, plan.repo_id, plan.repo_type, retry=SINGLE_TRY)
+    remote = read_remote(api, plan.repo_id, plan.repo_type, revision=plan.revision, retry=SINGLE_TRY)
     if remote.head_sha == parent:
         return None
     if remote.head_sha is not None and all(

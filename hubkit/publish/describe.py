@@ -80,3 +80,14 @@ def describe_repo(repo: RepoReport) -> str:
         f"{repo.repo_id}: committed {repo.commit_sha[:10]} ({steps}{repo.files_uploaded} files, "  # type: ignore[index]
         f"{human_size(repo.bytes_uploaded)}) {repo.url}"
     )
+
+
+def describe_revisions(revisions: tuple[RepoReport, ...]) -> str | None:
+    """One line for every checkpoint branch of a push, or None when it has none."""
+    if not revisions:
+        return None
+    names = [r.revision for r in revisions]
+    committed = sum(1 for r in revisions if not r.unchanged)
+    span = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+    state = f"{committed} committed, {len(names) - committed} up to date" if committed else "up to date"
+    return f"{revisions[0].repo_id} branches {span} ({len(names)}): {state}"

@@ -113,6 +113,9 @@ class RepoPlan:
     private: bool = False
     title: str = "hubkit push"  # first words of the commit message
     space_sdk: str | None = None  # a Space's SDK ("gradio"), which the Hub needs to create the repo
+    revision: str = (
+        "main"  # the branch the files go to (a checkpoint's own branch: `hubkit.publish.revisions`)
+    )
 
     def __post_init__(self) -> None:
         check_repo_id(self.repo_id)

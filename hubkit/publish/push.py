@@ -52,6 +52,7 @@ from hubkit.publish.record import PushRecord, load_record, remote_from_record
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
+from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.safety import CheckpointsTree, VetContext
@@ -168,6 +169,7 @@ class PushSession:
         if merge_plan is not None:
             notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
         base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
+        revision_plans = plan_revisions(run, repo_id, run_files, vetter=vetter, hashes=self.hashes)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         published = steps_in_paths(remotes[repo_id].files)
@@ -203,11 +205,14 @@ class PushSession:
             repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
         finally:
             ahead.close()
+        # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
+        revisions = commit_revisions(api, revision_plans)
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
             steps=tuple(a.step for a in adapters),
             repos=repo_reports,
+            revisions=revisions,
             plan=plan,
             notes=tuple(notes),
             finished=run.finished and not run.pending,

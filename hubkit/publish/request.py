@@ -68,6 +68,7 @@ class RepoReport:
     files_uploaded: int
     bytes_uploaded: int
     steps: tuple[int, ...]
+    revision: str = "main"  # a checkpoint's branch (`hubkit.publish.revisions`), else the main branch
 
     @property
     def unchanged(self) -> bool:
@@ -84,6 +85,7 @@ class PushReport:
         steps: the checkpoint steps this push published.
         repos: one report per repo that was pushed (empty for a dry run).
         plan: the desired files of every repo.
+        revisions: one report per checkpoint branch (`step-N`) this push brought up to date.
         records: for a dry run, the last recorded push to each repo from this run directory.
         notes: things the user should know that are not errors (a repo already public, a merge skipped).
         finished: whether the run had finished training when it was read.
@@ -98,6 +100,7 @@ class PushReport:
     steps: tuple[int, ...]
     repos: tuple[RepoReport, ...]
     plan: PushPlan
+    revisions: tuple[RepoReport, ...] = ()
     records: dict[str, PushRecord | None] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     finished: bool = True

@@ -4,6 +4,8 @@ hubkit.json, metrics.jsonl, train_problems.sha256, README.md, assets/*.png
 adapter_model.safetensors, adapter_config.json, tokenizer files      (the newest step, at the root)
 checkpoints/global_step_N/{adapter_model.safetensors, adapter_config.json}
 eval/results.json, eval/samples.jsonl                                   (once evaluated)
+
+and one branch per step, `step-N`, holding that step's adapter at its root (`revision_name`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from hubkit.formats.peft import ADAPTER_FILES
 
 CHECKPOINTS_DIR = "checkpoints"
+REVISION_PREFIX = "step-"
 METRICS_NAME = "metrics.jsonl"
 # What `AutoTokenizer.from_pretrained(repo_id)` reads; a release has them at its root when the run saved them.
 TOKENIZER_FILES = (
@@ -33,6 +36,11 @@ _STEP_WEIGHTS_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_mo
 def checkpoint_dir(step: int) -> str:
     """The folder of a step's adapter in the repo: ``checkpoints/global_step_N``."""
     return f"{CHECKPOINTS_DIR}/global_step_{step}"
+
+
+def revision_name(step: int) -> str:
+    """The branch holding step `step`'s adapter at its root: ``step-200``."""
+    return f"{REVISION_PREFIX}{step}"
 
 
 def checkpoint_files(step: int) -> tuple[str, ...]:
