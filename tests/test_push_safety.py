@@ -155,16 +155,22 @@ def _decoded(path: Path) -> Iterator[str]:
 
 
 def _downloaded(
-    repo_id: str, hub: LocalHub, tmp_path: Path, repo_type: str = "model", token: str | None = None
+    repo_id: str,
+    hub: LocalHub,
+    tmp_path: Path,
+    repo_type: str = "model",
+    token: str | None = None,
+    revision: str | None = None,
 ) -> dict[str, Path]:
-    """Every file of the repo, downloaded back with the real client, by path in the repo."""
+    """Every file of the repo (at `revision`: a branch), downloaded back with the real client, by path."""
     folder = Path(
         snapshot_download(
             repo_id,
             repo_type=repo_type,
+            revision=revision,
             endpoint=hub.endpoint,
             token=token or hub.token,
-            local_dir=tmp_path / "down" / repo_id,
+            local_dir=tmp_path / "down" / repo_id / (revision or "main"),
         )
     )
     return {
@@ -441,6 +447,7 @@ def test_a_planted_thing_is_refused_before_any_repo_or_published_clean(
     push_run(_request(run_dir, new_repo_id, local_hub, merged=False, space=False))
     files = _downloaded(new_repo_id, local_hub, tmp_path)
     _assert_nothing_survives(files, planted)
+    _assert_nothing_survives(_downloaded(new_repo_id, local_hub, tmp_path, revision=f"step-{STEP}"), planted)
     assert {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "hubkit.json"} <= set(files)
     if case.check is not None:
         case.check(files)
