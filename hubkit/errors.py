@@ -66,7 +66,7 @@ class PublishError(HubkitError):
 
 
 class UnsafeFileError(PublishError):
-    """A planned file is never publishable (optimizer/RNG state, pickles) or holds a secret or local path."""
+    """A file a push would publish must not leave the machine; the subclasses below say why."""
 
 
 class LocalHubError(HubkitError):

@@ -13,12 +13,12 @@ from huggingface_hub import CommitOperationAdd
 
 import hubkit.adapters.prepare
 import hubkit.hub.hashing
-from hubkit.errors import PublishError, UnsafeFileError
-from hubkit.hub.hashing import FileHashes
+from hubkit.errors import PublishError
+from hubkit.hub.hashing import FileHashes, hash_bytes
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
-from hubkit.publish.plan import PlannedFile
-from hubkit.publish.safety import check_file_names
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.safety import kinds
 from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
@@ -94,7 +94,10 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
     assert list((run_dir / ".hubkit" / "adapters").glob("*.json"))  # kept locally
 
 
-def test_hubkit_records_in_a_run_are_refused_by_name(tmp_path: Path) -> None:
-    record = PlannedFile.from_bytes(".hubkit/adapters/0123.json", b"{}")
-    with pytest.raises(UnsafeFileError, match=r"\.hubkit/ holds hubkit's own records"):
-        check_file_names([record])
+def test_hubkit_records_in_a_run_have_no_place_in_a_repo_plan(tmp_path: Path) -> None:
+    # Even planned as the kind of file they hold: no kind of published file goes under .hubkit/.
+    record = PlannedFile(".hubkit/adapters/0123.json", kinds.EVAL_RESULTS, hash_bytes(b"{}"), content=b"{}")
+    with pytest.raises(
+        PublishError, match=r"\.hubkit/adapters/0123\.json cannot be published as an eval results file"
+    ):
+        RepoPlan(repo_id="me/run", files=(record,))

@@ -8,8 +8,15 @@ alone (`hubkit.adapters.base_check`; no weights downloaded).
 
 A saved adapter is read once (`hubkit.adapters.scan.scan_weights`: every tensor checked, the file
 hashed) and only its config is rewritten: the weights file itself is published (linked into the
-output directory) unless its keys are not PEFT's, and a later push of the same file reads none of
-its tensors again (the run directory remembers the read).
+output directory) unless its keys are not PEFT's or its header is not the one vetting writes (metadata
+other than ``format`` dropped), and a later push of the same file reads none of its tensors again (the
+run directory remembers the read).
+
+A push vets a saved adapter's files first (`hubkit.safety`, from `hubkit.publish`) and hands the outcome
+in as a `PublishedForm`: the config the checks read is then the vetted one (fields naming the model by
+its path set to the Hub id, keys PEFT does not read dropped), and weights whose header vetting would
+change are published rewritten. Without one (evaluating, merging locally) the saved files are read as
+they are.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import logging
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +108,22 @@ def _normalized_config(config: dict[str, Any], run: Run, alpha: float) -> dict[s
 
 
 @dataclass(frozen=True)
+class PublishedForm:
+    """How a saved adapter's files are to be published, as the push decided when it vetted them.
+
+    Args:
+        config: the saved ``adapter_config.json`` as vetting wrote it back: the checks read it instead of
+            the file. None: the file is read (a missing one is refused by the checks).
+        header_kept: the saved weights' header is the one to publish; False: the weights are published
+            rewritten, their tensor data unchanged after a header holding only the metadata libraries
+            read (`hubkit.formats.safetensors.known_metadata`).
+    """
+
+    config: dict[str, Any] | None = None
+    header_kept: bool = True
+
+
+@dataclass(frozen=True)
 class _SavedAdapter:
     """A saved adapter whose config and header passed every check; its tensor data is not read yet."""
 
@@ -109,21 +132,23 @@ class _SavedAdapter:
     names: dict[str, str]  # saved tensor name → PEFT name
     config: dict[str, Any]  # normalized
     num_modules: int
+    header_kept: bool  # the saved header is the one to publish (see `PublishedForm`)
 
     @property
     def lora_b(self) -> set[str]:
         return {saved for saved, name in self.names.items() if (parse_lora_key(name) or ("", ""))[1] == "B"}
 
     @property
-    def renamed(self) -> bool:
-        return any(saved != name for saved, name in self.names.items())
+    def rewritten(self) -> bool:
+        """Whether the published file is a rewrite (new header, same tensor data), not the saved file."""
+        return not self.header_kept or any(saved != name for saved, name in self.names.items())
 
 
 def _checked_saved_adapter(
-    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str
+    adapter_dir: Path, run: Run, lora: LoraSettings | None, label: str, form: PublishedForm
 ) -> _SavedAdapter:
     """Every check a saved adapter's config and safetensors header allow, before any tensor is read."""
-    config = read_adapter_config(adapter_dir, label)
+    config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
     if config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
     header = read_weights_header(adapter_dir, label)
@@ -145,6 +170,7 @@ def _checked_saved_adapter(
         names=names,
         config=_normalized_config(config, run, alpha),
         num_modules=len(pairs),
+        header_kept=form.header_kept,
     )
 
 
@@ -167,14 +193,15 @@ def _publish_saved_adapter(
     saved: _SavedAdapter, out_dir: Path, label: str, alongside_others: bool
 ) -> FileHashes:
     """Read the saved weights once (every tensor checked, the file hashed) and put them in `out_dir`: the
-    saved file itself, or a copy under PEFT's key names. Returns the published file's hashes.
+    saved file itself, or a copy under PEFT's key names and the vetted header. Returns the published
+    file's hashes.
     `alongside_others`: other adapters are read at the same time (see `scan_weights`).
 
     Raises:
         AdapterError: NaN/Inf, every lora_B zero, or weights that changed while they were read.
     """
     target = out_dir / ADAPTER_WEIGHTS
-    if saved.renamed:
+    if saved.rewritten:
         created = not out_dir.exists()
         out_dir.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)  # a link to a saved file must not be written through
@@ -217,7 +244,12 @@ def _link_saved_weights(
 
 
 def prepare_adapter(
-    run: Run, checkpoint: Checkpoint, out_dir: Path, *, alongside_others: bool = False
+    run: Run,
+    checkpoint: Checkpoint,
+    out_dir: Path,
+    *,
+    alongside_others: bool = False,
+    form: PublishedForm | None = None,
 ) -> PreparedAdapter:
     """Normalize and validate one checkpoint's adapter into `out_dir`.
 
@@ -230,6 +262,7 @@ def prepare_adapter(
         out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
             not hold other files).
         alongside_others: other adapters are prepared at the same time (their reads keep the cores busy).
+        form: how the push publishes the saved adapter's files, as it vetted them (None: as they are).
 
     Returns:
         The prepared adapter.
@@ -239,6 +272,7 @@ def prepare_adapter(
         AdapterError: a missing config, NaN/Inf, all-zero lora_B, lora_alpha 0, foreign keys or bad shapes.
     """
     label = f"checkpoint {checkpoint.name} of run {run.manifest.run_id}"
+    form = form or PublishedForm()
     if not checkpoint.complete:
         raise CheckpointError(
             f"{label} is not complete yet (still being saved?): wait for the save to finish"
@@ -253,13 +287,25 @@ def prepare_adapter(
             if checkpoint.adapter_dir is None:
                 raise CheckpointError(f"{label}: verl saved no lora_adapter/")
             return _prepared_saved_adapter(
-                checkpoint, checkpoint.adapter_dir, run, out_dir, label, alongside_others
+                checkpoint,
+                checkpoint.adapter_dir,
+                run,
+                out_dir,
+                label,
+                alongside_others,
+                form,
             )
         except (AdapterError, CheckpointError) as reason:
             logger.info("%s; rebuilding the adapter from the FSDP shards", reason)
         return _prepared_rebuilt_adapter(checkpoint, run, out_dir, label)
     return _prepared_saved_adapter(
-        checkpoint, checkpoint.adapter_dir or checkpoint.path, run, out_dir, label, alongside_others
+        checkpoint,
+        checkpoint.adapter_dir or checkpoint.path,
+        run,
+        out_dir,
+        label,
+        alongside_others,
+        form,
     )
 
 
@@ -315,22 +361,28 @@ def _remembered_verdict(run: Run, adapter_dir: Path) -> tuple[FileVersion | None
 
 
 def _prepared_saved_adapter(
-    checkpoint: Checkpoint, adapter_dir: Path, run: Run, out_dir: Path, label: str, alongside_others: bool
+    checkpoint: Checkpoint,
+    adapter_dir: Path,
+    run: Run,
+    out_dir: Path,
+    label: str,
+    alongside_others: bool,
+    form: PublishedForm,
 ) -> PreparedAdapter:
     """A saved adapter checked (or known from the run directory to have passed) and put in `out_dir`."""
     weights = adapter_dir / ADAPTER_WEIGHTS
     version, inputs, verdict = _remembered_verdict(run, adapter_dir)
-    if verdict is not None:
-        config = read_adapter_config(adapter_dir, label)
+    if verdict is not None and form.header_kept:
+        config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
         normalized = _normalized_config(config, run, config["lora_alpha"])
         _link_saved_weights(weights, version, verdict.hashes, out_dir, label)  # type: ignore[arg-type]
-        renamed = False
+        rewritten = False
     else:
-        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label)
+        saved = _checked_saved_adapter(adapter_dir, run, run.manifest.lora, label, form)
         hashes = _publish_saved_adapter(saved, out_dir, label, alongside_others)
-        normalized, renamed = saved.config, saved.renamed
+        normalized, rewritten = saved.config, saved.rewritten
         verdict = Verdict(hashes=hashes, num_modules=saved.num_modules)
-        if version and inputs and not renamed and inputs == _check_inputs(adapter_dir, run):
+        if version and inputs and not rewritten and inputs == _check_inputs(adapter_dir, run):
             VerdictCache(run.run_dir).put(weights, version, inputs, verdict)
     _write_config(out_dir, normalized)
     return PreparedAdapter(
@@ -340,11 +392,17 @@ def _prepared_saved_adapter(
         num_modules=verdict.num_modules,
         rebuilt=False,
         weights=verdict.hashes,
-        saved_weights_published=not renamed,
+        saved_weights_published=not rewritten,
     )
 
 
-def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> list[PreparedAdapter]:
+def prepare_adapters(
+    run: Run,
+    checkpoints: Sequence[Checkpoint],
+    staging_dir: Path,
+    *,
+    forms: Mapping[int, PublishedForm] | None = None,
+) -> list[PreparedAdapter]:
     """`prepare_adapter` for each checkpoint into ``staging_dir/<checkpoint name>``, several at a time.
 
     Each saved adapter is read once, in chunks, so reading a few at once keeps every core busy without
@@ -355,6 +413,7 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
         run: the run.
         checkpoints: its complete checkpoints to prepare.
         staging_dir: where each one's directory is made.
+        forms: how the push publishes each saved adapter's files, by step (see `prepare_adapter`).
 
     Returns:
         The prepared adapters, in the order of `checkpoints`.
@@ -363,14 +422,22 @@ def prepare_adapters(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: P
         CheckpointError, AdapterError: the first refusal in that order (see `prepare_adapter`).
     """
     workers = 1 if run.framework == "verl" else min(_PREPARE_WORKERS, os.cpu_count() or 1, len(checkpoints))
+    forms = forms or {}
     if workers <= 1:
-        return [prepare_adapter(run, c, staging_dir / c.name) for c in checkpoints]
+        return [prepare_adapter(run, c, staging_dir / c.name, form=forms.get(c.step)) for c in checkpoints]
     # Those the run directory remembers are not read: one new checkpoint among them is read alone.
     unread = [c for c in checkpoints if _remembered_verdict(run, c.adapter_dir or c.path)[2] is None]
     alongside_others = len(unread) > 1
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hubkit-prepare") as pool:
         futures = [
-            pool.submit(prepare_adapter, run, c, staging_dir / c.name, alongside_others=alongside_others)
+            pool.submit(
+                prepare_adapter,
+                run,
+                c,
+                staging_dir / c.name,
+                alongside_others=alongside_others,
+                form=forms.get(c.step),
+            )
             for c in checkpoints
         ]
         try:

@@ -5,9 +5,9 @@ buffers. Each chunk is checked in place through numpy views (no NaN/Inf, some lo
 hashed, so memory stays at two chunks whatever the adapter's size. Read alone, an adapter is hashed on
 another thread (hashlib releases the GIL) while the next chunk is read and checked; read alongside
 others, which keep the cores busy, it is hashed on the reading thread in smaller chunks that are
-still in the core's cache (about 15 % less CPU per file). When the saved keys are not PEFT's, the
-chunks are also written after a rewritten header (the tensor data is copied byte for byte) and the
-hash is the new file's.
+still in the core's cache (about 15 % less CPU per file). When the saved keys are not PEFT's, or the
+saved header holds metadata a push does not publish, the chunks are also written after a rewritten
+header (the tensor data is copied byte for byte) and the hash is the new file's.
 
 `VerdictCache` keeps what a passing check found in ``<run_dir>/.hubkit/adapters/``, keyed by the
 weights file's version (device, inode, size, mtime) and a digest of everything else the checks read
@@ -33,7 +33,13 @@ import numpy as np
 
 from hubkit.adapters.checks import refuse_non_finite, refuse_untrained
 from hubkit.errors import AdapterError
-from hubkit.formats.safetensors import FLOAT_LAYOUTS, SafetensorsHeader, TensorInfo, encode_header
+from hubkit.formats.safetensors import (
+    FLOAT_LAYOUTS,
+    SafetensorsHeader,
+    TensorInfo,
+    encode_header,
+    known_metadata,
+)
 from hubkit.hub.hashing import EAGER_GIT_SHA1_BYTES, FileHashes, FileVersion
 from hubkit.runs.state import ADAPTER_VERDICTS_DIR, keep
 
@@ -57,7 +63,8 @@ _FLOATS: dict[str, tuple[type | None, type, int, int]] = {
 
 
 def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> bytes:
-    """The 8-byte length and JSON header of `header`'s file with its tensors renamed, data unchanged.
+    """The 8-byte length and JSON header of `header`'s file with its tensors renamed, data unchanged, and
+    only the metadata libraries read kept (as vetting writes a header: `hubkit.safety.weights`).
 
     Args:
         header: the saved file's header (tensors in file order, back to back).
@@ -67,7 +74,7 @@ def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> byt
         The bytes to write before the unchanged tensor data.
     """
     renamed = [replace(tensor, name=names[tensor.name]) for tensor in header.tensors]
-    return encode_header(renamed, header.metadata)
+    return encode_header(renamed, known_metadata(header.metadata))
 
 
 def _chunks(tensors: tuple[TensorInfo, ...], limit: int) -> list[tuple[TensorInfo, ...]]:

@@ -110,6 +110,12 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     metavar="FLAVOR",
     help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
 )
+@click.option(
+    "--checkpoints-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
+    "links to (a scratch disk). Without it such a run is refused.",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -130,6 +136,7 @@ def push(
     space: bool,
     space_repo_id: str | None,
     space_hardware: str | None,
+    checkpoints_dir: Path | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -137,7 +144,8 @@ def push(
 
     Every chosen step goes to checkpoints/global_step_N/, the newest also to the root, with the
     tokenizer, hubkit.json, metrics.jsonl and a model card. Only files that differ from the remote
-    are uploaded, in one commit per repo.
+    are uploaded, in one commit per repo. Only known kinds of file are published, each read as its
+    kind and written out from what was read; --dry-run lists what is left out and why.
 
     \b
         $ hubkit push --run-id RUN
@@ -169,6 +177,7 @@ def push(
         space_hardware=space_hardware,
         endpoint=endpoint,
         dry_run=dry_run,
+        checkpoints_dir=checkpoints_dir,
     )
 
     def show(report) -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hubkit.errors import AdapterError
+from hubkit.errors import AdapterError, FileFormatError
+from hubkit.formats.json_file import read_bounded
 from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 if TYPE_CHECKING:
@@ -26,6 +27,23 @@ ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
 PICKLED_WEIGHTS = "adapter_model.bin"
+# An adapter_config.json is a few hundred bytes; a larger one is refused unread (a PEFT config of a
+# thousand rank_pattern entries is ~50 KB).
+MAX_CONFIG_BYTES = 1_000_000
+# The fields of peft 0.21's LoraConfig (a test holds this equal to `dataclasses.fields(peft.LoraConfig)`):
+# PEFT drops any other key of adapter_config.json when it loads it, so hubkit does not publish them.
+LORA_CONFIG_FIELDS = frozenset(
+    {
+        "task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+        "inference_mode", "r", "target_modules", "exclude_modules", "lora_alpha", "lora_dropout",
+        "fan_in_fan_out", "bias", "use_rslora", "modules_to_save", "init_lora_weights", "layers_to_transform",
+        "layers_pattern", "rank_pattern", "alpha_pattern", "megatron_config", "megatron_core",
+        "trainable_token_indices", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "use_dora",
+        "velora_config", "alora_invocation_tokens", "use_qalora", "qalora_group_size", "monteclora_config",
+        "layer_replication", "runtime_config", "lora_bias", "target_parameters", "use_bdlora", "arrow_config",
+        "kasa_config", "ensure_weight_tying",
+    }
+)  # fmt: skip
 PEFT_PREFIX = "base_model.model."
 # PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
 # `<module>.base_layer.weight`.
@@ -52,20 +70,23 @@ def normalize_key(key: str) -> str:
 
 
 def _parse_config(path: Path) -> object:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The parsed config, read bounded (a 2 GB file named adapter_config.json is refused from its size)."""
+    return json.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
 
 
 def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     """The adapter's ``adapter_config.json`` as a dict.
 
     Raises:
-        AdapterError: the file is missing, not JSON, or not a JSON object.
+        AdapterError: the file is missing, larger than `MAX_CONFIG_BYTES`, not JSON, or not a JSON object.
     """
     path = adapter_dir / ADAPTER_CONFIG
+    if not path.exists():
+        raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded")
     try:
         config = _parse_config(path)
-    except FileNotFoundError as e:
-        raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded") from e
+    except FileFormatError as e:
+        raise AdapterError(f"{label}: {e}: re-save the adapter") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e}): re-save the adapter") from e
     if not isinstance(config, dict):
@@ -80,7 +101,7 @@ def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
     """
     try:
         config = _parse_config(adapter_dir / ADAPTER_CONFIG)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, FileFormatError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     return config if isinstance(config, dict) else None
 

@@ -54,6 +54,18 @@ FLOAT_LAYOUTS: dict[str, FloatLayout] = {
 
 # A header larger than this is not a real checkpoint header (safetensors itself caps it at 100 MB).
 MAX_HEADER_BYTES = 100_000_000
+# The ``__metadata__`` keys the libraries read, with the values each may hold: `format`, which
+# transformers checks when it loads a shard. Any other key is for people, and may hold anything.
+KNOWN_METADATA: dict[str, frozenset[str]] = {"format": frozenset({"pt", "tf", "flax", "np", "mlx", "paddle"})}
+
+
+def known_metadata(metadata: Mapping[str, object]) -> dict[str, str]:
+    """The ``__metadata__`` entries with a known key and one of its known values, in their order."""
+    return {
+        key: value  # type: ignore[misc]
+        for key, value in metadata.items()
+        if key in KNOWN_METADATA and value in KNOWN_METADATA[key]
+    }
 
 
 class SafetensorsFormatError(HubkitError):

@@ -1,13 +1,15 @@
 """The adapter repo's plan, from a run: every chosen checkpoint under `checkpoints/global_step_N/`,
-the newest one (and the tokenizer) at the root, the manifest, the metrics and the card.
+the newest one (and the tokenizer) at the root, the manifest, the metrics, the evaluation and the card.
 
     checkpoints/global_step_20/{adapter_model.safetensors, adapter_config.json}
     checkpoints/global_step_40/{...}
     adapter_model.safetensors, adapter_config.json, tokenizer files   (= step 40)
-    hubkit.json, metrics.jsonl, README.md
+    hubkit.json, metrics.jsonl, eval/, train_problems.sha256, README.md, assets/
 
-Adapters are validated (and verl's rebuilt) by `hubkit.adapters.prepare_adapter` while the plan is
-built, so a bad checkpoint stops the push before anything is sent.
+Adapters are validated (and verl's rebuilt) and vetted by `hubkit.adapters.prepare_adapters`, and every
+other file the run gives is vetted by `plan_run_files` (`hubkit.safety`: known kinds only, each read
+through its format and written out from what was read), all before any connection: a bad checkpoint
+or a file that must not be published stops the push before anything is sent or created.
 """
 
 from __future__ import annotations
@@ -16,34 +18,39 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 from typing import NoReturn
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
-from hubkit.adapters.prepare import PreparedAdapter
+from hubkit.adapters.prepare import PreparedAdapter, PublishedForm
 from hubkit.errors import CheckpointError
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
+from hubkit.formats import tokenizer
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
-from hubkit.publish.safety import check_planned_files
-from hubkit.runs import Run
+from hubkit.publish.vetted import Vetter
+from hubkit.runs import Checkpoint, Run
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
-
-# What `AutoTokenizer.from_pretrained(repo_id)` reads; anything else in a tokenizer dir stays local.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-    "chat_template.jinja",
-    "chat_template.json",
+from hubkit.safety import (
+    CheckpointsTree,
+    Kind,
+    LeftOut,
+    VettedFile,
+    check_checkpoint_folder,
+    checkpoints_tree,
+    kinds,
+    refuse_duplicate_steps,
 )
+from hubkit.safety.kinds import TOKENIZER_KINDS, classify_folder
+
 METRICS_NAME = "metrics.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 _STEP_PATH_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
+# Without one of these a tokenizer folder holds no tokenizer transformers can load: none is published.
+_TOKENIZER_DEFINITIONS = (tokenizer.TOKENIZER_JSON, tokenizer.VOCAB_JSON)
 
 
 def refuse_no_checkpoint(run: Run) -> NoReturn:
@@ -63,6 +70,32 @@ def refuse_no_checkpoint(run: Run) -> NoReturn:
         f"run {run_id} has no complete checkpoint to publish yet ({reasons}): wait for the save to finish, "
         "or publish a run whose saves completed"
     )
+
+
+def checked_checkpoints_tree(
+    run: Run, chosen: Iterable[Checkpoint], named: Path | None = None
+) -> CheckpointsTree:
+    """Where the run's checkpoints are, refused (before anything is read, sent or created) when two folders
+    claim one step, or a chosen checkpoint's folders lead outside the run unasked.
+
+    Args:
+        run: the run.
+        chosen: the checkpoints the push publishes.
+        named: the checkpoints folder the user named (``--checkpoints-dir``), if any.
+
+    Returns:
+        Where the checkpoints are (the dry run says it).
+
+    Raises:
+        AmbiguousCheckpointError, ForeignCheckpointsError: as `hubkit.safety.checkpoints`.
+    """
+    refuse_duplicate_steps((c.step, c.path) for c in (*run.checkpoints, *run.pending))
+    tree = checkpoints_tree(run.run_dir, run.manifest.checkpoints_dir, named=named)
+    for checkpoint in chosen:
+        for folder in (checkpoint.path, checkpoint.adapter_dir, checkpoint.tokenizer_dir):
+            if folder is not None:
+                check_checkpoint_folder(tree, folder)
+    return tree
 
 
 def check_adapters_against_base(
@@ -95,92 +128,242 @@ def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
     return (json.dumps(published.to_dict(), indent=2) + "\n").encode()
 
 
-def has_tokenizer(run: Run, step: int) -> bool:
-    """Whether the adapter repo's root gets the run's tokenizer along with `step`'s adapter."""
-    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
-    return tokenizer_dir is not None and any((tokenizer_dir / n).is_file() for n in TOKENIZER_FILES)
+@dataclass(frozen=True)
+class LeftOutOf:
+    """The files of one run folder a push does not publish, and why (for the dry run).
+
+    Args:
+        folder: the folder, relative to the run directory (``checkpoints/checkpoint-20``).
+        files: each file left out, with its reason.
+    """
+
+    folder: str
+    files: tuple[LeftOut, ...]
 
 
-def _tokenizer_files(run: Run, step: int, hashes: FileHashCache) -> list[PlannedFile]:
-    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
-    if tokenizer_dir is None:
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused), not skipped
+
+
+def _vetted_if_there(path: Path, kind: Kind, vetter: Vetter) -> VettedFile | None:
+    return vetter.file(path, kind) if _exists(path) else None
+
+
+def published_forms(checkpoints: Iterable[Checkpoint], vetter: Vetter) -> dict[int, PublishedForm]:
+    """Each saved adapter's config and weights' header vetted, before the adapter is prepared: how its
+    files are to be published (the vetted config, and whether the weights need a new header).
+
+    Args:
+        checkpoints: the checkpoints to prepare.
+        vetter: the push's vetting.
+
+    Returns:
+        By step, for each checkpoint with a saved adapter folder.
+
+    Raises:
+        UnsafeFileError: a file that must not be published (`hubkit.safety.vet_file`).
+    """
+    forms = {}
+    for checkpoint in checkpoints:
+        if checkpoint.adapter_dir is None:
+            continue  # verl saved none: rebuilt from its shards, by hubkit
+        config = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, vetter)
+        weights = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, vetter)
+        forms[checkpoint.step] = PublishedForm(
+            config=json.loads(config.data) if config is not None and config.data is not None else None,
+            header_kept=weights is None
+            or (weights.weights is not None and weights.weights.saved_header_kept),
+        )
+    return forms
+
+
+def _saved_changes(checkpoint: Checkpoint, vetter: Vetter) -> list[str]:
+    """What vetting changed in a checkpoint's saved adapter files (vetted before it was prepared: the
+    session's vetting has them, nothing is read again)."""
+    if checkpoint.adapter_dir is None:
         return []
-    return [
-        PlannedFile.from_path(n, tokenizer_dir / n, hashes)
-        for n in TOKENIZER_FILES
-        if (tokenizer_dir / n).is_file()
-    ]
+    changes = []
+    for name, kind in ((ADAPTER_CONFIG, kinds.ADAPTER_CONFIG), (ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS)):
+        vetted = _vetted_if_there(checkpoint.adapter_dir / name, kind, vetter)
+        notes = vetted.notes if vetted is not None else ()
+        changes += [f"{CHECKPOINTS_DIR}/global_step_{checkpoint.step}/{name}: {note}" for note in notes]
+    return changes
 
 
-def _adapter_files(
-    adapter: PreparedAdapter, prefix: str, hashes: FileHashCache, step: int | None
-) -> list[PlannedFile]:
-    """An adapter's weights (hashed in the read that checked them) and config, under `prefix`."""
-    weights = adapter.dir / ADAPTER_WEIGHTS
+def _adapter_files(adapter: PreparedAdapter, vetter: Vetter, hashes: FileHashCache) -> list[PlannedFile]:
+    """A prepared adapter's weights (hashed in the read that checked them; their header vetted here) and
+    config (vetted as preparing wrote it), under `checkpoints/global_step_N/`."""
+    prefix, label = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", f"checkpoint global_step_{adapter.step}"
+    weights = vetter.file(
+        adapter.dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, label=f"{ADAPTER_WEIGHTS} of {label}"
+    )
+    if weights.weights is None or not weights.weights.saved_header_kept:
+        raise ValueError(
+            f"{label}: preparing wrote a header vetting would change"
+        )  # prepare writes vetted ones
+    config = vetter.file(
+        adapter.dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, label=f"{ADAPTER_CONFIG} of {label}"
+    )
     return [
-        PlannedFile(f"{prefix}{ADAPTER_WEIGHTS}", adapter.weights, local_path=weights, step=step),
-        PlannedFile.from_path(f"{prefix}{ADAPTER_CONFIG}", adapter.dir / ADAPTER_CONFIG, hashes, step=step),
+        PlannedFile(
+            prefix + ADAPTER_WEIGHTS,
+            kinds.ADAPTER_WEIGHTS,
+            adapter.weights,
+            local_path=adapter.dir / ADAPTER_WEIGHTS,
+            step=adapter.step,
+        ),
+        PlannedFile.from_vetted(config, hashes, path_in_repo=prefix + ADAPTER_CONFIG, step=adapter.step),
     ]
 
 
 @dataclass(frozen=True)
 class RunFiles:
-    """The files the adapter repo takes from the run, checked once, before any connection.
+    """The files the adapter repo takes from the run, vetted once, before any connection.
 
     Args:
         checkpoints: every adapter under `checkpoints/global_step_N/`.
-        root: the newest adapter (`root_step`) again at the root, with the run's tokenizer.
-        run: the manifest and the metrics.
+        root: the newest adapter (`root_step`) again at the root.
+        tokenizer: the run's tokenizer for `root_step`, at the root too (and in the merged repo).
+        run: the manifest, the metrics, the evaluation and the training-problem hashes.
         root_step: the step the root files are of.
+        left_out: what the chosen checkpoints' folders hold that is not published, and why.
+        changes: what vetting changed on the way, one line per file ("hubkit.json: ...").
     """
 
     checkpoints: tuple[PlannedFile, ...]
     root: tuple[PlannedFile, ...]
+    tokenizer: tuple[PlannedFile, ...]
     run: tuple[PlannedFile, ...]
     root_step: int
+    left_out: tuple[LeftOutOf, ...] = ()
+    changes: tuple[str, ...] = ()
 
     def for_repo(self, published_steps: Collection[int]) -> tuple[PlannedFile, ...]:
         """The files as the repo gets them: without the root ones when it already holds a newer step (a
         push never moves the root back)."""
-        root = self.root if self.root_step >= max(published_steps, default=self.root_step) else ()
+        newest = self.root_step >= max(published_steps, default=self.root_step)
+        root = (*self.root, *self.tokenizer) if newest else ()
         return (*self.checkpoints, *root, *self.run)
 
 
+@dataclass
+class _Planning:
+    """The files `plan_run_files` has vetted so far, and what vetting changed in them."""
+
+    vetter: Vetter
+    hashes: FileHashCache
+    changes: list[str]
+
+    def file(self, path: Path, kind: Kind, path_in_repo: str | None = None) -> PlannedFile:
+        vetted = self.vetter.file(path, kind, path_in_repo=path_in_repo)
+        self.changes += [f"{vetted.path_in_repo}: {note}" for note in vetted.notes]
+        return PlannedFile.from_vetted(vetted, self.hashes)
+
+    def data(self, path_in_repo: str, kind: Kind, content: bytes) -> PlannedFile:
+        vetted = self.vetter.data(path_in_repo, kind, content)
+        self.changes += [f"{path_in_repo}: {note}" for note in vetted.notes]
+        return PlannedFile.from_vetted(vetted, self.hashes)
+
+
+def _tokenizer_files(
+    run: Run, checkpoint: Checkpoint, planning: _Planning
+) -> tuple[tuple[PlannedFile, ...], tuple[LeftOut, ...]]:
+    """The run's tokenizer files for `checkpoint`, each vetted as its kind; and those left out."""
+    tokenizer_dir = run.tokenizer_dir(checkpoint)
+    if tokenizer_dir is None:
+        return (), ()
+    present = [name for name in TOKENIZER_KINDS if _exists(tokenizer_dir / name)]
+    if not any(name in present for name in _TOKENIZER_DEFINITIONS):
+        reason = "no tokenizer.json or vocab.json beside it (the card loads the base's tokenizer)"
+        return (), tuple(LeftOut(name, reason) for name in present)
+    return tuple(planning.file(tokenizer_dir / name, TOKENIZER_KINDS[name]) for name in present), ()
+
+
+def _left_out(
+    checkpoints: Sequence[Checkpoint], vetter: Vetter, tokenizer: tuple[Path, tuple[LeftOut, ...]] | None
+) -> tuple[LeftOutOf, ...]:
+    """What each checkpoint's folder holds that is of no kind a push publishes (none of it is read), and
+    `tokenizer`: the tokenizer folder and what of it is left out."""
+    found = {
+        folder: list(classify_folder(folder).left_out)
+        for folder in (c.adapter_dir or c.path for c in checkpoints)
+    }
+    if tokenizer is not None:
+        found.setdefault(tokenizer[0], []).extend(tokenizer[1])
+    return tuple(
+        LeftOutOf(vetter.context.label(folder), tuple(sorted(items, key=lambda i: i.name)))
+        for folder, items in found.items()
+        if items
+    )
+
+
+def _run_files(run: Run, planning: _Planning) -> list[PlannedFile]:
+    """The manifest (as published), the metrics, and the evaluation and training-problem hashes the run
+    directory holds."""
+    has_metrics = bool(run.metrics.rows)
+    files = [planning.data(MANIFEST_NAME, kinds.MANIFEST, published_manifest(run.manifest, has_metrics))]
+    if has_metrics:
+        files.append(planning.data(METRICS_NAME, kinds.METRICS, run.metrics.to_jsonl().encode()))
+    results = f"{EVAL_DIR}/{RESULTS_NAME}"
+    evaluated = _exists(run.run_dir / results)
+    for path, kind in (
+        (results, kinds.EVAL_RESULTS),
+        (f"{EVAL_DIR}/{SAMPLES_NAME}", kinds.EVAL_SAMPLES),
+        (TRAIN_PROBLEM_HASHES_NAME, kinds.TRAIN_PROBLEM_HASHES),
+    ):
+        if (evaluated or path == TRAIN_PROBLEM_HASHES_NAME) and _exists(run.run_dir / path):
+            files.append(planning.file(run.run_dir / path, kind, path_in_repo=path))
+    return files
+
+
 def plan_run_files(
-    run: Run, adapters: Sequence[PreparedAdapter], *, token: str | None, hashes: FileHashCache
+    run: Run, adapters: Sequence[PreparedAdapter], *, vetter: Vetter, hashes: FileHashCache
 ) -> RunFiles:
-    """The run's files for the adapter repo, refused when one must never be published (see
-    `hubkit.publish.safety`): the one check of them a push makes.
+    """The run's files for the adapter repo, each vetted (`hubkit.safety`): the one check of them a push
+    makes, before any connection.
 
     Args:
         run: the run.
-        adapters: its prepared adapters (at least one).
-        token: the token in use, so that a file containing it is refused.
+        adapters: its prepared (and vetted) adapters, at least one.
+        vetter: the push's vetting.
         hashes: the push's hash cache.
+
+    Returns:
+        The files, what was left out of the checkpoints' folders, and what vetting changed.
 
     Raises:
         CheckpointError: no adapters (the run has no complete checkpoint yet).
-        UnsafeFileError: training state, a pickle, or a file holding a local path or the token.
+        UnsafeFileError: a file that must not be published: a secret, a local path, a link to anything but a
+            regular file, too large for its kind, or not of its kind (`hubkit.safety.vet_file`).
     """
     if not adapters:
         refuse_no_checkpoint(run)
     ordered = sorted(adapters, key=lambda a: a.step)
-    checkpoints = [
-        planned
-        for adapter in ordered
-        for planned in _adapter_files(
-            adapter, f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", hashes, adapter.step
-        )
-    ]
+    by_step = {adapter.step: _adapter_files(adapter, vetter, hashes) for adapter in ordered}
     newest = ordered[-1]
-    root = _adapter_files(newest, "", hashes, None) + _tokenizer_files(run, newest.step, hashes)
-    has_metrics = bool(run.metrics.rows)
-    run_files = [PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics))]
-    if has_metrics:
-        run_files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
-    files = RunFiles(tuple(checkpoints), tuple(root), tuple(run_files), newest.step)
-    check_planned_files(files.for_repo(()), run.run_dir, token)
-    return files
+    planning = _Planning(vetter, hashes, [])
+    for adapter in ordered:
+        planning.changes += _saved_changes(run.checkpoint(adapter.step), vetter)
+    tokenizer_files, tokenizer_left_out = _tokenizer_files(run, run.checkpoint(newest.step), planning)
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(newest.step))
+    left_out = _left_out(
+        [run.checkpoint(a.step) for a in ordered],
+        vetter,
+        (tokenizer_dir, tokenizer_left_out) if tokenizer_dir is not None and tokenizer_left_out else None,
+    )
+    run_files = _run_files(run, planning)
+    return RunFiles(
+        checkpoints=tuple(f for adapter in ordered for f in by_step[adapter.step]),
+        root=tuple(
+            replace(f, path_in_repo=PurePosixPath(f.path_in_repo).name, step=None)
+            for f in by_step[newest.step]
+        ),
+        tokenizer=tokenizer_files,
+        run=tuple(run_files),
+        root_step=newest.step,
+        left_out=left_out,
+        changes=tuple(planning.changes),
+    )
 
 
 def plan_adapter_repo(
@@ -189,33 +372,27 @@ def plan_adapter_repo(
     run_files: RunFiles,
     *,
     private: bool = False,
-    token: str | None = None,
     published_steps: Collection[int] = (),
-    card_files: Mapping[str, bytes] | None = None,
+    card: Sequence[PlannedFile] = (),
 ) -> RepoPlan:
-    """The adapter repo's desired files: the run's (checked when they were planned) and the card's.
+    """The adapter repo's desired files: the run's and the card's, all vetted when they were planned.
 
     Args:
         run: the run the adapters come from.
         repo_id: "owner/name".
         run_files: from `plan_run_files`.
         private: create the repo private (applies only when the push creates it).
-        token: the token in use, so that a card file containing it is refused.
         published_steps: steps already in the repo (a push never removes them): the root keeps the
             newest of them.
-        card_files: the card and its images (`hubkit.cards.adapter_card_files`), path in repo → bytes;
-            None plans no card.
+        card: the card and its images (`hubkit.cards.adapter_card_files`, vetted by `Vetter.generated`).
 
     Returns:
         The plan; nothing is read from or sent to the network.
 
     Raises:
         PublishError: an invalid repo id.
-        UnsafeFileError: a card file holds a local path or the token.
     """
     check_repo_id(repo_id)
-    card = [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
-    check_planned_files(card, run.run_dir, token)
     return RepoPlan(
         repo_id=repo_id,
         files=(*run_files.for_repo(published_steps), *card),

@@ -15,7 +15,8 @@ naming an object it does not hold), and the next push sends only what is still m
 
 Because an LFS object is invisible until a commit names it, the weights of a repo that exists (or was
 just created, every check passed) can be sent ahead (`UploadsAhead`) while the rest of the push
-(merge, cards) is still being built.
+(merge, cards) is still being built. `commit_plan` commits every repo of a push, in order, and records
+each in the run directory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx2
 from huggingface_hub import CommitOperationAdd, HfApi
@@ -45,9 +47,11 @@ from hubkit.hub.retry import (
     transient_cause,
     with_retries,
 )
-from hubkit.publish.diff import RepoDiff, is_same_content
-from hubkit.publish.plan import PlannedFile
-from hubkit.publish.remote import read_remote
+from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
+from hubkit.publish.record import save_record
+from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.request import PushProgress, RepoReport
 
 logger = logging.getLogger(__name__)
 
@@ -415,3 +419,61 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
     raise PublishError(
         f"{plan.repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
     )
+
+
+def _repo_url(endpoint: str, plan: RepoPlan) -> str:
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
+    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+
+
+def commit_plan(
+    api: HfApi,
+    plan: PushPlan,
+    remotes: dict[str, RemoteRepo],
+    run_dir: Path,
+    notes: list[str],
+    progress: PushProgress,
+    ahead: UploadsAhead | None = None,
+) -> tuple[RepoReport, ...]:
+    """One commit per repo of the plan, in its order, each recorded in the run directory.
+
+    Args:
+        api: the push's client.
+        plan: every repo's desired files.
+        remotes: each repo's state before the push.
+        run_dir: where the push is recorded (`hubkit.publish.record`).
+        notes: gets a note for a repo that is public though the push asked for private ones.
+        progress: told the bytes to upload, then each file uploaded.
+        ahead: uploads started before the plan was whole (the adapter repo's new weights).
+
+    Returns:
+        One report per repo.
+
+    Raises:
+        PublishError, AuthError: as `commit_repo`.
+    """
+    diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
+    for diff in diffs:
+        if diff.plan.private and diff.remote.private is False:
+            notes.append(
+                f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
+                "(change the visibility in the repo's settings)"
+            )
+    progress.upload_started(sum(d.upload_size for d in diffs))
+    reports = []
+    for diff in diffs:
+        result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
+        head = result.commit_sha or diff.remote.head_sha or ""
+        save_record(run_dir, api.endpoint, diff.plan, head)
+        reports.append(
+            RepoReport(
+                repo_id=diff.plan.repo_id,
+                repo_type=diff.plan.repo_type,
+                url=_repo_url(api.endpoint, diff.plan),
+                commit_sha=result.commit_sha,
+                files_uploaded=result.uploaded_files,
+                bytes_uploaded=result.uploaded_bytes,
+                steps=result.steps,
+            )
+        )
+    return tuple(reports)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.record import FileStatus
 from hubkit.publish.request import PushReport, RepoReport
 
@@ -22,6 +23,8 @@ def describe_dry_run(report: PushReport) -> str:
     """The dry-run listing: each repo, then each file with its size and what is new in it.
 
     "New" is relative to the last push recorded in the run directory: a dry run does not contact the Hub.
+    Then where the checkpoints were read from, what their folders hold that is left out (and why), and
+    what vetting changed on the way.
     """
     lines = []
     for repo in report.plan.repos:
@@ -45,9 +48,27 @@ def describe_dry_run(report: PushReport) -> str:
             new_bytes += planned.size if status is not FileStatus.UNCHANGED else 0
             lines.append(f"  {status.value:<9} {planned.path_in_repo:<60} {human_size(planned.size):>10}")
         lines.append(f"  to upload: {human_size(new_bytes)}")
+    if report.checkpoints_from:
+        lines.append(report.checkpoints_from[:1].upper() + report.checkpoints_from[1:])
+    lines.extend(describe_left_out(report.left_out))
+    if report.changes:
+        lines.append("Changed on the way (written from what was read):")
+        lines.extend(f"  {change}" for change in report.changes)
     lines.extend(report.notes)
     lines.append("Dry run: nothing was sent; a push uploads only the files that differ from the remote.")
     return "\n".join(lines)
+
+
+def describe_left_out(left_out: tuple[LeftOutOf, ...]) -> list[str]:
+    """What is not published, one line per file, folders with the same left-out files listed together."""
+    by_files: dict[tuple, list[str]] = {}
+    for item in left_out:
+        by_files.setdefault(item.files, []).append(item.folder)
+    lines = []
+    for files, folders in by_files.items():
+        lines.append(f"Left out of {', '.join(folders)} (never published):")
+        lines.extend(f"  {f.name:<40} {f.reason}" for f in files)
+    return lines
 
 
 def describe_repo(repo: RepoReport) -> str:

@@ -24,7 +24,6 @@ from hubkit.formats.peft import ADAPTER_CONFIG
 from hubkit.publish.adapter_repo import steps_in_paths
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
-from hubkit.publish.safety import check_planned_files
 
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
@@ -161,16 +160,12 @@ def decide_merge(
     return MergeDecision(newest, adapter_repo=repo_id)
 
 
-def plan_merged_card(
-    run: Run, repo_id: str, card_files: dict[str, bytes], *, private: bool, token: str | None
-) -> RepoPlan:
-    """The merged repo's plan when it already holds this push's merge: only its card, refreshed (the
-    weights, config and tokenizer stay as they are: a push never deletes)."""
-    files = [PlannedFile.from_bytes(path, content) for path, content in sorted(card_files.items())]
-    check_planned_files(files, run.run_dir, token)
+def plan_merged_card(run: Run, repo_id: str, card: Sequence[PlannedFile], *, private: bool) -> RepoPlan:
+    """The merged repo's plan when it already holds this push's merge: only its card (vetted as it was
+    planned), refreshed (the weights, config and tokenizer stay as they are: a push never deletes)."""
     return RepoPlan(
         repo_id=repo_id,
-        files=tuple(files),
+        files=tuple(card),
         private=private,
         title=f"hubkit push {run.manifest.run_id} (merged)",
     )

@@ -2,10 +2,11 @@
 
 One direction, each step handing plain data to the next:
 
-    load the run → choose checkpoints → prepare adapters (every local refusal happens here)
+    load the run → choose checkpoints (inside the run, one folder per step) → vet and prepare the
+    adapters, vet every other file the run gives (every local refusal happens here)
     → read every repo at once, and the base model's config and card → check against the base
-    → plan the merge (the base fetched; every refusal of the merge)
-    → create the adapter repo if it is new, and start uploading its new weights
+    → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
+    refusal of the merge) → create the adapter repo if it is new, and start uploading its new weights
     → merge (an explicit step, with its own progress; the weights upload meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
@@ -17,10 +18,7 @@ callback) has already done: prepared adapters, merges, steps checked against the
 from __future__ import annotations
 
 import importlib.util
-import logging
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,37 +28,39 @@ from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, ChartsDrawnAhead, read_base_model_card
 from hubkit.errors import PublishError
-from hubkit.evaluate.results import load_eval
+from hubkit.evaluate.results import EvalResults, load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.hashing import FileHashCache
-from hubkit.hub.kinds import RepoType
 from hubkit.publish.adapter_repo import (
     RunFiles,
     check_adapters_against_base,
+    checked_checkpoints_tree,
     plan_adapter_repo,
     plan_run_files,
+    published_forms,
     refuse_no_checkpoint,
     steps_in_paths,
 )
-from hubkit.publish.commit import UploadsAhead, commit_repo, create_repo, hub_errors
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
+from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
-from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge
-from hubkit.publish.plan import PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
+from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.record import PushRecord, load_record, remote_from_record, save_record
+from hubkit.publish.record import PushRecord, load_record, remote_from_record
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.repos import BuildContext, build_repos
-from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport, repo_name_for_run
+from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import commit_revisions, plan_revisions
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
+from hubkit.safety import CheckpointsTree, VetContext
 from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
-
-logger = logging.getLogger(__name__)
 
 
 class PushSession:
@@ -72,7 +72,8 @@ class PushSession:
             report = session.push()
 
     What it keeps, each written only here: the prepared adapters by step, the merges by step, the steps
-    checked against the base, the file hashes it has computed, the chosen repo id, the base model's card.
+    checked against the base, the file hashes it has computed, the files it has vetted, the chosen repo
+    id, the base model's card.
     """
 
     def __init__(self, request: PushRequest) -> None:
@@ -84,6 +85,7 @@ class PushSession:
         self._merges: dict[int, MergeResult] = {}
         self._checked: set[int] = set()
         self._api: HfApi | None = None
+        self._vetter: Vetter | None = None
         self._repo_id: str | None = None
         self._base: BaseModelCard | None = None
 
@@ -124,12 +126,15 @@ class PushSession:
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
+        tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
         # The token is resolved first: every file is checked not to contain it.
         token = request.token or resolve_token(request.endpoint, required=not request.dry_run)
-        adapters = self._prepare(run, chosen, progress)
-        run_files = plan_run_files(run, adapters, token=token, hashes=self.hashes)
+        vetter = self._vetting(VetContext.for_run(run.run_dir, run.manifest.base_model, token))
+        adapters = self._prepare(run, chosen, progress, vetter)
+        run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
+        evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
         if request.dry_run:
-            return self._dry_run(run, adapters, run_files, token)
+            return self._dry_run(run, adapters, run_files, vetter, tree, evaluation)
         api = self._client(token)
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, api)
@@ -139,7 +144,7 @@ class PushSession:
         space_repo_id = self._space_repo_id(repo_id, notes)
         linked_space = space_repo_id or self.request.space_repo_id or default_space_repo_id(repo_id)
         repos = [(repo_id, "model"), (merged_repo_id, "model"), (linked_space, "space")]
-        hub = self._read_hub(api, run, repos)
+        hub = read_hub(api, run, repos, self._base_card)
         remotes = hub.remotes
         base_config = hub.base_config.result()
         notes += check_quantized_base(
@@ -157,7 +162,14 @@ class PushSession:
             revision=revision,
         )
         notes += [merging.note] if merging.note else []
+        # The merged repo the Space names: the one the release has after this push.
+        space_merged = merged_repo_id if request.merged or merging.adapter or merging.kept else None
+        space_files = self._space_files(run, repo_id, space_merged, space_repo_id, vetter)
         merge_plan = self._plan_merge(run, merging.adapter, token, progress)
+        if merge_plan is not None:
+            notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
+        base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
+        revision_plans = plan_revisions(run, repo_id, run_files, vetter=vetter, hashes=self.hashes)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
         published = steps_in_paths(remotes[repo_id].files)
@@ -177,22 +189,24 @@ class PushSession:
                 adapters,
                 run_files,
                 remotes,
-                hub.base_card.result(),
-                token,
+                base_card,
+                vetter,
+                evaluation,
                 merged=merged,
                 merged_repo_id=merged_repo_id,
                 space_repo_id=space_repo_id,
+                space_files=space_files,
                 charts=charts,
                 merging=merging,
                 merge_record=record,
                 linked_space=linked_space if space_repo_id or remotes[linked_space].exists else None,
             )
             plan = PushPlan(repos=build_repos(context))
-            repo_reports = self._commit(api, plan, remotes, notes, progress, ahead)
+            repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
         finally:
             ahead.close()
         # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
-        revisions = commit_revisions(api, plan_revisions(run, repo_id, run_files, token=token))
+        revisions = commit_revisions(api, revision_plans)
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
@@ -206,16 +220,23 @@ class PushSession:
 
     # --- the steps, in order ---------------------------------------------------------------------
 
+    def _vetting(self, context: VetContext) -> Vetter:
+        """The session's vetting for `context` (what it vetted is kept while the context stays the same)."""
+        if self._vetter is None or self._vetter.context != context:
+            self._vetter = Vetter(context)
+        return self._vetter
+
     def _prepare(
-        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
+        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress, vetter: Vetter
     ) -> list[PreparedAdapter]:
-        """The chosen checkpoints' adapters, each prepared once per session (every local refusal)."""
+        """The chosen checkpoints' adapters, each vetted and prepared once per session (every local refusal)."""
         if not chosen:
             refuse_no_checkpoint(run)
         new = [c for c in chosen if c.step not in self._prepared]
         if new:
             progress.stage(f"Checking {len(new)} adapter(s) of run {run.manifest.run_id}")
-            prepared = prepare_adapters(run, new, self.staging / "adapters")
+            forms = published_forms(new, vetter)
+            prepared = prepare_adapters(run, new, self.staging / "adapters", forms=forms)
             self._prepared.update({adapter.step: adapter for adapter in prepared})
         return [self._prepared[c.step] for c in chosen]
 
@@ -262,31 +283,6 @@ class PushSession:
         check_repo_id(space)
         return space
 
-    def _read_hub(self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]) -> _HubReads:
-        """Each repo's state, read at once (one request each), with the base model's config and card; the
-        card's read goes on while the adapters are checked against the base."""
-
-        def read(repo_id: str, repo_type: RepoType) -> RemoteRepo:
-            with hub_errors(repo_id, api.endpoint):
-                return read_remote(api, repo_id, repo_type)
-
-        manifest = run.manifest
-        pool = ThreadPoolExecutor(max_workers=len(repos) + 2, thread_name_prefix="hubkit-read")
-        try:
-            base_card = pool.submit(self._base_card, run, api.token)
-            base_config = pool.submit(
-                BaseConfig.download,
-                manifest.base_model,
-                manifest.base_model_revision,
-                endpoint=api.endpoint,
-                token=api.token,
-            )
-            reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-            remotes = {repo_id: future.result() for repo_id, future in reads.items()}
-            return _HubReads(remotes=remotes, base_card=base_card, base_config=base_config)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
     def _base_card(self, run: Run, token: str | None) -> BaseModelCard:
         if self._base is None:
             manifest = run.manifest
@@ -298,6 +294,28 @@ class PushSession:
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
         unchecked = [a for a in adapters if a.step not in self._checked]
         self._checked.update(check_adapters_against_base(run, unchecked, base))
+
+    def _space_files(
+        self,
+        run: Run,
+        repo_id: str,
+        merged_repo_id: str | None,
+        space_repo_id: str | None,
+        vetter: Vetter,
+    ) -> tuple[PlannedFile, ...]:
+        """The Space's files, vetted (none without a Space): everything they say is known before any repo
+        is created, so a refusal of them creates none."""
+        if space_repo_id is None:
+            return ()
+        return plan_space_files(
+            run,
+            repo_id,
+            merged_repo_id=merged_repo_id,
+            space_repo_id=space_repo_id,
+            hardware=self.request.space_hardware,
+            vetter=vetter,
+            hashes=self.hashes,
+        )
 
     def _plan_merge(
         self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
@@ -354,10 +372,12 @@ class PushSession:
         run_files: RunFiles,
         remotes: dict[str, RemoteRepo],
         base_card: BaseModelCard,
-        token: str | None,
+        vetter: Vetter,
+        evaluation: EvalResults | None,
         *,
         merged_repo_id: str | None,
         space_repo_id: str | None,
+        space_files: tuple[PlannedFile, ...],
         merged: MergeResult | None = None,
         charts: ChartsDrawnAhead | None = None,
         merging: MergeDecision | None = None,
@@ -375,59 +395,30 @@ class PushSession:
             remotes=remotes,
             base_card=base_card,
             hashes=self.hashes,
-            eval=load_eval(run.run_dir),
+            vetter=vetter,
+            eval=evaluation,
             merged_repo_id=merged_repo_id if writes_merged else None,
             merged=merged,
             merge_record=merge_record,
             space_repo_id=space_repo_id,
             linked_space_id=linked_space or space_repo_id,
-            space_hardware=self.request.space_hardware,
             published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
+            space_files=space_files,
             private=self.request.private,
-            token=token,
             charts=charts,
         )
 
-    def _commit(
-        self,
-        api: HfApi,
-        plan: PushPlan,
-        remotes: dict[str, RemoteRepo],
-        notes: list[str],
-        progress: PushProgress,
-        ahead: UploadsAhead | None = None,
-    ) -> tuple[RepoReport, ...]:
-        diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
-        for diff in diffs:
-            if diff.plan.private and diff.remote.private is False:
-                notes.append(
-                    f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
-                    "(change the visibility in the repo's settings)"
-                )
-        progress.upload_started(sum(d.upload_size for d in diffs))
-        reports = []
-        for diff in diffs:
-            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
-            head = result.commit_sha or diff.remote.head_sha or ""
-            save_record(self.request.run_dir, api.endpoint, diff.plan, head)
-            reports.append(
-                RepoReport(
-                    repo_id=diff.plan.repo_id,
-                    repo_type=diff.plan.repo_type,
-                    url=_repo_url(api.endpoint, diff.plan),
-                    commit_sha=result.commit_sha,
-                    files_uploaded=result.uploaded_files,
-                    bytes_uploaded=result.uploaded_bytes,
-                    steps=result.steps,
-                )
-            )
-        return tuple(reports)
-
     def _dry_run(
-        self, run: Run, adapters: list[PreparedAdapter], run_files: RunFiles, token: str | None
+        self,
+        run: Run,
+        adapters: list[PreparedAdapter],
+        run_files: RunFiles,
+        vetter: Vetter,
+        tree: CheckpointsTree,
+        evaluation: EvalResults | None,
     ) -> PushReport:
-        """The plan as far as it can be built without the Hub, compared with the last recorded push; it
-        opens no connection."""
+        """The plan as far as it can be built without the Hub, compared with the last recorded push, with
+        what is left out and what vetting changed; it opens no connection."""
         notes: list[str] = []
         repo_id = self._adapter_repo_id(run, None)
         merged_repo_id = self._merged_repo_id(repo_id)
@@ -455,9 +446,13 @@ class PushSession:
             run_files,
             remotes,
             base_card,
-            token,
+            vetter,
+            evaluation,
             merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
+            space_files=self._space_files(
+                run, repo_id, merged_repo_id if self.request.merged else None, space_repo_id, vetter
+            ),
         )
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {
@@ -473,22 +468,10 @@ class PushSession:
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
+            checkpoints_from=tree.describe(),
+            left_out=run_files.left_out,
+            changes=run_files.changes,
         )
-
-
-@dataclass(frozen=True)
-class _HubReads:
-    """What a push reads from the Hub before it builds anything: every repo's state, and the base model's
-    config (for the check against the base) and card (its licence), those two still arriving."""
-
-    remotes: dict[str, RemoteRepo]
-    base_card: Future[BaseModelCard]
-    base_config: Future[BaseConfig]
-
-
-def _repo_url(endpoint: str, plan: RepoPlan) -> str:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
 
 
 def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:

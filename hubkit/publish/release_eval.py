@@ -18,15 +18,17 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import PublishError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.commit import CommitResult, commit_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
-from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.plan import RepoPlan
 from hubkit.publish.remote import read_remote
-from hubkit.publish.safety import check_planned_files
+from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
+from hubkit.safety import VetContext
 from hubkit.space.config import default_space_repo_id
 
 
@@ -66,7 +68,7 @@ def push_release_eval(
         PublishError: the evaluated steps changed on the Hub since, the repo moved while pushing, or the
             Hub refused.
         AuthError: the token cannot write to the repo.
-        UnsafeFileError: a file holds a local path or the token.
+        UnsafeFileError: a file that must not be published (a secret, a local path: `hubkit.safety`).
     """
     endpoint = api.endpoint
     repo_id = evaluated.repo_id
@@ -100,7 +102,7 @@ def push_release_eval(
         eval=results,
     )
     files = {**eval_file_bytes(results.summary, results.samples), **adapter_card_files(inputs)}
-    planned = [PlannedFile.from_bytes(path, content) for path, content in sorted(files.items())]
-    check_planned_files(planned, run.run_dir, token)
-    plan = RepoPlan(repo_id=repo_id, files=tuple(planned), title=f"hubkit eval {manifest.run_id}")
+    vetter = Vetter(VetContext.for_run(run.run_dir, manifest.base_model, token))
+    planned = vetter.generated(files, "model", FileHashCache())
+    plan = RepoPlan(repo_id=repo_id, files=planned, title=f"hubkit eval {manifest.run_id}")
     return commit_repo(api, diff_repo(plan, remote))

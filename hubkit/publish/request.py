@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hubkit.errors import PublishError
 from hubkit.hub.kinds import HUB_ENDPOINT
+from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.record import PushRecord
 
@@ -34,6 +35,9 @@ class PushRequest:
         endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
         dry_run: build the plan and compare it with the last recorded push; send nothing.
+        checkpoints_dir: where the run's ``checkpoints_dir`` leads when that is outside the run directory
+            (a symlink to a scratch disk): naming it says those checkpoints are this run's. Without it
+            such a run is refused (another run's checkpoints would be published under this one's name).
     """
 
     run_dir: Path
@@ -50,6 +54,7 @@ class PushRequest:
     endpoint: str = HUB_ENDPOINT
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False
+    checkpoints_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,10 @@ class PushReport:
         records: for a dry run, the last recorded push to each repo from this run directory.
         notes: things the user should know that are not errors (a repo already public, a merge skipped).
         finished: whether the run had finished training when it was read.
+        dry_run: whether this was a dry run (the rest is filled by dry runs only).
+        checkpoints_from: where the checkpoints were read from, in words.
+        left_out: what the chosen checkpoints' folders hold that is not published, and why.
+        changes: what vetting changed in the files on their way to the plan, one line per file.
     """
 
     run_id: str
@@ -96,6 +105,9 @@ class PushReport:
     notes: tuple[str, ...] = ()
     finished: bool = True
     dry_run: bool = False
+    checkpoints_from: str | None = None
+    left_out: tuple[LeftOutOf, ...] = ()
+    changes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

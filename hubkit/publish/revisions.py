@@ -22,33 +22,39 @@ from huggingface_hub import HfApi
 
 from hubkit.cards.revision import revision_card
 from hubkit.formats.peft import ADAPTER_FILES
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import CHECKPOINTS_DIR, RunFiles
 from hubkit.publish.commit import commit_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
-from hubkit.publish.safety import check_planned_files
+from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name
 from hubkit.runs import Run
 
 _READERS = 8
 
 
-def plan_revisions(run: Run, repo_id: str, run_files: RunFiles, *, token: str | None) -> tuple[RepoPlan, ...]:
+def plan_revisions(
+    run: Run, repo_id: str, run_files: RunFiles, *, vetter: Vetter, hashes: FileHashCache
+) -> tuple[RepoPlan, ...]:
     """The branch of each checkpoint this push publishes: its adapter files at the root, and its card.
+
+    Everything they hold is known before any repo is created, and so the push plans them then.
 
     Args:
         run: the run.
         repo_id: the adapter repo.
         run_files: the adapter repo's run files (their checkpoint files are placed again, not read again).
-        token: the token in use, so that a card holding it is refused.
+        vetter: the push's vetting (each branch's card is vetted as it is planned).
+        hashes: the push's hash cache.
 
     Returns:
         One plan per step, in step order.
 
     Raises:
-        UnsafeFileError: a branch's card holds a local path or the token.
+        UnsafeFileError: a branch's card holds a secret or a local path.
     """
     by_step: dict[int, list[PlannedFile]] = {}
     for planned in run_files.checkpoints:
@@ -64,8 +70,7 @@ def plan_revisions(run: Run, repo_id: str, run_files: RunFiles, *, token: str | 
                 f"step {step}'s planned files are not an adapter: {sorted(f.path_in_repo for f in placed)}"
             )
         card = revision_card(repo_id, run.manifest.base_model, step, revision)
-        placed.append(PlannedFile.from_bytes("README.md", card.encode(), step=step))
-        check_planned_files(placed[-1:], run.run_dir, token)
+        placed += vetter.generated({"README.md": card.encode()}, "model", hashes, step=step)
         plans.append(
             RepoPlan(
                 repo_id=repo_id,

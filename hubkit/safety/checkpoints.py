@@ -3,9 +3,11 @@
 A run's ``checkpoints_dir`` is relative to the run directory (the manifest refuses anything else), but
 the folder it names, or a ``checkpoint-N`` in it, may be a symlink to another run's: publishing it
 would publish that run's adapters under this run's name. A checkpoints tree outside the run directory
-is used only when the user named that place themselves (a command-line flag); the dry run says where
-it points. Two folders for the same step (``checkpoint-10`` and ``checkpoint-0010``) are refused: which
-one the user meant cannot be told.
+is used only when the user named that place themselves (``hubkit push --checkpoints-dir``, for a run
+whose checkpoints live on a scratch disk it links to); the dry run says where it points. The run is
+read through its ``checkpoints_dir``, so the folder named must be the one it leads to. Two folders for
+the same step (``checkpoint-10`` and ``checkpoint-0010``) are refused: which one the user meant cannot
+be told.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class CheckpointsTree:
     def describe(self) -> str:
         """One line for the dry run: where the checkpoints are read from."""
         if not self.outside_run:
-            return f"checkpoints from {self.named_as} in the run directory"
+            inside = "" if self.named_as in ("", ".") else f" {self.named_as.rstrip('/')}/ in"
+            return f"checkpoints from{inside} the run directory"
         return f"checkpoints from {self.path} (outside the run directory, as named on the command line)"
 
 
@@ -48,20 +51,25 @@ def checkpoints_tree(run_dir: Path, checkpoints_dir: str, named: Path | None = N
     Args:
         run_dir: the run directory.
         checkpoints_dir: the manifest's ``checkpoints_dir`` (relative to the run directory).
-        named: the checkpoints folder the user named on the command line, if any: it may lie anywhere.
+        named: the checkpoints folder the user named on the command line, if any: it may lie anywhere,
+            but must be the folder `checkpoints_dir` leads to.
 
     Returns:
         Where the checkpoints are.
 
     Raises:
         ForeignCheckpointsError: the folder resolves outside the run directory (through a symlink) and
-            the user did not name that place.
+            the user did not name that place, or the user named another folder than it leads to.
     """
     real_run = run_dir.resolve()
-    if named is not None:
-        real = named.resolve()
-        return CheckpointsTree(path=real, outside_run=not _inside(real, real_run), named_as=str(named))
     real = (run_dir / checkpoints_dir).resolve()
+    if named is not None:
+        if named.resolve() != real:
+            raise ForeignCheckpointsError(
+                f"refusing to publish from {named.name}/: it is not the folder {checkpoints_dir}/ of run "
+                f"{run_dir.name} leads to, which is where the run's checkpoints are read from; name that one"
+            )
+        return CheckpointsTree(path=real, outside_run=not _inside(real, real_run), named_as=str(named))
     if _inside(real, real_run):
         return CheckpointsTree(path=real, outside_run=False, named_as=checkpoints_dir)
     raise ForeignCheckpointsError(

@@ -27,9 +27,14 @@ class Kind:
     name: str
     max_bytes: int
 
+    @property
+    def called(self) -> str:
+        """The name with its article, as messages say it: "an adapter config", "a tokenizer"."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
+
 
 # A LoRA adapter of a 70B model at rank 256 is ~10 GB; only its header is read while vetting.
-ADAPTER_WEIGHTS = Kind("adapter weights", 64 * GB)
+ADAPTER_WEIGHTS = Kind("adapter weights file", 64 * GB)
 ADAPTER_CONFIG = Kind("adapter config", 1 * MB)
 # The largest vocabularies (Gemma's 262k tokens) write a tokenizer.json of ~33 MB.
 TOKENIZER = Kind("tokenizer", 50 * MB)
@@ -43,14 +48,16 @@ CHAT_TEMPLATE = Kind("chat template", 1 * MB)
 CHAT_TEMPLATE_JSON = Kind("JSON chat template", 1 * MB)
 GENERATION_CONFIG = Kind("generation config", 1 * MB)
 MODEL_CONFIG = Kind("model config", 1 * MB)
-MODEL_WEIGHTS = Kind("model weights", 64 * GB)
+MODEL_WEIGHTS = Kind("model weights file", 64 * GB)
 WEIGHTS_INDEX = Kind("weights index", 10 * MB)
 MANIFEST = Kind("run manifest", 1 * MB)
 METRICS = Kind("metrics file", 256 * MB)
-EVAL_RESULTS = Kind("eval results", 16 * MB)
-EVAL_SAMPLES = Kind("eval samples", 256 * MB)
-TRAIN_PROBLEM_HASHES = Kind("training-problem hashes", 64 * MB)
+EVAL_RESULTS = Kind("eval results file", 16 * MB)
+EVAL_SAMPLES = Kind("eval samples file", 256 * MB)
+TRAIN_PROBLEM_HASHES = Kind("training-problem hashes file", 64 * MB)
 CARD = Kind("model card", 1 * MB)
+# A base model's licence text, carried into its merged repo (Apache-2.0's is 11 KB).
+LICENSE = Kind("licence text", 1 * MB)
 IMAGE = Kind("card image", 10 * MB)
 SPACE_MODULE = Kind("Space module", 1 * MB)
 SPACE_CONFIG = Kind("Space config", 16 * MB)
@@ -92,6 +99,7 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
 }
 _SHARD_RE = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
+_LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 _CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_\d+/")
 
@@ -113,6 +121,8 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
         return _MODEL_REPO_KINDS[path_in_repo]
     if _SHARD_RE.match(path_in_repo):
         return MODEL_WEIGHTS
+    if _LICENSE_RE.match(path_in_repo):
+        return LICENSE
     return IMAGE if _IMAGE_RE.match(path_in_repo) else None
 
 

@@ -9,43 +9,23 @@ decoded string is then scanned for secrets and local paths (`hubkit.safety.scan`
 from __future__ import annotations
 
 import re
-import struct
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
-from hubkit.formats import tokenizer
+from hubkit.formats import png, tokenizer
 from hubkit.formats.json_file import decode_text, dump_json, dump_jsonl, parse_json, parse_jsonl
+from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.runs.manifest import Manifest
 from hubkit.safety import kinds
 from hubkit.safety.local_paths import rewrite_local_fields
 from hubkit.safety.scan import Scanner
 
-# The fields of peft 0.21's LoraConfig (a test holds this equal to `dataclasses.fields(peft.LoraConfig)`):
-# PEFT drops any other key of adapter_config.json when it loads it, so hubkit does not publish them.
-LORA_CONFIG_FIELDS = frozenset(
-    {
-        "task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
-        "inference_mode", "r", "target_modules", "exclude_modules", "lora_alpha", "lora_dropout",
-        "fan_in_fan_out", "bias", "use_rslora", "modules_to_save", "init_lora_weights", "layers_to_transform",
-        "layers_pattern", "rank_pattern", "alpha_pattern", "megatron_config", "megatron_core",
-        "trainable_token_indices", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "use_dora",
-        "velora_config", "alora_invocation_tokens", "use_qalora", "qalora_group_size", "monteclora_config",
-        "layer_replication", "runtime_config", "lora_bias", "target_parameters", "use_bdlora", "arrow_config",
-        "kasa_config", "ensure_weight_tying",
-    }
-)  # fmt: skip
 _SHARD_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\.safetensors$")
 _HEX_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 # A dropped name a note may print: short, plain, and with no long unbroken run (a key could be one).
 _SHOWN_NAME_RE = re.compile(r"^(?!.*[A-Za-z0-9]{16})[A-Za-z_][A-Za-z0-9_.-]{0,39}$")
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# Chunks an image keeps: the image itself and how to show it. Text chunks, EXIF and the rest are dropped.
-_PNG_KEPT = frozenset(
-    {b"IHDR", b"PLTE", b"IDAT", b"IEND", b"tRNS", b"gAMA", b"cHRM", b"sRGB", b"pHYs", b"bKGD", b"sBIT"}
-)
 
 
 @dataclass(frozen=True)
@@ -189,33 +169,11 @@ def _problem_hashes(data: bytes, vetting: Vetting) -> Written:
 
 
 def _png(data: bytes, vetting: Vetting) -> Written:
-    label = vetting.label
-    if not data.startswith(_PNG_SIGNATURE):
-        raise FileFormatError(f"{label}: not a PNG image")
-    kept, dropped, position = [_PNG_SIGNATURE], set(), len(_PNG_SIGNATURE)
-    while True:
-        if position + 12 > len(data):
-            raise FileFormatError(f"{label}: a truncated PNG image (no IEND chunk)")
-        length, chunk_type = struct.unpack(">I4s", data[position : position + 8])
-        end = position + 12 + length
-        body = data[position + 4 : position + 8 + length]
-        if end > len(data) or zlib.crc32(body) != int.from_bytes(data[end - 4 : end], "big"):
-            raise FileFormatError(f"{label}: a corrupt PNG image (a chunk's length or checksum is wrong)")
-        if position == len(_PNG_SIGNATURE) and chunk_type != b"IHDR":
-            raise FileFormatError(f"{label}: a PNG image must start with its IHDR chunk")
-        if chunk_type in _PNG_KEPT:
-            kept.append(data[position:end])
-        elif not chunk_type[0] & 0x20:  # a critical chunk (upper-case first letter) hubkit does not know
-            raise FileFormatError(f"{label}: a PNG image with an unknown critical chunk")
-        else:
-            dropped.add(chunk_type.decode("latin-1"))
-        position = end
-        if chunk_type == b"IEND":
-            break
-    notes = (f"dropped PNG chunks: {vetting.shown(dropped)}",) if dropped else ()
-    if position != len(data):
+    image = png.read_png(data, vetting.label)
+    notes = (f"dropped PNG chunks: {vetting.shown(image.dropped)}",) if image.dropped else ()
+    if image.trailing:
         notes += ("dropped bytes after the PNG image's end",)
-    return Written(b"".join(kept), notes)
+    return Written(image.data, notes)
 
 
 VALIDATORS: dict[kinds.Kind, Validator] = {
@@ -237,6 +195,7 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.EVAL_SAMPLES: _json_lines,
     kinds.TRAIN_PROBLEM_HASHES: _problem_hashes,
     kinds.CARD: _text,
+    kinds.LICENSE: _text,
     kinds.IMAGE: _png,
     kinds.SPACE_MODULE: _text,
     kinds.SPACE_CONFIG: _json_document(_json_object),

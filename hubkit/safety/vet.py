@@ -162,16 +162,16 @@ def _refusal(
     the quote holds a secret or a local path, only the file is named.
     """
     if isinstance(error, FileTooLargeError):
-        return OversizedFileError(f"refusing to publish {error} for a {kind.name}")
+        return OversizedFileError(f"refusing to publish {error} for {kind.called}")
     reason = str(error)
     if scanner.secrets.find(reason) is not None or scanner.paths.find(reason) is not None:
         reason = f"{label}: it does not parse"
     secret = scanner.secret_in(data.decode("utf-8", errors="replace")) if data is not None else None
     if secret is not None:
         return SecretInFileError(
-            f"refusing to publish {reason}: it is not a {kind.name}, and it holds {secret}"
+            f"refusing to publish {reason}: it is not {kind.called}, and it holds {secret}"
         )
-    return MalformedFileError(f"refusing to publish {reason}: it is not a valid {kind.name}")
+    return MalformedFileError(f"refusing to publish {reason}: it is not {kind.called}")
 
 
 def _vet_data(path_in_repo: str, kind: Kind, data: bytes, label: str, context: VetContext) -> VettedFile:

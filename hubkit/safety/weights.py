@@ -19,11 +19,15 @@ from typing import Any
 
 from hubkit.errors import FileFormatError, FileTooLargeError
 from hubkit.formats.json_file import too_large
-from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, encode_header, read_header
+from hubkit.formats.safetensors import (
+    SafetensorsFormatError,
+    SafetensorsHeader,
+    encode_header,
+    known_metadata,
+    read_header,
+)
 
 METADATA_KEY = "__metadata__"
-# The metadata keys kept, with the values each may hold.
-KNOWN_METADATA: dict[str, frozenset[str]] = {"format": frozenset({"pt", "tf", "flax", "np", "mlx", "paddle"})}
 # A 70B model shard's header is ~100 KB, a LoRA adapter's a few tens: anything far larger is not a header.
 MAX_HEADER_BYTES = 16 * 1_000_000
 
@@ -40,11 +44,7 @@ def clean_header(header: dict[str, Any]) -> dict[str, Any]:
     """
     cleaned = {name: entry for name, entry in header.items() if name != METADATA_KEY}
     metadata = header.get(METADATA_KEY)
-    kept = {
-        key: value
-        for key, value in (metadata.items() if isinstance(metadata, dict) else ())
-        if key in KNOWN_METADATA and value in KNOWN_METADATA[key]
-    }
+    kept = known_metadata(metadata) if isinstance(metadata, dict) else {}
     return {METADATA_KEY: kept, **cleaned} if kept else cleaned
 
 
@@ -121,8 +121,7 @@ def vet_header(path: Path, max_bytes: int, name: str) -> VettedHeader:
         )
     with path.open("rb") as f:
         saved = f.read(header.data_start)
-    kept = clean_header({METADATA_KEY: header.metadata})
-    metadata = kept.get(METADATA_KEY, {})
+    metadata = known_metadata(header.metadata)
     new_prefix = _header_bytes(header, metadata)
     return VettedHeader(
         header=replace(header, metadata=metadata),
