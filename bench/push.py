@@ -245,11 +245,11 @@ def hf_upload(endpoint: str, repo_id: str, folder: Path, path_in_repo: str = "",
 
 def hubkit_push(endpoint: str, run_dir: Path, repo_id: str) -> tuple[str | None, int, float]:
     """One push: its commit (None: unchanged), the bytes it uploaded, and the seconds its card took."""
-    import hubkit.cards
+    import hubkit.publish.repos  # where the push's builder looks the card renderer up
     from hubkit.publish import PushRequest, push_run
 
     card_seconds = []
-    render = hubkit.cards.adapter_card_files
+    render = hubkit.publish.repos.adapter_card_files
 
     def timed_card(*args: object, **kwargs: object) -> dict[str, bytes]:  # in this child process only
         start = time.perf_counter()
@@ -258,7 +258,7 @@ def hubkit_push(endpoint: str, run_dir: Path, repo_id: str) -> tuple[str | None,
         finally:
             card_seconds.append(time.perf_counter() - start)
 
-    hubkit.cards.adapter_card_files = timed_card
+    hubkit.publish.repos.adapter_card_files = timed_card
     request = PushRequest(run_dir, repo_id=repo_id, merged=False, space=False, endpoint=endpoint, token=TOKEN)
     (repo,) = push_run(request).repos
     return repo.commit_sha, repo.bytes_uploaded, sum(card_seconds)

@@ -657,4 +657,7 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert "# me/wheel" in result.stdout and "| 5 | `checkpoints/global_step_5` | `step-5` | – | 0.25 |" in result.stdout
+    assert (
+        "# me/wheel" in result.stdout
+        and "| 5 | `checkpoints/global_step_5` | `step-5` | – | 0.25 |" in result.stdout
+    )

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from hubkit.errors import EvalError
+from hubkit.errors import EvalError, FileFormatError
+from hubkit.formats.json_file import read_bounded
 from hubkit.runs.state import write_atomically
 
 # 2 added generation.dtype and generation.chat_template_from. Fields are only ever added: schema 1 files
@@ -400,6 +401,28 @@ def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: It
     return eval_dir
 
 
+# Bounds on what a run's eval/ may hold (200 problems × 11 models of 1,000-token answers is ~20 MB).
+_MAX_RESULTS_BYTES = 16 * 1024 * 1024
+_MAX_SAMPLES_BYTES = 256 * 1024 * 1024
+
+
+def _read_text(path: Path, max_bytes: int) -> str:
+    """A file of the run's eval/, read only when it is within its bound.
+
+    Raises:
+        FileNotFoundError: it is not there.
+        EvalError: it is too large or not UTF-8.
+    """
+    try:
+        return read_bounded(path, max_bytes, f"{EVAL_DIR}/{path.name}").decode("utf-8")
+    except FileFormatError as e:
+        if isinstance(e.__cause__, FileNotFoundError) or not path.exists():
+            raise FileNotFoundError(path) from e
+        raise EvalError(f"{e}: run `hubkit eval` again") from e
+    except UnicodeDecodeError as e:
+        raise EvalError(f"{EVAL_DIR}/{path.name} is not UTF-8: run `hubkit eval` again") from e
+
+
 def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
     """Read a run's evaluation.
 
@@ -414,7 +437,7 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
     """
     eval_dir = Path(run_dir) / EVAL_DIR
     try:
-        text = (eval_dir / RESULTS_NAME).read_text(encoding="utf-8")
+        text = _read_text(eval_dir / RESULTS_NAME, _MAX_RESULTS_BYTES)
     except FileNotFoundError:
         return None
     try:
@@ -424,7 +447,7 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
             f"{EVAL_DIR}/{RESULTS_NAME} is not valid JSON ({e.msg}): run `hubkit eval` again"
         ) from e
     try:
-        lines = (eval_dir / SAMPLES_NAME).read_text(encoding="utf-8").splitlines()
+        lines = _read_text(eval_dir / SAMPLES_NAME, _MAX_SAMPLES_BYTES).splitlines()
     except FileNotFoundError as e:
         raise EvalError(f"{EVAL_DIR}/{SAMPLES_NAME} is missing: run `hubkit eval` again") from e
     samples = []
