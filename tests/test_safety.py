@@ -29,6 +29,7 @@ from hubkit.errors import (
     UnsafeFileError,
     UnsafeLinkError,
 )
+from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.safety import (
     VetContext,
     check_checkpoint_folder,
@@ -40,8 +41,6 @@ from hubkit.safety import (
     vet_checkpoint,
     vet_file,
 )
-from hubkit.safety.validators import LORA_CONFIG_FIELDS
-from hubkit.safety.weights import clean_header
 
 BASE_ID = "Qwen/Qwen3-0.6B"
 # Planted secrets, built from parts so that no scanner flags this file itself.
@@ -326,15 +325,6 @@ def test_safetensors_metadata_keeps_only_format(checkpoint, context, tmp_path):
     with safe_open(published, "pt") as f:
         assert f.metadata() == {"format": "pt"}
     assert all((load_file(published)[k] == v).all() for k, v in tensors.items())
-
-
-def test_clean_header_drops_unknown_metadata_and_unknown_values():
-    header = {
-        "__metadata__": {"format": "pt", "x": "1"},
-        "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-    }
-    assert clean_header(header) == {"__metadata__": {"format": "pt"}, "a": header["a"]}
-    assert "__metadata__" not in clean_header({**header, "__metadata__": {"format": HF_TOKEN}})
 
 
 def test_a_secret_in_a_tensor_name_is_refused(tmp_path, context):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from hubkit.errors import FileFormatError, FileTooLargeError
 from hubkit.formats.json_file import too_large
@@ -30,22 +29,6 @@ from hubkit.formats.safetensors import (
 METADATA_KEY = "__metadata__"
 # A 70B model shard's header is ~100 KB, a LoRA adapter's a few tens: anything far larger is not a header.
 MAX_HEADER_BYTES = 16 * 1_000_000
-
-
-def clean_header(header: dict[str, Any]) -> dict[str, Any]:
-    """A parsed safetensors header with its ``__metadata__`` cut to the known keys and values.
-
-    Args:
-        header: the header's JSON object (``__metadata__`` and one entry per tensor).
-
-    Returns:
-        A new dict: the same tensor entries, ``__metadata__`` holding only known keys with known values
-        (and absent when none is left).
-    """
-    cleaned = {name: entry for name, entry in header.items() if name != METADATA_KEY}
-    metadata = header.get(METADATA_KEY)
-    kept = known_metadata(metadata) if isinstance(metadata, dict) else {}
-    return {METADATA_KEY: kept, **cleaned} if kept else cleaned
 
 
 def _header_bytes(header: SafetensorsHeader, metadata: dict[str, str]) -> bytes:
