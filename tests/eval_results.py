@@ -41,37 +41,41 @@ GENERATION = GenerationInfo(
 )
 
 
-def eval_summary(
+def summary_of_models(
     run_id: str,
-    samples: Sequence[Sample],
+    models: Sequence[ModelResult],
     *,
     metric: MetricInfo = METRIC,
     problems: dict[str, Any] | None = None,
     generation: dict[str, Any] | None = None,
     created_at: str = "2026-03-01T12:00:00Z",
 ) -> EvalSummary:
-    """The summary of `samples`: one model per step they hold (the base, None, first), the problem count
-    taken from them.
+    """A summary of these models' results (problem count: the first model's), the rest defaults or changes.
 
     Args:
         run_id: the run evaluated.
-        samples: every answer, with its verdict.
+        models: one result per model, the base (step None) first.
         metric: what was measured.
-        problems: changes to `PROBLEMS` (its `n` is the number of distinct problems in `samples`).
+        problems: changes to `PROBLEMS`.
         generation: changes to `GENERATION`.
         created_at: the time it was made.
     """
-    steps = sorted({s.step for s in samples}, key=lambda step: -1 if step is None else step)
-    models = tuple(ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in steps)
-    n = len({s.problem_index for s in samples})
     return EvalSummary(
         run_id=run_id,
         created_at=created_at,
         metric=metric,
-        problems=replace(PROBLEMS, **{"n": n, **(problems or {})}),
+        problems=replace(PROBLEMS, **{"n": models[0].n if models else 0, **(problems or {})}),
         generation=replace(GENERATION, **(generation or {})),
-        models=models,
+        models=tuple(models),
     )
+
+
+def eval_summary(run_id: str, samples: Sequence[Sample], **changes: Any) -> EvalSummary:
+    """The summary of `samples`: one model per step they hold (the base, None, first); `changes` as for
+    `summary_of_models`."""
+    steps = sorted({s.step for s in samples}, key=lambda step: -1 if step is None else step)
+    models = [ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in steps]
+    return summary_of_models(run_id, models, **changes)
 
 
 def write_eval(run_dir: Path, samples: Sequence[Sample], **summary: Any) -> EvalSummary:

@@ -9,6 +9,7 @@ import math
 import random
 
 import pytest
+from eval_results import summary_of_models
 from PIL import Image
 
 from hubkit.cards import canvas as canvas_module
@@ -17,10 +18,7 @@ from hubkit.cards.canvas import axis_for, nice_step, tick_labels
 from hubkit.evaluate.results import (
     Contamination,
     EvalSummary,
-    GenerationInfo,
-    MetricInfo,
     ModelResult,
-    ProblemsInfo,
 )
 
 BLUE = (0x00, 0x72, 0xB2)  # plots.CURVE_COLORS[0]
@@ -183,30 +181,11 @@ def _model(step: int | None, accuracy: float, tokens: float, n: int = 200) -> Mo
 
 
 def _summary(models: list[ModelResult]) -> EvalSummary:
-    return EvalSummary(
-        run_id="charts",
-        created_at="2026-03-01T12:00:00Z",
-        metric=MetricInfo("gsm8k_correctness", "the last number of the <answer> block equals the reference"),
-        problems=ProblemsInfo(
-            source="openai/gsm8k",
-            split="test",
-            revision="main",
-            n=models[0].n,
-            sha256="ab" * 32,
-            contamination=Contamination(checked=True, overlap=0, train_problems=5),
-        ),
-        generation=GenerationInfo(
-            backend="transformers",
-            max_new_tokens=256,
-            temperature=0.0,
-            top_p=1.0,
-            do_sample=False,
-            seed=0,
-            batch_size=8,
-            chat_template="{{ messages }}",
-            system_prompt=None,
-        ),
-        models=tuple(models),
+    return summary_of_models(
+        "charts",
+        models,
+        problems={"contamination": Contamination(checked=True, overlap=0, train_problems=5)},
+        generation={"max_new_tokens": 256},
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 from huggingface_hub import HfApi, get_token, snapshot_download
+from planted import HF_TOKEN, planted_secrets
 from safetensors.numpy import load_file, save_file
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -43,23 +44,7 @@ from hubkit.testing.runs import TINY_SHAPES, make_run
 
 # Planted secrets, built from parts so that no scanner flags this file itself. The token in use is the
 # session Hub's (`fixtures_hub.TEST_TOKEN`), which every push here sends.
-HF_TOKEN = "hf_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G"
-WANDB_KEY = "3f786850e387550fdab836ed7e6dc881" + "de23001b"
-SECRETS = {
-    "hf": (HF_TOKEN, "a Hugging Face token"),
-    "hf_org": ("api_org_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G", "a Hugging Face organization API token"),
-    "token_in_use": ("hf_hubkit_local_" + "test_token", "the Hugging Face token in use"),
-    "wandb": ("WANDB_API_KEY=" + WANDB_KEY, "a W&B API key"),
-    "netrc": ("machine api.wandb.ai login me password " + WANDB_KEY, "a W&B API key"),
-    "aws": ("AKIA" + "IOSFODNN7EXAMPLQ", "an AWS access key id"),
-    "openai": ("sk-" + "proj-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9GQa9Zk3Lm0", "an OpenAI API key"),
-    "openai_legacy": ("sk-" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8T3BlbkFJXy1Ab4Cd6Ef9GQ", "an OpenAI API key"),
-    "anthropic": ("sk-" + "ant-api03-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G-AA", "an Anthropic API key"),
-    "private_key": (
-        "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n",
-        "a private key block",
-    ),
-}
+SECRETS = planted_secrets("hf_hubkit_local_" + "test_token")
 STEP = 10
 
 

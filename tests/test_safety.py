@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from planted import HF_TOKEN, planted_secrets
 
 from hubkit.errors import (
     AmbiguousCheckpointError,
@@ -44,25 +45,7 @@ from hubkit.safety import (
 
 BASE_ID = "Qwen/Qwen3-0.6B"
 # Planted secrets, built from parts so that no scanner flags this file itself.
-HF_TOKEN = "hf_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G"
-SECRETS = {
-    "hf": (HF_TOKEN, "a Hugging Face token"),
-    "hf_org": ("api_org_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G", "a Hugging Face organization API token"),
-    "token_in_use": ("local-hub-" + "token-4242-abcd", "the Hugging Face token in use"),
-    "wandb": ("WANDB_API_KEY=" + "3f786850e387550fdab836ed7e6dc881de23001b", "a W&B API key"),
-    "netrc": (
-        "machine api.wandb.ai login me password " + "3f786850e387550fdab836ed7e6dc881de23001b",
-        "a W&B API key",
-    ),
-    "aws": ("AKIA" + "IOSFODNN7EXAMPLQ", "an AWS access key id"),
-    "openai": ("sk-" + "proj-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9GQa9Zk3Lm0", "an OpenAI API key"),
-    "openai_legacy": ("sk-" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8T3BlbkFJXy1Ab4Cd6Ef9GQ", "an OpenAI API key"),
-    "anthropic": ("sk-" + "ant-api03-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G-AA", "an Anthropic API key"),
-    "private_key": (
-        "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n",
-        "a private key block",
-    ),
-}
+SECRETS = planted_secrets("local-hub-" + "token-4242-abcd")
 IN_USE = SECRETS["token_in_use"][0]
 
 

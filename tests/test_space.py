@@ -23,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from eval_results import write_eval
 from fixtures_hub import TEST_NAMESPACE
 from helpers import push_argv, run_cli
 from packaging.requirements import Requirement
@@ -30,13 +31,8 @@ from packaging.requirements import Requirement
 from hubkit.errors import SpaceError
 from hubkit.evaluate.results import (
     Contamination,
-    EvalSummary,
-    GenerationInfo,
     MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
-    save_eval,
 )
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
@@ -224,34 +220,20 @@ def test_examples_come_from_the_evaluation(tmp_path: Path, tiny_qwen3) -> None:
         for step in (None, 1, 2)
         for i, (problem, answer) in enumerate(problems)
     ]
-    summary = EvalSummary(
-        run_id=run_dir.name,
+    write_eval(
+        run_dir,
+        samples,
         created_at="2026-01-01T00:00:00Z",
         metric=MetricInfo(name="math_correctness", description="math-verify"),
-        problems=ProblemsInfo(
-            source="problems.jsonl",
-            split=None,
-            revision=None,
-            n=3,
-            sha256="0" * 64,
-            contamination=Contamination(checked=False, overlap=0, train_problems=None),
-        ),
-        generation=GenerationInfo(
-            backend="transformers",
-            max_new_tokens=16,
-            temperature=0.0,
-            top_p=1.0,
-            do_sample=False,
-            seed=0,
-            batch_size=4,
-            chat_template="qwen3",
-            system_prompt=None,
-        ),
-        models=tuple(
-            ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, 1, 2)
-        ),
+        problems={
+            "source": "problems.jsonl",
+            "split": None,
+            "revision": None,
+            "sha256": "0" * 64,
+            "contamination": Contamination(checked=False, overlap=0, train_problems=None),
+        },
+        generation={"max_new_tokens": 16, "batch_size": 4, "chat_template": "qwen3"},
     )
-    save_eval(run_dir, summary, samples)
     config = SpaceConfig.from_run(load_run(run_dir), "me/run")
     # The problem the best checkpoint fixed comes first, each with its reference answer.
     examples = config.app.examples
