@@ -13,12 +13,12 @@ root, each chosen step's adapter files, and `extra`. Nothing from the repo is ex
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubkit.errors import HubkitError, ManifestError
+from hubkit.hub.download import read_errors
 from hubkit.release.layout import (
     METRICS_NAME,
     TOKENIZER_FILES,
@@ -59,32 +59,6 @@ class Release:
         return "tokenizer_config.json" in self.files
 
 
-@contextlib.contextmanager
-def _hub_read_errors(repo_id: str, endpoint: str | None, error: type[HubkitError]) -> Iterator[None]:
-    """The client's failures to read a repo, as one-line errors of the caller's kind."""
-    from huggingface_hub.errors import (
-        GatedRepoError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
-    hub = endpoint or "the Hub"
-    try:
-        yield
-    except GatedRepoError as e:
-        raise error(f"{repo_id} is gated: accept its terms on the Hub and use a token that has access") from e
-    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-        raise error(
-            f"{repo_id} is not on {hub} (or is private): check the repo id, --endpoint and the token"
-        ) from e
-    except LocalEntryNotFoundError as e:
-        raise error(f"cannot reach {hub} to read {repo_id}: check the connection and --endpoint") from e
-    except HfHubHTTPError as e:
-        raise error(f"{hub} refused to serve {repo_id} ({e}): check the token, then retry") from e
-
-
 def read_release(
     repo_id: str, *, endpoint: str | None = None, token: str | None = None, error: type[HubkitError]
 ) -> Release:
@@ -101,7 +75,7 @@ def read_release(
     """
     from huggingface_hub import HfApi
 
-    with _hub_read_errors(repo_id, endpoint, error):
+    with read_errors(repo_id, revision=None, endpoint=endpoint, error=error):
         info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
     files = {
         s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in info.siblings or ()
@@ -149,7 +123,7 @@ def download_release(
     wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
     wanted += [path for step in steps for path in checkpoint_files(step)]
     paths = [path for path in dict.fromkeys(wanted) if path in release.files]
-    with _hub_read_errors(release.repo_id, endpoint, error):
+    with read_errors(release.repo_id, revision=None, endpoint=endpoint, error=error):
         # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
         folder = Path(
             snapshot_download(
