@@ -53,7 +53,7 @@ TYPES = ("bf16", "q8_0")
 
 def build_model(model_dir: Path, layers: int) -> int:
     """The Qwen3-4B-shaped model with the Qwen3 tokenizer; returns its weights' size in bytes."""
-    from hubkit.tiny import copy_tokenizer
+    from hubkit.demo.tiny import copy_tokenizer
 
     # bench/merge.py's build_base takes the layer count; the shape comes from its module constants.
     spec = importlib.util.spec_from_file_location("bench_merge", BENCH_DIR / "merge.py")

@@ -1,9 +1,11 @@
 """Benchmark `hubkit push` (the library's `push_run`) against `hf upload` of the same checkpoints.
 
-    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 6] [--workdir DIR]
+    .venv/bin/python bench/push.py [--scale seed|small|both] [--rounds 6] [--workdir DIR] [--link-rate MB/s]
 
 Two generated TRL-layout runs (random weights, seeded), each pushed with `merged=False, space=False` to a
-local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's):
+local Hub that runs as `hubkit hub serve` in its own process (its CPU is not this process's), reached
+directly (loopback: a 132 MB upload takes ~0.35 s) or, with `--link-rate`, through bench/throttle.py, a proxy
+that passes that many MB per second each way (a realistic link; pushes and uploads go through it alike):
 
     seed    10 checkpoints of Qwen3-4B's LoRA shape: r=16 on q,k,v,o,gate,up,down, 36 layers, fp32 (132 MB
             each, 1.32 GB); the base repo holds only Qwen3-4B's config.json
@@ -55,6 +57,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
+
+from hubkit.adapters.base_check import read_off_config
+from hubkit.testing.runs import make_run, write_checkpoint
 
 TOKEN = "hubkit-bench-token"
 T = TypeVar("T")
@@ -109,23 +114,9 @@ class Scale:
 
 
 def seed_scale() -> Scale:
-    c = QWEN3_4B_CONFIG
-    hidden, inter, head = c["hidden_size"], c["intermediate_size"], c["head_dim"]
-    q, kv = c["num_attention_heads"] * head, c["num_key_value_heads"] * head
-    per_layer = {
-        "self_attn.q_proj": (hidden, q),
-        "self_attn.k_proj": (hidden, kv),
-        "self_attn.v_proj": (hidden, kv),
-        "self_attn.o_proj": (q, hidden),
-        "mlp.gate_proj": (hidden, inter),
-        "mlp.up_proj": (hidden, inter),
-        "mlp.down_proj": (inter, hidden),
-    }
-    modules = {
-        f"model.layers.{layer}.{name}": shape
-        for layer in range(c["num_hidden_layers"])
-        for name, shape in per_layer.items()
-    }
+    # Every Linear of the base but lm_head, as the push checks them against the base's config.
+    linears = read_off_config(QWEN3_4B_CONFIG) or {}
+    modules = {name: shape for name, shape in linears.items() if name != "lm_head"}
     return Scale("seed", BASE_REPO, QWEN3_4B_CONFIG, 16, modules, targets=True)
 
 
@@ -158,60 +149,33 @@ def tiny_scale(scale: Scale) -> Scale:
 # --- the run on disk ----------------------------------------------------------------------------------
 
 
-def write_checkpoint(run_dir: Path, scale: Scale, step: int) -> None:
-    """checkpoint-<step>/ as TRL saves it: the PEFT adapter and trainer_state.json.
-
-    numpy, not torch: this process forks children, and torch's thread pool does not survive a fork.
-    """
-    import numpy as np
-    from safetensors.numpy import save_file
-
-    path = run_dir / f"checkpoint-{step}"
-    path.mkdir(parents=True)
-    generator = np.random.default_rng(step)
-    tensors = {}
-    for module, (fan_in, fan_out) in scale.modules.items():
-        prefix = f"base_model.model.{module}"
-        for key, shape in (
-            (f"{prefix}.lora_A.weight", (scale.rank, fan_in)),
-            (f"{prefix}.lora_B.weight", (fan_out, scale.rank)),
-        ):
-            tensors[key] = generator.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
-    save_file(tensors, path / "adapter_model.safetensors", metadata={"format": "pt"})
-    targets = sorted({m.rsplit(".", 1)[-1] for m in scale.modules})
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": scale.base_repo,
-        "r": scale.rank,
-        "lora_alpha": 2 * scale.rank,
-        "lora_dropout": 0.0,
-        "target_modules": targets,
-        "bias": "none",
-    }
-    (path / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    history = [{"step": s, "loss": 1 / s, "reward": 0.5 + 0.001 * s} for s in range(10, step + 1, 10)]
-    (path / "trainer_state.json").write_text(
-        json.dumps({"global_step": step, "max_steps": 1000, "log_history": history})
+def write_scale_checkpoint(run_dir: Path, scale: Scale, step: int) -> None:
+    """checkpoint-<step>/ as TRL saves it (`hubkit.testing.runs`): the PEFT adapter and trainer_state.json."""
+    write_checkpoint(
+        run_dir,
+        step,
+        base_model=scale.base_repo,
+        shapes=scale.modules,
+        rank=scale.rank,
+        scale=0.02,
+        log_every=10,
+        training_state=False,
     )
 
 
-def make_run(root: Path, scale: Scale) -> Path:
-    from hubkit.manifest import LoraSettings, Manifest
-
-    run_dir = root / f"{scale.name}-run"
-    run_dir.mkdir(parents=True)
-    targets = tuple(sorted({m.rsplit(".", 1)[-1] for m in scale.modules}))
-    Manifest(
-        run_id=f"bench-{scale.name}",
-        framework="trl",
+def make_scale_run(root: Path, scale: Scale) -> Path:
+    steps = tuple(10 * n for n in range(1, scale.checkpoints + 1))
+    return make_run(
+        root,
+        steps,
         base_model=scale.base_repo,
-        lora=LoraSettings(r=scale.rank, alpha=2 * scale.rank, target_modules=targets),
-        started_at="2026-01-01T00:00:00Z",
-    ).save(run_dir)
-    for step in range(1, scale.checkpoints + 1):
-        write_checkpoint(run_dir, scale, step * 10)
-    return run_dir
+        shapes=scale.modules,
+        rank=scale.rank,
+        run_id=f"bench-{scale.name}",
+        scale=0.02,
+        log_every=10,
+        training_state=False,
+    )
 
 
 # --- children -------------------------------------------------------------------------------------------
@@ -281,11 +245,11 @@ def hf_upload(endpoint: str, repo_id: str, folder: Path, path_in_repo: str = "",
 
 def hubkit_push(endpoint: str, run_dir: Path, repo_id: str) -> tuple[str | None, int, float]:
     """One push: its commit (None: unchanged), the bytes it uploaded, and the seconds its card took."""
-    import hubkit.cards
+    import hubkit.publish.repos  # where the push's builder looks the card renderer up
     from hubkit.publish import PushRequest, push_run
 
     card_seconds = []
-    render = hubkit.cards.adapter_card_files
+    render = hubkit.publish.repos.adapter_card_files
 
     def timed_card(*args: object, **kwargs: object) -> dict[str, bytes]:  # in this child process only
         start = time.perf_counter()
@@ -294,7 +258,7 @@ def hubkit_push(endpoint: str, run_dir: Path, repo_id: str) -> tuple[str | None,
         finally:
             card_seconds.append(time.perf_counter() - start)
 
-    hubkit.cards.adapter_card_files = timed_card
+    hubkit.publish.repos.adapter_card_files = timed_card
     request = PushRequest(run_dir, repo_id=repo_id, merged=False, space=False, endpoint=endpoint, token=TOKEN)
     (repo,) = push_run(request).repos
     return repo.commit_sha, repo.bytes_uploaded, sum(card_seconds)
@@ -361,7 +325,7 @@ def counterbalanced(values: list[float], first_in_even_rounds: bool) -> float:
 def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None:
     name = scale.name
     publish_base(endpoint, scale)
-    run_dir = make_run(workdir, scale)
+    run_dir = make_scale_run(workdir, scale)
     print(
         f"[{name}] run: {scale.checkpoints} checkpoints of {scale.adapter_bytes / 1e6:.1f} MB "
         f"({scale.checkpoints * scale.adapter_bytes / 1e9:.2f} GB), {rounds} rounds",
@@ -418,7 +382,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
 
     for i in range(rounds):  # a new checkpoint each round
         step = (scale.checkpoints + 1 + i) * 10
-        write_checkpoint(run_dir, scale, step)
+        write_scale_checkpoint(run_dir, scale, step)
         folder = run_dir / f"checkpoint-{step}"
         hf_seconds, (commit, uploaded, _) = both(
             i,
@@ -434,7 +398,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
     push_command = [bin_dir / "hubkit", "push", "--run-dir", run_dir, "--repo-id", hubkit_repo]
     for i in range(max(1, rounds // 2)):
         step = (scale.checkpoints + 1 + rounds + i) * 10
-        write_checkpoint(run_dir, scale, step)
+        write_scale_checkpoint(run_dir, scale, step)
         folder = run_dir / f"checkpoint-{step}"
         hf_seconds, hubkit_seconds = both(
             i,
@@ -470,7 +434,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
             child_call(endpoint, "delete_repo", repo)
 
     # The same push of a near-empty adapter: the interpreter, its imports and a push's fixed costs.
-    empty_run = make_run(workdir / "empty", tiny_scale(scale))
+    empty_run = make_scale_run(workdir / "empty", tiny_scale(scale))
     rss_empty = in_child(hubkit_push, endpoint, empty_run, f"bench/empty-{name}")[1]
     for repo in (hf_repo, hubkit_repo, f"bench/empty-{name}"):
         child_call(endpoint, "delete_repo", repo)
@@ -533,6 +497,17 @@ def start_server(root: Path) -> tuple[str, subprocess.Popen]:
     return process.stdout.readline().strip(), process
 
 
+def start_link(upstream: str, megabytes_per_second: float) -> tuple[str, subprocess.Popen]:
+    """bench/throttle.py in front of `upstream`: its endpoint and its process."""
+    throttle = Path(__file__).with_name("throttle.py")
+    process = subprocess.Popen(
+        [sys.executable, str(throttle), "--upstream", upstream, "--rate", str(megabytes_per_second * 1e6)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process.stdout.readline().strip(), process
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -541,6 +516,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6, help="an even number: each goes first as often")
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where the runs and the Hub go (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--link-rate",
+        type=float,
+        default=None,
+        help="reach the Hub through a link of this many MB/s each way (default: loopback, unlimited)",
     )
     args = parser.parse_args()
     scales = {"seed": [seed_scale()], "small": [small_scale()], "both": [small_scale(), seed_scale()]}[
@@ -554,6 +535,10 @@ def main() -> None:
             f"{workdir} has {free / 1e9:.1f} GB free; this benchmark needs about {needed / 1e9:.1f} GB"
         )
     endpoint, server = start_server(workdir / "hub")
+    processes = [server]
+    if args.link_rate is not None:
+        endpoint, link = start_link(endpoint, args.link_rate)
+        processes.append(link)
     try:
         from hubkit.localhub.client_env import use_local_hub
 
@@ -563,18 +548,21 @@ def main() -> None:
         disable_progress_bars()
         # Import in the parent what a push and an upload import, so that the forked children do not.
         warm = small_scale()
-        warm_run = make_run(workdir / "warm", tiny_scale(warm))
+        warm_run = make_scale_run(workdir / "warm", tiny_scale(warm))
         publish_base(endpoint, warm)
         warm_imports(listed_modules(lambda: hubkit_push(endpoint, warm_run, "bench/warm-hubkit")))
         warm_imports(listed_modules(lambda: hf_upload(endpoint, "bench/warm-hf", warm_run, create=True)))
+        link = "loopback" if args.link_rate is None else f"a {args.link_rate:g} MB/s link (bench/throttle.py)"
         print(
-            f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process); workdir free: {free / 1e9:.0f} GB"
+            f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process), through {link}; "
+            f"workdir free: {free / 1e9:.0f} GB"
         )
         for scale in scales:
             bench_scale(scale, endpoint, workdir, args.rounds)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=60)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

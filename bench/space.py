@@ -1,6 +1,7 @@
-"""Benchmark the Space's engine (`spaces/compare/engine.py`): what its batching saves, and how fast it switches.
+"""Benchmark the Space's engine (`spaces/compare/engine.py`): what its batching saves, how fast it switches,
+and (--memory) the memory it needs on a CPU at the seed's size.
 
-A Qwen3-style model built from config (random weights, the real Qwen3 tokenizer; --hidden and --layers set
+Speed. A Qwen3-style model built from config (random weights, the real Qwen3 tokenizer; --hidden and --layers set
 its size) and 5 LoRA checkpoints (r=16 on every linear layer, random non-zero weights) are published to an
 embedded local Hub and loaded by the app's own engine, on this machine's CPU (or GPU), in float32. Every
 generation makes exactly --new-tokens tokens (greedy, end of text suppressed), so the work compared is equal.
@@ -17,14 +18,26 @@ The timings are medians over --repeats rounds, the variants in rotating order wi
 On a CPU the 151,669-token output layer dominates a small model, and a small-batch matrix product there costs
 about rows x one row's (more on an oversubscribed machine, where --threads 1 is also faster): the targets
 are for a GPU, where one decoding step of a few rows costs about as much as one row's.
+
+Memory (--memory). A Qwen3-4B-shaped base (36 layers, hidden 2560, tied embeddings; random weights, bf16
+shards: 8.0 GB) and two r=16 all-linear checkpoints, built with bench/merge.py's builders; the checkpoints
+on an embedded local Hub, the base read from its folder (as from the Hub's cache). A fresh child process
+runs the engine as the app does on a CPU (dtype "auto", one adapter at a time) and reports its peak RSS
+(VmHWM): with the base and one checkpoint loaded (the weights are memory-mapped, resident once read),
+after a side-by-side answer of --answer-tokens tokens, and after switching to the other checkpoint. Each is printed against the size of the bf16 weights; the
+target is a free CPU Space's memory with room to spare: <= 10 GB.
+
+    $ .venv/bin/python bench/space.py --memory [--answer-tokens 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +50,11 @@ CHECKPOINTS = 5
 TARGETS = {"side_by_side": 0.65, "trajectory": 2.0, "switch_ms": 100.0}
 PROMPT = "A baker makes 12 trays of 24 cookies and sells all but 30 of them. How many cookies does she sell?"
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# Qwen3-4B: hidden, intermediate, attention heads, KV heads, head dim, vocabulary (padded); 36 layers.
+QWEN3_4B_SHAPE = (2560, 9728, 32, 8, 128, 151936)
+QWEN3_4B_LAYERS = 36
+MEMORY_TARGET_BYTES = 10e9
+SEED_STEPS = (100, 200)
 
 
 def main() -> None:
@@ -46,7 +64,17 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads  [default: torch's]")
+    parser.add_argument("--memory", action="store_true", help="measure peak RSS at the seed's size instead")
+    parser.add_argument("--answer-tokens", type=int, default=8, help="--memory: tokens of the answer")
+    parser.add_argument(
+        "--memory-worker", nargs=2, metavar=("BASE_DIR", "ADAPTER_REPO"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.memory_worker:
+        print(
+            json.dumps(memory_worker(Path(args.memory_worker[0]), args.memory_worker[1], args.answer_tokens))
+        )
+        return
     if args.threads:
         import torch
 
@@ -58,7 +86,10 @@ def main() -> None:
     os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HUB_DISABLE_XET="1", HF_HOME=str(workdir / "hf_home"))
     os.environ.pop("HF_TOKEN", None)
     try:
-        run(args, workdir)
+        if args.memory:
+            run_memory(args, workdir)
+        else:
+            run(args, workdir)
     finally:
         hub.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -72,7 +103,7 @@ def publish(args: argparse.Namespace, workdir: Path) -> tuple[str, str]:
     from peft import LoraConfig, get_peft_model
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-    from hubkit.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
+    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
 
     disable_progress_bars()
     base_dir = workdir / "base"
@@ -134,6 +165,7 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         dtype="float32",
         max_new_tokens=args.new_tokens,
         max_loaded_adapters=CHECKPOINTS + 1,
+        cpu_max_loaded_adapters=CHECKPOINTS + 1,  # all five at once, also on a CPU
     )
     engine = Engine(config)
     values = [v for v in engine.list_checkpoints() if v != FINAL]
@@ -208,6 +240,111 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
         f"switch to a loaded checkpoint: {switch_ms:.3f} ms median, {switch_max_ms:.3f} ms max "
         f"(target <= {TARGETS['switch_ms']:.0f} ms; loading a new one from the Hub: {load_s * 1000:.0f} ms)"
     )
+
+
+# --- Memory at the seed's size ------------------------------------------------------------------------------
+
+
+def build_seed_size(workdir: Path) -> tuple[Path, str, int]:
+    """The Qwen3-4B-shaped bf16 base in a folder and an adapter repo with two checkpoints on the local Hub.
+
+    Returns:
+        The base's folder, the adapter repo and the size of the base's bf16 shards in bytes.
+    """
+    import merge  # bench/merge.py, beside this file
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import disable_progress_bars
+
+    from hubkit.demo.tiny import copy_tokenizer
+
+    disable_progress_bars()
+    # merge.py's builders read the model's shape from its module constants (Qwen3-1.7B's): set Qwen3-4B's.
+    merge.HIDDEN, merge.INTERMEDIATE, merge.HEADS, merge.KV_HEADS, merge.HEAD_DIM, merge.VOCAB = (
+        QWEN3_4B_SHAPE
+    )
+    base_dir = workdir / "base-4b"
+    started = time.perf_counter()
+    weights_bytes = merge.build_base(base_dir, QWEN3_4B_LAYERS)
+    copy_tokenizer(base_dir)
+    api = HfApi()
+    repo = "bench/run-4b"
+    api.create_repo(repo)
+    for step in SEED_STEPS:
+        adapter_dir = workdir / f"adapter-{step}"
+        merge.build_adapter(base_dir, adapter_dir, QWEN3_4B_LAYERS)
+        api.upload_folder(
+            repo_id=repo, folder_path=adapter_dir, path_in_repo=f"checkpoints/global_step_{step}"
+        )
+        shutil.rmtree(adapter_dir)
+    print(
+        f"built the seed-size base and {len(SEED_STEPS)} checkpoints in {time.perf_counter() - started:.0f} s"
+    )
+    return base_dir, repo, weights_bytes
+
+
+def memory_worker(base_dir: Path, adapter_repo: str, answer_tokens: int) -> dict[str, float]:
+    """In a fresh process: the engine on this CPU, as the app builds it; peak RSS at each stage (bytes)."""
+    import merge
+
+    sys.path.insert(0, str(ROOT / "spaces" / "compare"))
+    from config import AppConfig
+    from engine import Engine, Settings
+
+    def peak() -> float:
+        return merge.peak_rss_mib() * 2**20
+
+    config = AppConfig(
+        title="bench", base_model=str(base_dir), adapter_repo=adapter_repo, chat_template="base"
+    )
+    started = time.perf_counter()
+    engine = Engine(config, device="cpu")
+    values = engine.list_checkpoints()
+    engine.ensure_loaded([values[0]])
+    result = {"load_s": time.perf_counter() - started, "loaded": peak(), "dtype": str(engine.dtype)}
+    result["default_max_new_tokens"] = engine.default_max_new_tokens
+    prompt_ids = engine.encode(PROMPT)
+    started = time.perf_counter()
+    answers = engine.generate(prompt_ids, [None, values[0]], Settings(max_new_tokens=answer_tokens))
+    result["answer_s"] = time.perf_counter() - started
+    result["answer_tokens"] = max(answer.tokens for answer in answers)
+    result["answered"] = peak()
+    engine.ensure_loaded([values[1]])
+    result["switched"] = peak()
+    result["adapters_loaded"] = len(engine.loaded)
+    return result
+
+
+def run_memory(args: argparse.Namespace, workdir: Path) -> None:
+    base_dir, adapter_repo, weights_bytes = build_seed_size(workdir)
+    os.sync()  # the builder's writes are not the worker's to wait for
+    command = [sys.executable, __file__, "--memory-worker", str(base_dir), adapter_repo]
+    command += ["--answer-tokens", str(args.answer_tokens)]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    gb = 1e9
+    print(
+        f"Qwen3-4B-shaped base, bf16 weights {weights_bytes / gb:.2f} GB; engine on this CPU: dtype "
+        f"{measured['dtype'].removeprefix('torch.')}, {measured['adapters_loaded']} adapter loaded at a time, "
+        f"default answer {measured['default_max_new_tokens']} tokens"
+    )
+    print(f"  loading the base and one checkpoint: {measured['load_s']:.1f} s")
+    print(
+        f"  side-by-side answer, 2 rows x {measured['answer_tokens']} tokens: {measured['answer_s']:.1f} s "
+        f"(prompt included)"
+    )
+    # Until a generate reads them, the memory-mapped weights are not resident: the answer's peak is the one.
+    stages = {
+        "base + one checkpoint, unread": "loaded",
+        "after a side-by-side answer": "answered",
+        "after switching checkpoints": "switched",
+    }
+    for label, key in stages.items():
+        peak = measured[key]
+        verdict = "ok" if peak <= MEMORY_TARGET_BYTES else "MISSED"
+        print(
+            f"  peak RSS {label:<29} {peak / gb:5.2f} GB = {peak / weights_bytes:.2f}x the bf16 weights "
+            f"(target <= {MEMORY_TARGET_BYTES / gb:.0f} GB: {verdict})"
+        )
 
 
 if __name__ == "__main__":

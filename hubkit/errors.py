@@ -20,8 +20,20 @@ class ManifestError(HubkitError):
     """hubkit.json is missing a field, has a wrong type, or a newer schema than this hubkit."""
 
 
+class RunNotStartedError(ManifestError):
+    """A run directory without hubkit.json holds no checkpoint yet, so its framework cannot be told."""
+
+
 class CheckpointError(HubkitError):
     """A checkpoint is incomplete, truncated, pickle-only or otherwise unusable."""
+
+
+class WatchTimeoutError(HubkitError):
+    """A watching push saw no new checkpoint within --watch-timeout."""
+
+
+class QuantizedBaseError(HubkitError):
+    """A release would name a quantized (4-bit) base where it needs the full-precision one."""
 
 
 # --- Adapters -----------------------------------------------------------------------------------
@@ -54,7 +66,7 @@ class PublishError(HubkitError):
 
 
 class UnsafeFileError(PublishError):
-    """A planned file is never publishable (optimizer/RNG state, pickles) or holds a secret or local path."""
+    """A file a push would publish must not leave the machine; the subclasses below say why."""
 
 
 class LocalHubError(HubkitError):
@@ -84,6 +96,49 @@ class ContaminationError(EvalError):
 
 class SpaceError(HubkitError):
     """The Space cannot be written or served: a package it pins is missing, a repo without hubkit.json."""
+
+
+# --- File formats and what a push may publish -----------------------------------------------------
+
+
+class FileFormatError(HubkitError):
+    """A file is not of the format its name says (not JSON, nested too deep, not a tokenizer, ...)."""
+
+
+class FileTooLargeError(FileFormatError):
+    """A file is larger than its format's reader accepts; it was refused from its size, unread."""
+
+
+class MalformedFileError(UnsafeFileError):
+    """A file a push would publish is not of its kind's format, so it cannot be written out from what was read."""
+
+
+class OversizedFileError(UnsafeFileError):
+    """A file a push would publish is larger than its kind allows (a tokenizer over 50 MB, a config over 1 MB)."""
+
+
+class SecretInFileError(UnsafeFileError):
+    """A file a push would publish holds a token, an API key or a private key."""
+
+
+class LocalPathInFileError(UnsafeFileError):
+    """A file a push would publish holds an absolute path of this machine (a home, the run, a cache, a scratch disk)."""
+
+
+class UnsafeLinkError(UnsafeFileError):
+    """A file a push would publish is a symlink to something other than a regular file (a device, /proc, a folder)."""
+
+
+class ForeignCheckpointsError(UnsafeFileError):
+    """The checkpoints a push would publish lie outside the run directory, and the user did not name that place."""
+
+
+class AmbiguousCheckpointError(UnsafeFileError):
+    """Two checkpoint folders claim the same step (checkpoint-10 and checkpoint-0010): which one to publish is unclear."""
+
+
+class TrainingArgsError(FileFormatError):
+    """A checkpoint's training_args.bin cannot be read safely (a class it names is not a trainer's)."""
 
 
 # --- GGUF export --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.manifest import Hardware, LoraSettings, Manifest
+from hubkit.runs.manifest import Hardware, LoraSettings, Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"

@@ -3,7 +3,6 @@ local Hub, and logits of every prepared adapter of the real TRL and verl runs.""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import shutil
@@ -14,22 +13,30 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures_runs import copy_verl_run, verl_reference_dir
+from helpers import logits, sha256_of
 from safetensors.torch import load_file, save_file
-from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
-from hubkit.adapter_weights import scan_weights
-from hubkit.adapters import check_against_base, normalize_key, prepare_adapter, prepare_adapters
+from hubkit.adapters.base_check import BaseConfig, check_against_base
+from hubkit.adapters.prepare import prepare_adapter, prepare_adapters
+from hubkit.adapters.scan import scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
-from hubkit.hashing import hash_file
-from hubkit.manifest import LoraSettings, Manifest
+from hubkit.formats.fsdp import load_lora_tensors
+from hubkit.formats.peft import normalize_key
+from hubkit.formats.safetensors import read_header
+from hubkit.hub.hashing import hash_file
 from hubkit.runs import Checkpoint, load_run
-from hubkit.safetensors_header import read_header
-from hubkit.verl_shards import load_lora_tensors
+from hubkit.runs.manifest import LoraSettings, Manifest
+from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 BASE_ID = "hubkit-test/tiny-qwen3"
 # Shapes of the tiny Qwen3 (hidden 64, 4 q heads and 2 kv heads of 16): q_proj 64->64, k_proj 64->32.
 MODULES = {"model.layers.0.self_attn.q_proj": (64, 64), "model.layers.0.self_attn.k_proj": (64, 32)}
 RANK = 4
+
+
+def _base(base_model: str) -> BaseConfig:
+    """The base's config.json from the local Hub, as a push downloads it."""
+    return BaseConfig.download(base_model, None, endpoint=None, token=None)
 
 
 def _tensors(key_suffix: str = ".weight") -> dict[str, torch.Tensor]:
@@ -67,12 +74,15 @@ def _trl_run(
     Manifest(
         run_id="handmade", framework="trl", base_model=BASE_ID, base_model_revision="main", lora=lora
     ).save(run_dir)
-    checkpoint = run_dir / "checkpoint-1"
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 1, "log_history": []}))
-    save_file(_tensors() if tensors is None else tensors, checkpoint / "adapter_model.safetensors")
-    (checkpoint / "adapter_config.json").write_text(json.dumps(_config() if config is None else config))
-    return checkpoint
+    return write_checkpoint(
+        run_dir,
+        1,
+        base_model=BASE_ID,
+        tensors=_tensors() if tensors is None else tensors,
+        config=_config() if config is None else config,
+        state={"global_step": 1, "log_history": []},
+        training_state=False,
+    )
 
 
 def _prepare(run_dir: Path, out: Path, alongside_others: bool = False):
@@ -247,10 +257,6 @@ def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
 # --- one read: the data checked and the file hashed; the saved file published as it is ------------------
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def test_weights_saved_in_peft_form_are_published_as_saved_and_hashed_in_the_read_that_checks_them(
     tmp_path: Path,
 ) -> None:
@@ -259,20 +265,23 @@ def test_weights_saved_in_peft_form_are_published_as_saved_and_hashed_in_the_rea
     published = prepared.dir / "adapter_model.safetensors"
     assert prepared.saved_weights_published
     assert published.read_bytes() == saved.read_bytes()
-    assert (prepared.weights.size, prepared.weights.sha256) == (saved.stat().st_size, _sha256(saved))
+    assert (prepared.weights.size, prepared.weights.sha256) == (saved.stat().st_size, sha256_of(saved))
     assert hash_file(published).sha256 == prepared.weights.sha256
 
 
 def test_keys_outside_peft_form_are_rewritten_around_the_saved_tensor_bytes(tmp_path: Path) -> None:
     saved = _trl_run(tmp_path / "run", tensors=_tensors(".default.weight")) / "adapter_model.safetensors"
-    before = _sha256(saved)
+    before = sha256_of(saved)
     prepared = _prepare(tmp_path / "run", tmp_path / "out")
     published = prepared.dir / "adapter_model.safetensors"
     assert not prepared.saved_weights_published
-    assert (prepared.weights.size, prepared.weights.sha256) == (published.stat().st_size, _sha256(published))
+    assert (prepared.weights.size, prepared.weights.sha256) == (
+        published.stat().st_size,
+        sha256_of(published),
+    )
     tensors, expected = load_file(published), _tensors()
     assert sorted(tensors) == sorted(expected) and all(torch.equal(tensors[k], expected[k]) for k in expected)
-    assert _sha256(saved) == before
+    assert sha256_of(saved) == before
 
 
 def test_preparing_into_a_used_directory_never_writes_through_to_a_saved_checkpoint(tmp_path: Path) -> None:
@@ -291,7 +300,7 @@ def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
     first = _prepare(tmp_path / "run", tmp_path / "out-1")
     assert [p.suffix for p in (tmp_path / "run" / ".hubkit" / "adapters").iterdir()] == [".json"]
     scans = []
-    monkeypatch.setattr("hubkit.adapters.scan_weights", lambda *args, **kwargs: scans.append(args))
+    monkeypatch.setattr("hubkit.adapters.prepare.scan_weights", lambda *args, **kwargs: scans.append(args))
     second = _prepare(tmp_path / "run", tmp_path / "out-2")  # a later push: the run directory remembers
     assert scans == [] and second.weights == first.weights and second.config == first.config
     monkeypatch.undo()
@@ -305,7 +314,7 @@ def test_an_unchanged_checkpoint_is_not_read_again_and_a_resaved_one_is(
     # Saved again with a diverged tensor, at the same size: read (and refused) again.
     tensors = _tensors()
     _with_nan(tensors)
-    save_file(tensors, weights)
+    save_file(tensors, weights, metadata={"format": "pt"})  # as the first save
     assert weights.stat().st_size == first.weights.size
     with pytest.raises(AdapterError, match="NaN or Inf"):
         _prepare(tmp_path / "run", tmp_path / "out-3")
@@ -342,8 +351,8 @@ def test_finite_values_whose_sum_overflows_are_not_taken_for_inf(tmp_path: Path)
 def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alongside_others: bool
 ) -> None:
-    monkeypatch.setattr("hubkit.adapter_weights.CHUNK_BYTES", 64 * 1024)
-    monkeypatch.setattr("hubkit.adapter_weights.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.scan.CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.scan.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
     generator = torch.Generator().manual_seed(0)
     tensors = {}
     for layer in range(16):  # 32 tensors of 64 KiB: a 2 MiB file
@@ -361,7 +370,7 @@ def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert hashes.sha256 == _sha256(path)
+    assert hashes.sha256 == sha256_of(path)
     assert peak < path.stat().st_size / 4, (
         f"{peak} bytes held while reading a {path.stat().st_size}-byte file"
     )
@@ -377,14 +386,14 @@ def test_adapters_read_together_are_hashed_on_their_reading_threads_and_one_new_
         reads.append((path.parent.name, alongside_others))
         return scan_weights(path, *args, alongside_others=alongside_others, **kwargs)
 
-    monkeypatch.setattr("hubkit.adapters.scan_weights", recorded)
+    monkeypatch.setattr("hubkit.adapters.prepare.scan_weights", recorded)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     run = load_run(run_dir)
     first = prepare_adapters(run, run.checkpoints, tmp_path / "staging-1")
     assert sorted(reads) == [(f"checkpoint-{s}", True) for s in (1, 2, 3)]
     for adapter in first:
         saved = run_dir / f"checkpoint-{adapter.step}" / "adapter_model.safetensors"
-        assert adapter.weights.sha256 == _sha256(saved)
+        assert adapter.weights.sha256 == sha256_of(saved)
     reads.clear()
     write_checkpoint(run_dir, 4, base_model=BASE_ID, shapes=TINY_SHAPES)
     run = load_run(run_dir)
@@ -425,7 +434,7 @@ def test_check_against_base_accepts_matching_shapes_from_config_only(
 ) -> None:
     assert tiny_qwen3.repo_id == BASE_ID
     logged = len(local_hub.request_log)
-    check_against_base(_handmade_adapter(tmp_path, _tensors()), BASE_ID)
+    check_against_base(_handmade_adapter(tmp_path, _tensors()), _base(BASE_ID))
     fetched = [path for _, path, _ in local_hub.request_log[logged:]]
     assert not any(path.endswith(".safetensors") for path in fetched)  # no weights downloaded
 
@@ -435,11 +444,11 @@ def test_a_passing_check_against_the_base_is_remembered_per_file_version(
 ) -> None:
     adapter = _handmade_adapter(tmp_path, _tensors())
     run_dir = tmp_path / "run"
-    check_against_base(adapter, BASE_ID, run_dir=run_dir)
+    check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)
     assert len(list((run_dir / ".hubkit" / "base-checks").iterdir())) == 1
     headers = []
-    monkeypatch.setattr("hubkit.adapters.read_weights_header", lambda *args: headers.append(args))
-    check_against_base(adapter, BASE_ID, run_dir=run_dir)  # remembered: the header is not read
+    monkeypatch.setattr("hubkit.adapters.base_check.read_weights_header", lambda *args: headers.append(args))
+    check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)  # remembered: the header is not read
     assert headers == []
     monkeypatch.undo()
     # Saved again, with a module the base does not have: checked again, and refused.
@@ -448,7 +457,7 @@ def test_a_passing_check_against_the_base_is_remembered_per_file_version(
     tensors["base_model.model.model.layers.9.mlp.up_proj.lora_B.weight"] = torch.ones(128, RANK)
     save_file(tensors, adapter / "adapter_model.safetensors")
     with pytest.raises(BaseModelMismatchError, match="does not exist"):
-        check_against_base(adapter, BASE_ID, run_dir=run_dir)
+        check_against_base(adapter, _base(BASE_ID), run_dir=run_dir)
 
 
 def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked_against_them(
@@ -456,20 +465,20 @@ def test_the_bases_shapes_are_remembered_in_the_run_and_a_new_adapter_is_checked
 ) -> None:
     """A new checkpoint against a base already seen builds no model (no transformers), and is still checked."""
     run_dir = tmp_path / "run"
-    check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), BASE_ID, run_dir=run_dir)
+    check_against_base(_handmade_adapter(tmp_path / "a", _tensors()), _base(BASE_ID), run_dir=run_dir)
     (remembered,) = (run_dir / ".hubkit" / "base-shapes").iterdir()
     built = []
-    monkeypatch.setattr("hubkit.adapters.linear_shapes", lambda path: built.append(path))
-    check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), BASE_ID, run_dir=run_dir)
+    monkeypatch.setattr("hubkit.adapters.base_check.linear_shapes", lambda path: built.append(path))
+    check_against_base(_handmade_adapter(tmp_path / "b", _tensors()), _base(BASE_ID), run_dir=run_dir)
     tensors = _tensors()
     tensors["base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight"] = torch.ones(64, RANK)
     with pytest.raises(BaseModelMismatchError, match=r"k_proj\.lora_B has shape \(64, 4\).*64->32"):
-        check_against_base(_handmade_adapter(tmp_path / "c", tensors), BASE_ID, run_dir=run_dir)
+        check_against_base(_handmade_adapter(tmp_path / "c", tensors), _base(BASE_ID), run_dir=run_dir)
     assert built == []
     # An unreadable record is built again, and written anew.
     remembered.write_text("{not json")
     monkeypatch.undo()
-    check_against_base(_handmade_adapter(tmp_path / "d", _tensors()), BASE_ID, run_dir=run_dir)
+    check_against_base(_handmade_adapter(tmp_path / "d", _tensors()), _base(BASE_ID), run_dir=run_dir)
     assert json.loads(remembered.read_text())["linears"]
 
 
@@ -480,7 +489,7 @@ def test_check_against_base_refuses_wrong_shape(tmp_path: Path, tiny_qwen3) -> N
     with pytest.raises(
         BaseModelMismatchError, match=r"global_step_7: .*k_proj\.lora_B has shape \(64, 4\).*64->32"
     ):
-        check_against_base(adapter, BASE_ID, label="global_step_7")
+        check_against_base(adapter, _base(BASE_ID), label="global_step_7")
 
 
 def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -> None:
@@ -491,21 +500,16 @@ def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -
     with pytest.raises(
         BaseModelMismatchError, match=r"adapter: module model\.layers\.9\.mlp\.up_proj does not exist"
     ):
-        check_against_base(adapter, BASE_ID)
+        check_against_base(adapter, _base(BASE_ID))
 
 
 def test_check_against_base_refuses_missing_base(tmp_path: Path, local_hub) -> None:
     adapter = _handmade_adapter(tmp_path, _tensors())
-    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model has no config\.json"):
-        check_against_base(adapter, "hubkit-test/no-such-model")
+    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model is not on the Hub"):
+        check_against_base(adapter, _base("hubkit-test/no-such-model"))
 
 
 # --- real runs: logits ----------------------------------------------------------------------------
-
-
-def _logits(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids=input_ids).logits
 
 
 @pytest.fixture(scope="module")
@@ -527,17 +531,17 @@ def test_trl_prepared_adapters_match_the_saved_checkpoints(
 
     run = load_run(trl_run_dir)
     input_ids = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 488, 220, 18, 30, 151645]])
-    base_logits = _logits(tiny_base(), input_ids)
+    base_logits = logits(tiny_base(), input_ids)
     for checkpoint in run.checkpoints:
         prepared = prepare_adapter(run, checkpoint, tmp_path / checkpoint.name)
         assert not prepared.rebuilt and prepared.num_modules == 2 * 7  # 2 layers x 7 projections
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         saved_config = json.loads((checkpoint.path / "adapter_config.json").read_text())
         assert saved_config["base_model_name_or_path"] != run.manifest.base_model  # TRL saved the local path
-        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         assert str(tiny_qwen3.local_dir) not in (prepared.dir / "adapter_config.json").read_text()
-        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
-        trained = _logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
+        published = logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), input_ids)
+        trained = logits(PeftModel.from_pretrained(tiny_base(), checkpoint.path), input_ids)
         assert torch.equal(published, trained)
         assert (published - base_logits).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
 
@@ -546,7 +550,7 @@ def _verl_reference(run_dir: Path, checkpoint: Checkpoint) -> dict[str, torch.Te
     return torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt")
 
 
-def _assert_verl_logits(
+def _assert_verllogits(
     run_dir: Path, run, tmp_path: Path, tiny_base, expect_rebuilt: dict[int, bool]
 ) -> None:
     from peft import PeftModel
@@ -556,10 +560,10 @@ def _assert_verl_logits(
         assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
-        check_against_base(prepared.dir, run.manifest.base_model, label=checkpoint.name)
+        check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         reference = _verl_reference(run_dir, checkpoint)
-        published = _logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
-        base = _logits(tiny_base(), reference["input_ids"])
+        published = logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
+        base = logits(tiny_base(), reference["input_ids"])
         # The reference was computed by the sharded model under transformers 4.x: equal up to float rounding.
         torch.testing.assert_close(published, reference["logits"], atol=1e-5, rtol=1e-5)
         assert (published - base).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
@@ -570,7 +574,7 @@ def _assert_verl_logits(
 def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
     run = load_run(verl_run_dir)
     assert [c.step for c in run.checkpoints] == [2, 4]
-    _assert_verl_logits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
+    _assert_verllogits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
     for checkpoint in run.checkpoints:  # the shards hold exactly the adapter verl saved on rank 0
         saved = load_file(checkpoint.adapter_dir / "adapter_model.safetensors")
         rebuilt = {normalize_key(k): v for k, v in load_lora_tensors(checkpoint.path / "actor", "x").items()}
@@ -586,7 +590,7 @@ def test_verl_empty_adapter_is_rebuilt_from_shards(
     run_dir = verl_empty_adapter_run_dir
     empty = run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors"
     assert empty.stat().st_size == 16  # what verl 0.6.1 writes with PEFT >= 0.21
-    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
 
 
 @pytest.mark.slow
@@ -601,7 +605,7 @@ def test_verl_missing_adapter_is_rebuilt_with_lora_train_meta(
     run = load_run(plain / "checkpoints", base_model=tiny_qwen3.repo_id)
     assert run.manifest.lora is not None and (run.manifest.lora.r, run.manifest.lora.alpha) == (8, 16)
     assert all(c.adapter_dir is None for c in run.checkpoints)
-    _assert_verl_logits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
+    _assert_verllogits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
 
 
 @pytest.mark.slow
@@ -636,4 +640,4 @@ def test_verl_alpha_zero_adapter_is_rebuilt_with_the_real_alpha(
     config = json.loads(config_path.read_text())
     config.update(lora_alpha=0, task_type=None)
     config_path.write_text(json.dumps(config))
-    _assert_verl_logits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.base_linears import _read_off, built_on_meta, linear_shapes
+from hubkit.adapters.base_check import built_on_meta, linear_shapes, read_off_config
 
 SIZES = {
     "hidden_size": 64,
@@ -60,11 +60,11 @@ def _config(tmp_path: Path, model_type: str, changes: dict) -> Path:
 @pytest.mark.parametrize(
     ("model_type", "changes"), READ_OFF, ids=[f"{m}-{i}" for i, (m, _) in enumerate(READ_OFF)]
 )
-def test_shapes_read_off_the_config_are_those_transformers_builds(
+def test_shapesread_off_config_the_config_are_those_transformers_builds(
     tmp_path: Path, model_type: str, changes: dict
 ) -> None:
     path = _config(tmp_path, model_type, changes)
-    read_off = _read_off(json.loads(path.read_text()))
+    read_off = read_off_config(json.loads(path.read_text()))
     assert read_off is not None
     assert read_off == built_on_meta(path)
 
@@ -74,6 +74,6 @@ def test_a_config_that_leaves_a_size_to_its_class_or_another_layout_is_built_by_
     tmp_path: Path, model_type: str, changes: dict
 ) -> None:
     path = _config(tmp_path, model_type, changes)
-    assert _read_off(json.loads(path.read_text())) is None
+    assert read_off_config(json.loads(path.read_text())) is None
     shapes = linear_shapes(path)
     assert shapes == built_on_meta(path) and "lm_head" in shapes

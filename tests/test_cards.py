@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from synthetic_runs import push_argv, run_cli
+from eval_results import write_eval
+from helpers import push_argv, run_cli
+from huggingface_hub import snapshot_download
 
 from hubkit.cards import (
     BaseModelCard,
@@ -29,23 +31,19 @@ from hubkit.cards import (
     plots,
     read_base_model_card,
 )
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metrics import key_metric_series
 from hubkit.errors import PublishError, RewardSpecError
 from hubkit.evaluate.results import (
     Contamination,
-    EvalSummary,
-    GenerationInfo,
-    MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
     load_eval,
-    save_eval,
 )
-from hubkit.manifest import DatasetInfo, Manifest, Tracker
+from hubkit.release.manifest import read_release_reward
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty, gsm8k_seed
 from hubkit.runs import load_run
+from hubkit.runs.manifest import DatasetInfo, Manifest, Tracker
 from hubkit.runs.model import Metrics, Run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -96,35 +94,13 @@ def _write_eval(run_dir: Path, run_id: str, steps: tuple[int, ...]) -> None:
             tokens = 40 - index if step is None else 20 + index
             answer = f"<reasoning>\nstep {step} thinks\n</reasoning>\n<answer>\n{'9' if wrong else reference}\n</answer>"
             samples.append(Sample(name, step, index, problem, reference, answer, not wrong, tokens, False))
-    models = tuple(
-        ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, *steps)
-    )
-    summary = EvalSummary(
+    write_eval(
+        run_dir,
+        samples,
         run_id=run_id,
-        created_at="2026-03-01T12:00:00Z",
-        metric=MetricInfo("gsm8k_correctness", "the last number of the <answer> block equals the reference"),
-        problems=ProblemsInfo(
-            source="openai/gsm8k",
-            split="test",
-            revision="main",
-            n=len(PROBLEMS),
-            sha256="ab" * 32,
-            contamination=Contamination(checked=True, overlap=0, train_problems=len(TRAIN_HASHES)),
-        ),
-        generation=GenerationInfo(
-            backend="transformers",
-            max_new_tokens=12,
-            temperature=0.0,
-            top_p=1.0,
-            do_sample=False,
-            seed=0,
-            batch_size=8,
-            chat_template="{{ messages }}",
-            system_prompt=gsm8k.SYSTEM_PROMPT,
-        ),
-        models=models,
+        problems={"n": len(PROBLEMS), "contamination": Contamination(True, 0, len(TRAIN_HASHES))},
+        generation={"system_prompt": gsm8k.SYSTEM_PROMPT},
     )
-    save_eval(run_dir, summary, samples)
 
 
 @pytest.fixture(scope="session")
@@ -258,12 +234,12 @@ def test_trl_card_metrics_at_the_first_middle_and_last_step_and_per_checkpoint(t
         assert f"| {label} | `{name}` | {cells} |" in card
     # beta = 0: TRL logs no KL, so the card has no KL row or column (not a row of zeros).
     assert "kl" not in metrics.names and "KL to the reference" not in card and "| KL |" not in card
-    # The checkpoint table: subfolder, size, metrics at that step, eval where evaluated (not step 2).
+    # The checkpoint table: subfolder, branch, size, metrics at that step, eval where evaluated (not step 2).
     reward = dict(metrics.series("reward"))
     length = dict(metrics.series("completions/mean_length"))
     for step in (1, 2, 3):
         size = f"{(10_000 + step) / 1000:.1f} KB"
-        row = f"| {step} | `checkpoints/global_step_{step}` | {size} | {_g(reward[step])} |"
+        row = f"| {step} | `checkpoints/global_step_{step}` | `step-{step}` | {size} | {_g(reward[step])} |"
         assert row in card
     step3 = inputs.eval.by_step(3)
     assert f"| {_g(length[3])} | {100 * step3.accuracy:.1f} % | {_g(step3.tokens_mean)} |" in card
@@ -459,19 +435,21 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
     files = adapter_card_files(inputs)
     assert list(files) == ["README.md"]  # nothing logged: no curves
     adapter = files["README.md"].decode()
-    merged = merged_card_files(inputs, dtype="bfloat16", merged_modules=7)["README.md"].decode()
+    record = MergeRecord("me/adapter", 40, "a" * 64, "b" * 64, manifest.base_model, None, "bfloat16", 7)
+    merged = merged_card_files(inputs, record)["README.md"].decode()
     for card in (adapter, merged):
         front = yaml.safe_load(card.split("---\n")[1])
         assert front["datasets"] == ["openai/gsm8k"] and "license" not in front
         assert "states no licence, so this card states none" in card
     assert (
-        "| 20 | `checkpoints/global_step_20` | – |" in adapter
+        "| 20 | `checkpoints/global_step_20` | `step-20` | – |" in adapter
         and "The run logged no training metrics." in adapter
     )
     assert (
         "this card was written at step 40 and is refreshed by each push" in adapter
     )  # no max_steps recorded
-    assert "has not been evaluated yet" in adapter and "The run's manifest records no reward spec." in adapter
+    assert "has not been evaluated yet" in adapter
+    assert "The run recorded no reward spec and logged no reward function." in adapter
     assert "base model's dtype (bfloat16); 7 modules were merged" in merged and "global_step_20" not in merged
     local = replace(run, manifest=manifest.with_updates(dataset=DatasetInfo(id="gsm8k_mini.jsonl")))
     card = adapter_card_files(replace(inputs, run=local))["README.md"].decode()
@@ -482,8 +460,9 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
 # --- published: snippets run, the reward comes back -------------------------------------------------------
 
 
-def _run_snippet(code: str) -> dict:
-    namespace: dict = {}
+def _run_snippet(code: str, namespace: dict | None = None) -> dict:
+    """Run a card's snippet as a user pastes it (after `namespace`'s snippet, for one that follows another)."""
+    namespace = {} if namespace is None else dict(namespace)
     exec(compile(code, "<card snippet>", "exec"), namespace)
     return namespace
 
@@ -516,7 +495,7 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
     assert {"assets/reward.png", "assets/accuracy_vs_length.png", "train_problems.sha256"} <= published
     merged_id = f"{repo_id}-merged"
     assert f"[{merged_id}](https://huggingface.co/{merged_id})" in card
-    checkpoint, root, merged, vllm = _python_blocks(card)
+    checkpoint, revision, root, merged, vllm = _python_blocks(card)
     capsys.readouterr()
     loaded = _run_snippet(checkpoint)
     assert capsys.readouterr().out.strip() != ""  # the snippet generated and printed an answer
@@ -526,6 +505,13 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
     state = model.state_dict()
     for key, tensor in saved.items():
         torch.testing.assert_close(state[key.replace(".weight", ".default.weight")], tensor, rtol=0, atol=0)
+    # The branch line, pasted after the checkpoint's snippet (it reuses its base), loads the same adapter.
+    by_revision = _run_snippet(revision, {"base": loaded["base"], "PeftModel": PeftModel})["model"]
+    branch_state = by_revision.state_dict()
+    for key, tensor in saved.items():
+        torch.testing.assert_close(
+            branch_state[key.replace(".weight", ".default.weight")], tensor, rtol=0, atol=0
+        )
     adapter_model = _run_snippet(root)["model"].eval()
     merged_model = _run_snippet(merged)["model"].eval()
     assert not isinstance(merged_model, PeftModel)
@@ -534,10 +520,16 @@ def test_published_card_snippets_load_the_adapter_and_the_merged_model(
         expected = adapter_model(input_ids).logits
         got = merged_model(input_ids).logits
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)  # fp32 merge vs. unmerged LoRA
-    # vLLM is not installed here: the snippet is valid Python that downloads and names the root step.
+    # vLLM is not installed here: the snippet is valid Python whose download is an adapter folder (what
+    # vLLM's loader takes), the newest step's.
     ast.parse(vllm)
-    assert 'allow_patterns=["checkpoints/global_step_3/*"]' in vllm
-    assert 'LoRARequest("global_step_3", 1, f"{local_dir}/checkpoints/global_step_3")' in vllm
+    assert f'snapshot_download("{repo_id}", revision="step-3")' in vllm
+    assert 'LoRARequest("global_step_3", 1, local_dir)' in vllm
+    branch_dir = Path(snapshot_download(repo_id, revision="step-3"))
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in branch_dir.iterdir()}
+    assert load_file(branch_dir / "adapter_model.safetensors").keys() == saved.keys()
+    tgi = re.search(r"^```bash\n(.*?)\n```$", card, flags=re.DOTALL | re.MULTILINE).group(1)
+    assert f"--lora-adapters {repo_id}@step-3" in tgi
 
     merged_card = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
     ModelCard(merged_card).validate()
@@ -556,7 +548,7 @@ def test_the_reward_travels_with_the_published_model(
     argv = push_argv(trl_card_run, repo_id, local_hub.endpoint)
     assert run_cli([*argv, "--quiet", "--no-merged"]) == 0
     spec = Manifest.load(trl_card_run).reward
-    assert RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint) == spec
+    assert read_release_reward(repo_id, endpoint=local_hub.endpoint) == spec
     capsys.readouterr()
     assert run_cli(["reward", "show", repo_id, "--endpoint", local_hub.endpoint]) == 0
     out = capsys.readouterr().out
@@ -571,9 +563,9 @@ def test_the_reward_travels_with_the_published_model(
         path_or_fileobj=json.dumps(newer).encode(), path_in_repo="hubkit.json", repo_id=repo_id
     )
     with pytest.raises(RewardSpecError, match=r"has schema 99, newer than this hubkit .*: upgrade hubkit"):
-        RewardSpec.from_hub(repo_id, endpoint=local_hub.endpoint)
+        read_release_reward(repo_id, endpoint=local_hub.endpoint)
     with pytest.raises(RewardSpecError, match=r"has no hubkit\.json"):
-        RewardSpec.from_hub(
+        read_release_reward(
             repo_id, endpoint=local_hub.endpoint, revision=hub_api.list_repo_commits(repo_id)[-1].commit_id
         )
 
@@ -592,7 +584,7 @@ def test_hubkit_card_renders_every_card_and_image_for_preview(trl_card_run: Path
         )
         for s in (1, 2, 3)
     ]
-    assert f"| 1 | `checkpoints/global_step_1` | {sizes[0] / 1000:.1f} KB |" in card
+    assert f"| 1 | `checkpoints/global_step_1` | `step-1` | {sizes[0] / 1000:.1f} KB |" in card
     merged = (out / "merged" / "README.md").read_text()
     assert "# me/tiny-merged" in merged and "14 modules were merged" in merged  # 7 targets x 2 layers
 
@@ -642,7 +634,7 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
         import hubkit, sys
         from pathlib import Path
         from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
-        from hubkit.manifest import Manifest
+        from hubkit.runs.manifest import Manifest
         from hubkit.resources import model_cards_dir
         from hubkit.runs.model import Metrics, Run
 
@@ -665,4 +657,7 @@ def test_the_wheel_ships_the_templates_and_renders_from_them(tmp_path: Path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert "# me/wheel" in result.stdout and "| 5 | `checkpoints/global_step_5` | – | 0.25 |" in result.stdout
+    assert (
+        "# me/wheel" in result.stdout
+        and "| 5 | `checkpoints/global_step_5` | `step-5` | – | 0.25 |" in result.stdout
+    )

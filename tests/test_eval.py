@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from eval_results import eval_summary
 from fixtures_runs import copy_verl_run
 
 from hubkit.errors import ContaminationError, EvalError
@@ -27,18 +28,14 @@ from hubkit.evaluate.problems import (
     write_train_problem_hashes,
 )
 from hubkit.evaluate.results import (
+    SCHEMA_VERSION,
     Contamination,
-    EvalSummary,
-    GenerationInfo,
-    MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
     wilson_interval,
 )
-from hubkit.manifest import Manifest
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import deepscaler_length_penalty, gsm8k_seed
+from hubkit.runs.manifest import Manifest
 
 DATA = Path(__file__).resolve().parent / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"
@@ -110,6 +107,11 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     out = capsys.readouterr().out
     assert "Contamination not checked" in out and TRAIN_PROBLEM_HASHES_NAME in out
     assert "base, global_step_1, global_step_3 on 4 problems from openai/gsm8k (test)" in out
+    assert (
+        "metric gsm8k_correctness (the run's reward), the run's system prompt, transformers in bfloat16"
+        in out
+    )
+    assert "up to 8 tokens (--max-new-tokens)" in out
 
     results = load_eval(run_dir)
     assert results is not None
@@ -132,6 +134,8 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     assert generation.backend == "transformers" and generation.do_sample is False
     assert (generation.max_new_tokens, generation.batch_size, generation.temperature) == (8, 3, 0.0)
     assert generation.system_prompt == gsm8k.SYSTEM_PROMPT
+    assert (generation.dtype, generation.chat_template_from) == ("bfloat16", "run")  # bf16 by default
+    assert generation.prompt_description() == "the run's chat template and system prompt"
     assert (
         generation.chat_template
         == (run_dir / "checkpoints" / "checkpoint-3" / "chat_template.jinja").read_text()
@@ -365,15 +369,7 @@ def test_results_round_trip_and_pick_the_best_checkpoint(tmp_path: Path) -> None
     }
     lengths = {None: [100, 90, 80, 70], 10: [60, 50, 40, 30], 20: [20, 30, 40, 100]}
     samples = [_sample(s, i, verdicts[s][i], lengths[s][i]) for s in verdicts for i in range(4)]
-    models = tuple(ModelResult.from_samples(s, [x for x in samples if x.step == s]) for s in verdicts)
-    summary = EvalSummary(
-        run_id="run",
-        created_at="2026-03-01T12:00:00Z",
-        metric=MetricInfo("gsm8k_correctness", "d"),
-        problems=ProblemsInfo("openai/gsm8k", "test", "abc", 4, "f" * 64, Contamination(True, 0, 7473)),
-        generation=GenerationInfo("transformers", 100, 0.0, 1.0, False, 0, 8, "{{ messages }}", None),
-        models=models,
-    )
+    summary = eval_summary("run", samples, generation={"max_new_tokens": 100})
     assert load_eval(tmp_path) is None
     save_eval(tmp_path, summary, samples)
     results = load_eval(tmp_path)
@@ -398,8 +394,8 @@ def test_results_round_trip_and_pick_the_best_checkpoint(tmp_path: Path) -> None
         "generation",
         "models",
     ]
-    assert raw["models"][1]["ci95"] == list(models[1].ci95)
-    raw["schema_version"] = 2
+    assert raw["models"][1]["ci95"] == list(summary.models[1].ci95)
+    raw["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "eval" / "results.json").write_text(json.dumps(raw))
     with pytest.raises(EvalError, match="newer than this hubkit"):
         load_eval(tmp_path)
@@ -432,8 +428,8 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
     from hubkit.evaluate import backend_transformers, backend_vllm
-    from hubkit.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
 
     # vLLM's CPU attention needs a head size of at least 32 (the tiny models use 16).
     base_dir = tmp_path / "tiny-qwen3-head32"
@@ -466,9 +462,10 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
         settings=GenerationSettings(max_new_tokens=8, batch_size=2),
         stop_ids=stop_token_ids(base_dir, tokenizer),
         pad_id=tokenizer.pad_token_id,
+        dtype="float32",
     )
     done: list[int] = []
-    answers = backend_vllm.run(job, done.append, python=_vllm_python(), dtype="float32")
+    answers = backend_vllm.run(job, done.append, python=_vllm_python())
     expected = backend_transformers.run(job, device="cpu")
     assert sum(done) == job.total
 

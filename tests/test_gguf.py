@@ -3,7 +3,7 @@ Llama releases written as BF16 and Q8_0, loaded in llama.cpp through llama-cpp-p
 `make venv-llama`), compared with the same model in transformers; the files compared with llama.cpp's own
 convert_hf_to_gguf.py; transformers' GGUF loader reading the BF16 file back; refusals that write nothing.
 
-The tiny models come from `hubkit.tiny` with random weights, then are taught three short texts (a few
+The tiny models come from `hubkit.demo.tiny` with random weights, then are taught three short texts (a few
 dozen optimizer steps) and saved in bf16, as a merged release is. A random model's next-token choices are
 near ties that any rounding can flip; a taught one continues its texts with margins far above the rounding,
 and every greedy step below checks that its margin is, before it requires llama.cpp to agree.
@@ -22,12 +22,9 @@ import numpy
 import pytest
 import torch
 from gguf_bounds import rounding_bounds, unit
-from synthetic_runs import run_cli
+from helpers import run_cli
 
-from hubkit.errors import GGUFExportError
-from hubkit.export import GGUFFile, GGUFMetadata, TensorSpec, TensorStream, export_gguf, plan_gguf_export
-from hubkit.formats.gguf_vocab import PRE_TOKENIZER_CHECK_TEXT
-from hubkit.tiny import (
+from hubkit.demo.tiny import (
     ENDOFTEXT_ID,
     IM_END_ID,
     TINY_SIZES,
@@ -35,6 +32,9 @@ from hubkit.tiny import (
     build_tiny_qwen3,
     copy_tokenizer,
 )
+from hubkit.errors import GGUFExportError
+from hubkit.export import GGUFFile, GGUFMetadata, TensorSpec, TensorStream, export_gguf, plan_gguf_export
+from hubkit.formats.gguf_vocab import PRE_TOKENIZER_CHECK_TEXT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LLAMA_ENV = REPO_ROOT / ".venv-llama"
@@ -62,7 +62,7 @@ TYPES = ("bf16", "q8_0")
 
 
 def _build_tiny_llama(out_dir: Path) -> Path:
-    # A Llama with hubkit.tiny's sizes and tokenizer: the architecture whose q/k rows the converter reorders.
+    # A Llama with hubkit.demo.tiny's sizes and tokenizer: the architecture whose q/k rows the converter reorders.
     from transformers import LlamaConfig, LlamaForCausalLM
 
     vocab_size = copy_tokenizer(out_dir)

@@ -1,4 +1,4 @@
-"""hubkit's classic-LFS upload (`hubkit.publish.lfs_upload`) against the local Hub, with the real client:
+"""hubkit's classic-LFS upload (`hubkit.hub.lfs_upload`) against the local Hub, with the real client:
 the object arrives whole, in bounded pieces, and an object the Hub holds is not sent again."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import CommitOperationAdd, hf_hub_download
 
-import hubkit.publish.lfs_upload as lfs_upload
+import hubkit.hub.lfs_upload as lfs_upload
 from hubkit.errors import PublishError
-from hubkit.hashing import FileHashes
+from hubkit.hub.hashing import FileHashes
+from hubkit.hub.lfs_upload import classic_lfs, send_lfs_object
 from hubkit.publish.commit import hand_in_sha256
-from hubkit.publish.lfs_upload import classic_lfs, send_lfs_object
 
 
 def _lfs_puts(hub) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import subprocess
@@ -10,14 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-
-def _sha256(path: Path | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+from helpers import sha256_of
 
 
 def _requests(hub, method: str, fragment: str, since: int = 0) -> list[tuple[str, str, int]]:
@@ -51,9 +43,9 @@ def test_upload_folder_then_download_list_branch_and_tag(local_hub, hub_api, new
     assert len(_requests(local_hub, "POST", f"/api/models/{new_repo_id}/commit/main", start)) == 1
 
     path = hf_hub_download(new_repo_id, "adapter_model.safetensors", subfolder="checkpoints/global_step_20")
-    assert _sha256(path) == _sha256(big)
+    assert sha256_of(path) == sha256_of(big)
     snapshot = Path(snapshot_download(new_repo_id))
-    assert _sha256(snapshot / "checkpoints/global_step_20/adapter_model.safetensors") == _sha256(big)
+    assert sha256_of(snapshot / "checkpoints/global_step_20/adapter_model.safetensors") == sha256_of(big)
     assert (snapshot / "README.md").read_text() == (checkpoint_folder / "README.md").read_text()
 
     entries = {e.path: e for e in hub_api.list_repo_tree(new_repo_id, recursive=True)}
@@ -68,7 +60,7 @@ def test_upload_folder_then_download_list_branch_and_tag(local_hub, hub_api, new
     lfs_entry = entries["checkpoints/global_step_20/adapter_model.safetensors"]
     assert (
         lfs_entry.lfs is not None
-        and lfs_entry.lfs.sha256 == _sha256(big)
+        and lfs_entry.lfs.sha256 == sha256_of(big)
         and lfs_entry.size == big.stat().st_size
     )
     assert entries["checkpoints/global_step_20/adapter_config.json"].lfs is None
@@ -134,7 +126,7 @@ def test_commit_operations_copy_delete_and_pull_request(hub_api, new_repo_id, ch
         p.path: p for p in hub_api.get_paths_info(new_repo_id, ["adapter_model.safetensors", "data", "nope"])
     }
     assert set(info) == {"adapter_model.safetensors", "data"}
-    assert info["adapter_model.safetensors"].lfs.sha256 == _sha256(
+    assert info["adapter_model.safetensors"].lfs.sha256 == sha256_of(
         checkpoint_folder / "checkpoints/global_step_20/adapter_model.safetensors"
     )
 
@@ -218,7 +210,7 @@ def test_head_metadata_and_range_requests(local_hub, hub_api, new_repo_id, check
     big = checkpoint_folder / "checkpoints/global_step_20/adapter_model.safetensors"
     url = hf_hub_url(new_repo_id, "checkpoints/global_step_20/adapter_model.safetensors")
     meta = get_hf_file_metadata(url)
-    assert (meta.commit_hash, meta.etag, meta.size) == (info.oid, _sha256(big), big.stat().st_size)
+    assert (meta.commit_hash, meta.etag, meta.size) == (info.oid, sha256_of(big), big.stat().st_size)
     if local_hub.cdn_endpoint:  # LFS files are redirected to the CDN host, as on huggingface.co
         assert meta.location.startswith(local_hub.cdn_endpoint)
 

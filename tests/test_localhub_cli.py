@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -88,3 +89,38 @@ def test_hubkit_hub_serve_on_a_busy_port_fails_in_one_line(local_hub, tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert "Cannot listen on 127.0.0.1:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_hubkit_hub_serve_takes_an_allowed_host_and_a_maximum_lfs_size(tmp_path):
+    root = tmp_path / "hub"
+    process, endpoint = _start_serve(root, "--allowed-host", "hub.lab", "--max-lfs-size", "1MB")
+    try:
+        api = HfApi(endpoint=endpoint, token="any")
+        api.create_repo("me/limited")
+        api.upload_file(path_or_fileobj=os.urandom(999_999), path_in_repo="w.bin", repo_id="me/limited")
+        with pytest.raises(HfHubHTTPError) as caught:
+            api.upload_file(path_or_fileobj=os.urandom(1_000_001), path_in_repo="x.bin", repo_id="me/limited")
+        assert caught.value.response.status_code == 413 and "--max-lfs-size" in str(caught.value)
+        port = endpoint.rsplit(":", 1)[1]
+        for host, status in ((f"hub.lab:{port}", 200), (f"other.lab:{port}", 421)):
+            connection = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
+            connection.request("GET", "/api/models/me/limited", headers={"Host": host})
+            assert connection.getresponse().status == status, host
+            connection.close()
+    finally:
+        assert _stop(process) == 0
+    bad = _run(str(BIN / "hubkit"), "hub", "serve", "--root", str(root), "--max-lfs-size", "lots")
+    assert bad.returncode == 1 and bad.stderr.strip().count("\n") == 0
+    assert "Invalid --max-lfs-size 'lots'" in bad.stderr
+
+
+def test_on_an_open_hubkit_hub_serve_writes_need_a_token_and_any_token_will_do(tmp_path):
+    process, endpoint = _start_serve(tmp_path / "hub")
+    try:
+        with pytest.raises(HfHubHTTPError) as caught:
+            HfApi(endpoint=endpoint, token=False).create_repo("me/anonymous")
+        assert caught.value.response.status_code == 401 and "any token" in str(caught.value)
+        assert HfApi(endpoint=endpoint, token="whatever").create_repo("me/tokened").repo_id == "me/tokened"
+        assert HfApi(endpoint=endpoint, token=False).repo_exists("me/tokened")  # reads need none
+    finally:
+        assert _stop(process) == 0

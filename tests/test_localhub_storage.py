@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import assert_fsck_clean
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
@@ -16,12 +17,6 @@ from hubkit.localhub import LocalHub
 
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-
-
-def _fsck(git_dir: Path) -> None:
-    result = _git("--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "error" not in result.stderr.lower() and "missing" not in result.stdout.lower()
 
 
 def _fill(folder: Path) -> None:
@@ -53,7 +48,7 @@ def test_restart_serves_the_same_repos_and_git_agrees(tmp_path):
         )
 
     git_dir = root / "repos" / "models" / "me" / "durable.git"
-    _fsck(git_dir)
+    assert_fsck_clean(git_dir)
     log = _git("--git-dir", str(git_dir), "log", "--format=%H", "main").stdout.split()
     assert log == before[2]
     clone = tmp_path / "clone"
@@ -123,7 +118,7 @@ def test_concurrent_commits_all_land(tmp_path):
         assert len(commits) == 11  # the initial commit + 2 × 5
         files = set(api.list_repo_files("me/busy"))
         assert {f"{side}/{i}.bin" for side in ("left", "right") for i in range(5)} <= files
-    _fsck(tmp_path / "hub" / "repos" / "models" / "me" / "busy.git")
+    assert_fsck_clean(tmp_path / "hub" / "repos" / "models" / "me" / "busy.git")
 
 
 def _race(api: HfApi, repo_id: str, parent: str, names: list[str]) -> list[object]:
@@ -161,7 +156,7 @@ def test_racing_commits_on_the_same_parent_one_wins_one_gets_412(tmp_path):
             outcomes = _race(api, "me/race", parent, [f"r{round_number}-a", f"r{round_number}-b"])
             assert sorted(outcomes, key=str) == [412, "ok"]
         assert len(api.list_repo_commits("me/race")) == 4
-    _fsck(tmp_path / "hub" / "repos" / "models" / "me" / "race.git")
+    assert_fsck_clean(tmp_path / "hub" / "repos" / "models" / "me" / "race.git")
 
 
 @pytest.mark.parametrize("cdn", [True, False])
@@ -213,7 +208,7 @@ def test_git_gc_in_a_served_repo_changes_nothing_for_clients(tmp_path):
         )
         commits = [c.commit_id for c in api.list_repo_commits("me/gc")]
         assert len(commits) == 3 and commits[1] == before.sha
-    _fsck(git_dir)
+    assert_fsck_clean(git_dir)
     log = _git("--git-dir", str(git_dir), "log", "--format=%H", "main").stdout.split()
     assert log == commits
 
@@ -282,7 +277,7 @@ def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_dis
             "full.git",
             "full.meta.json",
         ]
-        _fsck(git_dir)
+        assert_fsck_clean(git_dir)
 
         filler.unlink()  # space again: the same commit is accepted
         api.create_commit("me/full", big_regular, commit_message="fits now")
@@ -290,4 +285,4 @@ def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_dis
             "fits now",
             "Upload before.txt with huggingface_hub",
         ]
-    _fsck(git_dir)
+    assert_fsck_clean(git_dir)

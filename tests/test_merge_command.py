@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
+from helpers import chat_logits, run_cli
 from peft import PeftModel
-from synthetic_runs import chat_logits, run_cli
 from transformers import AutoModelForCausalLM
 
 from hubkit.runs import load_run
@@ -35,5 +35,6 @@ def test_merge_command_refuses_a_missing_step(trl_run_dir, local_hub, tmp_path, 
     assert run_cli([*argv, "--endpoint", local_hub.endpoint]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and "no complete checkpoint at step(s) 99" in err
+    assert err.rstrip().endswith("fix --step")  # the option this command has (push's is --steps)
     assert len(err.strip().splitlines()) == 1
     assert not out_dir.exists()

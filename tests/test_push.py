@@ -15,23 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic_runs import (
-    TINY_SHAPES,
-    commit_ids,
-    make_run,
-    push_adapters,
-    push_argv,
-    qwen3_shapes,
-    run_cli,
-    write_checkpoint,
-    write_requests,
-)
+from helpers import commit_ids, logits, push_adapters, push_argv, run_cli, write_requests
 
+from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
-from hubkit.publish.adapter_repo import prepare_adapters
 from hubkit.runs import load_run
+from hubkit.testing.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,11 +33,6 @@ def synthetic_run(tmp_path: Path, tiny_qwen3) -> Path:
 
 
 # --- real runs: every step loads back with PEFT --------------------------------------------------
-
-
-def _logits(model, input_ids: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids).logits
 
 
 def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: Path) -> None:
@@ -60,18 +46,18 @@ def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: 
     def base():
         return AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
 
-    base_logits = _logits(base(), input_ids)
+    base_logits = logits(base(), input_ids)
     for adapter in local:
         published = PeftModel.from_pretrained(
             base(), repo_id, subfolder=f"checkpoints/global_step_{adapter.step}"
         )
         expected = PeftModel.from_pretrained(base(), adapter.dir)
-        got = _logits(published.eval(), input_ids)
-        torch.testing.assert_close(got, _logits(expected.eval(), input_ids), rtol=0, atol=0)
+        got = logits(published.eval(), input_ids)
+        torch.testing.assert_close(got, logits(expected.eval(), input_ids), rtol=0, atol=0)
         assert not torch.allclose(got, base_logits), f"step {adapter.step} loads as a no-op"
-    root = _logits(PeftModel.from_pretrained(base(), repo_id).eval(), input_ids)
+    root = logits(PeftModel.from_pretrained(base(), repo_id).eval(), input_ids)
     last = PeftModel.from_pretrained(base(), local[-1].dir).eval()
-    torch.testing.assert_close(root, _logits(last, input_ids), rtol=0, atol=0)
+    torch.testing.assert_close(root, logits(last, input_ids), rtol=0, atol=0)
 
 
 def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path, model_dir: Path) -> None:
@@ -118,9 +104,9 @@ def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, tiny_qwen3) 
     for checkpoint in load_run(run_dir).checkpoints:
         reference = torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt", weights_only=True)
         base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
-        base_logits = _logits(base, reference["input_ids"])
+        base_logits = logits(base, reference["input_ids"])
         model = PeftModel.from_pretrained(base, repo_id, subfolder=f"checkpoints/{checkpoint.name}").eval()
-        got = _logits(model, reference["input_ids"])
+        got = logits(model, reference["input_ids"])
         torch.testing.assert_close(got, reference["logits"], rtol=1e-4, atol=1e-4)
         assert not torch.allclose(got, base_logits, atol=1e-4), f"{checkpoint.name} loads as a no-op"
 
@@ -191,7 +177,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     """An LFS object is invisible until a commit names it, so a new step's weights go to an existing repo
     while the card is built. The card builder below waits for them to arrive: were they uploaded after
     the card, it would wait in vain."""
-    import hubkit.cards
+    import hubkit.publish.repos
 
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     commits = commit_ids(hub_api, new_repo_id)
@@ -211,7 +197,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
             time.sleep(0.02)
         raise PublishError("the card cannot be written")
 
-    monkeypatch.setattr(hubkit.cards, "adapter_card_files", card_once_step_3_arrived)
+    monkeypatch.setattr(hubkit.publish.repos, "adapter_card_files", card_once_step_3_arrived)
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 1
     assert "the card cannot be written" in capsys.readouterr().err
     assert commit_ids(hub_api, new_repo_id) == commits
@@ -410,7 +396,7 @@ def test_a_run_directory_that_cannot_hold_the_push_record_still_pushes(
 def test_without_repo_id_the_push_goes_to_the_recorded_repo_else_to_owner_slash_run_id(
     tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
 ):
-    from hubkit.manifest import Manifest
+    from hubkit.runs.manifest import Manifest
 
     owner = hub_api.whoami()["name"]
     # A run id that is not a valid repo name as it is: made into one, as TRL's hub_model_id default is.

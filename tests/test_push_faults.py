@@ -24,13 +24,14 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_hub import serve_hub
+from helpers import push_adapters
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
-from synthetic_runs import TINY_SHAPES, make_run, push_adapters
 
 from hubkit.errors import PublishError
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan
 from hubkit.publish import PushReport, PushRequest, PushSession
+from hubkit.testing.runs import TINY_SHAPES, make_run
 
 REPO_ID = "faults/run"
 CLEAN_PUSH_COMMITS = 2  # the repo's first commit, then the push's one
@@ -141,7 +142,7 @@ def test_an_upload_failing_past_the_clients_own_retries_is_retried_by_the_push(
         _push(run_dir, hub.endpoint, tmp_path)
         FIGURES["injected"] += hub.faults.injected["lfs_503"]
         assert hub.faults.injected["lfs_503"] == 7
-    retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.publish.retry"]
+    retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.hub.retry"]
     assert retried == [
         "uploading checkpoints/global_step_1/adapter_model.safetensors to faults/run failed (HTTP 503); "
         "retrying in 1 s"

@@ -7,23 +7,18 @@ import json
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
+from helpers import chat_logits, push_argv, run_cli
 from peft import PeftModel
-from synthetic_runs import (
-    TINY_SHAPES,
-    chat_logits,
-    finish_run,
-    make_run,
-    push_argv,
-    run_cli,
-    write_checkpoint,
-)
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 import hubkit.merge
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import MergeError
 from hubkit.runs import load_run
+from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 
 def test_push_publishes_the_merged_model_beside_the_adapter_repo(
@@ -63,9 +58,15 @@ def test_push_publishes_the_merged_model_beside_the_adapter_repo(
     readme = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
     assert new_repo_id in readme and f"checkpoints/global_step_{final_step}" in readme
 
-    # Pushing the same run again merges again, gets the same bytes and commits nothing.
+    # The merged card records what was merged; pushing the same run again does not merge again (the
+    # merged repo holds this merge) and commits nothing.
+    record = MergeRecord.from_card_data(hub_api.model_info(merged_id).card_data.to_dict())
+    assert record is not None and (record.step, record.adapter_repo) == (final_step, new_repo_id)
+    root_weights = hub_api.get_paths_info(new_repo_id, ["adapter_model.safetensors"])[0]
+    assert record.adapter_sha256 == root_weights.lfs.sha256
     commits = {repo: len(hub_api.list_repo_commits(repo)) for repo in (new_repo_id, merged_id)}
-    assert run_cli([*push, "--quiet"]) == 0
+    with mock.patch.object(hubkit.merge, "execute_plan", side_effect=AssertionError("merged again")):
+        assert run_cli([*push, "--quiet"]) == 0
     assert {repo: len(hub_api.list_repo_commits(repo)) for repo in commits} == commits
 
 

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
+from helpers import push_argv, run_cli
 from safetensors.torch import load_file
-from synthetic_runs import make_run, push_argv, qwen3_shapes, run_cli, write_checkpoint
 
+from hubkit.adapters.prepare import prepare_adapters
 from hubkit.cards import BaseModelCard
-from hubkit.errors import CheckpointError, PublishError, UnsafeFileError
-from hubkit.publish.adapter_repo import prepare_adapters
+from hubkit.errors import CheckpointError, LocalPathInFileError, PublishError, SecretInFileError
+from hubkit.hub.hashing import FileHashCache, hash_bytes, hash_file
+from hubkit.publish.adapter_repo import plan_run_files, published_forms
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.plan import PlannedFile, RepoPlan, hash_file
+from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import load_run, select_checkpoints
+from hubkit.safety import VetContext, kinds, vet_bytes
+from hubkit.testing.runs import make_run, qwen3_shapes, write_checkpoint
 
 BASE = "hubkit-test/tiny-qwen3"
 SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)
@@ -29,11 +34,15 @@ SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)
 
 @pytest.fixture
 def tokenizer_dir(tmp_path: Path) -> Path:
-    """Tokenizer-like files, including a vocabulary token that equals the home directory's name."""
+    """A small real tokenizer, one of whose vocabulary tokens is the home directory's name."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
     path = tmp_path / "tok"
     path.mkdir()
     (path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 128}))
-    (path / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {str(Path.home()): 1, "a": 2}}}))
+    vocab = {"[UNK]": 0, str(Path.home()): 1, "a": 2}
+    (path / "tokenizer.json").write_text(Tokenizer(WordLevel(vocab, unk_token="[UNK]")).to_str())
     (path / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     return path
 
@@ -57,16 +66,22 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     return attempts
 
 
-def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run"):
+def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run", token: str | None = None):
     """The adapter repo's plan for a first push (nothing on the remote yet), built as a push builds it."""
     run = load_run(run_dir)
-    adapters = prepare_adapters(run, select_checkpoints(run, steps), tmp_path / "staging")
+    vetter = Vetter(VetContext.for_run(run.run_dir, BASE, token))
+    chosen = select_checkpoints(run, steps)
+    adapters = prepare_adapters(run, chosen, tmp_path / "staging", forms=published_forms(chosen, vetter))
+    hashes = FileHashCache()
     context = BuildContext(
         run=run,
         repo_id=repo_id,
         adapters=tuple(adapters),
+        run_files=plan_run_files(run, adapters, vetter=vetter, hashes=hashes),
         remotes={repo_id: RemoteRepo(repo_id, head_sha=None)},
         base_card=BaseModelCard(repo_id=BASE, license="apache-2.0"),
+        hashes=hashes,
+        vetter=vetter,
     )
     return build_adapter_repo(context)
 
@@ -184,69 +199,65 @@ def test_select_checkpoints(run_dir: Path) -> None:
     assert select_checkpoints(run, steps=(5,), every=2, allow_missing=True) == ()
 
 
-def test_unsafe_files_are_refused_by_name(tmp_path: Path) -> None:
-    for name in (
-        "optimizer.pt",
-        "rng_state.pth",
-        "training_args.bin",
-        "scheduler.pt",
-        "data.pkl",
-        "adapter_model.bin",
-    ):
-        planned = PlannedFile.from_bytes(f"checkpoints/global_step_1/{name}", b"x")
-        with pytest.raises(UnsafeFileError, match="never published"):
-            check_file_names([planned])
-    check_file_names([PlannedFile.from_bytes("adapter_model.safetensors", b"x")])
-
-
-@pytest.mark.parametrize(
-    ("text", "allowed"),
-    [
-        ('{"name_or_path": "RUN_DIR/checkpoint-3"}', False),
-        ('{"name_or_path": "RUN_DIR"}', False),
-        ('{"cache": "HOME/.cache/huggingface"}', False),
-        ('{"vocab": {"HOME": 1}}', True),  # the bare home dir name is an ordinary vocabulary token
-        ('{"token": "hf_' + "A1b2C3d4" * 5 + '"}', False),
-        ('{"name_or_path": "Qwen/Qwen3-4B"}', True),
-    ],
-)
-def test_text_files_are_scanned_for_local_paths_and_tokens(tmp_path: Path, text: str, allowed: bool) -> None:
-    run_dir = tmp_path / "runs" / "r"
-    home = tmp_path / "home"
-    planned = PlannedFile.from_bytes(
-        "tokenizer_config.json", text.replace("RUN_DIR", str(run_dir)).replace("HOME", str(home)).encode()
+def test_training_state_and_pickles_are_left_out_of_the_plan(run_dir: Path, tmp_path: Path) -> None:
+    checkpoint = run_dir / "checkpoint-3"
+    for name in ("rng_state.pth", "scheduler.pt", "data.pkl", "adapter_model.bin", "notes.txt"):
+        (checkpoint / name).write_bytes(b"\x80\x04 pickled")
+    names = {PurePosixPath(f.path_in_repo).name for f in _plan(run_dir, tmp_path).files}
+    assert names.isdisjoint(
+        {
+            "optimizer.pt",
+            "training_args.bin",
+            "trainer_state.json",
+            "rng_state.pth",
+            "scheduler.pt",
+            "data.pkl",
+        }
     )
-    if allowed:
-        check_file_contents([planned], run_dir, home, token=None)
-    else:
-        with pytest.raises(UnsafeFileError, match=r"refusing to publish tokenizer_config\.json"):
-            check_file_contents([planned], run_dir, home, token=None)
+    assert names.isdisjoint({"adapter_model.bin", "notes.txt"})
 
 
-def test_the_token_in_use_is_refused_and_never_echoed(tmp_path: Path) -> None:
+def test_model_path_fields_become_the_hub_id_and_other_local_paths_are_refused(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    config = run_dir / "checkpoint-3" / "tokenizer_config.json"
+    config.write_text(json.dumps({"name_or_path": str(run_dir), "model_max_length": 128}))
+    published = next(f for f in _plan(run_dir, tmp_path).files if f.path_in_repo == "tokenizer_config.json")
+    assert json.loads(published.read_bytes())["name_or_path"] == BASE
+    config.write_text(json.dumps({"model_max_length": 128, "cache": str(run_dir / "cache")}))
+    with pytest.raises(LocalPathInFileError, match=r"checkpoint-3/tokenizer_config\.json: it holds the path"):
+        _plan(run_dir, tmp_path / "again")
+
+
+def test_the_token_in_use_is_refused_and_never_echoed(run_dir: Path, tmp_path: Path) -> None:
     token = "secret-token-value-123"
-    planned = PlannedFile.from_bytes("notes.txt", f"token={token}".encode())
-    with pytest.raises(UnsafeFileError) as error:
-        check_file_contents([planned], tmp_path, tmp_path / "home", token=token)
-    assert token not in str(error.value)
+    (run_dir / "checkpoint-3" / "chat_template.jinja").write_text("{# " + token + " #}{{ messages }}")
+    with pytest.raises(SecretInFileError) as error:
+        _plan(run_dir, tmp_path, token=token)
+    assert "the Hugging Face token in use" in str(error.value) and token not in str(error.value)
 
 
-def test_plan_refuses_run_path_in_a_tokenizer_file(run_dir: Path, tmp_path: Path) -> None:
-    (run_dir / "checkpoint-3" / "tokenizer_config.json").write_text(
-        json.dumps({"name_or_path": str(run_dir)})
-    )
-    with pytest.raises(UnsafeFileError, match="local path"):
-        _plan(run_dir, tmp_path)
-
-
-def test_repo_plan_checks_ids_and_paths() -> None:
+def test_repo_plan_checks_ids_paths_and_kinds(tmp_path: Path) -> None:
     with pytest.raises(PublishError, match="use OWNER/NAME"):
         RepoPlan(repo_id="no-namespace", files=())
     with pytest.raises(PublishError, match="invalid path in repo"):
-        PlannedFile.from_bytes("../escape.txt", b"x")
-    twice = PlannedFile.from_bytes("a.txt", b"x")
+        PlannedFile("../escape.txt", kinds.CARD, hash_bytes(b"x"), content=b"x")
+    context = VetContext(hub_base_id=BASE, run_dir=tmp_path)
+    card = PlannedFile.from_vetted(
+        vet_bytes("README.md", kinds.CARD, b"# a card\n", context), FileHashCache()
+    )
     with pytest.raises(PublishError, match="planned twice"):
-        RepoPlan(repo_id="me/x", files=(twice, twice))
+        RepoPlan(repo_id="me/x", files=(card, card))
+    # A file is planned only where its kind goes: a card is not a Space module, a config not a card.
+    with pytest.raises(PublishError, match=r"app\.txt cannot be published as a model card in a space repo"):
+        RepoPlan(
+            repo_id="me/x",
+            files=(dataclasses.replace(card, path_in_repo="app.txt"),),
+            repo_type="space",
+            space_sdk="gradio",
+        )
+    with pytest.raises(PublishError, match=r"README\.md cannot be published as an adapter config"):
+        RepoPlan(repo_id="me/x", files=(dataclasses.replace(card, kind=kinds.ADAPTER_CONFIG),))
 
 
 # --- the CLI, before any connection --------------------------------------------------------------
@@ -275,7 +286,15 @@ def test_dry_run_prints_the_plan_and_opens_no_connection(
     assert "me/tiny-run (model, public if created)" in out
     assert "checkpoints/global_step_2/adapter_model.safetensors" in out
     assert "global_step_1" not in out and "global_step_3" not in out
-    assert "optimizer" not in out and "training_args" not in out
+    planned = [line for line in out.splitlines() if line.startswith("  new ")]
+    assert planned and not [line for line in planned if "optimizer" in line or "training_args" in line]
+    # What the chosen checkpoint's folder holds besides is listed, with why it is left out.
+    assert "Checkpoints from the run directory" in out
+    left_out = out.split("Left out of checkpoint-2 (never published):\n", 1)[1].splitlines()
+    assert left_out[0].split() == ["optimizer.pt", "optimizer", "state"]
+    assert left_out[2].startswith("  training_args.bin ") and "a pickle" in left_out[2]
+    assert "me/tiny-run-demo (space" in out and "  steps: 2" in out
+    assert all(line.strip() != "steps:" for line in out.splitlines())  # the Space holds no step
     assert no_network == []
 
 
@@ -366,9 +385,9 @@ def test_a_token_in_a_tokenizer_file_is_refused_before_any_connection(
     code = run_cli(push_argv(run_dir, "me/tiny-run", "http://127.0.0.1:9"))
     err = capsys.readouterr().err
     assert code == 1
-    assert (
-        err
-        == "Error: refusing to publish tokenizer_config.json: it contains a Hugging Face token; remove it and push again\n"
+    assert err == (
+        "Error: refusing to publish checkpoint-3/tokenizer_config.json: it holds a Hugging Face token "
+        "(in field auth); remove it and push again\n"
     )
     assert no_network == []
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import huggingface_hub.lfs
 import pytest
 from huggingface_hub import CommitOperationAdd
-from synthetic_runs import TINY_SHAPES, make_run, write_checkpoint
 
-import hubkit.adapters
-import hubkit.hashing
-from hubkit.errors import PublishError, UnsafeFileError
-from hubkit.hashing import FileHashes, forget_known_hashes
+import hubkit.adapters.prepare
+import hubkit.hub.hashing
+from hubkit.errors import PublishError
+from hubkit.hub.hashing import FileHashes, hash_bytes
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
-from hubkit.publish.plan import PlannedFile
-from hubkit.publish.safety import check_file_names
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.safety import kinds
+from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
 def _client_never_hashes(*_args: object) -> bytes:
@@ -64,8 +64,8 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
         return {inode for _path, inode in calls} & inodes
 
     monkeypatch.setattr(huggingface_hub.lfs, "sha_fileobj", _client_never_hashes)
-    scans = _count_calls(monkeypatch, hubkit.adapters, "scan_weights")
-    file_reads = _count_calls(monkeypatch, hubkit.hashing, "_read_hashes")
+    scans = _count_calls(monkeypatch, hubkit.adapters.prepare, "scan_weights")
+    file_reads = _count_calls(monkeypatch, hubkit.hub.hashing, "_read_hashes")
     request = PushRequest(
         run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
     )
@@ -80,15 +80,13 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
         remote = published[f"checkpoints/global_step_{step}/adapter_model.safetensors"]
         assert remote.lfs.sha256 == hashlib.sha256(saved.read_bytes()).hexdigest()  # the saved file itself
 
-    # As a new process would: nothing in memory, the run directory's records only.
-    forget_known_hashes()
+    # As a new process would (each push owns its hash cache): the run directory's records only.
     scans.clear()
     file_reads.clear()
     (again,) = push_run(request).repos
     assert again.unchanged and scans == [] and not read_weights(file_reads)
 
     write_checkpoint(run_dir, 4, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
-    forget_known_hashes()
     scans.clear()
     (added,) = push_run(request).repos
     assert added.steps == (4,) and [path.parent.name for path, _ in scans] == ["checkpoint-4"]
@@ -96,7 +94,10 @@ def test_each_adapter_is_read_once_and_an_unchanged_repush_reads_none(
     assert list((run_dir / ".hubkit" / "adapters").glob("*.json"))  # kept locally
 
 
-def test_hubkit_records_in_a_run_are_refused_by_name(tmp_path: Path) -> None:
-    record = PlannedFile.from_bytes(".hubkit/adapters/0123.json", b"{}")
-    with pytest.raises(UnsafeFileError, match=r"\.hubkit/ holds hubkit's own records"):
-        check_file_names([record])
+def test_hubkit_records_in_a_run_have_no_place_in_a_repo_plan(tmp_path: Path) -> None:
+    # Even planned as the kind of file they hold: no kind of published file goes under .hubkit/.
+    record = PlannedFile(".hubkit/adapters/0123.json", kinds.EVAL_RESULTS, hash_bytes(b"{}"), content=b"{}")
+    with pytest.raises(
+        PublishError, match=r"\.hubkit/adapters/0123\.json cannot be published as an eval results file"
+    ):
+        RepoPlan(repo_id="me/run", files=(record,))

@@ -16,16 +16,17 @@ from urllib.parse import urlsplit
 import pytest
 from fixtures_hub import TEST_NAMESPACE
 from fixtures_runs import make_trl_run
+from helpers import push_adapters
 from huggingface_hub import HfApi
-from synthetic_runs import TINY_SHAPES, finish_run, make_run, push_adapters, write_checkpoint
 from transformers import TrainerCallback
 
+from hubkit.demo.tiny import publish_model
+from hubkit.hub.auth import hub_client
 from hubkit.integrations.trl import HubkitPushCallback
 from hubkit.localhub import LocalHub
 from hubkit.localhub.access import load_users
 from hubkit.localhub.context import HubSettings
-from hubkit.publish.auth import hub_client
-from hubkit.tiny import publish_model
+from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ADMIN = "hf_hubkit_refusing_hub_admin"

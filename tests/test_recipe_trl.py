@@ -14,7 +14,7 @@ import pytest
 
 from hubkit.errors import HubkitError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
-from hubkit.manifest import Manifest
+from hubkit.runs.manifest import Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "trl_gsm8k" / "train.py"

@@ -20,7 +20,7 @@ import pytest
 
 from hubkit.errors import HubkitError, ManifestError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
-from hubkit.manifest import DatasetInfo, Manifest
+from hubkit.runs.manifest import DatasetInfo, Manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"
@@ -237,7 +237,7 @@ def test_launch_prints_every_seed_setting(tmp_path: Path) -> None:
         assert overrides.get(key) == value, key
     run_dir = tmp_path / "runs" / "20260223_182638_deepscaler_gdpo_lambda0.5"
     assert overrides["trainer.default_local_dir"] == str(run_dir)
-    assert overrides["custom_reward_function.path"].endswith("hubkit/rewards/verl_reward.py")
+    assert overrides["custom_reward_function.path"].endswith("hubkit/integrations/verl_reward.py")
     # The reward manager reads the reward spec from the manifest; the file logger path reaches the Ray actor.
     assert overrides["+reward_model.reward_kwargs.spec_file"] == str(run_dir / "hubkit.json")
     assert overrides["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"] == str(

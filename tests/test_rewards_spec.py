@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from hubkit.errors import RewardSpecError
-from hubkit.manifest import Manifest
 from hubkit.rewards.build import RewardInputs, build
 from hubkit.rewards.spec import RewardComponent, RewardSpec, deepscaler_length_penalty, gsm8k_seed
+from hubkit.runs.manifest import Manifest
 
 
 def test_presets_round_trip_through_the_manifest(tmp_path):

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from hubkit.errors import ManifestError, RunNotFoundError
-from hubkit.manifest import Manifest
 from hubkit.runs import Metrics, MetricsRow, find_run_dir, load_run
+from hubkit.runs.manifest import Manifest
 from hubkit.runs.verl import read_metrics_jsonl
+from hubkit.testing.runs import write_checkpoint
 
 # --- find_run_dir ---------------------------------------------------------------------------------
 
@@ -86,18 +87,19 @@ def test_verl_metrics_file_partial_last_line_and_bad_line(tmp_path: Path) -> Non
 
 
 def _trl_checkpoint(root: Path, step: int, state_step: int | None, max_steps: int = 10) -> None:
-    path = root / f"checkpoint-{step}"
-    path.mkdir(parents=True)
-    (path / "adapter_config.json").write_text(
-        json.dumps(
-            {"base_model_name_or_path": "org/base", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"]}
-        )
+    """A TRL checkpoint whose trainer_state.json records `state_step` (None: not written yet)."""
+    history = [{"loss": 1.0 / s, "step": s} for s in range(1, (state_step or 0) + 1)]
+    path = write_checkpoint(
+        root,
+        step,
+        base_model="org/base",
+        shapes={"model.layers.0.self_attn.q_proj": (8, 8)},
+        state={"global_step": state_step, "max_steps": max_steps, "log_history": history},
+        training_state=False,
     )
     (path / "tokenizer_config.json").write_text("{}")
-    if state_step is not None:
-        history = [{"loss": 1.0 / s, "step": s} for s in range(1, state_step + 1)]
-        state = {"global_step": state_step, "max_steps": max_steps, "log_history": history}
-        (path / "trainer_state.json").write_text(json.dumps(state))
+    if state_step is None:
+        (path / "trainer_state.json").unlink()
 
 
 def test_trl_completeness_follows_trainer_state(tmp_path: Path) -> None:

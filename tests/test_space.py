@@ -23,31 +23,23 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from eval_results import write_eval
 from fixtures_hub import TEST_NAMESPACE
-from synthetic_runs import finish_run, make_run, push_argv, qwen3_shapes, run_cli
+from helpers import push_argv, run_cli
+from packaging.requirements import Requirement
 
 from hubkit.errors import SpaceError
 from hubkit.evaluate.results import (
     Contamination,
-    EvalSummary,
-    GenerationInfo,
     MetricInfo,
-    ModelResult,
-    ProblemsInfo,
     Sample,
-    save_eval,
 )
-from hubkit.manifest import Manifest
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
-from hubkit.space import (
-    APP_MODULES,
-    SHORT_DESCRIPTION,
-    SpaceConfig,
-    default_space_repo_id,
-    space_config_from_hub,
-    space_repo_files,
-)
+from hubkit.runs.manifest import Manifest
+from hubkit.space.config import SpaceConfig, default_space_repo_id, space_config_from_hub
+from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files
+from hubkit.testing.runs import finish_run, make_run, qwen3_shapes
 
 # Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
 TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)
@@ -122,11 +114,12 @@ def published(
 @pytest.fixture(scope="module")
 def space_config(published) -> SpaceConfig:
     """The config the push would write, made small: float64 (greedy answers independent of the BLAS's
-    summation order), 2 adapters in memory (3 checkpoints: eviction and a trajectory in two batches),
-    a queue of 4."""
+    summation order) and a queue of 4. On this CPU the app keeps one adapter loaded at a time (3
+    checkpoints: every switch evicts one, and the trajectory takes three calls)."""
     config = SpaceConfig.from_run(load_run(published.run_dir), published.repo_id)
     assert config.app.max_new_tokens == MAX_NEW_TOKENS
-    app = dataclasses.replace(config.app, dtype="float64", max_loaded_adapters=2, queue_size=4)
+    assert config.app.cpu_max_loaded_adapters == 1
+    app = dataclasses.replace(config.app, dtype="float64", queue_size=4)
     return dataclasses.replace(config, app=app)
 
 
@@ -151,16 +144,15 @@ def client(app_url: str):
 
 @pytest.fixture(scope="module")
 def app_modules() -> Iterator[SimpleNamespace]:
-    """The app's `config` and `engine` modules imported in this process (removed again afterwards)."""
+    """The app's `config`, `hardware` and `engine` modules imported in this process (removed again afterwards)."""
     path = str(space_dir("compare"))
+    names = ("config", "hardware", "engine")
     sys.path.insert(0, path)
     try:
-        yield SimpleNamespace(
-            config=importlib.import_module("config"), engine=importlib.import_module("engine")
-        )
+        yield SimpleNamespace(**{name: importlib.import_module(name) for name in names})
     finally:
         sys.path.remove(path)
-        for name in ("config", "engine"):
+        for name in names:
             sys.modules.pop(name, None)
 
 
@@ -178,17 +170,17 @@ def test_space_repo_files(space_config: SpaceConfig, published, app_modules) -> 
     assert card.data.app_file == "app.py"
     assert card.data.python_version == "3.12"
     assert card.data.models == [published.base_model, published.repo_id]
-    assert card.data.suggested_hardware == space_config.hardware
+    assert card.data.suggested_hardware == space_config.hardware == "zero-a10g"  # ZeroGPU
     assert card.data.short_description == SHORT_DESCRIPTION
     assert len(card.data.short_description) <= 60
     assert f'Client("{default_space_repo_id(published.repo_id)}")' in card.text
-    requirements = [
-        line for line in files["requirements.txt"].decode().splitlines() if not line.startswith("#")
-    ]
-    pins = dict(line.split("==") for line in requirements)
-    assert "gradio" not in pins
-    assert pins["torch"] == importlib.metadata.version("torch").split("+")[0]
-    assert pins["peft"] == importlib.metadata.version("peft")
+    lines = [line for line in files["requirements.txt"].decode().splitlines() if not line.startswith("#")]
+    requirements = {requirement.name: requirement for requirement in map(Requirement, lines)}
+    assert "gradio" not in requirements
+    assert str(requirements["torch"].specifier).removeprefix("==") in ZEROGPU_TORCH
+    assert str(requirements["peft"].specifier) == "==" + importlib.metadata.version("peft")
+    assert str(requirements["spaces"].specifier) == ">=" + importlib.metadata.version("spaces")
+    assert requirements["transformers"].specifier.contains(importlib.metadata.version("transformers"))
     # The app reads the config the push writes, with every field.
     parsed = app_modules.config.AppConfig.from_dict(json.loads(files["space_config.json"]))
     assert parsed.adapter_repo == published.repo_id
@@ -228,34 +220,20 @@ def test_examples_come_from_the_evaluation(tmp_path: Path, tiny_qwen3) -> None:
         for step in (None, 1, 2)
         for i, (problem, answer) in enumerate(problems)
     ]
-    summary = EvalSummary(
-        run_id=run_dir.name,
+    write_eval(
+        run_dir,
+        samples,
         created_at="2026-01-01T00:00:00Z",
         metric=MetricInfo(name="math_correctness", description="math-verify"),
-        problems=ProblemsInfo(
-            source="problems.jsonl",
-            split=None,
-            revision=None,
-            n=3,
-            sha256="0" * 64,
-            contamination=Contamination(checked=False, overlap=0, train_problems=None),
-        ),
-        generation=GenerationInfo(
-            backend="transformers",
-            max_new_tokens=16,
-            temperature=0.0,
-            top_p=1.0,
-            do_sample=False,
-            seed=0,
-            batch_size=4,
-            chat_template="qwen3",
-            system_prompt=None,
-        ),
-        models=tuple(
-            ModelResult.from_samples(step, [s for s in samples if s.step == step]) for step in (None, 1, 2)
-        ),
+        problems={
+            "source": "problems.jsonl",
+            "split": None,
+            "revision": None,
+            "sha256": "0" * 64,
+            "contamination": Contamination(checked=False, overlap=0, train_problems=None),
+        },
+        generation={"max_new_tokens": 16, "batch_size": 4, "chat_template": "qwen3"},
     )
-    save_eval(run_dir, summary, samples)
     config = SpaceConfig.from_run(load_run(run_dir), "me/run")
     # The problem the best checkpoint fixed comes first, each with its reference answer.
     examples = config.app.examples
@@ -293,7 +271,8 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
 
     engine_module = app_modules.engine
     config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
-    engine = engine_module.Engine(config, device="cpu")
+    # Two adapters beside the base, to batch both checkpoints at once.
+    engine = engine_module.Engine(dataclasses.replace(config, cpu_max_loaded_adapters=2), device="cpu")
     engine.list_checkpoints()
     prompt_ids = engine.encode(PROMPT)
     settings = engine_module.Settings(max_new_tokens=MAX_NEW_TOKENS)
@@ -334,7 +313,7 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
 
 def test_adapter_cache_is_bounded(space_config: SpaceConfig, app_modules) -> None:
     config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
-    engine = app_modules.engine.Engine(dataclasses.replace(config, max_loaded_adapters=1), device="cpu")
+    engine = app_modules.engine.Engine(config, device="cpu")  # one adapter at a time on a CPU
     engine.list_checkpoints()
     for value in engine.checkpoints:
         engine.ensure_loaded([value])

@@ -4,10 +4,12 @@ merged repo's card. Templates live in the top-level `model_cards/` (shipped in t
     base = read_base_model_card(manifest.base_model, manifest.base_model_revision, endpoint=..., token=...)
     inputs = CardInputs(run=run, repo_id=repo_id, steps=steps, base=base, adapter_bytes=sizes, ...)
     files = adapter_card_files(inputs)          # {"README.md": ..., "assets/reward.png": ..., ...}
-    merged = merged_card_files(inputs, dtype="bfloat16", merged_modules=252)
+    merged = merged_card_files(inputs, record)  # record: a MergeRecord (what was merged, dtype, modules)
 
 Modules, one job each: `inputs` (what a card is written from), `metrics` (TRL and verl metric names
-under one name), `sections` (objective, reward, configuration, dataset, run details, citations),
+under one name), `sections` (objective, reward, training status, dataset, run details, citations),
+`configuration` (the settings table, each value with the file it was read from), `merge_record` (what a
+merged repo holds, in its card's metadata),
 `tables` (key metrics, checkpoints, eval, before/after), `usage` (the code snippets), `plots` (PNG curves),
 `metadata` (`ModelCardData`), `base_card` (the base model's licence from the Hub), `render` (every card,
 through huggingface_hub's `ModelCard.from_template`), `files` (what a push publishes).

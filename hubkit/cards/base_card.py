@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from hubkit.cards.inputs import BaseModelCard
 from hubkit.errors import PublishError
-from hubkit.hub_files import download_repo_file
+from hubkit.hub.download import download_repo_file
 
 logger = logging.getLogger(__name__)
 HUB_URL = "https://huggingface.co"

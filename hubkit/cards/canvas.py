@@ -1,10 +1,16 @@
 """A small chart drawn with Pillow: a plot area with its axes, ticks and grid, lines, markers, dashed
 vertical lines, error bars, labels and a legend, saved as a PNG.
 
-Every push draws its card's charts again, while its adapters upload. matplotlib took 0.5 s to import and
-60-90 ms of interpreter time per chart, and the upload threads, which need the interpreter back after every
-send, waited for it (docs/design.md, "Charts: drawn, not plotted"). These charts need none of its
-generality: this draws one in 12-20 ms of CPU, mostly in Pillow's C code, which releases the interpreter.
+Every push draws its card's charts again, while its adapters upload. matplotlib in the push's interpreter
+took 0.5 s to import and 60-90 ms of interpreter time per chart, which the upload threads waited for; in a
+process of its own it still took adding one seed checkpoint to the loopback Hub to 2.19× `hf upload`
+(docs/design.md, "Charts: drawn, not plotted"). This draws a chart in 9-21 ms of CPU, mostly in Pillow's C
+code, which releases the interpreter.
+
+Nothing covers the data and nothing leaves the image: the legend sits under the plot, in as many columns as
+fit; a label too long for the image is shortened; a tick label at an end of the x axis moves in; a point's
+label goes only where it overlaps no dot and no other label (`Canvas.label_points`). `Canvas.texts` says
+where each text lands.
 
 Shapes are drawn `SCALE` times larger and reduced with a box filter, which smooths their edges; text is
 drawn afterwards at the final size, with the FreeType font bundled in Pillow (Aileron), so every machine
@@ -14,7 +20,6 @@ draws the same glyphs. The same chart gives the same bytes.
 from __future__ import annotations
 
 import io
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +38,20 @@ GRID_COLOR = "#E6E6E6"
 TICK_FONT, LABEL_FONT, TITLE_FONT, SMALL_FONT = 13, 14, 17, 12
 _TICK_LENGTH = 4
 _MOST_TICKS = 7
+# The legend, under the plot: rows of entries, each a swatch, a gap and its label; columns apart by a spacing.
+_LEGEND_ROW, _LEGEND_PAD, _LEGEND_SWATCH, _LEGEND_GAP, _LEGEND_SPACING = SMALL_FONT + 6, 5, 28, 6, 18
+# Where a point's label may go, in the order tried: its offset from the point (pixels) and a Pillow anchor
+# (``lm``: the label's left middle there, so it sits to the right of the point).
+LABEL_PLACES = (
+    (7, 0, "lm"),
+    (0, -7, "mb"),
+    (-7, 0, "rm"),
+    (0, 7, "mt"),
+    (5, -5, "lb"),
+    (5, 5, "lt"),
+    (-5, -5, "rb"),
+    (-5, 5, "rt"),
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +136,8 @@ def lighter(color: str, amount: float) -> str:
 
 @dataclass(frozen=True)
 class LegendEntry:
-    """A legend row: a swatch drawn like its data (a line `width` pixels wide, dashed or not, with a dot
-    `marker` pixels across unless 0) and its label."""
+    """A legend row: a swatch drawn like its data (a line `width` pixels wide, dashed or not, none when 0,
+    with a dot `marker` pixels across unless 0) and its label."""
 
     label: str
     color: str
@@ -127,31 +146,67 @@ class LegendEntry:
     marker: float = 0
 
 
+Box = tuple[float, float, float, float]  # left, top, right, bottom, in pixels of the final image
+
+
+@dataclass(frozen=True)
+class TextItem:
+    """One text of a chart: where it is anchored (a Pillow anchor: ``mt`` puts its middle top there), and the
+    box it covers."""
+
+    text: str
+    at: tuple[float, float]
+    size: int
+    anchor: str
+    box: Box
+
+
 class Canvas:
-    """One chart being drawn: data coordinates on `x` and `y`, drawn in the order the methods are called
-    (shapes under text; the frame, ticks, text and legend on top, in `png`).
+    """One chart being drawn: data coordinates on `x` and `y`, the plot area, and its texts.
+
+    Shapes are drawn in the order the methods are called; the frame, tick marks, texts and legend go on top,
+    in `png`. Every text is placed when it is added, so `texts` tells where each one lands: the title above
+    the plot, the axis labels and tick labels beside it, the legend's rows under it (in as many columns as
+    fit the image's width), and labels beside data points where they overlap nothing (`label_points`).
 
     Args:
         x: the horizontal axis.
         y: the vertical axis.
+        title: the chart's title.
+        xlabel: the horizontal axis's label.
+        ylabel: the vertical axis's label (drawn turned a quarter left).
+        legend: the legend's entries (none: no legend).
     """
 
-    def __init__(self, x: Axis, y: Axis) -> None:
+    def __init__(
+        self, x: Axis, y: Axis, *, title: str, xlabel: str, ylabel: str, legend: Sequence[LegendEntry] = ()
+    ) -> None:
         self.x, self.y = x, y
+        columns, labels = _legend_columns(legend)
+        rows = math.ceil(len(labels) / columns) if labels else 0
+        legend_height = rows * _LEGEND_ROW + (_LEGEND_PAD if rows else 0)
+        self.plot: Box = (LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM - legend_height)
+        self.points: list[tuple[float, float]] = []  # every data point drawn, in pixels
+        self.texts: list[TextItem] = []
+        self._dots: list[Box] = []  # the dots drawn, where no point's label goes
         self._shapes = Image.new("RGB", (WIDTH * SCALE, HEIGHT * SCALE), "white")
         self._draw = ImageDraw.Draw(self._shapes)
-        self._texts: list[tuple[tuple[float, float], str, int, str]] = []  # at, text, size, anchor
-        self._occupied: list[tuple[float, float]] = []  # data points in pixels, where a legend should not go
         self._grid()
+        self._axis_texts(title, xlabel)
+        self._ylabel = _fit(ylabel, LABEL_FONT, HEIGHT - 10)
+        self._legend = tuple(zip(legend, labels, strict=True))
+        # Each legend entry's swatch: its left end, on its row's middle.
+        self._legend_at: list[tuple[float, float]] = []
+        self.legend_box: Box | None = self._place_legend(columns, rows) if legend else None
 
     # --- coordinates ------------------------------------------------------------------------------
 
     def px(self, x: float, y: float) -> tuple[float, float]:
         """The pixel (final size) of a data point."""
-        width, height = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+        left, top, right, bottom = self.plot
         return (
-            LEFT + (x - self.x.lo) / (self.x.hi - self.x.lo) * width,
-            TOP + (self.y.hi - y) / (self.y.hi - self.y.lo) * height,
+            left + (x - self.x.lo) / (self.x.hi - self.x.lo) * (right - left),
+            top + (self.y.hi - y) / (self.y.hi - self.y.lo) * (bottom - top),
         )
 
     def _big(self, x: float, y: float) -> tuple[float, float]:
@@ -169,15 +224,12 @@ class Canvas:
         )
 
     def _grid(self) -> None:
+        left, top, right, bottom = (round(edge) * SCALE for edge in self.plot)
         columns, rows = self._tick_pixels()
         for px in columns:
-            self._draw.rectangle(
-                (px * SCALE, TOP * SCALE, px * SCALE + SCALE - 1, (HEIGHT - BOTTOM) * SCALE), fill=GRID_COLOR
-            )
+            self._draw.rectangle((px * SCALE, top, px * SCALE + SCALE - 1, bottom), fill=GRID_COLOR)
         for py in rows:
-            self._draw.rectangle(
-                (LEFT * SCALE, py * SCALE, (WIDTH - RIGHT) * SCALE, py * SCALE + SCALE - 1), fill=GRID_COLOR
-            )
+            self._draw.rectangle((left, py * SCALE, right, py * SCALE + SCALE - 1), fill=GRID_COLOR)
 
     def line(
         self, points: Sequence[tuple[float, float]], color: str, width: float, *, marker: float = 0
@@ -196,13 +248,16 @@ class Canvas:
             if marker or len(run) == 1:  # a lone point shows as a dot
                 for point in run:
                     self._disc(*point, color, marker or width + 2)
-            self._occupy(run)
+            self.points.extend(self.px(*p) for p in run)
             run = []
 
     def dot(self, x: float, y: float, color: str, size: float) -> None:
-        """A filled circle `size` pixels across at a data point."""
+        """A filled circle `size` pixels across at a data point (no point's label covers it)."""
         self._disc(x, y, color, size)
-        self._occupy([(x, y)])
+        px, py = self.px(x, y)
+        self.points.append((px, py))
+        reach = size / 2 + 1
+        self._dots.append((px - reach, py - reach, px + reach, py + reach))
 
     def _disc(self, x: float, y: float, color: str, size: float) -> None:
         px, py = self._big(x, y)
@@ -211,10 +266,11 @@ class Canvas:
 
     def vline(self, x: float, color: str, *, width: float = 1.0, dash: float = 4.0) -> None:
         """A dashed vertical line across the plot area at `x`, `dash` pixels on and off."""
+        _, top, _, bottom = (round(edge) * SCALE for edge in self.plot)
         px, _ = self._big(x, self.y.lo)
         left = round(px - width * SCALE / 2)
-        mask = _dashes(max(1, round(width * SCALE)), (HEIGHT - TOP - BOTTOM) * SCALE, round(dash * SCALE))
-        self._shapes.paste(color, (left, TOP * SCALE, left + mask.width, TOP * SCALE + mask.height), mask)
+        mask = _dashes(max(1, round(width * SCALE)), bottom - top, round(dash * SCALE))
+        self._shapes.paste(color, (left, top, left + mask.width, top + mask.height), mask)
 
     def error_bar(self, x: float, lo: float, hi: float, color: str, *, cap: float = 3.0) -> None:
         """A vertical error bar from `lo` to `hi` at `x`, with caps `cap` pixels to each side."""
@@ -224,105 +280,144 @@ class Canvas:
         for py in (top, bottom):
             self._draw.line((px - cap * SCALE, py, px + cap * SCALE, py), fill=color, width=width)
 
-    def _occupy(self, points: Sequence[tuple[float, float]]) -> None:
-        """Remember where data is drawn: each point, and three points along each segment."""
-        pixels = [self.px(x, y) for x, y in points]
-        self._occupied.extend(pixels)
-        for (x0, y0), (x1, y1) in itertools.pairwise(pixels):
-            self._occupied.extend((x0 + (x1 - x0) * f, y0 + (y1 - y0) * f) for f in (0.25, 0.5, 0.75))
+    # --- texts (placed now, drawn in `png` over the shapes) -----------------------------------------
 
-    # --- text (drawn in `png`, over the shapes) ---------------------------------------------------
+    def _text(self, at: tuple[float, float], text: str, size: int, anchor: str) -> TextItem:
+        left, top, right, bottom = _font(size).getbbox(text, anchor=anchor)
+        item = TextItem(text, at, size, anchor, (at[0] + left, at[1] + top, at[0] + right, at[1] + bottom))
+        self.texts.append(item)
+        return item
 
-    def text(self, at: tuple[float, float], text: str, *, size: int = SMALL_FONT, anchor: str = "ld") -> None:
-        """`text` at a pixel (final size), placed by a Pillow anchor (``ld``: its left end on the baseline)."""
-        self._texts.append((at, text, size, anchor))
-
-    def annotate(self, x: float, y: float, text: str, *, dx: float = 5, dy: float = 5) -> None:
-        """`text` beside a data point: `dx` pixels right of it and `dy` above it."""
-        px, py = self.px(x, y)
-        self.text((px + dx, py - dy), text)
-
-    def png(self, title: str, xlabel: str, ylabel: str, legend: Sequence[LegendEntry] = ()) -> bytes:
-        """The finished chart: the shapes reduced to the final size, then the frame, ticks, title, axis
-        labels, queued text and the legend."""
-        image = self._shapes.reduce(SCALE)
-        draw = ImageDraw.Draw(image)
-        left, right, top, bottom = LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM
-        draw.rectangle((left, top, right, bottom), outline=FRAME_COLOR)
+    def _axis_texts(self, title: str, xlabel: str) -> None:
+        """The title, the x label and the tick labels (a label at an end of the x axis is moved in as far as
+        the image's edge needs)."""
+        left, top, right, bottom = self.plot
         font = _font(TICK_FONT)
         columns, rows = self._tick_pixels()
         for px, label in zip(columns, self.x.labels, strict=True):
-            draw.line((px, bottom, px, bottom + _TICK_LENGTH), fill=FRAME_COLOR)
-            draw.text((px, bottom + _TICK_LENGTH + 2), label, font=font, fill=TEXT_COLOR, anchor="mt")
+            half = font.getlength(label) / 2
+            x = min(max(px, half + 2), WIDTH - half - 2)
+            self._text((x, bottom + _TICK_LENGTH + 2), label, TICK_FONT, "mt")
         for py, label in zip(rows, self.y.labels, strict=True):
-            draw.line((left - _TICK_LENGTH, py, left, py), fill=FRAME_COLOR)
-            draw.text((left - _TICK_LENGTH - 3, py), label, font=font, fill=TEXT_COLOR, anchor="rm")
-        draw.text(((left + right) / 2, top / 2), title, font=_font(TITLE_FONT), fill=TEXT_COLOR, anchor="mm")
-        draw.text(
-            ((left + right) / 2, bottom + _TICK_LENGTH + TICK_FONT + 10),
-            xlabel,
-            font=_font(LABEL_FONT),
-            fill=TEXT_COLOR,
-            anchor="mt",
+            self._text((left - _TICK_LENGTH - 3, py), label, TICK_FONT, "rm")
+        self._text(((left + right) / 2, top / 2), _fit(title, TITLE_FONT, WIDTH - 10), TITLE_FONT, "mm")
+        at = ((left + right) / 2, bottom + _TICK_LENGTH + TICK_FONT + 10)
+        self._text(at, _fit(xlabel, LABEL_FONT, WIDTH - 10), LABEL_FONT, "mt")
+
+    def label_points(self, labels: Sequence[tuple[float, float, str]]) -> None:
+        """Label data points, in the order given: each at the first of `LABEL_PLACES` where it stays inside
+        the plot area and overlaps no dot and no label placed before it. A label with no such place is
+        left out (a crowded chart names the points it has room for)."""
+        left, top, right, bottom = self.plot
+        room = (left + 2, top + 2, right - 2, bottom - 2)  # 2 pixels off the frame
+        taken = list(self._dots)
+        for x, y, text in labels:
+            px, py = self.px(x, y)
+            for dx, dy, anchor in LABEL_PLACES:
+                x0, y0, x1, y1 = _font(SMALL_FONT).getbbox(text, anchor=anchor)
+                box = (px + dx + x0, py + dy + y0, px + dx + x1, py + dy + y1)
+                inside = room[0] <= box[0] and box[2] <= room[2] and room[1] <= box[1] and box[3] <= room[3]
+                if inside and not any(_overlap(box, other) for other in taken):
+                    taken.append(self._text((px + dx, py + dy), text, SMALL_FONT, anchor).box)
+                    break
+
+    def _place_legend(self, columns: int, rows: int) -> Box:
+        """The legend's entries under the x label, centred, filling each row left to right; its box."""
+        font = _font(SMALL_FONT)
+        width = max(_LEGEND_SWATCH + _LEGEND_GAP + font.getlength(label) for _, label in self._legend)
+        x0 = (WIDTH - (columns * width + (columns - 1) * _LEGEND_SPACING)) / 2
+        y0 = HEIGHT - _LEGEND_PAD - rows * _LEGEND_ROW
+        for index, (_, label) in enumerate(self._legend):
+            row, column = divmod(index, columns)
+            start = x0 + column * (width + _LEGEND_SPACING)
+            middle = y0 + row * _LEGEND_ROW + _LEGEND_ROW / 2
+            self._legend_at.append((start, middle))
+            self._text((start + _LEGEND_SWATCH + _LEGEND_GAP, middle), label, SMALL_FONT, "lm")
+        return (x0, y0, x0 + columns * width + (columns - 1) * _LEGEND_SPACING, y0 + rows * _LEGEND_ROW)
+
+    def _ylabel_box(self) -> tuple[tuple[float, float], Box]:
+        """Where the turned y label goes: just left of the tick labels (at the image's edge if they are long)."""
+        left, top, _, bottom = self.plot
+        widest = max((_font(TICK_FONT).getlength(label) for label in self.y.labels), default=0)
+        centre_x = max(LABEL_FONT / 2 + 2, left - _TICK_LENGTH - 3 - widest - 8 - LABEL_FONT / 2)
+        x0, y0, x1, y1 = _font(LABEL_FONT).getbbox(self._ylabel, anchor="lt")
+        half_length, half_height = (x1 - x0) / 2, (y1 - y0) / 2
+        centre = (centre_x, (top + bottom) / 2)
+        return centre, (
+            centre_x - half_height,
+            centre[1] - half_length,
+            centre_x + half_height,
+            centre[1] + half_length,
         )
-        widest = max((draw.textlength(label, font=font) for label in self.y.labels), default=0)
-        # The y label, turned, just left of the tick labels (at the image's edge if they are long).
-        label_centre = max(LABEL_FONT / 2 + 2, left - _TICK_LENGTH - 3 - widest - 8 - LABEL_FONT / 2)
-        _vertical_text(image, (label_centre, (top + bottom) / 2), ylabel, _font(LABEL_FONT))
-        for at, text, size, anchor in self._texts:
-            draw.text(at, text, font=_font(size), fill=TEXT_COLOR, anchor=anchor)
-        if legend:
-            self._legend(draw, legend)
+
+    def text_boxes(self) -> list[tuple[str, Box]]:
+        """Every text `png` draws and the box it covers: those placed so far and the turned y label."""
+        _, box = self._ylabel_box()
+        return [(item.text, item.box) for item in self.texts] + [(self._ylabel, box)]
+
+    def png(self) -> bytes:
+        """The finished chart: the shapes reduced to the final size, then the frame, tick marks, texts and the
+        legend's swatches."""
+        image = self._shapes.reduce(SCALE)
+        draw = ImageDraw.Draw(image)
+        left, top, right, bottom = self.plot
+        draw.rectangle((left, top, right, bottom), outline=FRAME_COLOR)
+        columns, rows = self._tick_pixels()
+        for px in columns:
+            draw.line((px, bottom, px, bottom + _TICK_LENGTH), fill=FRAME_COLOR)
+        for py in rows:
+            draw.line((left - _TICK_LENGTH, py, left, py), fill=FRAME_COLOR)
+        for item in self.texts:
+            draw.text(item.at, item.text, font=_font(item.size), fill=TEXT_COLOR, anchor=item.anchor)
+        centre, _ = self._ylabel_box()
+        _vertical_text(image, centre, self._ylabel, _font(LABEL_FONT))
+        for (entry, _), at in zip(self._legend, self._legend_at, strict=True):
+            _swatch(draw, entry, at)
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return buffer.getvalue()
 
-    def _legend(self, draw: ImageDraw.ImageDraw, entries: Sequence[LegendEntry]) -> None:
-        """A boxed legend in the corner of the plot area where `legend_corner` puts it."""
-        font = _font(SMALL_FONT)
-        swatch, pad, row = 28, 6, SMALL_FONT + 5
-        width = pad * 3 + swatch + max(round(draw.textlength(e.label, font=font)) for e in entries)
-        height = pad * 2 + row * len(entries)
-        x0, y0 = legend_corner(self._occupied, width, height)
-        draw.rectangle((x0, y0, x0 + width, y0 + height), fill="white", outline="#CCCCCC")
-        for index, entry in enumerate(entries):
-            middle = y0 + pad + row * index + row / 2
-            start, end = x0 + pad, x0 + pad + swatch
-            line_width = max(1, round(entry.width))
-            if entry.dashed:
-                for dash in range(start, end, 8):
-                    draw.line((dash, middle, min(dash + 4, end), middle), fill=entry.color, width=line_width)
-            else:
-                draw.line((start, middle, end, middle), fill=entry.color, width=line_width)
-            if entry.marker:
-                radius = entry.marker / 2
-                centre = (start + end) / 2
-                draw.ellipse(
-                    (centre - radius, middle - radius, centre + radius, middle + radius), fill=entry.color
-                )
-            draw.text((end + pad, middle), entry.label, font=font, fill=TEXT_COLOR, anchor="lm")
+
+def _swatch(draw: ImageDraw.ImageDraw, entry: LegendEntry, at: tuple[float, float]) -> None:
+    """A legend entry's swatch, `_LEGEND_SWATCH` pixels wide, from `at` (its left end, on the row's middle)."""
+    start, middle = at
+    end = start + _LEGEND_SWATCH
+    line_width = max(1, round(entry.width))
+    if entry.dashed:
+        for dash in range(round(start), round(end), 8):
+            draw.line((dash, middle, min(dash + 4, end), middle), fill=entry.color, width=line_width)
+    elif entry.width:
+        draw.line((start, middle, end, middle), fill=entry.color, width=line_width)
+    if entry.marker:
+        radius, centre = entry.marker / 2, (start + end) / 2
+        draw.ellipse((centre - radius, middle - radius, centre + radius, middle + radius), fill=entry.color)
 
 
-def legend_corner(occupied: Sequence[tuple[float, float]], width: int, height: int) -> tuple[int, int]:
-    """Where a legend of `width` × `height` pixels goes: the corner of the plot area, 8 pixels in, whose box
-    holds the fewest of the `occupied` pixels (upper right, upper left, lower left, lower right on a tie).
+def _legend_columns(entries: Sequence[LegendEntry]) -> tuple[int, list[str]]:
+    """How many columns of legend entries fit the image's width (at most one per entry), and their labels
+    (shortened with "…" where one alone is wider than the image)."""
+    if not entries:
+        return 1, []
+    room = WIDTH - 2 * _LEGEND_PAD
+    labels = [_fit(entry.label, SMALL_FONT, room - _LEGEND_SWATCH - _LEGEND_GAP) for entry in entries]
+    font = _font(SMALL_FONT)
+    width = max(_LEGEND_SWATCH + _LEGEND_GAP + font.getlength(label) for label in labels)
+    fitting = int((room + _LEGEND_SPACING) // (width + _LEGEND_SPACING))
+    return max(1, min(len(entries), fitting)), labels
 
-    Returns:
-        The box's upper left pixel.
-    """
-    inset = 8
-    corners = (
-        (WIDTH - RIGHT - inset - width, TOP + inset),
-        (LEFT + inset, TOP + inset),
-        (LEFT + inset, HEIGHT - BOTTOM - inset - height),
-        (WIDTH - RIGHT - inset - width, HEIGHT - BOTTOM - inset - height),
-    )
 
-    def covered(corner: tuple[int, int]) -> int:
-        x0, y0 = corner
-        return sum(1 for px, py in occupied if x0 <= px <= x0 + width and y0 <= py <= y0 + height)
+def _fit(text: str, size: int, room: float) -> str:
+    """`text`, shortened with "…" until it is at most `room` pixels wide."""
+    font = _font(size)
+    if font.getlength(text) <= room:
+        return text
+    while len(text) > 1 and font.getlength(text + "…") > room:
+        text = text[:-1]
+    return text.rstrip() + "…"
 
-    return min(corners, key=covered)  # min keeps the first of equals
+
+def _overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 @lru_cache(maxsize=4)

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from hubkit.cards import plots, sections, tables, text
+from hubkit.cards import configuration, plots, sections, tables, text
 from hubkit.cards.inputs import BaseModelCard, CardInputs
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metadata import card_data
 from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
@@ -48,18 +49,41 @@ def _reward(inputs: CardInputs) -> dict[str, Any] | None:
     }
 
 
+def _reward_functions(inputs: CardInputs) -> dict[str, Any] | None:
+    """The Reward section of a run that logged its reward functions but recorded no reward spec."""
+    rows = sections.reward_functions_rows(inputs.run)
+    if not rows:
+        return None
+    settings = inputs.run.trainer_settings
+    values = settings.values if settings else {}
+    how = [
+        f"`{name}` = {text.setting(values[name])}"
+        for name in ("multi_objective_aggregation", "scale_rewards")
+        if name in values
+    ]
+    return {
+        "table": tables.Table(
+            header=("reward function", "weight", "score"), rows=rows, numeric=(False, True, False)
+        ),
+        "aggregation": ", ".join(how),
+    }
+
+
 def _key_metrics_note(inputs: CardInputs) -> str:
     manifest = inputs.run.manifest
+    note = ""
+    if inputs.run.metrics_source:
+        note += f" The metrics were read from the run's {inputs.run.metrics_source}."
     if (
         manifest.framework == "verl"
         and manifest.reward
         and manifest.reward.aggregation == "normalize_then_sum"
     ):
-        return (
+        note += (
             " With `normalize_then_sum`, verl logs the normalized sum Σ wᵢ·zᵢ as `critic/score/mean`, not the "
             "raw reward."
         )
-    return ""
+    return note
 
 
 def _common_context(inputs: CardInputs) -> dict[str, Any]:
@@ -74,9 +98,13 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "progress": sections.progress(run, inputs.steps),
         "license_statement": license_statement(inputs.base),
         "reward": _reward(inputs),
+        "reward_functions": _reward_functions(inputs),
         "configuration": tables.Table(
-            header=("setting", "value"), rows=sections.configuration_rows(run), numeric=(False, False)
+            header=("setting", "value", "read from"),
+            rows=configuration.configuration_rows(run),
+            numeric=(False, False, False),
         ),
+        "configuration_note": configuration.SOURCES_NOTE,
         "dataset": (
             tables.Table(header=("dataset", ""), rows=sections.dataset_rows(dataset), numeric=(False, False))
             if dataset is not None
@@ -91,11 +119,31 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
                 "url": c.url,
                 "bibtex": text.fence(c.bibtex, "bibtex") if c.bibtex else None,
             }
-            for c in sections.citations(manifest)
+            for c in sections.citations(manifest, run.trainer_settings)
         ),
         "merged_repo_id": inputs.merged_repo_id,
         "merged_step": inputs.merged_step,
+        "space_repo_id": inputs.space_repo_id,
+        "qlora": _qlora(inputs),
     }
+
+
+def _qlora(inputs: CardInputs) -> str | None:
+    """What the card says of a run trained on a 4-bit base (QLoRA)."""
+    quantized = inputs.run.quantized_base
+    if quantized is None:
+        return None
+    base = inputs.run.manifest.base_model
+    if quantized.full_precision is None:
+        return (
+            f"Trained as QLoRA (4-bit base): the adapters name the quantized base {text.code(quantized.trained_on)}, "
+            "which needs bitsandbytes (and a GPU) to load."
+        )
+    return (
+        f"Trained as QLoRA (4-bit base): LoRA was trained on {text.code(quantized.trained_on)}, the 4-bit "
+        f"quantization of [{base}](https://huggingface.co/{base}); the adapters are published against {base} "
+        "itself, which they fit the same way (answers may differ slightly from those of the quantized model)."
+    )
 
 
 def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
@@ -115,7 +163,7 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
         f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision}, scored with "
         f"`{summary.metric.name}` ({text.prose(summary.metric.description)}); {sampling}, at most "
         f"{generation.max_new_tokens} new tokens, {generation.backend} backend, seed {generation.seed}, "
-        "the run's chat template and system prompt. Accuracy intervals are Wilson 95 % intervals."
+        f"{generation.prompt_description()}. Accuracy intervals are Wilson 95 % intervals."
     )
     return {"description": description, "table": tables.eval_table(evaluation), "plot": ACCURACY_PLOT}
 
@@ -124,9 +172,11 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
     found = snippets(inputs)
     return {
         "checkpoint": text.fence(found.checkpoint, "python"),
+        "revision": text.fence(found.revision, "python"),
         "root": text.fence(found.root, "python"),
         "merged": text.fence(found.merged, "python") if found.merged else None,
         "vllm": text.fence(found.vllm, "python"),
+        "tgi": text.fence(found.tgi, "bash"),
     }
 
 
@@ -185,7 +235,7 @@ def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None
         "examples": tables.before_after(inputs),
         "example_step": tables.example_step(inputs),
         "run_details": tables.Table(
-            header=("run", ""), rows=sections.run_details(inputs.run), numeric=(False, False)
+            header=("run", ""), rows=sections.run_details(inputs.run, inputs.steps), numeric=(False, False)
         ),
     }
     readme = render_card(card_data(inputs, "adapter"), ADAPTER_TEMPLATE, context)
@@ -205,13 +255,12 @@ def _step_metrics(series: tuple[MetricSeries, ...], step: int) -> tables.Table |
     )
 
 
-def merged_card_files(inputs: CardInputs, *, dtype: str, merged_modules: int) -> dict[str, bytes]:
-    """The merged repo's card.
+def merged_card_files(inputs: CardInputs, record: MergeRecord) -> dict[str, bytes]:
+    """The merged repo's card, with what was merged recorded in its metadata (``hubkit_merge``).
 
     Args:
         inputs: as for `adapter_card_files`, with `merged_repo_id` and `merged_step` set.
-        dtype: the merged weights' dtype (`MergeResult.dtype`).
-        merged_modules: how many modules were merged (`MergeResult.merged_modules`).
+        record: the merge (its adapter's hashes, the base revision, the dtype, the modules merged).
 
     Returns:
         ``{"README.md": bytes}``.
@@ -236,10 +285,10 @@ def merged_card_files(inputs: CardInputs, *, dtype: str, merged_modules: int) ->
     context = {
         **_common_context(inputs),
         "usage": _usage(inputs),
-        "dtype": dtype,
-        "merged_modules": merged_modules,
+        "dtype": record.dtype,
+        "merged_modules": record.merged_modules,
         "tokenizer_source": "the run's own" if run_tokenizer else "the base model's",
         "merged_metrics": _step_metrics(key_metric_series(run), step),
         "merged_eval": merged_eval,
     }
-    return {"README.md": render_card(card_data(inputs, "merged"), MERGED_TEMPLATE, context).encode()}
+    return {"README.md": render_card(card_data(inputs, "merged", record), MERGED_TEMPLATE, context).encode()}

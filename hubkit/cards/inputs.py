@@ -41,8 +41,10 @@ class CardInputs:
         adapter_bytes: the published adapter's size in bytes (weights + config), by step; steps missing
             here are shown without a size.
         has_tokenizer: whether the adapter repo's root holds the run's tokenizer (else the usage loads the base's).
-        merged_repo_id: the merged model's repo, or None when the push makes none.
+        merged_repo_id: the merged model's repo, while the release has one (made by this push or an earlier
+            one), else None.
         merged_step: the step merged into `merged_repo_id`.
+        space_repo_id: the release's Space (``<repo>-demo``), when it has one.
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
         eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
 
@@ -59,6 +61,7 @@ class CardInputs:
     merged_repo_id: str | None = None
     merged_step: int | None = None
     eval: EvalResults | None = None
+    space_repo_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.steps:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from hubkit.cards.inputs import CardInputs
-from hubkit.cards.sections import algorithm
-from hubkit.manifest import Manifest
+from hubkit.cards.merge_record import METADATA_KEY, MergeRecord
+from hubkit.cards.sections import run_algorithm
+from hubkit.runs.model import Run
 
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult, ModelCardData
@@ -16,9 +17,13 @@ if TYPE_CHECKING:
 _MATH_COMPONENTS = ("math_correctness", "gsm8k_correctness")
 
 
-def tags(manifest: Manifest, *extra: str) -> list[str]:
-    """hubkit, lora, the framework, grpo or gdpo, and math when the reward checks math answers."""
-    found = ["hubkit", "lora", *extra, manifest.framework, algorithm(manifest.reward).lower()]
+def tags(run: Run, *extra: str) -> list[str]:
+    """hubkit, lora, the framework, grpo or gdpo, qlora for a 4-bit base, and math when the reward checks
+    math answers."""
+    manifest = run.manifest
+    found = ["hubkit", "lora", *extra, manifest.framework, run_algorithm(run).lower()]
+    if run.quantized_base is not None:
+        found.append("qlora")
     reward = manifest.reward
     if reward is not None and any(c.name in _MATH_COMPONENTS for c in reward.components):
         found.append("math")
@@ -52,13 +57,16 @@ def eval_results(inputs: CardInputs, step: int) -> list[EvalResult] | None:
     ]
 
 
-def card_data(inputs: CardInputs, kind: Literal["adapter", "merged"]) -> ModelCardData:
+def card_data(
+    inputs: CardInputs, kind: Literal["adapter", "merged"], record: MergeRecord | None = None
+) -> ModelCardData:
     """The metadata of the adapter repo's card or the merged repo's card.
 
     Args:
         inputs: what the card is written from.
         kind: ``adapter`` (``library_name: peft``, ``base_model_relation: adapter``, model-index for the
             root adapter) or ``merged`` (``transformers``, ``finetune``, model-index for the merged step).
+        record: for the merged card, what was merged (``hubkit_merge``).
 
     Returns:
         The card data.
@@ -90,7 +98,8 @@ def card_data(inputs: CardInputs, kind: Literal["adapter", "merged"]) -> ModelCa
         license_link=base.license_link,
         datasets=[dataset.id] if dataset is not None and dataset.on_hub else None,
         pipeline_tag="text-generation",
-        tags=tags(manifest, *extra_tags),
+        tags=tags(inputs.run, *extra_tags),
         model_name=repo_id.split("/")[-1] if results else None,  # model-index needs it; nothing else does
         eval_results=results,
+        **({METADATA_KEY: record.to_metadata()} if record is not None else {}),
     )

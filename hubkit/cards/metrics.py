@@ -90,14 +90,16 @@ def _series(metrics: Metrics, key: str, label: str, candidates: tuple[str, ...])
     return None
 
 
+def logged_components(run: Run) -> tuple[str, ...]:
+    """The reward components (TRL: reward functions) whose mean the run logged, by name."""
+    pattern = _COMPONENT_RES[run.framework]
+    return tuple(match["name"] for logged in run.metrics.names if (match := pattern.match(logged)))
+
+
 def component_names(run: Run) -> tuple[str, ...]:
     """The reward components to report: the spec's, then any other the framework logged, in that order."""
     names = [c.name for c in run.manifest.reward.components] if run.manifest.reward else []
-    pattern = _COMPONENT_RES[run.framework]
-    for logged in run.metrics.names:
-        match = pattern.match(logged)
-        if match and match["name"] not in names:
-            names.append(match["name"])
+    names += [name for name in logged_components(run) if name not in names]
     return tuple(names)
 
 

@@ -6,14 +6,24 @@ adapters, and for the merged card the number of adapted modules and the base con
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 from hubkit.cards.base_card import read_base_model_card
 from hubkit.cards.files import adapter_card_files, merged_card_files
 from hubkit.cards.inputs import CardInputs
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import CheckpointError, HubkitError, PublishError
-from hubkit.hub_files import download_repo_file
+from hubkit.evaluate.results import load_eval
+from hubkit.formats.peft import (
+    ADAPTER_CONFIG,
+    ADAPTER_FILES,
+    ADAPTER_WEIGHTS,
+    parse_lora_key,
+    read_weights_header,
+)
+from hubkit.hub.download import download_repo_file
 from hubkit.runs.model import Checkpoint, Run
 
 MERGED_DIR = "merged"
@@ -21,8 +31,6 @@ MERGED_DIR = "merged"
 
 def adapter_sizes(run: Run) -> dict[int, int]:
     """Bytes of each complete checkpoint's saved adapter (weights + config); steps without one are left out."""
-    from hubkit.peft_adapter import ADAPTER_FILES
-
     sizes = {}
     for checkpoint in run.checkpoints:
         adapter_dir = checkpoint.adapter_dir
@@ -33,8 +41,6 @@ def adapter_sizes(run: Run) -> dict[int, int]:
 
 def adapted_modules(checkpoint: Checkpoint) -> int | None:
     """How many modules the checkpoint's saved adapter adapts, or None when it saved no readable adapter."""
-    from hubkit.peft_adapter import parse_lora_key, read_weights_header
-
     if checkpoint.adapter_dir is None:
         return None
     try:
@@ -57,6 +63,14 @@ def base_dtype(base_model: str, revision: str | None, *, endpoint: str | None, t
     return dtype if isinstance(dtype, str) else "float32"
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def render_preview(
     run: Run,
     repo_id: str,
@@ -65,6 +79,7 @@ def render_preview(
     merged_repo_id: str | None,
     endpoint: str | None,
     token: str | None,
+    space_repo_id: str | None = None,
 ) -> list[Path]:
     """Write the adapter card and its images to `out_dir`, the merged card to `out_dir/merged/`.
 
@@ -73,6 +88,7 @@ def render_preview(
         repo_id: the adapter repo the card is written for.
         out_dir: the folder to write to (created).
         merged_repo_id: the merged repo, or None for no merged card.
+        space_repo_id: the Space the cards link, or None.
         endpoint: the Hub to read the base model's card (and config) from.
         token: for that Hub.
 
@@ -84,8 +100,6 @@ def render_preview(
         CheckpointError: the run has no complete checkpoint yet.
         PublishError: the base model's card cannot be read from `endpoint`.
     """
-    from hubkit.evaluate.results import load_eval
-
     latest = run.latest
     if latest is None:
         raise CheckpointError(f"run {run.manifest.run_id} has no complete checkpoint yet: nothing to preview")
@@ -103,11 +117,25 @@ def render_preview(
         merged_repo_id=merged_repo_id if modules else None,
         merged_step=latest.step if modules else None,
         eval=load_eval(run.run_dir),
+        space_repo_id=space_repo_id,
     )
     files = {Path(name): data for name, data in adapter_card_files(inputs).items()}
-    if modules:
-        dtype = base_dtype(manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token)
-        merged = merged_card_files(inputs, dtype=dtype, merged_modules=modules)
+    if modules and latest.adapter_dir is not None:
+        # What the push records of its merge, from the saved adapter (a push hashes the adapter it
+        # publishes, whose config it rewrites, and the base's commit).
+        record = MergeRecord(
+            adapter_repo=repo_id,
+            step=latest.step,
+            adapter_sha256=_sha256(latest.adapter_dir / ADAPTER_WEIGHTS),
+            adapter_config_sha256=_sha256(latest.adapter_dir / ADAPTER_CONFIG),
+            base_model=manifest.base_model,
+            base_revision=manifest.base_model_revision,
+            dtype=base_dtype(
+                manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+            ),
+            merged_modules=modules,
+        )
+        merged = merged_card_files(inputs, record)
         files |= {Path(MERGED_DIR) / name: data for name, data in merged.items()}
     written = []
     for relative, data in sorted(files.items()):

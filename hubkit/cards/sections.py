@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hubkit.cards import text
+from hubkit.cards.metrics import logged_components
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
-from hubkit.manifest import DatasetInfo, Manifest
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
-from hubkit.runs.model import Run
+from hubkit.runs.manifest import DatasetInfo, Manifest
+from hubkit.runs.model import Run, TrainerSettings
 
 if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults
@@ -63,9 +64,18 @@ _GOALS = {
 }
 
 
-def algorithm(spec: RewardSpec | None) -> str:
-    """``GDPO`` for a normalize-then-sum reward, else ``GRPO`` (a run without a spec trained with GRPO)."""
-    return "GDPO" if spec is not None and spec.aggregation == "normalize_then_sum" else "GRPO"
+def algorithm(spec: RewardSpec | None, settings: TrainerSettings | None = None) -> str:
+    """``GDPO`` for a normalize-then-sum reward (recorded in the spec, or TRL's ``multi_objective_aggregation``
+    in the trainer's settings), else ``GRPO`` (a run without a spec trained with GRPO)."""
+    if spec is not None:
+        return "GDPO" if spec.aggregation == "normalize_then_sum" else "GRPO"
+    aggregation = settings.values.get("multi_objective_aggregation") if settings else None
+    return "GDPO" if aggregation == "normalize_then_sum" else "GRPO"
+
+
+def run_algorithm(run: Run) -> str:
+    """The run's algorithm (`algorithm`), from its reward spec or its trainer's settings."""
+    return algorithm(run.manifest.reward, run.trainer_settings)
 
 
 def framework_name(manifest: Manifest) -> str:
@@ -86,7 +96,10 @@ def objective(run: Run) -> str:
     manifest = run.manifest
     spec = manifest.reward
     base = f"[{manifest.base_model}]({HUB_URL}/{manifest.base_model})"
-    parts = [f"{algorithm(spec)} ({framework_name(manifest)}) trained a LoRA adapter on {base}"]
+    parts = [f"{run_algorithm(run)} ({framework_name(manifest)}) trained a LoRA adapter on {base}"]
+    quantized = run.quantized_base
+    if quantized is not None:
+        parts.append(f" as QLoRA, on its 4-bit quantization {text.code(quantized.trained_on)}")
     if spec is not None:
         goals: list[str] = []
         for component in spec.components:
@@ -101,10 +114,47 @@ def objective(run: Run) -> str:
         parts.append(f", on {dataset_link(dataset)} ({dataset.split} split{rows})")
     sentence = "".join(parts) + "."
     if spec is None:
-        return sentence + " The run recorded no reward spec."
+        functions = reward_functions(run)
+        if not functions:
+            return sentence + " The run recorded no reward spec and logged no reward function."
+        names = ", ".join(text.code(name) for name in functions)
+        noun = "function" if len(functions) == 1 else "functions"
+        return (
+            f"{sentence} It was rewarded by {len(functions)} reward {noun} ({names}), whose definitions "
+            "were not recorded."
+        )
     terms = len(spec.components)
     noun = "term" if terms == 1 else "terms"
     return f"{sentence} The reward has {terms} {noun}, combined as `{spec.aggregation}` (below)."
+
+
+def reward_functions(run: Run) -> tuple[str, ...]:
+    """The reward functions the run logged but did not describe (no reward spec): TRL's
+    ``rewards/<name>/mean``, verl GDPO's ``gdpo/<name>/mean``."""
+    if run.manifest.reward is not None:
+        return ()
+    return logged_components(run)
+
+
+def reward_functions_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
+    """The Reward section of a run without a reward spec: each logged function, its weight when the
+    trainer's ``reward_weights`` gives every function the same one, and that its definition was not
+    recorded."""
+    functions = reward_functions(run)
+    weights = run.trainer_settings.values.get("reward_weights") if run.trainer_settings else None
+    # TRL saves its log with sorted keys: the functions' order (that of reward_weights) is lost, so a
+    # weight is shown only when every function has the same one (TRL's default is 1.0 each).
+    if weights is None:
+        weight = (
+            "1.0"
+            if run.trainer_settings and run.trainer_settings.source == "training_args.bin"
+            else text.MISSING
+        )
+    elif isinstance(weights, list) and weights and len(set(weights)) == 1:
+        weight = text.setting(weights[0])
+    else:
+        weight = text.MISSING
+    return tuple((text.code(name), weight, "definition not recorded") for name in functions)
 
 
 @dataclass(frozen=True)
@@ -156,62 +206,51 @@ def wall_time(manifest: Manifest) -> str | None:
     return text.duration((finished - started).total_seconds())
 
 
-def max_steps(manifest: Manifest) -> int | None:
-    """The planned number of steps (``max_steps``, or verl's ``total_training_steps``), if recorded."""
+def max_steps(run: Run) -> int | None:
+    """The planned number of steps (``max_steps``, or verl's ``total_training_steps``), as the manifest or
+    the trainer recorded it."""
+    recorded = run.trainer_settings.values if run.trainer_settings else {}
     for key in ("max_steps", "total_training_steps"):
-        value = manifest.hyperparameters.get(key)
+        value = run.manifest.hyperparameters.get(key, recorded.get(key))
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
 
-def progress(run: Run, steps: tuple[int, ...]) -> str:
-    """Where training stands: ``Training finished after step N.`` or ``still training: step N of M``."""
+@dataclass(frozen=True)
+class TrainingStatus:
+    """Where training stands: the one reading of it (`Run.finished`) every part of a card uses."""
+
+    finished: bool
+    step: int
+    total: int | None
+
+    @property
+    def words(self) -> str:
+        """``finished at step 6 of 6`` / ``still training: step 3 of 6``."""
+        of = f" of {self.total}" if self.total else ""
+        return (
+            f"finished at step {self.step}{of}" if self.finished else f"still training: step {self.step}{of}"
+        )
+
+
+def training_status(run: Run, steps: tuple[int, ...]) -> TrainingStatus:
+    """Whether training finished (`Run.finished`), and the newest step logged, saved or published."""
     logged = [row.step for row in run.metrics.rows]
     saved = [c.step for c in run.checkpoints]
-    current = max([*logged, *saved, *steps])
-    total = max_steps(run.manifest)
-    of = f" of {total}" if total else ""
-    if run.finished:
-        return f"Training finished at step {current}{of}."
+    return TrainingStatus(run.finished, max([*logged, *saved, *steps]), max_steps(run))
+
+
+def progress(run: Run, steps: tuple[int, ...]) -> str:
+    """Where training stands: ``Training finished at step N.`` or ``still running at step N of M``."""
+    status = training_status(run, steps)
+    of = f" of {status.total}" if status.total else ""
+    if status.finished:
+        return f"Training finished at step {status.step}{of}."
     return (
-        f"**Training is still running**: this card was written at step {current}{of} and is refreshed by "
+        f"**Training is still running**: this card was written at step {status.step}{of} and is refreshed by "
         "each push."
     )
-
-
-def configuration_rows(run: Run) -> tuple[tuple[str, str], ...]:
-    """The training configuration table: framework, algorithm, every hyperparameter, LoRA, hardware, times."""
-    manifest = run.manifest
-    rows: list[tuple[str, str]] = [
-        ("framework", framework_name(manifest)),
-        ("algorithm", algorithm(manifest.reward)),
-        ("base model", manifest.base_model),
-    ]
-    if manifest.base_model_revision:
-        rows.append(("base model revision", manifest.base_model_revision))
-    rows += [(text.code(name), text.setting(value)) for name, value in manifest.hyperparameters.items()]
-    lora = manifest.lora
-    if lora is not None:
-        rows += [
-            ("LoRA rank r", str(lora.r)),
-            ("LoRA alpha", text.setting(lora.alpha)),
-            ("LoRA target modules", ", ".join(lora.target_modules) or text.MISSING),
-            ("LoRA dropout", text.setting(lora.dropout)),
-            ("rsLoRA", text.setting(lora.use_rslora)),
-        ]
-    hardware = manifest.hardware
-    if hardware is not None:
-        nodes = "node" if hardware.nodes == 1 else "nodes"
-        rows.append(("hardware", f"{hardware.count} × {hardware.accelerator}, {hardware.nodes} {nodes}"))
-    if manifest.started_at:
-        rows.append(("started", manifest.started_at))
-    if manifest.finished_at:
-        rows.append(("finished", manifest.finished_at))
-    elapsed = wall_time(manifest)
-    if elapsed:
-        rows.append(("wall time", elapsed))
-    return tuple((name, text.cell(value)) for name, value in rows)
 
 
 def dataset_rows(dataset: DatasetInfo) -> tuple[tuple[str, str], ...]:
@@ -231,13 +270,22 @@ def dataset_rows(dataset: DatasetInfo) -> tuple[tuple[str, str], ...]:
     return tuple((name, text.cell(value)) for name, value in rows)
 
 
-def run_details(run: Run) -> tuple[tuple[str, str], ...]:
-    """Run id, dates and trackers."""
+def run_details(run: Run, steps: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+    """Run id, framework, training status, dates and trackers (with a link when the run recorded one)."""
     manifest = run.manifest
     rows = [("run id", text.code(manifest.run_id)), ("framework", framework_name(manifest))]
+    rows.append(("training", training_status(run, steps).words))
     rows.append(("started", manifest.started_at or text.MISSING))
-    rows.append(("finished", manifest.finished_at or "still training"))
+    if manifest.finished_at:
+        rows.append(("ended", manifest.finished_at))
     rows += [(f"tracker: {tracker.name}", f"<{tracker.url}>") for tracker in manifest.trackers]
+    recorded = {tracker.name for tracker in manifest.trackers}
+    for tracker in run.trackers:
+        if tracker.name in recorded:
+            continue
+        shown = [f"<{tracker.url}>"] if tracker.url else []
+        shown += [tracker.detail] if tracker.detail else []
+        rows.append((f"tracker: {tracker.name}", ", ".join(shown) or "logged (no link recorded)"))
     return tuple((name, text.cell(value)) for name, value in rows)
 
 
@@ -282,10 +330,10 @@ _DATASET_CITATIONS = {
 }
 
 
-def citations(manifest: Manifest) -> tuple[Citation, ...]:
+def citations(manifest: Manifest, settings: TrainerSettings | None = None) -> tuple[Citation, ...]:
     """GRPO always (GDPO builds on it), GDPO when the reward is normalize-then-sum, and the dataset."""
     found = [GRPO_CITATION]
-    if algorithm(manifest.reward) == "GDPO":
+    if algorithm(manifest.reward, settings) == "GDPO":
         found.append(GDPO_CITATION)
     dataset = manifest.dataset
     if dataset is not None and dataset.on_hub:

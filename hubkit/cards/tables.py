@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from hubkit.cards import text
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.metrics import MetricSeries, snapshot_steps
+from hubkit.release.layout import checkpoint_dir, revision_name
 
 if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults, ModelResult, Sample
 
-CHECKPOINTS_DIR = "checkpoints"
 # The metrics the checkpoint table shows at each step, when logged (components: every `component:*`).
 _CHECKPOINT_COLUMNS = ("reward", "component:*", "length_mean", "kl")
 _SHORT_LABELS = {"reward": "reward", "length_mean": "length (mean)", "kl": "KL"}
@@ -35,11 +35,6 @@ class Table:
         align = ["---:" if right else "---" for right in self.numeric]
         lines = [self.header, tuple(align), *self.rows]
         return "\n".join("| " + " | ".join(line) + " |" for line in lines)
-
-
-def subfolder(step: int) -> str:
-    """Where a step's adapter is in the adapter repo."""
-    return f"{CHECKPOINTS_DIR}/global_step_{step}"
 
 
 def key_metrics_table(series: Sequence[MetricSeries]) -> Table | None:
@@ -67,15 +62,21 @@ def _column_label(series: MetricSeries) -> str:
 
 
 def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Table:
-    """Every step in the repo: subfolder, adapter size, the metrics logged at it, and its eval if any."""
+    """Every step in the repo: its subfolder and its branch (the two ways to load it), adapter size, the
+    metrics logged at it, and its eval if any."""
     shown = _checkpoint_series(series)
     evaluation = inputs.eval
-    header = ["step", "subfolder", "adapter size", *(text.cell(_column_label(s)) for s in shown)]
+    header = ["step", "subfolder", "revision", "adapter size", *(text.cell(_column_label(s)) for s in shown)]
     if evaluation is not None:
         header += ["eval accuracy", "eval tokens (mean)"]
     rows = []
     for step in inputs.steps:
-        row = [str(step), text.code(subfolder(step)), text.size(inputs.adapter_bytes.get(step))]
+        row = [
+            str(step),
+            text.code(checkpoint_dir(step)),
+            text.code(revision_name(step)),
+            text.size(inputs.adapter_bytes.get(step)),
+        ]
         row += [text.number(s.at(step)) for s in shown]
         if evaluation is not None:
             result = _result(evaluation, step)
@@ -85,7 +86,7 @@ def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Tabl
                 else [text.MISSING] * 2
             )
         rows.append(tuple(row))
-    numeric = (True, False, True, *(True,) * (len(header) - 3))
+    numeric = (True, False, False, True, *(True,) * (len(header) - 4))
     return Table(header=tuple(header), rows=tuple(rows), numeric=numeric)
 
 

@@ -7,8 +7,10 @@ import json
 from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
-from hubkit.cards.tables import example_step, subfolder
-from hubkit.manifest import Manifest
+from hubkit.cards.tables import example_step
+from hubkit.release.layout import checkpoint_dir, revision_name
+from hubkit.runs.manifest import Manifest
+from hubkit.runs.model import Run
 
 # vLLM accepts these values of max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -21,9 +23,11 @@ class Snippets:
     """The usage code blocks (Python source, without fences)."""
 
     checkpoint: str  # one checkpoint from its subfolder, with a chat-template generation
+    revision: str  # the same checkpoint from its branch
     root: str  # the newest adapter, at the repo root
     merged: str | None  # the merged model with transformers (when the push makes one)
-    vllm: str  # vLLM with a LoRARequest on a downloaded subfolder
+    vllm: str  # vLLM with a LoRARequest on the checkpoint's branch, downloaded
+    tgi: str  # Text Generation Inference serving the checkpoint's branch
 
 
 def py(value: str) -> str:
@@ -31,10 +35,12 @@ def py(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def max_new_tokens(manifest: Manifest) -> int:
-    """The answer length the run trained with (TRL ``max_completion_length``, verl ``max_response_length``)."""
+def max_new_tokens(run: Run) -> int:
+    """The answer length the run trained with (TRL ``max_completion_length``, verl ``max_response_length``),
+    as the manifest or the trainer recorded it."""
+    recorded = run.trainer_settings.values if run.trainer_settings else {}
     for key in ("max_completion_length", "max_response_length"):
-        value = manifest.hyperparameters.get(key)
+        value = run.manifest.hyperparameters.get(key, recorded.get(key))
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return DEFAULT_MAX_NEW_TOKENS
@@ -69,14 +75,14 @@ def _load_base(manifest: Manifest) -> str:
     return f"base = AutoModelForCausalLM.from_pretrained({py(manifest.base_model)}{revision})"
 
 
-def _generate(manifest: Manifest, problem: str) -> str:
+def _generate(manifest: Manifest, problem: str, tokens: int) -> str:
     return "\n".join(
         [
             _messages(manifest, problem),
             "inputs = tokenizer.apply_chat_template(",
             '    messages, add_generation_prompt=True, return_dict=True, return_tensors="pt"',
             ")",
-            f"outputs = model.generate(**inputs, max_new_tokens={max_new_tokens(manifest)})",
+            f"outputs = model.generate(**inputs, max_new_tokens={tokens})",
             'print(tokenizer.decode(outputs[0][inputs["input_ids"].shape[1] :], skip_special_tokens=True))',
         ]
     )
@@ -88,6 +94,7 @@ def snippets(inputs: CardInputs) -> Snippets:
     repo, step = inputs.repo_id, inputs.root_step
     tokenizer_repo = repo if inputs.has_tokenizer else manifest.base_model
     problem = _problem(inputs)
+    tokens = max_new_tokens(inputs.run)
     checkpoint = "\n".join(
         [
             "from peft import PeftModel",
@@ -95,11 +102,13 @@ def snippets(inputs: CardInputs) -> Snippets:
             "",
             _load_base(manifest),
             f"tokenizer = AutoTokenizer.from_pretrained({py(tokenizer_repo)})",
-            f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(subfolder(step))})",
+            f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(checkpoint_dir(step))})",
             "",
-            _generate(manifest, problem),
+            _generate(manifest, problem, tokens),
         ]
     )
+    branch = revision_name(step)
+    by_revision = f"model = PeftModel.from_pretrained(base, {py(repo)}, revision={py(branch)})  # the same adapter, as a branch"
     root = "\n".join(
         [
             "from peft import PeftModel",
@@ -118,7 +127,7 @@ def snippets(inputs: CardInputs) -> Snippets:
                 f"model = AutoModelForCausalLM.from_pretrained({py(inputs.merged_repo_id)})",
                 f"tokenizer = AutoTokenizer.from_pretrained({py(inputs.merged_repo_id)})",
                 "",
-                _generate(manifest, problem),
+                _generate(manifest, problem, tokens),
             ]
         )
     revision = f", revision={py(manifest.base_model_revision)}" if manifest.base_model_revision else ""
@@ -129,14 +138,20 @@ def snippets(inputs: CardInputs) -> Snippets:
             "from vllm import LLM, SamplingParams",
             "from vllm.lora.request import LoRARequest",
             "",
-            "# vLLM loads an adapter from a local folder: download the checkpoint's subfolder first.",
-            f"local_dir = snapshot_download({py(repo)}, allow_patterns=[{py(subfolder(step) + '/*')}])",
-            f'adapter = LoRARequest("global_step_{step}", 1, f"{{local_dir}}/{subfolder(step)}")',
+            "# vLLM loads an adapter from a local folder or a repo's root: download the checkpoint's branch.",
+            f"local_dir = snapshot_download({py(repo)}, revision={py(branch)})",
+            f'adapter = LoRARequest("global_step_{step}", 1, local_dir)',
             f"llm = LLM(model={py(manifest.base_model)}{revision}, enable_lora=True, max_lora_rank={rank})",
             _messages(manifest, problem),
-            f"params = SamplingParams(temperature=0.0, max_tokens={max_new_tokens(manifest)})",
+            f"params = SamplingParams(temperature=0.0, max_tokens={tokens})",
             "outputs = llm.chat(messages, params, lora_request=adapter)",
             "print(outputs[0].outputs[0].text)",
         ]
     )
-    return Snippets(checkpoint=checkpoint, root=root, merged=merged, vllm=vllm)
+    tgi = "\n".join(
+        [
+            f"text-generation-launcher --model-id {manifest.base_model} \\",
+            f"    --lora-adapters {repo}@{branch}",
+        ]
+    )
+    return Snippets(checkpoint=checkpoint, revision=by_revision, root=root, merged=merged, vllm=vllm, tgi=tgi)

@@ -14,11 +14,28 @@ from hubkit.cli.options import endpoint_option, parse_steps, quiet_option, run_o
 
 if TYPE_CHECKING:
     from hubkit.evaluate.evaluation import EvalPlan
-    from hubkit.evaluate.results import EvalSummary
+    from hubkit.evaluate.results import EvalResults, EvalSummary
+    from hubkit.release.read import Release
+    from hubkit.runs import Run
 
 
 @click.command(name="eval")
 @run_options
+@click.option(
+    "--repo-id",
+    metavar="OWNER/NAME",
+    help="Evaluate a release `hubkit push` published instead of a run directory (downloads what it needs).",
+)
+@click.option(
+    "--push",
+    is_flag=True,
+    help="With --repo-id: commit the results to the repo's eval/ and update its card.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With --repo-id: the folder the results are written to.  [default: ./<repo name>-eval]",
+)
 @click.option("--steps", callback=parse_steps, metavar="N,M,...", help="Evaluate only these checkpoints.")
 @click.option("--every", type=click.IntRange(min=1), help="Evaluate only steps that are multiples of N.")
 @click.option(
@@ -35,10 +52,18 @@ if TYPE_CHECKING:
 @click.option(
     "--max-new-tokens",
     type=click.IntRange(min=1),
-    help="Answer token limit.  [default: the run's max_completion_length]",
+    help="Answer token limit.  [default: the run's max_completion_length (TRL) or max_response_length "
+    "(verl); when it records neither, hubkit's default, said as such]",
 )
 @click.option(
     "--backend", type=click.Choice(["transformers", "vllm"]), default="transformers", show_default=True
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32", "auto"]),  # hubkit.evaluate.generation.DTYPES
+    default="bfloat16",
+    show_default=True,
+    help="The dtype the base model is loaded in (auto: the one its config names).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed (sampling).")
 @click.option(
@@ -71,6 +96,9 @@ def eval_command(
     runs_dir: Path | None,
     run_dir: Path | None,
     base_model: str | None,
+    repo_id: str | None,
+    push: bool,
+    out: Path | None,
     steps: tuple[int, ...] | None,
     every: int | None,
     problems: str | None,
@@ -79,6 +107,7 @@ def eval_command(
     n: int,
     max_new_tokens: int | None,
     backend: str,
+    dtype: str,
     seed: int,
     temperature: float,
     top_p: float,
@@ -91,24 +120,31 @@ def eval_command(
 ) -> None:
     """Evaluate the base model and the run's checkpoints on held-out problems.
 
-    The metric is the run's own correctness reward, the prompt its system prompt and chat template.
-    Problems that the run trained on (by the hashes it records) are refused. Writes eval/results.json
-    and eval/samples.jsonl into the run, which `hubkit push` publishes.
+    The metric is the run's own correctness reward (or --metric's), the prompt its chat template and
+    system prompt (if it has one), the answer length the one it trained with. Problems that the run
+    trained on (by the hashes it records) are refused. Writes eval/results.json and eval/samples.jsonl
+    into the run, which `hubkit push` publishes. With --repo-id, a published release is evaluated the
+    same way, from what it publishes and the base model; --push commits the results to its eval/ and
+    updates its card.
 
     \b
         $ hubkit eval --run-id RUN                                  # GSM8K runs: 200 GSM8K test problems
         $ hubkit eval --run-id RUN --problems HuggingFaceH4/MATH-500 --every 40
         $ hubkit eval --run-dir runs/RUN --problems heldout.jsonl --steps 20,200
+        $ hubkit eval --repo-id me/qwen3-4b-grpo --steps 100,200 --push
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.evaluate.evaluation import EvalRequest, execute_eval, plan_eval
-    from hubkit.evaluate.results import EVAL_DIR, save_eval
-    from hubkit.runs import find_run_dir, load_run
+    from hubkit.evaluate.evaluation import EvalRequest, plan_eval
 
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
-    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+    if repo_id and (run_id or run_dir or base_model):
+        raise click.UsageError("pass either --repo-id (a release) or --run-id/--run-dir (a run directory)")
+    if (push or out) and not repo_id:
+        raise click.UsageError(
+            "--push and --out go with --repo-id; a run directory's results are published by `hubkit push`"
+        )
     request = EvalRequest(
         steps=steps,
         every=every,
@@ -122,30 +158,90 @@ def eval_command(
         seed=seed,
         batch_size=batch_size,
         backend=backend,  # type: ignore[arg-type]
+        dtype=dtype,  # type: ignore[arg-type]
         metric=metric,
         include_base=not no_base,
     )
-    plan = plan_eval(run, request, endpoint=endpoint)
+    if repo_id:
+        release, run = _open_release(repo_id, steps, every, endpoint, push)
+        plan = plan_eval(run, request, endpoint=endpoint, published=True)
+        eval_parent = out or Path(f"{repo_id.rsplit('/', 1)[-1]}-eval")
+    else:
+        from hubkit.runs import find_run_dir, load_run
+
+        release, run = None, load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+        plan = plan_eval(run, request, endpoint=endpoint)
+        eval_parent = None
+    results = _evaluate(plan, console, quiet, endpoint, vllm_python)
+    console.print(_table(results.summary))
+    console.print(_best_line(results.summary), highlight=False)
+    _save(results, run, eval_parent, console)
+    if release is not None and push:
+        _push(release, results, endpoint, console)
+
+
+def _open_release(
+    repo_id: str, steps: tuple[int, ...] | None, every: int | None, endpoint: str, push: bool
+) -> tuple[Release, Run]:
+    from hubkit.evaluate.release import open_release
+    from hubkit.hub.auth import resolve_token
+
+    # A push needs a token before any work is done; reading a public release needs none.
+    token = resolve_token(endpoint, required=push)
+    return open_release(repo_id, steps, every, endpoint=endpoint, token=token)
+
+
+def _evaluate(
+    plan: EvalPlan, console: Console, quiet: bool, endpoint: str, vllm_python: Path | None
+) -> EvalResults:
+    from hubkit.evaluate.evaluation import execute_eval
+
     console.print(_plan_line(plan), highlight=False)
     console.print(_contamination_line(plan), highlight=False)
     columns = (TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=quiet) as progress:
         task = progress.add_task("eval", total=len(plan.problems.problems) * len(plan.models))
-        results = execute_eval(
+        return execute_eval(
             plan,
             endpoint=endpoint,
             progress=lambda done: progress.advance(task, done),
             vllm_python=str(vllm_python) if vllm_python else None,
         )
-    save_eval(run.run_dir, results.summary, results.samples)
-    console.print(_table(results.summary))
-    best = results.best()
-    if best is not None:
+
+
+def _save(results: EvalResults, run: Run, eval_parent: Path | None, console: Console) -> None:
+    from hubkit.evaluate.results import EVAL_DIR, save_eval
+
+    if eval_parent is None:
+        save_eval(run.run_dir, results.summary, results.samples)
+        console.print(f"Results written to {EVAL_DIR}/ in run {run.manifest.run_id}", highlight=False)
+    else:
+        written = save_eval(eval_parent, results.summary, results.samples)
+        console.print(f"Results written to {written}", highlight=False)
+
+
+def _push(release: Release, results: EvalResults, endpoint: str, console: Console) -> None:
+    from hubkit.hub.auth import hub_client, resolve_token
+    from hubkit.publish.release_eval import push_release_eval
+
+    token = resolve_token(endpoint)
+    commit = push_release_eval(hub_client(endpoint, token), release, results, token=token)
+    if commit.commit_sha is None:
+        console.print(f"{release.repo_id} already holds these results: nothing to commit", highlight=False)
+    else:
         console.print(
-            f"Best checkpoint: {best.name} ({best.accuracy:.1%}, {best.tokens_mean:.0f} tokens on average)",
+            f"Pushed the results and the updated card to {release.repo_id} (commit {commit.commit_sha[:8]})",
             highlight=False,
         )
-    console.print(f"Results written to {EVAL_DIR}/ in run {run.manifest.run_id}", highlight=False)
+
+
+def _best_line(summary: EvalSummary) -> str:
+    best = summary.best()
+    if best is not None:
+        return f"Best checkpoint: {best.name} ({best.accuracy:.1%}, {best.tokens_mean:.0f} tokens on average)"
+    if summary.checkpoints:
+        return "No checkpoint answered any problem correctly: no best checkpoint"
+    return "No checkpoint evaluated"
 
 
 def _plan_line(plan: EvalPlan) -> str:
@@ -153,11 +249,13 @@ def _plan_line(plan: EvalPlan) -> str:
     source = problems.source + (f" ({problems.split})" if problems.split else "")
     skipped = f", {problems.skipped} without an answer skipped" if problems.skipped else ""
     models = ", ".join(plan.models)
+    whose = "the run's reward" if plan.metric.from_run else "chosen with --metric"
+    system = "the run's system prompt" if plan.run.manifest.system_prompt else "no system prompt"
     return (
         f"Evaluating {plan.run.manifest.run_id}: {models} on {len(problems.problems)} problems from {source}"
-        f"{skipped}; metric {plan.metric.name}, {plan.backend}, "
+        f"{skipped}; metric {plan.metric.name} ({whose}), {system}, {plan.backend} in {plan.dtype}, "
         f"{'greedy' if not plan.settings.do_sample else f'temperature {plan.settings.temperature}'}, "
-        f"up to {plan.settings.max_new_tokens} tokens"
+        f"up to {plan.settings.max_new_tokens} tokens ({plan.length.source})"
     )
 
 

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from pathlib import Path
 
 import click
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from `50GB`, `16MiB` or `1000`. Raises ValueError naming the option for anything else."""
+    match = re.fullmatch(r"\s*([0-9]+)(\.[0-9]+)?\s*([A-Za-z]*)\s*", text)
+    unit = _UNITS.get(match.group(3).lower()) if match else None
+    if match is None or unit is None:
+        raise ValueError(f"Invalid --max-lfs-size {text!r}: give bytes, or a size such as 50GB or 16MiB.")
+    size = int(match.group(1)) * unit + int(float(match.group(2) or 0) * unit)
+    if size < 1:
+        raise ValueError(f"Invalid --max-lfs-size {text!r}: it must be at least one byte.")
+    return size
 
 
 @click.group()
@@ -16,8 +32,10 @@ def hub() -> None:
     \b
         $ hubkit hub serve --root ./hub
         http://127.0.0.1:43117
-        $ HF_ENDPOINT=http://127.0.0.1:43117 HF_HUB_DISABLE_XET=1 hf upload me/model ./model
-        $ hubkit hub serve --root ./hub --host 0.0.0.0 --port 8080 --users users.toml
+        $ HF_ENDPOINT=http://127.0.0.1:43117 HF_HUB_DISABLE_XET=1 HF_TOKEN=any hf upload me/model ./model
+        $ hubkit hub serve --root ./hub --host 0.0.0.0 --port 8080 --users users.toml --allowed-host hub.lab
+
+    Writes need a token even on the open Hub, where any token will do (a web page cannot send one).
     """
 
 
@@ -55,6 +73,23 @@ def hub() -> None:
         "and their orgs only, and sees private repos there only."
     ),
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help=(
+        "A name clients reach the Hub by, besides the address it listens on (repeatable); requests naming "
+        "any other host are refused, as a web page's DNS rebinding would."
+    ),
+)
+@click.option(
+    "--max-lfs-size",
+    default="50GB",
+    show_default=True,
+    metavar="SIZE",
+    help="The largest LFS object accepted: bytes, or with a unit (MB, GB, TB; MiB, GiB, TiB).",
+)
 @click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
 @click.option(
     "--faults",
@@ -74,6 +109,8 @@ def serve(
     port: int,
     token: str | None,
     users_file: Path | None,
+    allowed_hosts: tuple[str, ...],
+    max_lfs_size: str,
     no_cdn: bool,
     faults: str | None,
 ) -> None:
@@ -86,9 +123,15 @@ def serve(
     try:
         plan = FaultPlan.parse(faults) if faults else None
         users = load_users(users_file) if users_file else ()
+        settings = HubSettings(
+            token=token or None,
+            users=users,
+            allowed_hosts=allowed_hosts,
+            max_lfs_size=parse_size(max_lfs_size),
+            faults=plan,
+        )
     except ValueError as e:
         raise LocalHubError(str(e)) from None
-    settings = HubSettings(token=token or None, users=users, faults=plan)
     server = LocalHub(root, host=host, port=port, cdn=not no_cdn, settings=settings, own_process=True)
     try:
         server.start()

@@ -45,15 +45,16 @@ def merge(
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.publish.adapter_repo import prepare_adapters, refuse_no_checkpoint
-    from hubkit.publish.auth import resolve_token
+    from hubkit.adapters.prepare import prepare_adapters
+    from hubkit.hub.auth import resolve_token
+    from hubkit.publish.adapter_repo import refuse_no_checkpoint
     from hubkit.publish.merged_repo import merge_prepared_adapter
     from hubkit.runs import find_run_dir, load_run, select_checkpoints
 
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
-    checkpoint = select_checkpoints(run, None if step is None else [step])[-1:]
+    checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]
     if not checkpoint:
         refuse_no_checkpoint(run)
     token = resolve_token(endpoint, required=False)

@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-HUB_ENDPOINT = "https://huggingface.co"
+from hubkit.hub.kinds import HUB_ENDPOINT
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -69,7 +69,10 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
 @click.option("--private", is_flag=True, help="Create the repos private (if the push creates them).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (repos, files, sizes); send nothing.")
 @click.option(
-    "--watch", is_flag=True, help="Keep pushing new checkpoints until the run finishes (Ctrl-C stops)."
+    "--watch",
+    is_flag=True,
+    help="Keep pushing new checkpoints until the run finishes (Ctrl-C stops); the run folder may not "
+    "exist yet.",
 )
 @click.option(
     "--watch-interval",
@@ -77,6 +80,13 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     default=30.0,
     show_default=True,
     help="Seconds between looks.",
+)
+@click.option(
+    "--watch-timeout",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="With --watch: give up (exit 1) after SECONDS without a new checkpoint, the first one included.  "
+    "[default: wait as long as the run takes]",
 )
 @click.option(
     "--merged/--no-merged",
@@ -95,6 +105,17 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     help="Also create or update the Gradio Space comparing the base model with every checkpoint.",
 )
 @click.option("--space-repo-id", metavar="OWNER/NAME", help="The Space's repo.  [default: <repo-id>-demo]")
+@click.option(
+    "--space-hardware",
+    metavar="FLAVOR",
+    help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
+)
+@click.option(
+    "--checkpoints-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
+    "links to (a scratch disk). Without it such a run is refused.",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -109,10 +130,13 @@ def push(
     dry_run: bool,
     watch: bool,
     watch_interval: float,
+    watch_timeout: float | None,
     merged: bool,
     merged_repo_id: str | None,
     space: bool,
     space_repo_id: str | None,
+    space_hardware: str | None,
+    checkpoints_dir: Path | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -120,7 +144,8 @@ def push(
 
     Every chosen step goes to checkpoints/global_step_N/, the newest also to the root, with the
     tokenizer, hubkit.json, metrics.jsonl and a model card. Only files that differ from the remote
-    are uploaded, in one commit per repo.
+    are uploaded, in one commit per repo. Only known kinds of file are published, each read as its
+    kind and written out from what was read; --dry-run lists what is left out and why.
 
     \b
         $ hubkit push --run-id RUN
@@ -129,15 +154,17 @@ def push(
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import PushRequest, push_run, watch_run
-    from hubkit.publish.describe import describe_dry_run, describe_repo
+    from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
     from hubkit.runs import find_run_dir
 
     if dry_run and watch:
         raise click.UsageError("--dry-run and --watch cannot be combined")
+    if watch_timeout is not None and not watch:
+        raise click.UsageError("--watch-timeout needs --watch")
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
     request = PushRequest(
-        run_dir=find_run_dir(run_id, runs_dir, run_dir),
+        run_dir=find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch),
         repo_id=repo_id,
         base_model=base_model,
         steps=steps,
@@ -147,8 +174,10 @@ def push(
         merged_repo_id=merged_repo_id,
         space=space,
         space_repo_id=space_repo_id,
+        space_hardware=space_hardware,
         endpoint=endpoint,
         dry_run=dry_run,
+        checkpoints_dir=checkpoints_dir,
     )
 
     def show(report) -> None:
@@ -161,12 +190,17 @@ def push(
             console.print(note, highlight=False)
         for repo in report.repos:
             console.print(describe_repo(repo), highlight=False)
+        branches = describe_revisions(report.revisions)
+        if branches:
+            console.print(branches, highlight=False)
 
     with progress_display(console) as progress:
         if watch:
             # A watcher started beside a trainer (recipes/verl_gdpo/launch.sh) is stopped with SIGTERM:
             # stop as on Ctrl-C, between two pushes' files, removing the staging folder.
             signal.signal(signal.SIGTERM, signal.default_int_handler)
-            watch_run(request, interval=watch_interval, progress=progress, on_report=show)
+            watch_run(
+                request, interval=watch_interval, timeout=watch_timeout, progress=progress, on_report=show
+            )
         else:
             show(push_run(request, progress))

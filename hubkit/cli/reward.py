@@ -26,9 +26,9 @@ def show(repo_id: str, revision: str | None, as_json: bool, endpoint: str) -> No
     $ hubkit reward show me/qwen3-4b-gdpo
     """
     from hubkit.cards.sections import AGGREGATION_MEANINGS
-    from hubkit.rewards.spec import RewardSpec
+    from hubkit.release.manifest import read_release_reward
 
-    spec = RewardSpec.from_hub(repo_id, revision, endpoint=endpoint)
+    spec = read_release_reward(repo_id, revision, endpoint=endpoint)
     if as_json:
         click.echo(json.dumps(spec.to_dict(), indent=2))
         return

@@ -39,9 +39,10 @@ def space(
         $ hubkit space --run-id RUN
         $ hubkit space --repo-id me/qwen3-4b-grpo --port 7861
     """
-    from hubkit.publish.auth import hub_client, resolve_token
+    from hubkit.hub.auth import hub_client, resolve_token
     from hubkit.runs import find_run_dir, load_run
-    from hubkit.space import SpaceConfig, serve_locally, space_config_from_hub
+    from hubkit.space.config import SpaceConfig, space_config_from_hub
+    from hubkit.space.serve import serve_locally
 
     if run_id or run_dir:
         run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)

@@ -7,7 +7,7 @@ therefore builds its base model in three short steps, all on CPU:
 1. the tokenizer: Qwen3's own (pre-tokenization, special tokens, chat template), retrained on the demo's
    problems to a few hundred tokens. With the full 151,669-token vocabulary the output layer is over 95 %
    of the compute, and the run would take many minutes instead of seconds;
-2. the model: `Qwen3ForCausalLM` built from config with `hubkit.tiny`'s sizes, random weights;
+2. the model: `Qwen3ForCausalLM` built from config with `hubkit.demo.tiny`'s sizes, random weights;
 3. a supervised warm-up on the warm-up problems, where only `FORMAT_SHARE` of the answers use the run's
    format and the others are a plain sentence ("The answer is 12."). The base model thus knows the format
    but prefers the sentence: greedy decoding rarely gives the format, sampling gives it now and then,
@@ -63,7 +63,7 @@ def build_tokenizer(problems: Sequence[Problem], out_dir: Path) -> Any:
     """
     from transformers import AutoTokenizer
 
-    from hubkit.tiny import qwen3_tokenizer_dir
+    from hubkit.demo.tiny import qwen3_tokenizer_dir
 
     qwen3 = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir())
 
@@ -79,8 +79,8 @@ def build_tokenizer(problems: Sequence[Problem], out_dir: Path) -> Any:
 
 
 def build_model(tokenizer: Any, seed: int) -> Any:
-    """A `Qwen3ForCausalLM` with `hubkit.tiny`'s sizes and random weights for `tokenizer`."""
-    from hubkit.tiny import tiny_causal_lm
+    """A `Qwen3ForCausalLM` with `hubkit.demo.tiny`'s sizes and random weights for `tokenizer`."""
+    from hubkit.demo.tiny import tiny_causal_lm
 
     eos, pad = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
     return tiny_causal_lm(

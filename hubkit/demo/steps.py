@@ -104,7 +104,7 @@ def _count(n: int, noun: str) -> str:
 
 def publish_base_model(ctx: DemoContext) -> None:
     """Build the base model (tokenizer, weights, warm-up; see `base_model`) and publish it."""
-    from hubkit.tiny import publish_model
+    from hubkit.demo.tiny import publish_model
 
     warmup = problems.load("warmup")
     ctx.say(
@@ -325,7 +325,8 @@ def _free_port(preferred: int) -> int:
 
 def serve_space(ctx: DemoContext) -> None:
     """Run the Space on 127.0.0.1 against the published repos until Ctrl-C (``DEMO_SPACE=0`` skips it)."""
-    from hubkit.space import SpaceConfig, serve_locally
+    from hubkit.space.config import SpaceConfig
+    from hubkit.space.serve import serve_locally
 
     if os.environ.get("DEMO_SPACE", "1") == "0":
         ctx.say("Space skipped (DEMO_SPACE=0)")

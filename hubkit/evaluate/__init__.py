@@ -5,8 +5,11 @@ Modules, one job each:
 - `results`: what an evaluation stores (``eval/results.json``, ``eval/samples.jsonl``) and reading it back.
 - `problems`: problem sets (local files, Hub datasets), the normalized-text hashes of training problems
   that both recipes record (``train_problems.sha256``), and the contamination check.
-- `metric`: the run's own correctness reward (`hubkit.rewards`) as a 0/1 verdict.
+- `metric`: the run's own correctness reward (`hubkit.rewards`) as a 0/1 verdict (or `--metric`'s, said so).
+- `length`: the answer length the run trained with, from what it recorded (TRL's training_args.bin read
+  without running it).
 - `models`: the chosen checkpoints' adapter folders and the run's tokenizer.
+- `release`: a published release made ready to evaluate as a run (`hubkit eval --repo-id`).
 - `chat`: prompts through the run's chat template; generated ids back into answers (both backends).
 - `generation`: what a backend is given (`GenerationJob`) and returns.
 - `backend_transformers`: the base loaded once, every checkpoint a named PEFT adapter, mixed-adapter batches.

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
+from hubkit.evaluate.generation import DEFAULT_DTYPE, Dtype, GeneratedIds, GenerationJob, Progress
 from hubkit.evaluate.results import BASE_NAME
 
 PEFT_BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
@@ -30,8 +30,19 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _contiguous_input(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (args[0].contiguous(), *args[1:])
+
+
+def torch_dtype(dtype: Dtype) -> Any:
+    """The torch dtype named by `dtype` (``auto`` stays ``auto``: transformers reads the base's config)."""
+    import torch
+
+    return dtype if dtype == "auto" else getattr(torch, dtype)
+
+
 def load_model(
-    base_dir: Path, adapters: Mapping[str, Path], *, device: str | None = None, dtype: Any = None
+    base_dir: Path, adapters: Mapping[str, Path], *, device: str | None = None, dtype: Any = DEFAULT_DTYPE
 ) -> Any:
     """The base model with every adapter loaded under its name, in eval mode.
 
@@ -39,19 +50,24 @@ def load_model(
         base_dir: the base model's folder.
         adapters: adapter name → PEFT adapter folder (may be empty: the plain base model).
         device: where to load; default `default_device()`.
-        dtype: the base's torch dtype; default bfloat16 on CUDA, float32 on CPU (adapters keep PEFT's
-            default: float32 under a half-precision base, as `PeftModel.from_pretrained` loads them).
+        dtype: the base's dtype, a `Dtype` name or a torch dtype; default bfloat16, on a CPU too (adapters
+            keep PEFT's default: float32 under a half-precision base, as `PeftModel.from_pretrained` loads
+            them).
 
     Returns:
         A `PeftModel` (or the base model when there is no adapter).
     """
-    import torch
     from transformers import AutoModelForCausalLM
 
     device = device or default_device()
-    if dtype is None:
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if isinstance(dtype, str):
+        dtype = torch_dtype(dtype)  # type: ignore[arg-type]
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).to(device)
+    if not device.startswith("cuda"):
+        # generate() hands the output layer the last position as a non-contiguous slice, and on a CPU
+        # torch's bfloat16 linear then works on float32 copies: loading a Qwen3-4B-shaped base with 2
+        # checkpoints and answering 2 problems peaked at 12.6 GB RSS, 8.3 GB with a contiguous input.
+        model.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
     if adapters:
         from peft import PeftModel
 
@@ -142,5 +158,5 @@ def run(job: GenerationJob, progress: Progress | None = None, *, device: str | N
     Returns:
         See `generate`.
     """
-    model = load_model(job.base_dir, dict(job.adapters), device=device)
+    model = load_model(job.base_dir, dict(job.adapters), device=device, dtype=job.dtype)
     return generate(model, job, progress)

@@ -18,8 +18,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hubkit.errors import EvalError
+from hubkit.errors import AdapterError, EvalError
 from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
+from hubkit.formats.peft import max_rank, read_adapter_config
 
 PYTHON_ENV = "HUBKIT_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -28,7 +29,8 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def max_lora_rank(adapter_dirs: list[Path]) -> int:
-    """The smallest rank vLLM accepts that fits every adapter's ``r`` (8 when there is none).
+    """The smallest rank vLLM accepts that fits every module of every adapter (``r`` and its
+    ``rank_pattern``; 8 when there is none).
 
     Raises:
         EvalError: an adapter's rank is above what vLLM supports, or its config is unreadable.
@@ -36,9 +38,12 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     ranks = []
     for adapter_dir in adapter_dirs:
         try:
-            ranks.append(int(json.loads((adapter_dir / "adapter_config.json").read_text())["r"]))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: {e}") from e
+            rank = max_rank(read_adapter_config(adapter_dir, adapter_dir.name))
+        except AdapterError as e:
+            raise EvalError(f"cannot read the LoRA rank: {e}") from e
+        if rank is None:
+            raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: its config has no usable r")
+        ranks.append(rank)
     needed = max(ranks, default=8)
     for rank in VLLM_LORA_RANKS:
         if rank >= needed:
@@ -48,8 +53,8 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     )
 
 
-def job_payload(job: GenerationJob, *, dtype: str = "auto") -> dict[str, Any]:
-    """The JSON the worker reads (`dtype`: vLLM's, e.g. ``float32``; ``auto`` takes the model's)."""
+def job_payload(job: GenerationJob) -> dict[str, Any]:
+    """The JSON the worker reads (the dtype is the job's, which vLLM takes by the same names)."""
     settings = job.settings
     adapters = dict(job.adapters)
     return {
@@ -65,7 +70,7 @@ def job_payload(job: GenerationJob, *, dtype: str = "auto") -> dict[str, Any]:
         "stop_ids": list(job.stop_ids),
         "max_lora_rank": max_lora_rank([adapters[n] for n in job.models if n in adapters]),
         "max_model_len": max(len(p) for p in job.prompts) + settings.max_new_tokens,
-        "dtype": dtype,
+        "dtype": job.dtype,
     }
 
 
@@ -92,7 +97,6 @@ def run(
     progress: Progress | None = None,
     *,
     python: str | os.PathLike[str] | None = None,
-    dtype: str = "auto",
 ) -> GeneratedIds:
     """Generate with vLLM in its own environment.
 
@@ -100,7 +104,6 @@ def run(
         job: what to generate.
         progress: called with the number of answers after each chunk of problems.
         python: the Python of the environment that has vLLM (default ``$HUBKIT_VLLM_PYTHON``).
-        dtype: the dtype vLLM computes in (``auto`` turns a float32 model into bfloat16 or float16).
 
     Returns:
         Model name → generated ids per prompt.
@@ -111,7 +114,7 @@ def run(
     interpreter = resolve_python(python)
     with tempfile.TemporaryDirectory(prefix="hubkit-vllm-") as tmp:
         job_path, out_path, log_path = Path(tmp, "job.json"), Path(tmp, "out.json"), Path(tmp, "stderr.log")
-        job_path.write_text(json.dumps(job_payload(job, dtype=dtype)))
+        job_path.write_text(json.dumps(job_payload(job)))
         with log_path.open("w") as log:
             # -I: the worker must not import hubkit's modules beside it, nor this environment's packages.
             process = subprocess.Popen(

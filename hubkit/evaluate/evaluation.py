@@ -3,6 +3,9 @@
 plan = plan_eval(run, EvalRequest(steps=(20, 40), problems="test.jsonl"))   # refuses contamination
 results = execute_eval(plan, progress=bar.advance)
 save_eval(run.run_dir, results.summary, results.samples)
+
+A published release is evaluated the same way, read back as a run (`hubkit.evaluate.release`): the same
+metric, problems, prompts, answer length and contamination check, from what the release publishes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Literal
 from hubkit.errors import EvalError
 from hubkit.evaluate import backend_transformers, backend_vllm
 from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, prompt_ids, stop_token_ids
-from hubkit.evaluate.generation import GenerationJob, GenerationSettings, Progress
+from hubkit.evaluate.generation import DEFAULT_DTYPE, Dtype, GenerationJob, GenerationSettings, Progress
+from hubkit.evaluate.length import AnswerLength, answer_length
 from hubkit.evaluate.metric import Metric, metric_for
 from hubkit.evaluate.models import adapter_dirs, tokenizer_dir
 from hubkit.evaluate.problems import (
@@ -41,8 +45,6 @@ from hubkit.evaluate.results import (
 from hubkit.runs import Checkpoint, Run, select_checkpoints
 
 DEFAULT_PROBLEMS = 200
-# Without a recorded max_completion_length, answers get this many tokens (the GSM8K seed run's 768, rounded up).
-FALLBACK_MAX_NEW_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,11 @@ class EvalRequest:
         split: the dataset split (default ``test``); not used for a file.
         revision: the dataset revision.
         n: evaluate the first `n` problems.
-        max_new_tokens: the answer token limit; default the run's ``max_completion_length``.
+        max_new_tokens: the answer token limit; default the length the run trained with
+            (`hubkit.evaluate.length.answer_length`).
         temperature, top_p, seed, batch_size: see `GenerationSettings`.
         backend: ``transformers`` or ``vllm``.
+        dtype: the dtype the base model is loaded in (`hubkit.evaluate.generation.DTYPES`).
         metric: a metric name overriding the run's reward spec (required when the run records none).
         include_base: evaluate the base model too.
     """
@@ -76,13 +80,20 @@ class EvalRequest:
     seed: int = 0
     batch_size: int = 8
     backend: Literal["transformers", "vllm"] = "transformers"
+    dtype: Dtype = DEFAULT_DTYPE
     metric: str | None = None
     include_base: bool = True
 
 
 @dataclass(frozen=True)
 class EvalPlan:
-    """A checked evaluation, ready to run: the problems are held out (or the run records no hashes)."""
+    """A checked evaluation, ready to run: the problems are held out (or the run records no hashes).
+
+    Args:
+        run: the run, or a release read back as one.
+        published: True for a release: its adapters are published ones, in PEFT form as they are.
+        length: the answer token limit and where it came from (`settings.max_new_tokens` is its value).
+    """
 
     run: Run
     metric: Metric
@@ -92,18 +103,14 @@ class EvalPlan:
     include_base: bool
     settings: GenerationSettings
     backend: Literal["transformers", "vllm"]
+    dtype: Dtype
+    length: AnswerLength
+    published: bool = False
 
     @property
     def models(self) -> tuple[str, ...]:
         """The model names, in evaluation order: the base first, then the checkpoints by step."""
         return ((BASE_NAME,) if self.include_base else ()) + tuple(c.name for c in self.checkpoints)
-
-
-def _max_new_tokens(run: Run, requested: int | None) -> int:
-    if requested is not None:
-        return requested
-    recorded = run.manifest.hyperparameters.get("max_completion_length")
-    return recorded if isinstance(recorded, int) and recorded > 0 else FALLBACK_MAX_NEW_TOKENS
 
 
 def _problem_set(metric: Metric, request: EvalRequest, endpoint: str | None, token: str | None) -> ProblemSet:
@@ -132,15 +139,21 @@ def _problem_set(metric: Metric, request: EvalRequest, endpoint: str | None, tok
 
 
 def plan_eval(
-    run: Run, request: EvalRequest, *, endpoint: str | None = None, token: str | None = None
+    run: Run,
+    request: EvalRequest,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    published: bool = False,
 ) -> EvalPlan:
     """Choose the metric, load the problems, check them against the run's training problems, pick models.
 
     Args:
-        run: the run.
+        run: the run (or a release read back as one: `hubkit.evaluate.release.open_release`).
         request: what to evaluate.
         endpoint: the Hub for a problem dataset; default the client's.
         token: for a private dataset; default the client's.
+        published: `run` is a release: its checkpoints' adapters are used as published.
 
     Returns:
         The plan.
@@ -151,8 +164,9 @@ def plan_eval(
         CheckpointError: a requested step is not a complete checkpoint.
     """
     metric = metric_for(run.manifest.reward, request.metric)
+    length = answer_length(run, request.max_new_tokens)
     settings = GenerationSettings(
-        max_new_tokens=_max_new_tokens(run, request.max_new_tokens),
+        max_new_tokens=length.tokens,
         temperature=request.temperature,
         top_p=request.top_p,
         seed=request.seed,
@@ -164,7 +178,17 @@ def plan_eval(
     problems = _problem_set(metric, request, endpoint, token)
     report = check_contamination(problems, read_train_problem_hashes(run.run_dir), run_id=run.manifest.run_id)
     return EvalPlan(
-        run, metric, problems, report, checkpoints, request.include_base, settings, request.backend
+        run,
+        metric,
+        problems,
+        report,
+        checkpoints,
+        request.include_base,
+        settings,
+        request.backend,
+        request.dtype,
+        length,
+        published,
     )
 
 
@@ -205,12 +229,13 @@ def execute_eval(
     base_dir = fetch_base_snapshot(
         run.manifest.base_model, run.manifest.base_model_revision, endpoint=endpoint, token=token
     )
-    tokenizer = load_tokenizer(tokenizer_dir(run, base_dir))
+    chat_template_dir = tokenizer_dir(run, base_dir)
+    tokenizer = load_tokenizer(chat_template_dir)
     system_prompt = run.manifest.system_prompt
     prompts = tuple(tuple(prompt_ids(tokenizer, p.question, system_prompt)) for p in plan.problems.problems)
     stop_ids = stop_token_ids(base_dir, tokenizer)
     with tempfile.TemporaryDirectory(prefix="hubkit-eval-") as staging:
-        adapters = adapter_dirs(run, plan.checkpoints, Path(staging))
+        adapters = adapter_dirs(run, plan.checkpoints, Path(staging), published=plan.published)
         job = GenerationJob(
             base_dir=base_dir,
             models=plan.models,
@@ -219,6 +244,7 @@ def execute_eval(
             settings=plan.settings,
             stop_ids=stop_ids,
             pad_id=int(tokenizer.pad_token_id),
+            dtype=plan.dtype,
         )
         if plan.backend == "vllm":
             generated = backend_vllm.run(job, progress, python=vllm_python)
@@ -271,6 +297,8 @@ def execute_eval(
             batch_size=plan.settings.batch_size,
             chat_template=tokenizer.chat_template,
             system_prompt=system_prompt,
+            dtype=plan.dtype,
+            chat_template_from="base" if chat_template_dir == base_dir else "run",
         ),
         models=tuple(results),
     )

@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from hubkit.errors import EvalError
 from hubkit.evaluate.results import BASE_NAME
 
 # Called with the number of (model, problem) answers just finished.
 Progress = Callable[[int], None]
+
+# The dtype the base model is loaded in. bfloat16 is what the seed's Qwen3 checkpoints are stored in: a 4B
+# model needs 8 GB then, against 16 GB in float32. "auto" takes the dtype the base's config names.
+Dtype = Literal["bfloat16", "float16", "float32", "auto"]
+DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32", "auto")
+DEFAULT_DTYPE: Dtype = "bfloat16"
 
 
 @dataclass(frozen=True)
@@ -68,9 +75,10 @@ class GenerationJob:
         settings: decoding settings.
         stop_ids: token ids that end an answer.
         pad_id: the padding token id.
+        dtype: the dtype the base model is loaded in (see `DTYPES`).
 
     Raises:
-        EvalError: no model, or a checkpoint without an adapter.
+        EvalError: no model, a checkpoint without an adapter, or an unknown dtype.
     """
 
     base_dir: Path
@@ -80,8 +88,11 @@ class GenerationJob:
     settings: GenerationSettings
     stop_ids: tuple[int, ...]
     pad_id: int
+    dtype: Dtype = DEFAULT_DTYPE
 
     def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise EvalError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not self.models:
             raise EvalError("nothing to evaluate: no base model and no checkpoint")
         missing = [m for m in self.models if m != BASE_NAME and m not in dict(self.adapters)]

@@ -17,23 +17,25 @@ from hubkit.rewards.build import BuiltReward, RewardInputs, build
 from hubkit.rewards.gsm8k import extract_gold_answer
 from hubkit.rewards.spec import RewardComponent, RewardSpec
 
-_DESCRIPTIONS: dict[str, str] = {
-    "gsm8k_correctness": (
-        "The last number in the last <answer>...</answer> block equals the reference number "
-        "(the run's GSM8K correctness reward)"
-    ),
-    "math_correctness": (
-        "The last \\boxed{...} of the answer is equivalent to the reference under math-verify "
-        "(the run's math correctness reward)"
-    ),
+_RULES: dict[str, str] = {
+    "gsm8k_correctness": "The last number in the last <answer>...</answer> block equals the reference number",
+    "math_correctness": "The last \\boxed{...} of the answer is equivalent to the reference under math-verify",
 }
+_REWARD_NAMES: dict[str, str] = {"gsm8k_correctness": "GSM8K", "math_correctness": "math"}
 
 
 @dataclass(frozen=True)
 class Metric:
-    """Which correctness reward judges the answers, and its parameters from the run's spec."""
+    """Which correctness reward judges the answers, and its parameters from the run's spec.
+
+    Args:
+        component: the reward component that judges.
+        from_run: True when the run's own reward spec has it; False when `--metric` chose one that the run's
+            reward does not have (or for a run that records no reward).
+    """
 
     component: RewardComponent
+    from_run: bool = True
 
     def __post_init__(self) -> None:
         if self.component.name not in METRICS:
@@ -45,8 +47,14 @@ class Metric:
 
     @property
     def info(self) -> MetricInfo:
-        """The metric as results record it."""
-        return MetricInfo(name=self.name, description=_DESCRIPTIONS[self.name])
+        """The metric as results record it, saying whether it is the run's own reward."""
+        kind = _REWARD_NAMES[self.name]
+        whose = (
+            f"the run's {kind} correctness reward"
+            if self.from_run
+            else f"hubkit's {kind} correctness reward, chosen with --metric"
+        )
+        return MetricInfo(name=self.name, description=f"{_RULES[self.name]} ({whose})")
 
     @property
     def default_problems(self) -> HubSource | None:
@@ -115,7 +123,9 @@ def metric_for(spec: RewardSpec | None, override: str | None = None) -> Metric:
         if override not in METRICS:
             raise EvalError(f"--metric must be one of {', '.join(METRICS)}, got {override!r}")
         component = spec.component(override) if spec is not None else None
-        return Metric(component or RewardComponent(override))
+        if component is None:
+            return Metric(RewardComponent(override), from_run=False)
+        return Metric(component)
     found = [c for c in (spec.components if spec else ()) if c.name in METRICS]
     if len(found) != 1:
         why = "records no reward spec" if spec is None else f"has {len(found)} correctness components"

@@ -6,26 +6,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from hubkit.errors import EvalError
+from hubkit.adapters.prepare import prepare_adapter
+from hubkit.errors import CheckpointError, EvalError
 from hubkit.runs import Checkpoint, Run
 
 
-def adapter_dirs(run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path) -> dict[str, Path]:
+def adapter_dirs(
+    run: Run, checkpoints: Sequence[Checkpoint], staging_dir: Path, *, published: bool = False
+) -> dict[str, Path]:
     """Each checkpoint's PEFT adapter folder, by checkpoint name (``global_step_N``).
 
-    TRL saves loadable adapters and they are read in place; verl's are normalized (or rebuilt from the
-    FSDP shards) into `staging_dir` by `hubkit.adapters.prepare_adapter`, as the push does.
+    TRL saves loadable adapters and they are read in place, as are a published release's (the push
+    normalized them); verl's are normalized (or rebuilt from the FSDP shards) into `staging_dir` by
+    `hubkit.adapters.prepare_adapter`, as the push does.
 
     Raises:
         CheckpointError, AdapterError: a checkpoint has no usable adapter.
     """
     found: dict[str, Path] = {}
     for checkpoint in checkpoints:
-        if run.framework == "trl" and checkpoint.adapter_dir is not None:
+        if published:
+            if checkpoint.adapter_dir is None:
+                raise CheckpointError(f"{checkpoint.name} of {run.manifest.run_id} was not downloaded")
+            found[checkpoint.name] = checkpoint.adapter_dir
+        elif run.framework == "trl" and checkpoint.adapter_dir is not None:
             found[checkpoint.name] = checkpoint.adapter_dir
         else:
-            from hubkit.adapters import prepare_adapter  # torch: imported only when needed
-
             found[checkpoint.name] = prepare_adapter(run, checkpoint, staging_dir / checkpoint.name).dir
     return found
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import ContaminationError, EvalError
+from hubkit.runs.state import write_atomically
 
 TRAIN_PROBLEM_HASHES_NAME = "train_problems.sha256"
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -62,9 +63,7 @@ def write_train_problem_hashes(directory: str | os.PathLike[str], problems: Iter
     path = Path(directory) / TRAIN_PROBLEM_HASHES_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     digests = sorted({problem_hash(text) for text in problems})
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(d + "\n" for d in digests), encoding="ascii")
-    os.replace(tmp, path)
+    write_atomically(path, "".join(d + "\n" for d in digests))
     return path
 
 

@@ -9,7 +9,7 @@ Space's example prompts). ``results.json``::
                   "contamination": {"checked": true, "overlap": 0, "train_problems": 7473}},
      "generation": {"backend": "transformers", "max_new_tokens": 768, "temperature": 0.0, "top_p": 1.0,
                     "do_sample": false, "seed": 0, "batch_size": 16, "chat_template": "...",
-                    "system_prompt": "..."},
+                    "system_prompt": "...", "dtype": "bfloat16", "chat_template_from": "run"},
      "models": [{"name": "base", "step": null, "n": 200, "correct": 141, "accuracy": 0.705,
                  "ci95": [0.638, 0.764], "tokens_mean": 283.1, "tokens_median": 270.0, "tokens_max": 768,
                  "truncated_share": 0.02}, {"name": "global_step_20", "step": 20, ...}]}
@@ -34,9 +34,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from hubkit.errors import EvalError
+from hubkit.errors import EvalError, FileFormatError
+from hubkit.formats.json_file import read_bounded
+from hubkit.runs.state import write_atomically
 
-SCHEMA_VERSION = 1
+# 2 added generation.dtype and generation.chat_template_from. Fields are only ever added: schema 1 files
+# still load (those two read as None: not recorded).
+SCHEMA_VERSION = 2
 EVAL_DIR = "eval"
 RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
@@ -136,7 +140,14 @@ class ProblemsInfo:
 
 @dataclass(frozen=True)
 class GenerationInfo:
-    """How the answers were generated."""
+    """How the answers were generated.
+
+    Attributes:
+        system_prompt: the run's system prompt, or None when the run records none (then there was none).
+        dtype: the dtype the base model was loaded in (None: not recorded, schema 1).
+        chat_template_from: ``run`` when the run saved its tokenizer and chat template, ``base`` when the
+            base model's were used (None: not recorded, schema 1).
+    """
 
     backend: Backend
     max_new_tokens: int
@@ -147,10 +158,26 @@ class GenerationInfo:
     batch_size: int
     chat_template: str
     system_prompt: str | None
+    dtype: str | None = None
+    chat_template_from: Literal["run", "base"] | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise EvalError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.chat_template_from not in (None, "run", "base"):
+            raise EvalError(f"chat_template_from must be run or base, got {self.chat_template_from!r}")
+
+    def prompt_description(self) -> str:
+        """How the prompts were built, as a card or a message says it: whose chat template, which system
+        prompt (never "the run's system prompt" for a run that had none)."""
+        template = (
+            "the base model's chat template"
+            if self.chat_template_from == "base"
+            else ("the run's chat template")
+        )
+        if self.system_prompt:
+            return f"{template} and system prompt"
+        return f"{template}, no system prompt (the run records none)"
 
 
 @dataclass(frozen=True)
@@ -251,9 +278,11 @@ class EvalSummary:
         """The checkpoint to use: the highest accuracy; on a tie, fewer tokens on average, then the earlier step.
 
         Returns:
-            That checkpoint's result, or None when no checkpoint was evaluated (the base never counts).
+            That checkpoint's result, or None when no checkpoint was evaluated or none answered a problem
+            right (a checkpoint at 0 % is no recommendation; the base never counts).
         """
-        return min(self.checkpoints, key=lambda m: (-m.accuracy, m.tokens_mean, m.step), default=None)
+        scored = [m for m in self.checkpoints if m.correct > 0]
+        return min(scored, key=lambda m: (-m.accuracy, m.tokens_mean, m.step), default=None)
 
 
 @dataclass(frozen=True)
@@ -308,12 +337,6 @@ class EvalResults:
 # --- files ----------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def summary_to_dict(summary: EvalSummary) -> dict[str, Any]:
     """`results.json`'s JSON form of `summary` (the key order of the documented schema)."""
     data = asdict(summary)
@@ -348,11 +371,22 @@ def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
         raise EvalError(f"invalid {RESULTS_NAME} ({e}): run `hubkit eval` again") from e
 
 
+def eval_file_bytes(summary: EvalSummary, samples: Iterable[Sample]) -> dict[str, bytes]:
+    """The two files' bytes, by their path in a run (``eval/results.json``, ``eval/samples.jsonl``): what
+    `save_eval` writes and what a push publishes."""
+    lines = (json.dumps(asdict(s), ensure_ascii=False, allow_nan=False) + "\n" for s in samples)
+    text = json.dumps(summary_to_dict(summary), indent=2, ensure_ascii=False, allow_nan=False)
+    return {
+        f"{EVAL_DIR}/{SAMPLES_NAME}": "".join(lines).encode(),
+        f"{EVAL_DIR}/{RESULTS_NAME}": (text + "\n").encode(),
+    }
+
+
 def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: Iterable[Sample]) -> Path:
     """Write ``run_dir/eval/samples.jsonl`` and then ``run_dir/eval/results.json``.
 
     Args:
-        run_dir: the run directory.
+        run_dir: the run directory (or any folder that is to hold an ``eval/`` folder).
         summary: the summary.
         samples: every (model, problem) sample.
 
@@ -361,11 +395,32 @@ def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: It
     """
     eval_dir = Path(run_dir) / EVAL_DIR
     eval_dir.mkdir(parents=True, exist_ok=True)
-    lines = (json.dumps(asdict(s), ensure_ascii=False, allow_nan=False) + "\n" for s in samples)
-    _write_atomic(eval_dir / SAMPLES_NAME, "".join(lines))
-    text = json.dumps(summary_to_dict(summary), indent=2, ensure_ascii=False, allow_nan=False)
-    _write_atomic(eval_dir / RESULTS_NAME, text + "\n")
+    files = eval_file_bytes(summary, samples)
+    write_atomically(eval_dir / SAMPLES_NAME, files[f"{EVAL_DIR}/{SAMPLES_NAME}"])
+    write_atomically(eval_dir / RESULTS_NAME, files[f"{EVAL_DIR}/{RESULTS_NAME}"])
     return eval_dir
+
+
+# Bounds on what a run's eval/ may hold (200 problems × 11 models of 1,000-token answers is ~20 MB).
+_MAX_RESULTS_BYTES = 16 * 1024 * 1024
+_MAX_SAMPLES_BYTES = 256 * 1024 * 1024
+
+
+def _read_text(path: Path, max_bytes: int) -> str:
+    """A file of the run's eval/, read only when it is within its bound.
+
+    Raises:
+        FileNotFoundError: it is not there.
+        EvalError: it is too large or not UTF-8.
+    """
+    try:
+        return read_bounded(path, max_bytes, f"{EVAL_DIR}/{path.name}").decode("utf-8")
+    except FileFormatError as e:
+        if isinstance(e.__cause__, FileNotFoundError) or not path.exists():
+            raise FileNotFoundError(path) from e
+        raise EvalError(f"{e}: run `hubkit eval` again") from e
+    except UnicodeDecodeError as e:
+        raise EvalError(f"{EVAL_DIR}/{path.name} is not UTF-8: run `hubkit eval` again") from e
 
 
 def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
@@ -382,7 +437,7 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
     """
     eval_dir = Path(run_dir) / EVAL_DIR
     try:
-        text = (eval_dir / RESULTS_NAME).read_text(encoding="utf-8")
+        text = _read_text(eval_dir / RESULTS_NAME, _MAX_RESULTS_BYTES)
     except FileNotFoundError:
         return None
     try:
@@ -392,7 +447,7 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
             f"{EVAL_DIR}/{RESULTS_NAME} is not valid JSON ({e.msg}): run `hubkit eval` again"
         ) from e
     try:
-        lines = (eval_dir / SAMPLES_NAME).read_text(encoding="utf-8").splitlines()
+        lines = _read_text(eval_dir / SAMPLES_NAME, _MAX_SAMPLES_BYTES).splitlines()
     except FileNotFoundError as e:
         raise EvalError(f"{EVAL_DIR}/{SAMPLES_NAME} is missing: run `hubkit eval` again") from e
     samples = []

@@ -52,8 +52,8 @@ from hubkit.formats.gguf_arch import (
     llama_permute,
 )
 from hubkit.formats.gguf_vocab import vocab_fields
+from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 from hubkit.merge.shards import TORCH_DTYPES, ShardReader
-from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 # Input read and encoded per step: large enough that numpy's per-call costs vanish, small enough that the
 # float32 copy and Q8_0's temporaries (about six times the float32 block) stay a few hundred MB.

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
 
-from hubkit.manifest import MANIFEST_NAME
-from hubkit.publish.push import HUB_ENDPOINT, PushReport, PushRequest, PushSession
+from hubkit.publish.push import PushSession
+from hubkit.publish.request import HUB_ENDPOINT, PushReport, PushRequest
+from hubkit.runs.manifest import MANIFEST_NAME
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -75,7 +76,7 @@ class BackgroundPusher:
 
     def _push(self, *, merge: bool) -> PushReport | None:
         try:
-            report = self._session.push(merge=merge)
+            report = self._session.push(may_merge=merge)
         except Exception as e:  # a push must never stop training: report it, retry at the next save
             self.failures += 1
             logger.warning(

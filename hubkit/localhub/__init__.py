@@ -12,16 +12,22 @@ The real `huggingface_hub` client, transformers and peft talk to it through `HF_
 Where it differs from huggingface.co, knowingly:
 - no Xet: uploads take the LFS batch path (multipart above `HubSettings.multipart_threshold`);
 - accounts are a users file (tokens → user, orgs, read-only), or one administrator's token, or
-  none (then loopback only): no fine-grained scopes, no gated repos (`access.py`);
+  none (then loopback only, and any token writes): no fine-grained scopes, no gated repos (`access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
 - tree listings are not paginated and carry no `lastCommit`; `.gitattributes` matching is an
   fnmatch approximation of git's rules;
 - Spaces never run: their runtime stage only says whether the SDK's app file exists.
 
-Layout: `names` (what is a valid name or path), `gitstore` and `lfs` (objects on disk), `repos`
-(repositories, commits, refs), `access` and `identity` (tokens, users, namespace rules), `faults`
-(failures injected on purpose, for tests), `api_*` (one handler per endpoint), `routes` (URL →
-handler, auth, errors), `handler` and `server` (sockets, threads, start/stop).
+Every request is bounded and checked before a handler runs (`guards`): its Host must name this server,
+its body have the route's type and fit its limit; writes need a token even on an open Hub, and signed
+URLs expire and serve only while their signer keeps access (`signed_urls`). What git refuses in a tree
+is refused in a commit (`gitrules`, `gitmodules`).
+
+Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitstore` and
+`lfs` (objects on disk), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
+`identity` (tokens, users, namespace rules), `signed_urls`, `faults` (failures injected on purpose, for
+tests), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
+`handler` and `server` (sockets, threads, start/stop).
 """
 
 from hubkit.localhub.context import HubSettings

@@ -2,8 +2,9 @@
 
 Three ways to run, from the server's settings:
 
-- open (no token, no users file): every caller, with any token or none, acts as the server's user
-  and may write every namespace. The server then listens on loopback only (`server.py`).
+- open (no token, no users file): every caller acts as the server's user and reads every namespace;
+  with any token at all (the Authorization header a web page cannot send, `guards.py`) it also writes
+  every namespace. The server then listens on loopback only (`server.py`).
 - one token (`--token`): its holder is the server's user, an administrator who reads and writes
   every namespace; anyone may read public repos; any other token is refused (401).
 - a users file (`--users FILE`, with or without `--token`): each token belongs to a user, who
@@ -105,19 +106,51 @@ def load_users(path: Path) -> tuple[Account, ...]:
     return tuple(accounts)
 
 
-class AccessPolicy:
-    """Turns a request's Authorization header into a `Caller`, and says what that caller may do."""
+# The signer of URLs handed to a request without a token (see `AccessPolicy.signer`).
+NO_TOKEN = "none"
+# The signer of an open Hub's writers: their tokens are not checked, so they are not told apart.
+OPEN_WRITER = "open"
 
-    def __init__(self, admin_name: str, admin_token: str | None, accounts: tuple[Account, ...]) -> None:
-        self.admin = Caller(admin_name, can_write=True, admin=True)
+
+class AccessPolicy:
+    """Turns a request's Authorization header into a `Caller`, and says what that caller may do.
+
+    Args:
+        admin_name: the administrator's name (on an open Hub, every caller's).
+        admin_token: the administrator's token, or None.
+        accounts: the tokens of a users file.
+        secret: the server's signing key: a caller's `credential` is an HMAC of its token's digest, so that
+            a URL names its signer without revealing anything about the token.
+    """
+
+    def __init__(
+        self, admin_name: str, admin_token: str | None, accounts: tuple[Account, ...], secret: bytes
+    ) -> None:
         self.open = admin_token is None and not accounts
+        self._secret = secret
         self._admin_digest = token_digest(admin_token) if admin_token else None
         self._accounts = accounts
+        admin_credential = OPEN_WRITER if self.open else self._credential(self._admin_digest)
+        self.admin = Caller(admin_name, can_write=True, admin=True, credential=admin_credential)
+        # On an open Hub, a request without an Authorization header reads everything and writes nothing:
+        # a web page's no-cors request cannot send one, the huggingface_hub client always does.
+        self._open_reader = Caller(admin_name, admin=True)
+        self._callers = {
+            self._credential(a.digest): Caller(
+                a.user, a.orgs, a.can_write, credential=self._credential(a.digest)
+            )
+            for a in accounts
+        }
+
+    def _credential(self, digest: bytes | None) -> str:
+        if digest is None:
+            return NO_TOKEN
+        return hmac.new(self._secret, b"signer:" + digest, hashlib.sha256).hexdigest()[:32]
 
     def authenticate(self, authorization: str | None) -> Caller:
         """The caller a header names. Raises 401 for a token that is not known (as the Hub does)."""
         if self.open:
-            return self.admin
+            return self.admin if authorization and authorization.strip() else self._open_reader
         if authorization is None:
             return ANONYMOUS
         scheme, _, token = authorization.partition(" ")
@@ -130,14 +163,27 @@ class AccessPolicy:
             return self.admin
         if not found:
             raise errors.unauthorized()
-        account = found[0]
-        return Caller(account.user, account.orgs, can_write=account.can_write)
+        return self._callers[self._credential(found[0].digest)]
 
     @staticmethod
-    def check_write(caller: Caller, namespace: str | None = None, action: str = "write to") -> None:
+    def signer(caller: Caller) -> str:
+        """What a URL signed for `caller` records of it (`caller_of` finds the caller again)."""
+        return caller.credential or NO_TOKEN
+
+    def caller_of(self, signer: str) -> Caller | None:
+        """The caller a signed URL was made for, with the access it has now; None when its token is gone
+        (removed from the users file, or the Hub restarted with other credentials)."""
+        if signer == NO_TOKEN:
+            return self._open_reader if self.open else ANONYMOUS
+        if signer == self.admin.credential:
+            return self.admin
+        return self._callers.get(signer)
+
+    def check_write(self, caller: Caller, namespace: str | None = None, action: str = "write to") -> None:
         """Refuse a write: 401 without a token, 403 for a read-only token or another's namespace."""
-        if caller.name is None:
-            raise errors.unauthorized()
+        if caller.credential is None:
+            hint = "an open local Hub takes any token" if self.open else None
+            raise errors.unauthorized(f"a write needs a token ({hint})" if hint else None)
         if not caller.can_write:
             raise errors.forbidden("This token is read-only: use a token with write access.")
         if namespace is not None and not caller.owns(namespace):

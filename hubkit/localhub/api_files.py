@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -13,7 +12,7 @@ from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.names import check_path
 from hubkit.localhub.repos import FileEntry, FolderEntry
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_RANGE = re.compile(r"^bytes=([0-9]{0,19})-([0-9]{0,19})$")
 
 
 def _entry_json(entry: FileEntry | FolderEntry) -> dict:
@@ -42,16 +41,12 @@ def paths_info(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
-    body = req.body.read()
     if "json" in req.headers.get("Content-Type", ""):
-        try:
-            paths = json.loads(body or b"{}").get("paths", [])
-        except (ValueError, AttributeError) as e:
-            raise errors.bad_request("paths-info expects a form or a JSON object with 'paths'.") from e
+        paths = req.body.json().get("paths", [])
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise errors.bad_request("'paths' must be a list of strings.")
     else:
-        paths = parse_qs(body.decode(), keep_blank_values=True).get("paths", [])
+        paths = parse_qs(req.body.read().decode("utf-8", "replace"), keep_blank_values=True).get("paths", [])
     entries = repo.paths_info(repo.resolve(revision), [_clean_path(p.strip("/")) for p in paths])
     return json_response([_entry_json(e) for e in entries])
 
@@ -114,7 +109,7 @@ def resolve(
     )
     if ctx.cdn_endpoint:
         cdn_path = _cdn_path(repo_type, namespace, name, entry.lfs.oid)
-        headers["Location"] = f"{ctx.cdn_endpoint}{cdn_path}?sig={ctx.sign(cdn_path)}"
+        headers["Location"] = ctx.signed_url(ctx.cdn_endpoint, cdn_path, req.caller)
         return Response(302, headers)
     return _file_response(req, headers, entry.size, repo.lfs.path(entry.lfs.oid), b"")
 
@@ -122,10 +117,9 @@ def resolve(
 def cdn_object(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
 ) -> Response:
-    """An LFS object by signed URL (no token: the signature is the permission)."""
-    if not ctx.signature_ok(_cdn_path(repo_type, namespace, name, oid), req.param("sig")):
-        raise errors.forbidden("Invalid or missing signature for this download URL.")
-    repo = ctx.signed_repo(repo_type, namespace, name)
+    """An LFS object by signed URL (no token: the URL stands for its signer, who must still see the repo)."""
+    path = _cdn_path(repo_type, namespace, name, oid)
+    repo, _ = ctx.signed_repo(req, path, repo_type, namespace, name, upload=False)
     size = repo.lfs.size(oid)
     if size is None:
         raise errors.not_found(f"LFS object {oid} not found.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import math
+import re
 from collections.abc import Iterator
 
 from hubkit.localhub import errors
@@ -13,15 +13,21 @@ from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.messages import Request, Response, json_response, list_field
 
 LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
+# The most upload URLs one batch answer holds (some 6 MB of JSON): 20,000 parts of 16 MiB are 320 GiB.
+MAX_BATCH_URLS = 20_000
+_PART = re.compile(r"^[0-9]{1,9}$")
 
 
 def _upload_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
     return f"/lfs-upload/{repo_type}s/{namespace}/{name}/{oid}"
 
 
-def _signed(ctx: HubContext, req: Request, path: str, size: int) -> str:
-    query = f"size={size}"
-    return f"{req.base_url}{path}?{query}&sig={ctx.sign(f'{path}?{query}')}"
+def _part_count(size: int, chunk: int) -> int:
+    return -(-size // chunk)  # ceil in integers: a float division is inexact past 2**53
+
+
+def _is_multipart(ctx: HubContext, size: int, multipart: bool) -> bool:
+    return multipart and size >= ctx.settings.multipart_threshold
 
 
 def _upload_actions(
@@ -38,15 +44,36 @@ def _upload_actions(
     verify = {
         "href": f"{req.base_url}/{URL_PREFIXES[repo_type]}{namespace}/{name}.git/info/lfs/objects/verify"
     }
+    href = ctx.signed_url(req.base_url, path, req.caller, size)
+    if not _is_multipart(ctx, size, multipart):
+        return {"upload": {"href": href}, "verify": verify}
     chunk = ctx.settings.multipart_chunk_size
-    if multipart and size >= ctx.settings.multipart_threshold:
-        parts = {
-            str(n): _signed(ctx, req, f"{path}/part/{n}", size) for n in range(1, math.ceil(size / chunk) + 1)
-        }
-        upload = {"href": _signed(ctx, req, path, size), "header": {"chunk_size": str(chunk), **parts}}
-    else:
-        upload = {"href": _signed(ctx, req, path, size)}
-    return {"upload": upload, "verify": verify}
+    parts = {
+        str(n): ctx.signed_url(req.base_url, f"{path}/part/{n}", req.caller, size)
+        for n in range(1, _part_count(size, chunk) + 1)
+    }
+    return {"upload": {"href": href, "header": {"chunk_size": str(chunk), **parts}}, "verify": verify}
+
+
+def _check_upload_batch(ctx: HubContext, objects: list[dict], multipart: bool) -> None:
+    """Refuse (413) an upload batch naming an object over `max_lfs_size`, or one whose answer would hold
+    more than `MAX_BATCH_URLS` URLs; counted before any URL is made."""
+    urls, limit = 0, ctx.settings.max_lfs_size
+    for obj in objects:
+        size = obj.get("size")
+        if not isinstance(size, int) or size < 0:
+            continue  # answered with a per-object error
+        if size > limit:
+            raise errors.payload_too_large(
+                f"LFS object {str(obj.get('oid'))[:64]} is {size} bytes: this local Hub takes objects of at most "
+                f"{limit} bytes (hubkit hub serve --max-lfs-size)."
+            )
+        chunk = ctx.settings.multipart_chunk_size
+        urls += 1 + (_part_count(size, chunk) if _is_multipart(ctx, size, multipart) else 0)
+    if urls > MAX_BATCH_URLS:
+        raise errors.payload_too_large(
+            f"This LFS batch would need {urls} upload URLs (at most {MAX_BATCH_URLS}): ask for fewer objects at once."
+        )
 
 
 def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
@@ -57,8 +84,11 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
         raise errors.bad_request("LFS batch operation must be 'upload' or 'download'.")
     repo = ctx.repo(req, repo_type, namespace, name, write=operation == "upload")
     multipart = "multipart" in (data.get("transfers") or [])
+    requested = list_field(data, "objects")
+    if operation == "upload":
+        _check_upload_batch(ctx, requested, multipart)
     objects = []
-    for obj in list_field(data, "objects"):
+    for obj in requested:
         oid, size = obj.get("oid"), obj.get("size")
         try:
             check_oid(oid)
@@ -76,7 +106,7 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
                 )
             else:
                 cdn_path = f"/lfs-objects/{repo_type}s/{namespace}/{name}/{oid}"
-                href = f"{ctx.cdn_endpoint or req.base_url}{cdn_path}?sig={ctx.sign(cdn_path)}"
+                href = ctx.signed_url(ctx.cdn_endpoint or req.base_url, cdn_path, req.caller)
                 objects.append({"oid": oid, "size": stored, "actions": {"download": {"href": href}}})
         elif stored == size:
             objects.append({"oid": oid, "size": size})  # already here: no actions, the client skips it
@@ -89,16 +119,6 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
                 }
             )
     return json_response({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=LFS_JSON)
-
-
-def _check_upload_signature(ctx: HubContext, req: Request, path: str) -> int:
-    """The size a signed upload URL was issued for. Raises 403 when the signature is wrong."""
-    size = req.param("size")
-    if size is None or not size.isdigit() or not ctx.signature_ok(f"{path}?size={size}", req.param("sig")):
-        raise errors.forbidden(
-            "Invalid or missing signature for this upload URL: ask the LFS batch API for one."
-        )
-    return int(size)
 
 
 def _upload_body(ctx: HubContext, req: Request, size: int) -> Iterator[bytes]:
@@ -124,8 +144,10 @@ def _drained_on_error(body: Iterator[bytes]) -> Iterator[None]:
 
 
 def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str) -> Response:
-    size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
-    repo = ctx.signed_repo(repo_type, namespace, name)
+    path = _upload_path(repo_type, namespace, name, oid)
+    repo, grant = ctx.signed_repo(req, path, repo_type, namespace, name, upload=True)
+    size = grant.size or 0
+    req.body.limit_to(size, f"The upload of LFS object {oid}")
     body = _upload_body(ctx, req, size)
     with _drained_on_error(body):
         repo.lfs.write(oid, size, body)
@@ -135,12 +157,14 @@ def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name:
 def lfs_put_part(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str, part: str
 ) -> Response:
-    size = _check_upload_signature(ctx, req, f"{_upload_path(repo_type, namespace, name, oid)}/part/{part}")
-    if not part.isdigit() or int(part) < 1:
+    path = f"{_upload_path(repo_type, namespace, name, oid)}/part/{part}"
+    repo, grant = ctx.signed_repo(req, path, repo_type, namespace, name, upload=True)
+    size, chunk = grant.size or 0, ctx.settings.multipart_chunk_size
+    if not _PART.match(part) or not 1 <= int(part) <= _part_count(size, chunk):
         raise errors.bad_request(f"Invalid part number {part!r}.")
-    repo = ctx.signed_repo(repo_type, namespace, name)
-    offset = (int(part) - 1) * ctx.settings.multipart_chunk_size
-    length = min(ctx.settings.multipart_chunk_size, max(size - offset, 0))
+    offset = (int(part) - 1) * chunk
+    length = min(chunk, size - offset)
+    req.body.limit_to(length, f"Part {part} of LFS object {oid}")
     body = _upload_body(ctx, req, length)
     with _drained_on_error(body):
         etag = repo.lfs.write_part(oid, int(part), offset, body)
@@ -150,8 +174,9 @@ def lfs_put_part(
 def lfs_complete(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
 ) -> Response:
-    size = _check_upload_signature(ctx, req, _upload_path(repo_type, namespace, name, oid))
-    repo = ctx.signed_repo(repo_type, namespace, name)
+    path = _upload_path(repo_type, namespace, name, oid)
+    repo, grant = ctx.signed_repo(req, path, repo_type, namespace, name, upload=True)
+    size = grant.size or 0
     data = req.body.json()
     try:
         parts = sorted(data["parts"], key=lambda p: int(p["partNumber"]))
@@ -160,7 +185,7 @@ def lfs_complete(
         raise errors.bad_request("Multipart completion needs 'parts': [{partNumber, etag}, ...].") from e
     if data.get("oid") != oid:
         raise errors.bad_request("Multipart completion names another oid than its URL.")
-    part_count = math.ceil(size / ctx.settings.multipart_chunk_size)
+    part_count = _part_count(size, ctx.settings.multipart_chunk_size)
     repo.lfs.complete_multipart(oid, size, part_count, etags)
     return json_response({})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
@@ -13,7 +13,7 @@ from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
 from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
-from hubkit.localhub.messages import Request, Response, json_response, list_field
+from hubkit.localhub.messages import Request, Response, json_response, list_field, parse_json
 from hubkit.localhub.names import COMMIT_SHA, check_path
 from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, Repo
 
@@ -74,8 +74,13 @@ class CommitPayload:
 def _header(payload: CommitPayload, value: dict) -> None:
     payload.summary = str(value.get("summary") or "").strip()
     payload.description = str(value.get("description") or "")
-    if "\x00" in payload.summary + payload.description:
+    message = payload.summary + payload.description
+    if "\x00" in message:
         raise InvalidInputError("A commit message cannot contain NUL characters.")
+    try:
+        message.encode()
+    except UnicodeEncodeError:  # a lone surrogate from JSON ("\ud800")
+        raise InvalidInputError("A commit message must be valid Unicode.") from None
     parent = value.get("parentCommit")
     if parent is not None and not (isinstance(parent, str) and COMMIT_SHA.match(parent)):
         raise InvalidInputError(f"Invalid parentCommit {parent!r}: expected a 40-character commit id.")
@@ -87,7 +92,7 @@ def _file(payload: CommitPayload, value: dict) -> None:
     if value.get("encoding") == "base64":
         try:
             data = base64.b64decode(content, validate=True)
-        except (binascii.Error, ValueError) as e:
+        except (binascii.Error, ValueError, TypeError) as e:
             raise InvalidInputError(f"Invalid base64 content for {value.get('path')!r}.") from e
     else:
         data = str(content).encode()
@@ -111,8 +116,9 @@ def _deleted_folder(payload: CommitPayload, value: dict) -> None:
     payload.operations.append(DeleteFolder(check_path(str(value.get("path") or "").rstrip("/"))))
 
 
-def parse_commit_payload(body: bytes) -> CommitPayload:
-    """Parse the client's NDJSON commit. Raises InvalidInputError for any malformed line."""
+def parse_commit_payload(lines: Iterable[bytes]) -> CommitPayload:
+    """Parse the client's NDJSON commit, line by line as it arrives. Raises InvalidInputError for any
+    malformed line."""
     payload = CommitPayload()
     handlers = {
         "file": _file,
@@ -120,13 +126,13 @@ def parse_commit_payload(body: bytes) -> CommitPayload:
         "deletedFile": _deleted_file,
         "deletedFolder": _deleted_folder,
     }
-    for number, line in enumerate(body.splitlines()):
+    for number, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = parse_json(line, f"Line {number + 1} of the commit")
             key, value = item["key"], item["value"]
-        except (ValueError, KeyError, TypeError) as e:
+        except (KeyError, TypeError) as e:
             raise InvalidInputError(
                 f"Line {number + 1} of the commit is not a {{key, value}} JSON object."
             ) from e
@@ -156,7 +162,7 @@ def commit(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
-    payload = parse_commit_payload(req.body.read())
+    payload = parse_commit_payload(req.body.lines())
     if _all_lfs_arrived(repo, payload.operations) and ctx.faults.commit_fails():
         raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
     message = payload.summary + (f"\n\n{payload.description}" if payload.description.strip() else "")

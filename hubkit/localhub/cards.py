@@ -15,6 +15,47 @@ except ImportError:  # the server itself needs only the standard library
     yaml = None
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
+# PyYAML keeps every node of a document, each with its position marks (some 500 bytes), and aliases
+# let a few lines stand for an exponentially large value: metadata is read only within these bounds,
+# far above any model card's.
+MAX_METADATA_CHARS = 256 * 1024
+MAX_METADATA_NODES = 50_000
+MAX_METADATA_DEPTH = 64
+
+
+if yaml is not None:
+
+    class _BoundedLoader(yaml.SafeLoader):
+        """yaml.SafeLoader with no aliases, and at most MAX_METADATA_NODES nodes MAX_METADATA_DEPTH deep."""
+
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._nodes = 0
+            self._depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("aliases (*name) are not accepted in README metadata")
+            self._nodes += 1
+            if self._nodes > MAX_METADATA_NODES or self._depth >= MAX_METADATA_DEPTH:
+                raise yaml.YAMLError(
+                    f"README metadata is too large (at most {MAX_METADATA_NODES} values, "
+                    f"{MAX_METADATA_DEPTH} levels deep)"
+                )
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+
+def _load(text: str) -> Any:
+    """The metadata's value. Raises yaml.YAMLError for invalid YAML or YAML beyond the bounds."""
+    if len(text) > MAX_METADATA_CHARS:
+        raise yaml.YAMLError(f"README metadata is too large (over {MAX_METADATA_CHARS} characters)")
+    return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader: builds plain values only
+
+
 # Keys the Hub expects to be a string or a list of strings.
 _LIST_KEYS = ("tags", "datasets", "language", "metrics", "base_model", "pipeline_tag", "library_name")
 
@@ -31,7 +72,7 @@ def card_data(readme: str) -> dict[str, Any] | None:
     if text is None or yaml is None:
         return None
     try:
-        data = yaml.safe_load(text)
+        data = _load(text)
     except yaml.YAMLError:
         return None
     return data if isinstance(data, dict) else None
@@ -43,7 +84,7 @@ def metadata_errors(readme: str) -> list[str]:
     if text is None or yaml is None:
         return []
     try:
-        data = yaml.safe_load(text)
+        data = _load(text)
     except yaml.YAMLError as e:
         return [f"Invalid YAML in the README metadata: {e}"]
     if data is None:

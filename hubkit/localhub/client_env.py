@@ -12,10 +12,13 @@ import os
 import sys
 
 logger = logging.getLogger(__name__)
+# An open local Hub takes any token, and writes only with one (a web page's request cannot carry it).
+OPEN_HUB_TOKEN = "hf_local_open_hub"
 
 
-def client_environment(endpoint: str, hf_home: str, token: str | None = None) -> dict[str, str]:
-    """The environment variables that make the clients use the local Hub at `endpoint`."""
+def client_environment(endpoint: str, hf_home: str, token: str | None = OPEN_HUB_TOKEN) -> dict[str, str]:
+    """The environment variables that make the clients use the local Hub at `endpoint` (with `token`
+    as HF_TOKEN, unless None)."""
     env = {
         "HF_ENDPOINT": endpoint,
         # huggingface_hub ≥1.20 uploads through Xet whenever hf_xet is installed; the local Hub speaks LFS.
@@ -29,15 +32,16 @@ def client_environment(endpoint: str, hf_home: str, token: str | None = None) ->
     return env
 
 
-def use_local_hub(endpoint: str, hf_home: str, token: str | None = None) -> None:
+def use_local_hub(endpoint: str, hf_home: str, token: str | None = OPEN_HUB_TOKEN) -> None:
     """Set this process's environment for the local Hub, patching an already imported client.
 
     Args:
         endpoint: the local Hub's URL.
         hf_home: a directory for the client's cache and token files (keeps the user's own cache clean).
-        token: exported as HF_TOKEN when given.
+        token: exported as HF_TOKEN; the default is a placeholder, which an open Hub (no --token, no
+            --users) accepts. None exports none: the clients then read only, anonymously.
     """
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *(["HF_TOKEN"] if token is None else [])):
         os.environ.pop(name, None)
     os.environ.update(client_environment(endpoint, hf_home, token))
     constants = sys.modules.get("huggingface_hub.constants")

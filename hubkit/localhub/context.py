@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass, field
 
@@ -13,7 +11,9 @@ from hubkit.localhub.exceptions import RepoNotFoundError
 from hubkit.localhub.faults import FaultPlan, Faults
 from hubkit.localhub.identity import Caller
 from hubkit.localhub.messages import Request
-from hubkit.localhub.repos import Repo, RepoRef, RepoStore
+from hubkit.localhub.repos import Repo, RepoRef
+from hubkit.localhub.signed_urls import Grant, UrlSigner
+from hubkit.localhub.store import RepoStore
 
 # URL prefix of each repo type on the Hub's web and git routes (models have none).
 URL_PREFIXES = {"model": "", "dataset": "datasets/", "space": "spaces/"}
@@ -27,23 +27,56 @@ class HubSettings:
         token: an administrator's token (the server's `user`: reads and writes every namespace); with
             it or `users`, writes and private reads need a token, and unknown tokens are refused.
         users: the accounts of a users file (`access.load_users`): tokens of users and their orgs.
-        user: the administrator's name; with neither token nor users, every request acts as this user.
+        user: the administrator's name; with neither token nor users, every request acts as this user
+            (and writes with any token).
+        allowed_hosts: names, besides the address it listens on, that a request's Host may give for the
+            server (a DNS name users reach a shared Hub by); any other is refused (`guards.py`).
         multipart_threshold: LFS uploads of at least this many bytes are asked for in parts.
         multipart_chunk_size: size of each part.
+        max_lfs_size: the largest LFS object accepted, in bytes (50 GB: well above a model's shard).
+        max_json_body: the largest body of a JSON request (repo, branch and LFS batch APIs).
+        max_commit_body: the largest commit (its regular files travel inside it, in base64).
+        signed_url_ttl: seconds an upload or download URL stays valid.
+        incomplete_upload_timeout: seconds after its last write that an unfinished multipart upload is
+            removed (None: `signed_url_ttl` plus 10 minutes, when none of its URLs can add to it).
         faults: faults to inject on purpose, for tests of clients against a flaky Hub (`faults.py`).
+
+    Raises:
+        ValueError: a limit that is not positive, or an upload timeout shorter than the URLs' validity.
     """
 
     token: str | None = field(default=None, repr=False)
     users: tuple[Account, ...] = ()
     user: str = "hubkit-user"
+    allowed_hosts: tuple[str, ...] = ()
     multipart_threshold: int = 64 * 1024 * 1024
     multipart_chunk_size: int = 16 * 1024 * 1024
+    max_lfs_size: int = 50 * 1000**3
+    max_json_body: int = 1024 * 1024
+    max_commit_body: int = 256 * 1024 * 1024
+    signed_url_ttl: int = 3600
+    incomplete_upload_timeout: int | None = None
     faults: FaultPlan | None = None
+
+    def __post_init__(self) -> None:
+        limits = (self.multipart_chunk_size, self.max_lfs_size, self.max_json_body, self.max_commit_body)
+        if min(*limits, self.signed_url_ttl) < 1:
+            raise ValueError("The local Hub's sizes, limits and URL lifetime must be positive.")
+        if (
+            self.incomplete_upload_timeout is not None
+            and self.incomplete_upload_timeout < self.signed_url_ttl
+        ):
+            raise ValueError("incomplete_upload_timeout must be at least signed_url_ttl.")
 
     @property
     def has_credentials(self) -> bool:
         """Whether requests are checked at all (else the Hub is open, and loopback only)."""
         return bool(self.token or self.users)
+
+    @property
+    def upload_timeout(self) -> int:
+        """Seconds after which an unfinished multipart upload is removed."""
+        return self.incomplete_upload_timeout or self.signed_url_ttl + 600
 
 
 @dataclass
@@ -58,9 +91,11 @@ class HubContext:
     # Signs upload and download URLs; kept in the root, so that URLs handed out survive a restart.
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     access: AccessPolicy = field(init=False)
+    signer: UrlSigner = field(init=False)
 
     def __post_init__(self) -> None:
-        self.access = AccessPolicy(self.settings.user, self.settings.token, self.settings.users)
+        self.access = AccessPolicy(self.settings.user, self.settings.token, self.settings.users, self.secret)
+        self.signer = UrlSigner(self.secret, self.settings.signed_url_ttl)
 
     @staticmethod
     def author(caller: Caller) -> str:
@@ -68,12 +103,9 @@ class HubContext:
         name = caller.name or "anonymous"
         return f"{name} <{name}@users.noreply.localhost>"
 
-    def sign(self, path: str) -> str:
-        """A signature that lets a URL path be used without a token (like the Hub's presigned URLs)."""
-        return hmac.new(self.secret, path.encode(), hashlib.sha256).hexdigest()
-
-    def signature_ok(self, path: str, signature: str | None) -> bool:
-        return signature is not None and hmac.compare_digest(self.sign(path), signature)
+    def signed_url(self, base_url: str, path: str, caller: Caller, size: int | None = None) -> str:
+        """A URL for `path` that works without a token, for a while, as long as `caller` may use it."""
+        return f"{base_url}{path}?{self.signer.query(path, self.access.signer(caller), size)}"
 
     @staticmethod
     def repo_url(req: Request, ref: RepoRef) -> str:
@@ -102,6 +134,21 @@ class HubContext:
             self.access.check_write(caller, namespace)
         return repo
 
-    def signed_repo(self, repo_type: str, namespace: str, name: str) -> Repo:
-        """The repository of a signed URL: the signature is the permission. Raises RepoNotFoundError."""
-        return self.store.get(RepoRef(repo_type, namespace, name))
+    def signed_repo(
+        self, req: Request, path: str, repo_type: str, namespace: str, name: str, upload: bool
+    ) -> tuple[Repo, Grant]:
+        """The repository of a signed URL, if its signer may still use it now: see the repo (a download),
+        or write to it (an upload). The request then acts as the signer.
+
+        Raises:
+            HubHTTPError: 403 for a bad or expired signature, or a signer whose token is gone; as `repo`
+                when the signer may no longer see or write to the repository.
+        """
+        grant = self.signer.verify(path, req, sized=upload)
+        caller = self.access.caller_of(grant.signer)
+        if caller is None:
+            raise errors.forbidden(
+                "The token this URL was made for is no longer accepted here: ask the Hub for a new URL."
+            )
+        req.caller = caller
+        return self.repo(req, repo_type, namespace, name, write=upload), grant

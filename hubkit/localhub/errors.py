@@ -26,6 +26,7 @@ class HubHTTPError(Exception):
         code: str | None = None,
         headers: dict[str, str] | None = None,
         extra: dict[str, Any] | None = None,
+        header_message: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -35,7 +36,7 @@ class HubHTTPError(Exception):
             self.headers["X-Error-Code"] = code
         # Header values must be printable ASCII: a control character (or CR LF) from a URL must not
         # break, or inject into, the response headers.
-        self.headers["X-Error-Message"] = _NOT_PRINTABLE.sub("?", message)
+        self.headers["X-Error-Message"] = _NOT_PRINTABLE.sub("?", header_message or message)
         self.extra = extra or {}
 
     def to_response(self) -> Response:
@@ -46,8 +47,11 @@ def bad_request(message: str) -> HubHTTPError:
     return HubHTTPError(400, message)
 
 
-def unauthorized() -> HubHTTPError:
-    return HubHTTPError(401, "Invalid credentials in Authorization header")
+def unauthorized(hint: str | None = None) -> HubHTTPError:
+    # The client maps any other X-Error-Message of a 401 on a repo URL to "repository not found": the
+    # header keeps the Hub's words, and the body says what to do.
+    words = "Invalid credentials in Authorization header"
+    return HubHTTPError(401, f"{words}: {hint}" if hint else words, header_message=words)
 
 
 def forbidden(message: str) -> HubHTTPError:
@@ -71,6 +75,19 @@ def entry_not_found(message: str, commit: str | None) -> HubHTTPError:
     # With X-Repo-Commit the client caches the miss under `.no_exist/<commit>/`.
     headers = {"X-Repo-Commit": commit} if commit else {}
     return HubHTTPError(404, message, code="EntryNotFound", headers=headers)
+
+
+def payload_too_large(message: str) -> HubHTTPError:
+    return HubHTTPError(413, message)
+
+
+def unsupported_media_type(message: str) -> HubHTTPError:
+    return HubHTTPError(415, message)
+
+
+def misdirected(message: str) -> HubHTTPError:
+    # RFC 9110 §15.5.20: a server that will not answer for the authority the request names.
+    return HubHTTPError(421, message)
 
 
 def conflict(message: str, **extra: Any) -> HubHTTPError:
@@ -109,5 +126,7 @@ def from_storage(error: storage.StorageError) -> HubHTTPError:
             return conflict(message)
         case storage.ParentCommitMismatchError():
             return precondition_failed(message)
+        case storage.TooLargeError():
+            return payload_too_large(message)
         case _:
             return bad_request(message)

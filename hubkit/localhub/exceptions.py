@@ -39,3 +39,7 @@ class ParentCommitMismatchError(StorageError):
 
 class RootInUseError(Exception):
     """Another process serves this storage root (not a request's fault: the server does not start)."""
+
+
+class TooLargeError(InvalidInputError):
+    """A request body, or an LFS object, over the server's limit (HTTP 413)."""

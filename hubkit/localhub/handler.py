@@ -6,6 +6,7 @@ import logging
 import re
 import socket
 import struct
+import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
@@ -15,12 +16,16 @@ from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
 logger = logging.getLogger(__name__)
+# How long, and how much, a refused request's unread body is drained before its connection closes.
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 64 << 20
 # host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
 _HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
 
 
 class HubRequestHandler(BaseHTTPRequestHandler):
-    """One keep-alive connection. `self.server` is a `HubHTTPServer` (it has `context` and `request_log`)."""
+    """One keep-alive connection. `self.server` is a `HubHTTPServer` (it has `context`, `hosts` and
+    `request_log`)."""
 
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes: without TCP_NODELAY each small answer waits ~40 ms
@@ -32,7 +37,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._handle()
 
-    do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
+    # OPTIONS (a CORS preflight) gets a 404 like any unknown route, with no Access-Control-Allow-* header:
+    # a page's cross-origin request with a token or a JSON body is never sent.
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_GET
 
     def _handle(self) -> None:
         raw_path, _, query = self.path.partition("?")
@@ -46,7 +53,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             base_url=self._base_url(),
         )
         try:
-            response = dispatch(self.server.context, request)
+            response = dispatch(self.server.context, request, self.server.hosts)
         except DropConnection:
             self._drop()
             self.server.request_log.append((self.command, raw_path, 0))
@@ -57,15 +64,38 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             response = errors.HubHTTPError(
                 500, "Internal error in the local Hub (see its log)."
             ).to_response()
-        if not body.valid_length or (not body.consumed and (body.chunked or body.length)):
-            # The body was never read (the request was refused first): the connection cannot be reused.
+        unread = not body.finished  # refused before (or while) reading it: the connection cannot be reused
+        if unread:
             self.close_connection = True
             response.headers["Connection"] = "close"
         self.server.request_log.append((self.command, raw_path, response.status))
         try:
             self._send(response)
+            if unread:
+                self._linger()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _linger(self) -> None:
+        """After refusing a body unread, let the client read the answer before the connection closes.
+
+        Closing a socket with unread bytes in it sends a reset, and a client still sending its body then
+        loses the answer it had not read yet. So stop sending, and read and drop what keeps arriving, for
+        a bounded time and amount (nothing is kept: memory stays flat whatever the client sends).
+        """
+        deadline = time.monotonic() + _LINGER_SECONDS
+        dropped = 0
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(_LINGER_SECONDS)
+            while dropped < _LINGER_BYTES and time.monotonic() < deadline:
+                block = self.connection.recv(1 << 16)
+                if not block:
+                    break
+                dropped += len(block)
+        except OSError:  # the client is gone already
+            pass
 
     def _base_url(self) -> str:
         """Where the client reached us: URLs in answers name it, so a Hub bound to 0.0.0.0 hands out

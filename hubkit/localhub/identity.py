@@ -7,12 +7,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent a request. `name` is None for an anonymous caller."""
+    """Who sent a request. `name` is None for an anonymous caller.
+
+    `credential` names the token the request carried, as the URLs signed for it record their signer
+    (an opaque id, not the token); None for a request without one, which never writes.
+    """
 
     name: str | None
     orgs: tuple[str, ...] = ()
     can_write: bool = False
     admin: bool = False  # reads and writes every namespace
+    credential: str | None = None
 
     def owns(self, namespace: str) -> bool:
         """Whether the caller may see private repos of `namespace` (and write there, with a write token)."""

@@ -12,6 +12,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,24 @@ class LfsStore:
         etag = f"{part_number}-{position - offset}-{secrets.token_hex(8)}"
         (folder / f"{part_number}.etag").write_text(etag)
         return etag
+
+    def remove_stale_uploads(self, max_age: float | None) -> list[Path]:
+        """Remove the unfinished multipart uploads not written to for `max_age` seconds (None: all of them).
+
+        Returns:
+            The folders removed.
+        """
+        removed = []
+        now = time.time()
+        for folder in sorted((self.base / "incomplete").glob("*")):
+            try:
+                last_write = max(p.stat().st_mtime for p in [folder, *folder.iterdir()])
+            except OSError:  # completed or removed meanwhile
+                continue
+            if max_age is None or now - last_write > max_age:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
 
     def complete_multipart(self, oid: str, size: int, part_count: int, etags: list[str]) -> None:
         """Turn parts 1..`part_count` (their etags must match `etags`) into object `oid`, verified like `write`."""

@@ -3,43 +3,83 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
 from hubkit.localhub.identity import ANONYMOUS, Caller
 
 CHUNK = 1 << 20
-# Bodies read whole (JSON, NDJSON commits) above this are refused; LFS content is streamed instead.
-MAX_BUFFERED_BODY = 1 << 30
+# What a body may hold until the dispatcher sets its route's limit (`guards.py`).
+DEFAULT_BODY_LIMIT = 1 << 20
+_CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
+_CHUNK_SIZE = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+# A chunked body's trailer: a few header lines at most.
+_MAX_TRAILER_LINES = 32
 
 
 class Body:
-    """A request body read from the socket, sized by Content-Length or chunked transfer encoding."""
+    """A request body read from the socket, sized by Content-Length or chunked transfer encoding.
+
+    Never more than `limit` bytes are read: a larger Content-Length is refused before the first byte,
+    a chunked body as soon as a chunk would pass the limit (TooLargeError, HTTP 413).
+
+    Attributes:
+        chunked: sent with chunked transfer encoding.
+        length: the Content-Length (None when chunked or malformed).
+        valid_length: the Content-Length is a number (or the body is chunked).
+        finished: the body was read to its end (the connection can carry another request).
+    """
 
     def __init__(self, stream: BinaryIO, headers: Message) -> None:
         self._stream = stream
-        self.chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
+        encoding = headers.get("Transfer-Encoding")
+        self.chunked = encoding is not None and encoding.strip().lower() == "chunked"
         declared = headers.get("Content-Length") or "0"
-        self.valid_length = self.chunked or declared.isdigit()
+        # Any other transfer encoding leaves the body's end unknown: the request is refused, unread.
+        self.valid_length = self.chunked or (encoding is None and bool(_CONTENT_LENGTH.match(declared)))
         self.length = int(declared) if not self.chunked and self.valid_length else None
-        self.consumed = False
+        self.finished = not self.chunked and self.length == 0
+        self.limit = DEFAULT_BODY_LIMIT
+        self._what = "This request's body"
+
+    @property
+    def empty(self) -> bool:
+        """Whether the request declares no body at all."""
+        return not self.chunked and self.length == 0
+
+    def limit_to(self, limit: int, what: str = "This request's body") -> None:
+        """Refuse a body over `limit` bytes: now, from its Content-Length, or while chunks arrive.
+
+        Raises:
+            TooLargeError: the Content-Length says more.
+        """
+        self.limit, self._what = limit, what
+        if self.length is not None and self.length > limit:
+            raise TooLargeError(self._too_large(self.length))
+
+    def _too_large(self, size: int) -> str:
+        return f"{self._what} is {size} bytes or more: this local Hub takes at most {self.limit} here."
 
     def chunks(self) -> Iterator[bytes]:
-        """Yield the body in pieces. A body that ends early raises InvalidInputError."""
-        self.consumed = True
+        """Yield the body in pieces. A body that ends early raises InvalidInputError, one over the limit
+        TooLargeError."""
         if not self.valid_length:
             raise InvalidInputError("Invalid Content-Length header.")
         try:
             yield from self._chunked() if self.chunked else self._sized()
         except OSError as e:  # the client went away or stalled mid-body
             raise InvalidInputError(f"Request body is truncated ({e.__class__.__name__}).") from e
+        self.finished = True
 
     def _sized(self) -> Iterator[bytes]:
         left = self.length or 0
+        if left > self.limit:
+            raise TooLargeError(self._too_large(left))
         while left:
             block = self._stream.read(min(CHUNK, left))
             if not block:
@@ -48,40 +88,65 @@ class Body:
             yield block
 
     def _chunked(self) -> Iterator[bytes]:
+        total = 0
         while True:
             line = self._stream.readline(1024)
-            if not line:
-                raise InvalidInputError("Chunked request body is truncated.")
-            size = int(line.split(b";")[0].strip() or b"0", 16)
+            if not line.endswith(b"\n"):
+                raise InvalidInputError("Chunked request body is truncated or malformed.")
+            size_field = line.split(b";", 1)[0].strip()
+            if not _CHUNK_SIZE.match(size_field):
+                raise InvalidInputError(f"Invalid chunk size {size_field[:20]!r} in a chunked request body.")
+            size = int(size_field, 16)
             if size == 0:
-                while self._stream.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return
-            data = self._stream.read(size)
-            if len(data) != size:
-                raise InvalidInputError("Chunked request body is truncated.")
-            self._stream.readline(16)
-            yield data
+                for _ in range(_MAX_TRAILER_LINES):
+                    if self._stream.readline(1024) in (b"\r\n", b"\n", b""):
+                        return
+                raise InvalidInputError("Chunked request body has too long a trailer.")
+            total += size
+            if total > self.limit:
+                raise TooLargeError(self._too_large(total))
+            while size:  # a chunk may be announced as large as the limit: read it in pieces
+                data = self._stream.read(min(CHUNK, size))
+                if not data:
+                    raise InvalidInputError("Chunked request body is truncated.")
+                size -= len(data)
+                yield data
+            if self._stream.readline(16) not in (b"\r\n", b"\n"):
+                raise InvalidInputError("Chunked request body is malformed: a chunk does not end with CRLF.")
 
     def read(self) -> bytes:
-        """The whole body (bounded by MAX_BUFFERED_BODY)."""
-        parts, total = [], 0
+        """The whole body (at most `limit` bytes)."""
+        return b"".join(self.chunks())
+
+    def lines(self) -> Iterator[bytes]:
+        """The body's lines (NDJSON), without their line ends, read as they arrive."""
+        partial: list[bytes] = []  # the pieces of a line that is still arriving
         for block in self.chunks():
-            total += len(block)
-            if total > MAX_BUFFERED_BODY:
-                raise InvalidInputError("Request body is too large.")
-            parts.append(block)
-        return b"".join(parts)
+            *complete, rest = block.split(b"\n")
+            if complete:
+                yield b"".join([*partial, complete[0]])
+                yield from complete[1:]
+                partial = []
+            partial.append(rest)
+        if any(partial):
+            yield b"".join(partial)
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object (an empty body is `{}`). Raises InvalidInputError for anything else."""
-        try:
-            data = json.loads(self.read() or b"{}")
-        except ValueError as e:
-            raise InvalidInputError(f"Request body is not valid JSON: {e}") from e
+        data = parse_json(self.read() or b"{}", "Request body")
         if not isinstance(data, dict):
             raise InvalidInputError("Request body must be a JSON object.")
         return data
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    """`data` parsed as JSON. Raises InvalidInputError for invalid or too deeply nested JSON."""
+    try:
+        return json.loads(data)
+    except RecursionError:  # [[[[...]]]]: the parser recurses once per level
+        raise InvalidInputError(f"{what} is nested too deeply.") from None
+    except ValueError as e:
+        raise InvalidInputError(f"{what} is not valid JSON: {e}") from e
 
 
 @dataclass

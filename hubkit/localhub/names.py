@@ -5,12 +5,17 @@ from __future__ import annotations
 import re
 
 from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.gitrules import check_component
 
 # The Hub's rule for user, org and repo names.
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
 REF_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,200}$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 PR_REF = re.compile(r"^refs/pr/(\d+)$")
+# Paths git stores and every client checks out: Linux's PATH_MAX, and far fewer folders than git's
+# core.maxTreeDepth (512 for some Windows builds); the tree code recurses once per folder.
+MAX_PATH_BYTES = 4096
+MAX_PATH_DEPTH = 256
 
 
 def check_name(name: str, what: str) -> str:
@@ -23,18 +28,36 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
-def check_path(path: str) -> str:
-    """Return a normalized in-repo path.
+def _shown(path: str) -> str:
+    """`path` for a message: a path of thousands of characters is cut."""
+    return repr(path) if len(path) <= 200 else repr(path[:200]) + f"... ({len(path)} characters)"
 
-    Raises InvalidInputError for absolute paths, `..`, `.`, `.git` or empty segments.
+
+def check_path(path: str) -> str:
+    """Return a normalized in-repo path, if git accepts it (`gitrules`).
+
+    Raises InvalidInputError, naming the path, for absolute paths, `..`, `.`, empty segments, `.git` in
+    any spelling a file system reads as `.git`, a path git cannot store (not UTF-8, over
+    `MAX_PATH_BYTES`), or one deeper than `MAX_PATH_DEPTH` folders.
     """
     if not isinstance(path, str) or not path or "\x00" in path or "\\" in path:
-        raise InvalidInputError(f"Invalid path in repo {path!r}.")
+        raise InvalidInputError(f"Invalid path in repo {_shown(path) if isinstance(path, str) else path!r}.")
+    try:
+        size = len(path.encode())
+    except UnicodeEncodeError:  # a lone surrogate from JSON ("\ud800"): not text git can store
+        raise InvalidInputError(f"Invalid path in repo {_shown(path)}: it is not valid Unicode.") from None
     if path.startswith("/"):
-        raise InvalidInputError(f"Invalid path in repo {path!r}: paths are relative to the repo root.")
+        raise InvalidInputError(f"Invalid path in repo {_shown(path)}: paths are relative to the repo root.")
     parts = path.removeprefix("./").split("/")
-    if any(p in ("", ".", "..", ".git") for p in parts):
-        raise InvalidInputError(f"Invalid path in repo {path!r}: no '..', '.', '.git' or empty segments.")
+    if size > MAX_PATH_BYTES or len(parts) > MAX_PATH_DEPTH:
+        raise InvalidInputError(
+            f"Invalid path in repo {_shown(path)}: paths are at most {MAX_PATH_BYTES} bytes and "
+            f"{MAX_PATH_DEPTH} levels deep."
+        )
+    if any(p in ("", ".", "..") for p in parts):
+        raise InvalidInputError(f"Invalid path in repo {_shown(path)}: no '..', '.' or empty segments.")
+    for depth, part in enumerate(parts, start=1):
+        check_component(part, is_folder=depth < len(parts), shown_path=_shown(path))
     return "/".join(parts)
 
 

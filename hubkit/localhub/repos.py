@@ -7,12 +7,7 @@ crash or a refused request never leaves a half-made commit behind.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import secrets
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -24,12 +19,10 @@ from hubkit.localhub.exceptions import (
     InvalidInputError,
     ParentCommitMismatchError,
     RefExistsError,
-    RepoExistsError,
-    RepoNotFoundError,
     RevisionNotFoundError,
-    RootInUseError,
 )
 from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
+from hubkit.localhub.gitrules import check_special_file
 from hubkit.localhub.gitstore import Commit, GitDir, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
 from hubkit.localhub.names import COMMIT_SHA, PR_REF, REF_NAME, check_name, check_path, check_ref_name
@@ -309,6 +302,7 @@ class Repo:
             path = check_path(op.path)
             if isinstance(op, AddContent | AddLfs):
                 data = op.content if isinstance(op, AddContent) else self._pointer_for(op, path)
+                check_special_file(path, data)  # .gitmodules, .gitattributes: what git reads in them
                 self._check_no_file_folder_clash(files, path)
                 files[path] = blob_sha(data)
                 blobs.append(data)
@@ -378,127 +372,6 @@ class Repo:
             if ref == "refs/heads/main":
                 raise InvalidInputError("The main branch cannot be deleted.")
             self.git.delete_ref(ref)
-
-
-# What a server killed mid-write leaves in a repository: temporary files (relative to the git dir) and,
-# in the namespace folder, half-created repositories and temporary metadata files.
-_LEFTOVERS = (
-    "lfs/tmp/*",
-    "objects/??/*.lock",
-    "objects/??/.tmp-*",
-    "refs/**/*.lock",
-    "refs/**/.tmp-*",
-    "*.lock",
-)
-
-
-class RepoStore:
-    """All repositories under `root/repos/{type}s/{namespace}/{name}.git`.
-
-    One process at a time serves a root: `open()` takes an exclusive lock on `root/.lock` (the
-    kernel releases it when the process dies, however it dies) and clears what a killed server left.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._lock = threading.Lock()
-        self._open: dict[RepoRef, Repo] = {}
-        self._root_lock: int | None = None
-
-    def open(self) -> None:
-        """Take the root for this process and remove a killed server's leftovers. Raises RootInUseError."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise RootInUseError(f"Another local Hub is serving {self.root}.") from None
-        self._root_lock = fd
-        for git_dir in (self.root / "repos").glob("*/*/*.git"):
-            for pattern in _LEFTOVERS:
-                for leftover in git_dir.glob(pattern):
-                    leftover.unlink(missing_ok=True)
-        for leftover in self.root.glob(".tmp-*"):
-            leftover.unlink(missing_ok=True)
-        for namespace in (self.root / "repos").glob("*/*"):
-            for leftover in namespace.glob(".tmp-*"):
-                leftover.unlink(missing_ok=True)
-            for staging in namespace.glob(".creating-*"):
-                shutil.rmtree(staging, ignore_errors=True)
-
-    def signing_key(self) -> bytes:
-        """The root's key for signed URLs, made on first use (readable by the server's user only)."""
-        path = self.root / ".signing-key"
-        if not path.is_file():
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-            os.write(fd, secrets.token_bytes(32))
-            os.close(fd)
-            os.replace(tmp, path)  # mkstemp made it 0600
-        return path.read_bytes()
-
-    def close(self) -> None:
-        """Let another process serve the root."""
-        if self._root_lock is not None:
-            os.close(self._root_lock)
-            self._root_lock = None
-
-    def _git_path(self, ref: RepoRef) -> Path:
-        return self.root / "repos" / f"{ref.repo_type}s" / ref.namespace / f"{ref.name}.git"
-
-    def get(self, ref: RepoRef) -> Repo:
-        """The repository `ref`. Raises RepoNotFoundError."""
-        with self._lock:
-            repo = self._open.get(ref)
-            if repo is None:
-                path = self._git_path(ref)
-                if not (path / "HEAD").is_file() or not path.with_suffix(".meta.json").is_file():
-                    raise RepoNotFoundError(f"Repository not found: {ref.repo_type}s/{ref.repo_id}")
-                repo = self._open[ref] = Repo(ref, path)
-            return repo
-
-    def exists(self, ref: RepoRef) -> bool:
-        return (self._git_path(ref) / "HEAD").is_file()
-
-    def create(self, ref: RepoRef, meta: RepoMeta, initial_files: dict[str, bytes], author: str) -> Repo:
-        """Create `ref` with one initial commit holding `initial_files`. Raises RepoExistsError."""
-        with self._lock:
-            path = self._git_path(ref)
-            if path.exists():
-                raise RepoExistsError(f"You already created this {ref.repo_type} repo: {ref.repo_id}")
-            staging = path.with_name(f".creating-{ref.name}")
-            shutil.rmtree(staging, ignore_errors=True)
-            try:
-                git = GitDir.init(staging)
-                tree = git.write_tree({p: git.write_blob(data) for p, data in initial_files.items()})
-                commit = git.write_commit(tree, [], "initial commit", author, meta.created_at)
-                git.update_ref("refs/heads/main", commit, None)
-                git.close()
-                atomic_write(path.with_suffix(".meta.json"), json.dumps(asdict(meta)).encode())
-                # The repository appears whole or not at all.
-                staging.rename(path)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-            repo = self._open[ref] = Repo(ref, path)
-            return repo
-
-    def delete(self, ref: RepoRef) -> None:
-        """Delete `ref` and its LFS objects. Raises RepoNotFoundError."""
-        repo = self.get(ref)
-        with self._lock, repo.lock:
-            repo.git.close()
-            shutil.rmtree(repo.git.path)
-            repo.meta_path.unlink(missing_ok=True)
-            self._open.pop(ref, None)
-
-    def list(self, repo_type: str) -> list[RepoRef]:
-        base = self.root / "repos" / f"{repo_type}s"
-        return [
-            RepoRef(repo_type, p.parent.name, p.name.removesuffix(".git"))
-            for p in sorted(base.glob("*/*.git"))
-            if p.with_suffix(".meta.json").is_file()
-        ]
 
 
 def default_initial_files(ref: RepoRef, sdk: str | None) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import api_files, api_lfs, api_repos, api_upload, errors
+from hubkit.localhub import api_files, api_lfs, api_repos, api_upload, errors, guards
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError
@@ -26,6 +26,7 @@ class Route:
     method: str
     pattern: tuple[str, ...]
     handler: Handler
+    body: str  # the kind of body it takes (`guards.py`): its content type and its size limit
     write: bool = False  # needs a write token for the namespace
     signed: bool = False  # authorized by a URL signature instead of a token
 
@@ -56,8 +57,9 @@ class Route:
         return params if len(segments) == len(self.pattern) else None
 
 
-def _route(method: str, pattern: str, handler: Handler, **options: bool) -> Route:
-    return Route(method, tuple(pattern.strip("/").split("/")), handler, **options)
+def _route(method: str, pattern: str, handler: Handler, body: str | None = None, **options: bool) -> Route:
+    kind = body or (guards.NO_BODY if method in ("GET", "DELETE") else guards.JSON)
+    return Route(method, tuple(pattern.strip("/").split("/")), handler, kind, **options)
 
 
 def _model(handler: Handler) -> Handler:
@@ -68,7 +70,7 @@ def _model(handler: Handler) -> Handler:
 REPO = "/api/{types}/{namespace}/{name}"
 ROUTES = [
     _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
-    _route("DELETE", "/api/repos/delete", api_repos.delete_repo, write=True),
+    _route("DELETE", "/api/repos/delete", api_repos.delete_repo, guards.JSON, write=True),
     _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),  # huggingface_hub <1.0
     _route("GET", "/api/whoami-v2", api_repos.whoami),
     _route("GET", "/api/local-hub/faults", api_repos.fault_stats),
@@ -85,20 +87,27 @@ ROUTES = [
     _route("POST", REPO + "/tag/{revision}", api_repos.create_tag, write=True),
     _route("DELETE", REPO + "/tag/{tag}", api_repos.delete_tag, write=True),
     _route("GET", REPO + "/tree/{revision}/{path*}", api_files.list_tree),
-    _route("POST", REPO + "/paths-info/{revision}", api_files.paths_info),
+    _route("POST", REPO + "/paths-info/{revision}", api_files.paths_info, guards.JSON_OR_FORM),
     _route("POST", REPO + "/preupload/{revision}", api_upload.preupload, write=True),
-    _route("POST", REPO + "/commit/{revision}", api_upload.commit, write=True),
+    _route("POST", REPO + "/commit/{revision}", api_upload.commit, guards.COMMIT, write=True),
     _route("GET", REPO + "/xet-write-token/{revision}", api_upload.xet_token),
     _route("GET", REPO + "/xet-read-token/{revision}", api_upload.xet_token),
     _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/batch", api_lfs.lfs_batch),
     _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_lfs.lfs_batch)),
     _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_lfs.lfs_verify, write=True),
     _route("POST", "/{namespace}/{name.git}/info/lfs/objects/verify", _model(api_lfs.lfs_verify), write=True),
-    _route("PUT", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_lfs.lfs_put, signed=True),
+    _route(
+        "PUT",
+        "/lfs-upload/{types}/{namespace}/{name}/{oid}",
+        api_lfs.lfs_put,
+        guards.LFS_CONTENT,
+        signed=True,
+    ),
     _route(
         "PUT",
         "/lfs-upload/{types}/{namespace}/{name}/{oid}/part/{part}",
         api_lfs.lfs_put_part,
+        guards.LFS_CONTENT,
         signed=True,
     ),
     _route("POST", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_lfs.lfs_complete, signed=True),
@@ -108,16 +117,22 @@ ROUTES = [
 ]
 
 
-def dispatch(ctx: HubContext, req: Request) -> Response:
-    """Answer one request; every refusal becomes the Hub's status code and error body."""
+def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
+    """Answer one request; every refusal becomes the Hub's status code and error body.
+
+    Before a handler runs: the Host must name this server (`hosts`), the body be of its route's type and
+    within its limit, and the caller be allowed to write, for a write.
+    """
     method = "GET" if req.method == "HEAD" else req.method
     try:
+        guards.check_host(hosts, req.headers.get("Host"))
         for route in ROUTES:
             if route.method != method or (params := route.match(req.segments)) is None:
                 continue
+            guards.check_body(ctx.settings, req, route.body)
+            req.write = route.write
             if not route.signed:
                 req.caller = ctx.access.authenticate(req.headers.get("Authorization"))
-                req.write = route.write
                 if route.write:
                     ctx.access.check_write(req.caller)  # the namespace is checked where the repo is known
             return route.handler(ctx, req, **params)

@@ -21,8 +21,9 @@ from hubkit.errors import LocalHubError
 from hubkit.localhub.context import HubContext, HubSettings
 from hubkit.localhub.exceptions import RootInUseError
 from hubkit.localhub.faults import Faults
+from hubkit.localhub.guards import HostRule
 from hubkit.localhub.handler import HubRequestHandler
-from hubkit.localhub.repos import RepoStore
+from hubkit.localhub.store import RepoStore
 
 logger = logging.getLogger(__name__)
 CDN_HOST = "127.0.0.2"
@@ -34,11 +35,21 @@ class HubHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], context: HubContext, request_log: list) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        context: HubContext,
+        request_log: list,
+        extra_hosts: tuple[str, ...] = (),
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, HubRequestHandler)
         self.context = context
         self.request_log = request_log
+        # The names a request's Host may give: the address asked for and the one bound (`localhost` binds
+        # 127.0.0.1), and the names given with --allowed-host.
+        bound = str(self.server_address[0])
+        self.hosts = HostRule.for_address(address[0], (*extra_hosts, bound))
         self._connections: set[socket.socket] = set()
 
     def server_bind(self) -> None:
@@ -131,6 +142,7 @@ class LocalHub:
         self.cdn_endpoint: str | None = None
         self._servers: list[HubHTTPServer] = []
         self._store: RepoStore | None = None
+        self._stopping = threading.Event()
 
     def start(self) -> LocalHub:
         """Bind the servers and serve from background threads. Returns self.
@@ -151,7 +163,9 @@ class LocalHub:
             raise LocalHubError(f"{e} Stop it first, or serve another --root.") from None
         context = HubContext(store, self.settings, faults=self.faults, secret=store.signing_key())
         try:
-            api = HubHTTPServer((self.host, self.port), context, self.request_log)
+            api = HubHTTPServer(
+                (self.host, self.port), context, self.request_log, self.settings.allowed_hosts
+            )
         except OSError:
             store.close()
             raise
@@ -171,11 +185,23 @@ class LocalHub:
             threading.Thread(
                 target=server.serve_forever, name=f"localhub-{server.server_address}", daemon=True
             ).start()
+        self._stopping.clear()
+        threading.Thread(target=self._sweep_uploads, name="localhub-sweeper", daemon=True).start()
         logger.info("local Hub serving %s at %s", self.root, self.endpoint)
         return self
 
+    def _sweep_uploads(self) -> None:
+        """Remove the multipart uploads left unfinished for `settings.upload_timeout` seconds, until stopped."""
+        timeout = self.settings.upload_timeout
+        while not self._stopping.wait(max(1.0, min(60.0, timeout / 4))):
+            store = self._store
+            if store is not None:
+                for path in store.remove_stale_uploads(timeout):
+                    logger.info("local Hub: removed an unfinished upload, %s", path)
+
     def stop(self) -> None:
         """Stop serving and close the sockets."""
+        self._stopping.set()
         for server in self._servers:
             server.shutdown()
             server.close_connections()

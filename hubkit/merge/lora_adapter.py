@@ -1,6 +1,6 @@
 """The adapter side of a merge: a PEFT LoRA folder as the (A, B, scale) triples the merge folds in.
 
-The format itself is read by `hubkit.peft_adapter`; this module adds what only a merge cares about:
+The format itself is read by `hubkit.formats.peft`; this module adds what only a merge cares about:
 the LoRA variants whose merge is not ``W + scale * B @ A`` are refused.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import AdapterError, MergeError
+from hubkit.formats.peft import lora_pairs, read_adapter_config, read_adapter_weights
 from hubkit.merge.lora import lora_scale
-from hubkit.peft_adapter import lora_pairs, read_adapter_config, read_adapter_weights
 
 # LoraConfig options that change what a merge must compute; hubkit merges plain LoRA and rsLoRA only.
 _UNSUPPORTED_OPTIONS = {
@@ -55,7 +55,7 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
 
     Raises:
         AdapterError: a file is missing, truncated or unreadable, a key is not a PEFT LoRA key, or the
-            adapter holds no LoRA weights (as `hubkit.peft_adapter` reports them).
+            adapter holds no LoRA weights (as `hubkit.formats.peft` reports them).
         MergeError: the adapter is not LoRA or uses a variant hubkit cannot merge (DoRA, biases, ...).
     """
     label = f"adapter {adapter_dir.name}"

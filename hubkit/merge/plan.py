@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubkit.errors import BaseModelMismatchError, MergeError
+from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo
 from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
 from hubkit.merge.lora_adapter import LoraModule
 from hubkit.merge.shards import TORCH_DTYPES, read_shard_header
-from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 # The output head of the Qwen2/Qwen3/Llama family; with tied embeddings it has no weight of its own.
 LM_HEAD = "lm_head"

@@ -9,9 +9,7 @@ Plain reads are used on purpose: memory-mapped pages count towards the resident 
 from __future__ import annotations
 
 import errno
-import json
 import os
-import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +19,19 @@ import numpy
 import torch
 
 from hubkit.errors import MergeError
-from hubkit.safetensors_header import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
+from hubkit.formats.safetensors import (
+    FLOAT_LAYOUTS,
+    SafetensorsFormatError,
+    SafetensorsHeader,
+    TensorInfo,
+    encode_header,
+    read_header,
+)
 
 # The floating-point dtypes a LoRA delta can be merged into (quantized weights cannot).
-TORCH_DTYPES: dict[str, torch.dtype] = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, FLOAT_LAYOUTS[name].torch_name) for name in ("F32", "F16", "BF16")
+}
 
 COPY_CHUNK_BYTES = 16 * 1024 * 1024
 # What copy_file_range answers where a kernel or file system does not support it.
@@ -35,7 +42,7 @@ if sys.byteorder != "little":  # safetensors stores little-endian bytes; torch.f
 
 
 def read_shard_header(path: Path) -> SafetensorsHeader:
-    """A base shard's header (see `hubkit.safetensors_header.read_header`).
+    """A base shard's header (see `hubkit.formats.safetensors.read_header`).
 
     Raises:
         MergeError: the shard is missing, truncated or corrupt.
@@ -102,7 +109,7 @@ class ShardWriter:
         self._pending: Iterator[TensorInfo] = iter(tensors)
         self._remaining = len(tensors)
         self._fd = os.open(self._partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        _write_all(self._fd, _encode_header(tensors, metadata))
+        _write_all(self._fd, encode_header(tensors, metadata))
 
     def _next(self, name: str, nbytes: int) -> None:
         expected = next(self._pending, None)
@@ -135,21 +142,6 @@ class ShardWriter:
             os.replace(self._partial, self.path)
         else:
             self._partial.unlink(missing_ok=True)
-
-
-def _encode_header(tensors: list[TensorInfo], metadata: dict[str, str]) -> bytes:
-    header: dict[str, object] = {"__metadata__": metadata} if metadata else {}
-    position = 0
-    for t in tensors:
-        header[t.name] = {
-            "dtype": t.dtype,
-            "shape": list(t.shape),
-            "data_offsets": [position, position + t.nbytes],
-        }
-        position += t.nbytes
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)  # safetensors pads the header so that data starts 8-byte aligned
-    return struct.pack("<Q", len(encoded)) + encoded
 
 
 def _byte_view(tensor: torch.Tensor) -> numpy.ndarray:

@@ -13,11 +13,11 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import MergeError
+from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo, known_metadata
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
 from hubkit.merge.plan import MergePlan
 from hubkit.merge.shards import ShardReader, ShardWriter
-from hubkit.safetensors_header import SafetensorsHeader, TensorInfo
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -123,9 +123,12 @@ def _write_shard(
     reads: dict[str, Future[torch.Tensor]] = {}
     buffer_writes: list[Future[None] | None] = [None] * len(scratch)
     writes: list[Future[None]] = []
+    # Only the metadata libraries read (`format`) is carried over: a merged repo publishes a shard as it was
+    # written only when its header is the one vetting writes (`hubkit.safety.weights`).
+    metadata = known_metadata(shard.metadata)
     with (
         ShardReader(shard) as reader,
-        ShardWriter(path, list(shard.tensors), shard.metadata) as writer,
+        ShardWriter(path, list(shard.tensors), metadata) as writer,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-reader") as read_pool,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-writer") as write_pool,
     ):

@@ -4,7 +4,8 @@ Inside: builders (`repos.py`) give each repo's desired files from local data, `d
 the remote read once (`remote.py`), `commit.py` makes at most one commit per repo. Needs the `hub` extra.
 """
 
-from hubkit.publish.push import PushProgress, PushReport, PushRequest, PushSession, RepoReport, push_run
+from hubkit.publish.push import PushSession, push_run
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, RepoReport
 from hubkit.publish.watch import watch_run
 
 __all__ = [

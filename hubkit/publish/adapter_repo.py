@@ -1,13 +1,15 @@
 """The adapter repo's plan, from a run: every chosen checkpoint under `checkpoints/global_step_N/`,
-the newest one (and the tokenizer) at the root, the manifest, the metrics and the card.
+the newest one (and the tokenizer) at the root, the manifest, the metrics, the evaluation and the card.
 
     checkpoints/global_step_20/{adapter_model.safetensors, adapter_config.json}
     checkpoints/global_step_40/{...}
     adapter_model.safetensors, adapter_config.json, tokenizer files   (= step 40)
-    hubkit.json, metrics.jsonl, README.md
+    hubkit.json, metrics.jsonl, eval/, train_problems.sha256, README.md, assets/
 
-Adapters are validated (and verl's rebuilt) by `hubkit.adapters.prepare_adapter` while the plan is
-built, so a bad checkpoint stops the push before anything is sent.
+Adapters are validated (and verl's rebuilt) and vetted by `hubkit.adapters.prepare_adapters`, and every
+other file the run gives is vetted by `plan_run_files` (`hubkit.safety`: known kinds only, each read
+through its format and written out from what was read), all before any connection: a bad checkpoint
+or a file that must not be published stops the push before anything is sent or created.
 """
 
 from __future__ import annotations
@@ -15,38 +17,40 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+from typing import NoReturn
 
+from hubkit.adapters.base_check import BaseConfig, check_against_base
+from hubkit.adapters.prepare import PreparedAdapter, PublishedForm
 from hubkit.errors import CheckpointError
-from hubkit.manifest import MANIFEST_NAME, Manifest
-from hubkit.peft_adapter import ADAPTER_FILES
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
+from hubkit.formats import tokenizer
+from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
+from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.remote import RemoteFile
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import Checkpoint, Run
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
-    from hubkit.adapters import PreparedAdapter
-    from hubkit.publish.remote import RemoteFile
-
-# What `AutoTokenizer.from_pretrained(repo_id)` reads; anything else in a tokenizer dir stays local.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-    "chat_template.jinja",
-    "chat_template.json",
+from hubkit.runs.manifest import MANIFEST_NAME, Manifest
+from hubkit.safety import (
+    CheckpointsTree,
+    Kind,
+    LeftOut,
+    VettedFile,
+    check_checkpoint_folder,
+    checkpoints_tree,
+    kinds,
+    refuse_duplicate_steps,
 )
+from hubkit.safety.kinds import TOKENIZER_KINDS, classify_folder
+
 METRICS_NAME = "metrics.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 _STEP_PATH_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
+# Without one of these a tokenizer folder holds no tokenizer transformers can load: none is published.
+_TOKENIZER_DEFINITIONS = (tokenizer.TOKENIZER_JSON, tokenizer.VOCAB_JSON)
 
 
 def refuse_no_checkpoint(run: Run) -> NoReturn:
@@ -68,68 +72,52 @@ def refuse_no_checkpoint(run: Run) -> NoReturn:
     )
 
 
-def prepare_adapters(
-    run: Run,
-    checkpoints: Sequence[Checkpoint],
-    staging_dir: Path,
-    cache: dict[int, PreparedAdapter] | None = None,
-) -> list[PreparedAdapter]:
-    """Normalize and validate each checkpoint's adapter into `staging_dir/global_step_N/` (no network).
+def checked_checkpoints_tree(
+    run: Run, chosen: Iterable[Checkpoint], named: Path | None = None
+) -> CheckpointsTree:
+    """Where the run's checkpoints are, refused (before anything is read, sent or created) when two folders
+    claim one step, or a chosen checkpoint's folders lead outside the run unasked.
 
     Args:
         run: the run.
-        checkpoints: from `select_checkpoints`.
-        staging_dir: a scratch directory that lives until the push is done.
-        cache: adapters already prepared in this directory (a watching push re-plans often).
+        chosen: the checkpoints the push publishes.
+        named: the checkpoints folder the user named (``--checkpoints-dir``), if any.
 
     Returns:
-        One prepared adapter per checkpoint, in the same order.
+        Where the checkpoints are (the dry run says it).
 
     Raises:
-        AdapterError: whatever `prepare_adapter` refuses (empty, NaN, alpha 0 ...).
+        AmbiguousCheckpointError, ForeignCheckpointsError: as `hubkit.safety.checkpoints`.
     """
-    from hubkit.adapters import prepare_adapters as prepare  # needs torch/peft: imported only when publishing
-
-    cache = {} if cache is None else cache
-    new = [c for c in checkpoints if c.step not in cache]
-    cache.update({adapter.step: adapter for adapter in prepare(run, new, staging_dir)})
-    return [cache[c.step] for c in checkpoints]
+    refuse_duplicate_steps((c.step, c.path) for c in (*run.checkpoints, *run.pending))
+    tree = checkpoints_tree(run.run_dir, run.manifest.checkpoints_dir, named=named)
+    for checkpoint in chosen:
+        for folder in (checkpoint.path, checkpoint.adapter_dir, checkpoint.tokenizer_dir):
+            if folder is not None:
+                check_checkpoint_folder(tree, folder)
+    return tree
 
 
 def check_adapters_against_base(
-    api: HfApi, run: Run, adapters: Sequence[PreparedAdapter], checked: set[int] | None = None
-) -> None:
+    run: Run, adapters: Sequence[PreparedAdapter], base: BaseConfig
+) -> tuple[int, ...]:
     """Check every adapted module and shape against the base model's config.
 
-    The config is downloaded from the Hub the push goes to, so a dry run, which opens no connection,
-    skips this; a push runs it after the plan is built and before anything is sent.
-
     Args:
-        api: the client of the push (its endpoint and token are used for the download).
-        run: the run (its manifest names the base model and revision).
+        run: the run (the adapters' run directory remembers passing checks).
         adapters: prepared adapters.
-        checked: steps already checked (skipped, then added to).
+        base: the base model's config, as the push downloaded it.
+
+    Returns:
+        The steps checked.
 
     Raises:
-        BaseModelMismatchError: an adapter does not fit the base model, or the base has no config.
+        BaseModelMismatchError: an adapter does not fit the base model.
     """
-    from hubkit.adapters import check_against_base
-
-    checked = set() if checked is None else checked
-    manifest = run.manifest
     for adapter in adapters:
-        if adapter.step not in checked:
-            label = f"checkpoint global_step_{adapter.step} of run {manifest.run_id}"
-            check_against_base(
-                adapter.dir,
-                manifest.base_model,
-                manifest.base_model_revision,
-                label=label,
-                endpoint=api.endpoint,
-                token=api.token,
-                run_dir=run.run_dir,
-            )
-            checked.add(adapter.step)
+        label = f"checkpoint global_step_{adapter.step} of run {run.manifest.run_id}"
+        check_against_base(adapter.dir, base, label=label, run_dir=run.run_dir)
+    return tuple(a.step for a in adapters)
 
 
 def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
@@ -140,93 +128,276 @@ def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
     return (json.dumps(published.to_dict(), indent=2) + "\n").encode()
 
 
-def has_tokenizer(run: Run, step: int) -> bool:
-    """Whether the adapter repo's root gets the run's tokenizer along with `step`'s adapter."""
-    return bool(_tokenizer_files(run, step))
+@dataclass(frozen=True)
+class LeftOutOf:
+    """The files of one run folder a push does not publish, and why (for the dry run).
+
+    Args:
+        folder: the folder, relative to the run directory (``checkpoints/checkpoint-20``).
+        files: each file left out, with its reason.
+    """
+
+    folder: str
+    files: tuple[LeftOut, ...]
 
 
-def _tokenizer_files(run: Run, step: int) -> list[PlannedFile]:
-    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
-    if tokenizer_dir is None:
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()  # a dangling link is vetted (and refused), not skipped
+
+
+def _vetted_if_there(path: Path, kind: Kind, vetter: Vetter) -> VettedFile | None:
+    return vetter.file(path, kind) if _exists(path) else None
+
+
+def published_forms(checkpoints: Iterable[Checkpoint], vetter: Vetter) -> dict[int, PublishedForm]:
+    """Each saved adapter's config and weights' header vetted, before the adapter is prepared: how its
+    files are to be published (the vetted config, and whether the weights need a new header).
+
+    Args:
+        checkpoints: the checkpoints to prepare.
+        vetter: the push's vetting.
+
+    Returns:
+        By step, for each checkpoint with a saved adapter folder.
+
+    Raises:
+        UnsafeFileError: a file that must not be published (`hubkit.safety.vet_file`).
+    """
+    forms = {}
+    for checkpoint in checkpoints:
+        if checkpoint.adapter_dir is None:
+            continue  # verl saved none: rebuilt from its shards, by hubkit
+        config = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, vetter)
+        weights = _vetted_if_there(checkpoint.adapter_dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, vetter)
+        forms[checkpoint.step] = PublishedForm(
+            config=json.loads(config.data) if config is not None and config.data is not None else None,
+            header_kept=weights is None
+            or (weights.weights is not None and weights.weights.saved_header_kept),
+        )
+    return forms
+
+
+def _saved_changes(checkpoint: Checkpoint, vetter: Vetter) -> list[str]:
+    """What vetting changed in a checkpoint's saved adapter files (vetted before it was prepared: the
+    session's vetting has them, nothing is read again)."""
+    if checkpoint.adapter_dir is None:
         return []
+    changes = []
+    for name, kind in ((ADAPTER_CONFIG, kinds.ADAPTER_CONFIG), (ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS)):
+        vetted = _vetted_if_there(checkpoint.adapter_dir / name, kind, vetter)
+        notes = vetted.notes if vetted is not None else ()
+        changes += [f"{CHECKPOINTS_DIR}/global_step_{checkpoint.step}/{name}: {note}" for note in notes]
+    return changes
+
+
+def _adapter_files(adapter: PreparedAdapter, vetter: Vetter, hashes: FileHashCache) -> list[PlannedFile]:
+    """A prepared adapter's weights (hashed in the read that checked them; their header vetted here) and
+    config (vetted as preparing wrote it), under `checkpoints/global_step_N/`."""
+    prefix, label = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", f"checkpoint global_step_{adapter.step}"
+    weights = vetter.file(
+        adapter.dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, label=f"{ADAPTER_WEIGHTS} of {label}"
+    )
+    if weights.weights is None or not weights.weights.saved_header_kept:
+        raise ValueError(
+            f"{label}: preparing wrote a header vetting would change"
+        )  # prepare writes vetted ones
+    config = vetter.file(
+        adapter.dir / ADAPTER_CONFIG, kinds.ADAPTER_CONFIG, label=f"{ADAPTER_CONFIG} of {label}"
+    )
     return [
-        PlannedFile.from_path(n, tokenizer_dir / n) for n in TOKENIZER_FILES if (tokenizer_dir / n).is_file()
+        PlannedFile(
+            prefix + ADAPTER_WEIGHTS,
+            kinds.ADAPTER_WEIGHTS,
+            adapter.weights,
+            local_path=adapter.dir / ADAPTER_WEIGHTS,
+            step=adapter.step,
+        ),
+        PlannedFile.from_vetted(config, hashes, path_in_repo=prefix + ADAPTER_CONFIG, step=adapter.step),
     ]
 
 
-def _run_files(run: Run, adapters: Sequence[PreparedAdapter], root_step: int | None) -> list[PlannedFile]:
-    """The files the adapter repo takes from the run: adapters, tokenizer (at the root step), manifest, metrics."""
-    files: list[PlannedFile] = []
-    for adapter in adapters:
-        for name in ADAPTER_FILES:
-            path_in_repo = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/{name}"
-            files.append(PlannedFile.from_path(path_in_repo, adapter.dir / name, step=adapter.step))
-    root = next((a for a in adapters if a.step == root_step), None)
-    if root is not None:
-        files += [PlannedFile.from_path(name, root.dir / name) for name in ADAPTER_FILES]
-        files += _tokenizer_files(run, root.step)
+@dataclass(frozen=True)
+class RunFiles:
+    """The files the adapter repo takes from the run, vetted once, before any connection.
+
+    Args:
+        checkpoints: every adapter under `checkpoints/global_step_N/`.
+        root: the newest adapter (`root_step`) again at the root.
+        tokenizer: the run's tokenizer for `root_step`, at the root too (and in the merged repo).
+        run: the manifest, the metrics, the evaluation and the training-problem hashes.
+        root_step: the step the root files are of.
+        left_out: what the chosen checkpoints' folders hold that is not published, and why.
+        changes: what vetting changed on the way, one line per file ("hubkit.json: ...").
+    """
+
+    checkpoints: tuple[PlannedFile, ...]
+    root: tuple[PlannedFile, ...]
+    tokenizer: tuple[PlannedFile, ...]
+    run: tuple[PlannedFile, ...]
+    root_step: int
+    left_out: tuple[LeftOutOf, ...] = ()
+    changes: tuple[str, ...] = ()
+
+    def for_repo(self, published_steps: Collection[int]) -> tuple[PlannedFile, ...]:
+        """The files as the repo gets them: without the root ones when it already holds a newer step (a
+        push never moves the root back)."""
+        newest = self.root_step >= max(published_steps, default=self.root_step)
+        root = (*self.root, *self.tokenizer) if newest else ()
+        return (*self.checkpoints, *root, *self.run)
+
+
+@dataclass
+class _Planning:
+    """The files `plan_run_files` has vetted so far, and what vetting changed in them."""
+
+    vetter: Vetter
+    hashes: FileHashCache
+    changes: list[str]
+
+    def file(self, path: Path, kind: Kind, path_in_repo: str | None = None) -> PlannedFile:
+        vetted = self.vetter.file(path, kind, path_in_repo=path_in_repo)
+        self.changes += [f"{vetted.path_in_repo}: {note}" for note in vetted.notes]
+        return PlannedFile.from_vetted(vetted, self.hashes)
+
+    def data(self, path_in_repo: str, kind: Kind, content: bytes) -> PlannedFile:
+        vetted = self.vetter.data(path_in_repo, kind, content)
+        self.changes += [f"{path_in_repo}: {note}" for note in vetted.notes]
+        return PlannedFile.from_vetted(vetted, self.hashes)
+
+
+def _tokenizer_files(
+    run: Run, checkpoint: Checkpoint, planning: _Planning
+) -> tuple[tuple[PlannedFile, ...], tuple[LeftOut, ...]]:
+    """The run's tokenizer files for `checkpoint`, each vetted as its kind; and those left out."""
+    tokenizer_dir = run.tokenizer_dir(checkpoint)
+    if tokenizer_dir is None:
+        return (), ()
+    present = [name for name in TOKENIZER_KINDS if _exists(tokenizer_dir / name)]
+    if not any(name in present for name in _TOKENIZER_DEFINITIONS):
+        reason = "no tokenizer.json or vocab.json beside it (the card loads the base's tokenizer)"
+        return (), tuple(LeftOut(name, reason) for name in present)
+    return tuple(planning.file(tokenizer_dir / name, TOKENIZER_KINDS[name]) for name in present), ()
+
+
+def _left_out(
+    checkpoints: Sequence[Checkpoint], vetter: Vetter, tokenizer: tuple[Path, tuple[LeftOut, ...]] | None
+) -> tuple[LeftOutOf, ...]:
+    """What each checkpoint's folder holds that is of no kind a push publishes (none of it is read), and
+    `tokenizer`: the tokenizer folder and what of it is left out."""
+    found = {
+        folder: list(classify_folder(folder).left_out)
+        for folder in (c.adapter_dir or c.path for c in checkpoints)
+    }
+    if tokenizer is not None:
+        found.setdefault(tokenizer[0], []).extend(tokenizer[1])
+    return tuple(
+        LeftOutOf(vetter.context.label(folder), tuple(sorted(items, key=lambda i: i.name)))
+        for folder, items in found.items()
+        if items
+    )
+
+
+def _run_files(run: Run, planning: _Planning) -> list[PlannedFile]:
+    """The manifest (as published), the metrics, and the evaluation and training-problem hashes the run
+    directory holds."""
     has_metrics = bool(run.metrics.rows)
-    files.append(PlannedFile.from_bytes(MANIFEST_NAME, published_manifest(run.manifest, has_metrics)))
+    files = [planning.data(MANIFEST_NAME, kinds.MANIFEST, published_manifest(run.manifest, has_metrics))]
     if has_metrics:
-        files.append(PlannedFile.from_bytes(METRICS_NAME, run.metrics.to_jsonl().encode()))
+        files.append(planning.data(METRICS_NAME, kinds.METRICS, run.metrics.to_jsonl().encode()))
+    results = f"{EVAL_DIR}/{RESULTS_NAME}"
+    evaluated = _exists(run.run_dir / results)
+    for path, kind in (
+        (results, kinds.EVAL_RESULTS),
+        (f"{EVAL_DIR}/{SAMPLES_NAME}", kinds.EVAL_SAMPLES),
+        (TRAIN_PROBLEM_HASHES_NAME, kinds.TRAIN_PROBLEM_HASHES),
+    ):
+        if (evaluated or path == TRAIN_PROBLEM_HASHES_NAME) and _exists(run.run_dir / path):
+            files.append(planning.file(run.run_dir / path, kind, path_in_repo=path))
     return files
 
 
-def check_run_files(run: Run, adapters: Sequence[PreparedAdapter], token: str | None) -> None:
-    """Refuse, before any connection, run files that must never be published (see `hubkit.publish.safety`).
+def plan_run_files(
+    run: Run, adapters: Sequence[PreparedAdapter], *, vetter: Vetter, hashes: FileHashCache
+) -> RunFiles:
+    """The run's files for the adapter repo, each vetted (`hubkit.safety`): the one check of them a push
+    makes, before any connection.
+
+    Args:
+        run: the run.
+        adapters: its prepared (and vetted) adapters, at least one.
+        vetter: the push's vetting.
+        hashes: the push's hash cache.
+
+    Returns:
+        The files, what was left out of the checkpoints' folders, and what vetting changed.
 
     Raises:
-        UnsafeFileError: training state, a pickle, or a file holding a local path or the token.
+        CheckpointError: no adapters (the run has no complete checkpoint yet).
+        UnsafeFileError: a file that must not be published: a secret, a local path, a link to anything but a
+            regular file, too large for its kind, or not of its kind (`hubkit.safety.vet_file`).
     """
-    files = _run_files(run, adapters, max((a.step for a in adapters), default=None))
-    check_file_names(files)
-    check_file_contents(files, run.run_dir, Path.home(), token)
+    if not adapters:
+        refuse_no_checkpoint(run)
+    ordered = sorted(adapters, key=lambda a: a.step)
+    by_step = {adapter.step: _adapter_files(adapter, vetter, hashes) for adapter in ordered}
+    newest = ordered[-1]
+    planning = _Planning(vetter, hashes, [])
+    for adapter in ordered:
+        planning.changes += _saved_changes(run.checkpoint(adapter.step), vetter)
+    tokenizer_files, tokenizer_left_out = _tokenizer_files(run, run.checkpoint(newest.step), planning)
+    tokenizer_dir = run.tokenizer_dir(run.checkpoint(newest.step))
+    left_out = _left_out(
+        [run.checkpoint(a.step) for a in ordered],
+        vetter,
+        (tokenizer_dir, tokenizer_left_out) if tokenizer_dir is not None and tokenizer_left_out else None,
+    )
+    run_files = _run_files(run, planning)
+    return RunFiles(
+        checkpoints=tuple(f for adapter in ordered for f in by_step[adapter.step]),
+        root=tuple(
+            replace(f, path_in_repo=PurePosixPath(f.path_in_repo).name, step=None)
+            for f in by_step[newest.step]
+        ),
+        tokenizer=tokenizer_files,
+        run=tuple(run_files),
+        root_step=newest.step,
+        left_out=left_out,
+        changes=tuple(planning.changes),
+    )
 
 
 def plan_adapter_repo(
     run: Run,
     repo_id: str,
-    adapters: Sequence[PreparedAdapter],
+    run_files: RunFiles,
     *,
     private: bool = False,
-    token: str | None = None,
     published_steps: Collection[int] = (),
-    card_files: Mapping[str, bytes] | None = None,
+    card: Sequence[PlannedFile] = (),
 ) -> RepoPlan:
-    """The adapter repo's desired files, checked for training state, local paths and tokens.
+    """The adapter repo's desired files: the run's and the card's, all vetted when they were planned.
 
     Args:
         run: the run the adapters come from.
         repo_id: "owner/name".
-        adapters: prepared adapters (at least one); the highest step goes to the root unless a
-            newer step is already published.
+        run_files: from `plan_run_files`.
         private: create the repo private (applies only when the push creates it).
-        token: the token in use, so that a file containing it is refused.
         published_steps: steps already in the repo (a push never removes them): the root keeps the
             newest of them.
-        card_files: the card and its images (`hubkit.cards.adapter_card_files`), path in repo → bytes;
-            None plans no card (the card builder needs the base model's card from the Hub).
+        card: the card and its images (`hubkit.cards.adapter_card_files`, vetted by `Vetter.generated`).
 
     Returns:
         The plan; nothing is read from or sent to the network.
 
     Raises:
         PublishError: an invalid repo id.
-        CheckpointError: no adapters (the run has no complete checkpoint yet).
-        UnsafeFileError: a planned file is training state, a pickle, or holds a local path or token.
     """
     check_repo_id(repo_id)
-    if not adapters:
-        refuse_no_checkpoint(run)
-    ordered = sorted(adapters, key=lambda a: a.step)
-    final = ordered[-1]
-    root_step = final.step if final.step >= max(published_steps, default=final.step) else None
-    files = _run_files(run, ordered, root_step)
-    files += [PlannedFile.from_bytes(path, content) for path, content in sorted((card_files or {}).items())]
-    check_file_names(files)
-    check_file_contents(files, run.run_dir, Path.home(), token)
     return RepoPlan(
-        repo_id=repo_id, files=tuple(files), private=private, title=f"hubkit push {run.manifest.run_id}"
+        repo_id=repo_id,
+        files=(*run_files.for_repo(published_steps), *card),
+        private=private,
+        title=f"hubkit push {run.manifest.run_id}",
     )
 
 

@@ -5,7 +5,7 @@ callback); the commit that makes them visible comes last. The client is handed t
 hubkit computed while checking each file, so no file is read to be hashed again.
 
 Transient failures (408, 429, 5xx, dropped or refused connections) are retried
-(`hubkit.publish.retry`). An upload is always safe to repeat: the LFS batch answer tells the client
+(`hubkit.hub.retry`). An upload is always safe to repeat: the LFS batch answer tells the client
 which objects the Hub already holds, and only the others are sent. A commit is sent again only once
 it is certain it was not applied: after a failure the repo is read again, and the commit is retried
 when its head is still the parent; when the head moved and holds exactly this push's files, the
@@ -15,7 +15,8 @@ naming an object it does not hold), and the next push sends only what is still m
 
 Because an LFS object is invisible until a commit names it, the weights of a repo that exists (or was
 just created, every check passed) can be sent ahead (`UploadsAhead`) while the rest of the push
-(merge, cards) is still being built.
+(merge, cards) is still being built. `commit_plan` commits every repo of a push, in order, and records
+each in the run directory.
 """
 
 from __future__ import annotations
@@ -26,26 +27,31 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx2
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.errors import AuthError, PublishError
-from hubkit.hashing import FileHashes
-from hubkit.publish.diff import RepoDiff, is_same_content
-from hubkit.publish.lfs_upload import classic_lfs, send_lfs_object
-from hubkit.publish.plan import PlannedFile, RepoType
-from hubkit.publish.remote import read_remote
-from hubkit.publish.retry import (
+from hubkit.hub.hashing import FileHashes
+from hubkit.hub.kinds import RepoType
+from hubkit.hub.lfs_upload import classic_lfs, send_lfs_object
+from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
     RetryPolicy,
     describe,
     gave_up,
+    hub_failure,
     transient_cause,
     with_retries,
 )
+from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
+from hubkit.publish.record import save_record
+from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.request import PushProgress, RepoReport
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +76,6 @@ class CommitResult:
     summary: str | None = None
 
 
-def _hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
-    """The client's HTTP failure behind `error` (the LFS upload threads wrap it in a RuntimeError)."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
-            return seen
-        seen = seen.__cause__
-    return None
-
-
 @contextlib.contextmanager
 def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
     """Map the client's HTTP failures to one-line `HubkitError`s that say what to do."""
@@ -88,7 +84,7 @@ def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
     except PublishError:
         raise
     except Exception as error:
-        e = _hub_failure(error)
+        e = hub_failure(error)
         if e is None:
             raise
         if isinstance(e, httpx2.TransportError):
@@ -174,12 +170,33 @@ def create_repo(
     )
 
 
+def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy = DEFAULT_RETRY) -> str:
+    """Create `branch` from the repo's first commit (which holds only `.gitattributes`), so that it holds
+    nothing but what is committed to it; one created meanwhile is kept as it is.
+
+    Returns:
+        The branch's head: the commit to make the next one on top of.
+
+    Raises:
+        The client's HTTP failure once retries run out (`hub_errors` makes it one line).
+    """
+    what = f"creating branch {branch} of {repo_id}"
+    first = with_retries(lambda: api.list_repo_commits(repo_id)[-1].commit_id, retry, what, api.endpoint)
+    with_retries(
+        lambda: api.create_branch(repo_id, branch=branch, revision=first, exist_ok=True),
+        retry,
+        what,
+        api.endpoint,
+    )
+    return with_retries(lambda: api.repo_info(repo_id, revision=branch).sha, retry, what, api.endpoint)
+
+
 def _upload_lfs(
     api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
 ) -> None:
     """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures.
 
-    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.publish.lfs_upload`).
+    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.hub.lfs_upload`).
     """
 
     def send() -> object:
@@ -280,7 +297,9 @@ def commit_repo(
     endpoint = api.endpoint
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
-        if parent is None:
+        if parent is None and plan.revision != "main":
+            parent = create_branch(api, plan.repo_id, plan.revision, retry=retry)
+        elif parent is None:
             create_repo(
                 api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
             )
@@ -312,6 +331,7 @@ def commit_repo(
                 commit_message=summary,
                 commit_description=description,
                 repo_type=plan.repo_type,
+                revision=plan.revision,
                 parent_commit=parent,
             )
             return info.oid
@@ -389,7 +409,7 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
         PublishError: the head moved without this commit's files (someone else pushed), or the Hub failed.
     """
     plan = diff.plan
-    remote = read_remote(api, plan.repo_id, plan.repo_type, retry=SINGLE_TRY)
+    remote = read_remote(api, plan.repo_id, plan.repo_type, revision=plan.revision, retry=SINGLE_TRY)
     if remote.head_sha == parent:
         return None
     if remote.head_sha is not None and all(
@@ -399,3 +419,61 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
     raise PublishError(
         f"{plan.repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
     )
+
+
+def _repo_url(endpoint: str, plan: RepoPlan) -> str:
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
+    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+
+
+def commit_plan(
+    api: HfApi,
+    plan: PushPlan,
+    remotes: dict[str, RemoteRepo],
+    run_dir: Path,
+    notes: list[str],
+    progress: PushProgress,
+    ahead: UploadsAhead | None = None,
+) -> tuple[RepoReport, ...]:
+    """One commit per repo of the plan, in its order, each recorded in the run directory.
+
+    Args:
+        api: the push's client.
+        plan: every repo's desired files.
+        remotes: each repo's state before the push.
+        run_dir: where the push is recorded (`hubkit.publish.record`).
+        notes: gets a note for a repo that is public though the push asked for private ones.
+        progress: told the bytes to upload, then each file uploaded.
+        ahead: uploads started before the plan was whole (the adapter repo's new weights).
+
+    Returns:
+        One report per repo.
+
+    Raises:
+        PublishError, AuthError: as `commit_repo`.
+    """
+    diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
+    for diff in diffs:
+        if diff.plan.private and diff.remote.private is False:
+            notes.append(
+                f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
+                "(change the visibility in the repo's settings)"
+            )
+    progress.upload_started(sum(d.upload_size for d in diffs))
+    reports = []
+    for diff in diffs:
+        result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
+        head = result.commit_sha or diff.remote.head_sha or ""
+        save_record(run_dir, api.endpoint, diff.plan, head)
+        reports.append(
+            RepoReport(
+                repo_id=diff.plan.repo_id,
+                repo_type=diff.plan.repo_type,
+                url=_repo_url(api.endpoint, diff.plan),
+                commit_sha=result.commit_sha,
+                files_uploaded=result.uploaded_files,
+                bytes_uploaded=result.uploaded_bytes,
+                steps=result.steps,
+            )
+        )
+    return tuple(reports)

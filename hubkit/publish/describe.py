@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from hubkit.publish.push import PushReport, RepoReport
+from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.record import FileStatus
+from hubkit.publish.request import PushReport, RepoReport
 
 
 def human_size(num_bytes: int) -> str:
@@ -22,6 +23,8 @@ def describe_dry_run(report: PushReport) -> str:
     """The dry-run listing: each repo, then each file with its size and what is new in it.
 
     "New" is relative to the last push recorded in the run directory: a dry run does not contact the Hub.
+    Then where the checkpoints were read from, what their folders hold that is left out (and why), and
+    what vetting changed on the way.
     """
     lines = []
     for repo in report.plan.repos:
@@ -37,16 +40,35 @@ def describe_dry_run(report: PushReport) -> str:
             lines.append(
                 f"  compared with the last push from this run directory (commit {record.commit_sha[:10]})"
             )
-        lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
+        if repo.steps:  # a Space holds no checkpoint
+            lines.append(f"  steps: {', '.join(str(s) for s in repo.steps)}")
         new_bytes = 0
         for planned in repo.files:
             status = record.status(planned) if record else FileStatus.NEW
             new_bytes += planned.size if status is not FileStatus.UNCHANGED else 0
             lines.append(f"  {status.value:<9} {planned.path_in_repo:<60} {human_size(planned.size):>10}")
         lines.append(f"  to upload: {human_size(new_bytes)}")
+    if report.checkpoints_from:
+        lines.append(report.checkpoints_from[:1].upper() + report.checkpoints_from[1:])
+    lines.extend(describe_left_out(report.left_out))
+    if report.changes:
+        lines.append("Changed on the way (written from what was read):")
+        lines.extend(f"  {change}" for change in report.changes)
     lines.extend(report.notes)
     lines.append("Dry run: nothing was sent; a push uploads only the files that differ from the remote.")
     return "\n".join(lines)
+
+
+def describe_left_out(left_out: tuple[LeftOutOf, ...]) -> list[str]:
+    """What is not published, one line per file, folders with the same left-out files listed together."""
+    by_files: dict[tuple, list[str]] = {}
+    for item in left_out:
+        by_files.setdefault(item.files, []).append(item.folder)
+    lines = []
+    for files, folders in by_files.items():
+        lines.append(f"Left out of {', '.join(folders)} (never published):")
+        lines.extend(f"  {f.name:<40} {f.reason}" for f in files)
+    return lines
 
 
 def describe_repo(repo: RepoReport) -> str:
@@ -58,3 +80,14 @@ def describe_repo(repo: RepoReport) -> str:
         f"{repo.repo_id}: committed {repo.commit_sha[:10]} ({steps}{repo.files_uploaded} files, "  # type: ignore[index]
         f"{human_size(repo.bytes_uploaded)}) {repo.url}"
     )
+
+
+def describe_revisions(revisions: tuple[RepoReport, ...]) -> str | None:
+    """One line for every checkpoint branch of a push, or None when it has none."""
+    if not revisions:
+        return None
+    names = [r.revision for r in revisions]
+    committed = sum(1 for r in revisions if not r.unchanged)
+    span = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+    state = f"{committed} committed, {len(names) - committed} up to date" if committed else "up to date"
+    return f"{revisions[0].repo_id} branches {span} ({len(names)}): {state}"

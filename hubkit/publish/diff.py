@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hubkit.hashing import hash_file
+from hubkit.hub.hashing import hash_file
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 

@@ -1,24 +1,34 @@
 """The merged-model repo: one checkpoint's adapter merged into the base, planned like any other repo.
 
 model-00001-of-00002.safetensors, ..., model.safetensors.index.json   (or model.safetensors)
-config.json, generation_config.json                                   (the base's)
+config.json, generation_config.json, LICENSE                          (the base's)
 tokenizer files, chat template                                        (the run's, else the base's)
 README.md                                                             (the merged card)
+
+What the merged repo takes from the base is vetted twice: as the base holds it, once the merge is
+planned and before any repo is created (`vet_base_files`), and as the merge wrote it
+(`plan_merged_repo`). A base file of no known kind (a SentencePiece ``tokenizer.model``, ``vocab.txt``)
+is left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubkit.publish.adapter_repo import TOKENIZER_FILES
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
-from hubkit.publish.safety import check_file_contents, check_file_names
+from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
+from hubkit.safety import Kind, kind_of, kinds
+from hubkit.safety.kinds import TOKENIZER_KINDS
 
 if TYPE_CHECKING:
-    from hubkit.adapters import PreparedAdapter
+    from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.merge import MergePlan, MergeResult
     from hubkit.merge.stream import ProgressCallback
 
@@ -87,15 +97,65 @@ def merge_prepared_adapter(
     return execute_plan(plan_prepared_merge(run, adapter, endpoint=endpoint, token=token), out_dir, progress)
 
 
+def _published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tuple[str, Kind]], list[str]]:
+    """Of a merged folder's (or the base's) file names, those the merged repo publishes (with their kind),
+    and those of no known kind. Training may have changed the tokenizer or chat template: the run's own
+    set replaces the base's whole (mixing the two could pair the base's chat_template.jinja with the
+    run's tokenizer)."""
+    published, unknown = [], []
+    for name in names:
+        kind = kind_of(name)
+        if run_files.tokenizer and name in TOKENIZER_KINDS:
+            continue
+        if kind is None:
+            unknown.append(name)
+        else:
+            published.append((name, kind))
+    return published, unknown
+
+
+def vet_base_files(plan: MergePlan, base_model: str, run_files: RunFiles, vetter: Vetter) -> tuple[str, ...]:
+    """Vet what the merged repo will take from the base, as the base holds it: every refusal of the merged
+    repo happens here, before any repo is created.
+
+    Args:
+        plan: the merge's plan (the base's shard headers, index and carried files).
+        base_model: the base's Hub id (for messages).
+        run_files: the run's files (its tokenizer replaces the base's).
+        vetter: the push's vetting.
+
+    Returns:
+        Notes for the push's report: base files left out of the merged repo.
+
+    Raises:
+        UnsafeFileError: a base file that must not be published (`hubkit.safety.vet_file`).
+    """
+    for shard in plan.shards:
+        vetter.file(shard.path, kinds.MODEL_WEIGHTS, label=f"{shard.path.name} of base model {base_model}")
+    if plan.index is not None:
+        vetter.data("model.safetensors.index.json", kinds.WEIGHTS_INDEX, json.dumps(plan.index).encode())
+    carried = {path.name: path for path in plan.carried}
+    published, unknown = _published_names(sorted(carried), run_files)
+    for name, kind in published:
+        vetter.file(carried[name], kind, label=f"{name} of base model {base_model}")
+    if not unknown:
+        return ()
+    return (
+        f"Left out of the merged repo: {', '.join(unknown)} of base model {base_model} (no kind hubkit checks)",
+    )
+
+
 def plan_merged_repo(
     run: Run,
     repo_id: str,
     step: int,
     result: MergeResult,
-    card_files: Mapping[str, bytes],
+    card: Sequence[PlannedFile],
     *,
+    run_files: RunFiles,
+    vetter: Vetter,
+    hashes: FileHashCache,
     private: bool = False,
-    token: str | None = None,
 ) -> RepoPlan:
     """The merged repo's desired files: the merged folder, the run's tokenizer over the base's, a card.
 
@@ -104,36 +164,32 @@ def plan_merged_repo(
         repo_id: the merged repo, "owner/name".
         step: the merged checkpoint's step.
         result: the merge, from `merge_prepared_adapter` (its folder must live until the push ends).
-        card_files: the card (`hubkit.cards.merged_card_files`), path in repo → bytes.
+        card: the card (`hubkit.cards.merged_card_files`, vetted by `Vetter.generated`).
+        run_files: the run's files, vetted (its tokenizer is the merged repo's when it has one).
+        vetter: the push's vetting (each file of the merged folder is vetted as what it is).
+        hashes: the push's hash cache (a merged folder is hashed once per push session).
         private: create the repo private (applies only when the push creates it).
-        token: the token in use, so that a file containing it is refused.
 
     Returns:
         The plan; nothing is read from or sent to the network.
 
     Raises:
         PublishError: an invalid repo id.
-        UnsafeFileError: a planned file holds a local path or a token.
+        UnsafeFileError: a file of the merged folder that must not be published.
     """
     check_repo_id(repo_id)
-    files = {p.name: p for p in sorted(result.out_dir.iterdir()) if p.is_file()}
-    # Training may have changed the tokenizer or chat template: the run's own set replaces the base's
-    # whole (mixing the two could pair the base's chat_template.jinja with the run's tokenizer).
-    tokenizer_dir = run.tokenizer_dir(run.checkpoint(step))
-    run_tokenizer = {
-        n: tokenizer_dir / n for n in TOKENIZER_FILES if tokenizer_dir and (tokenizer_dir / n).is_file()
-    }
-    if run_tokenizer:
-        files = {n: p for n, p in files.items() if n not in TOKENIZER_FILES} | run_tokenizer
-    planned = [PlannedFile.from_path(name, path, step=step) for name, path in sorted(files.items())]
-    planned += [
-        PlannedFile.from_bytes(path, content, step=step) for path, content in sorted(card_files.items())
+    names, _ = _published_names(sorted(p.name for p in result.out_dir.iterdir() if p.is_file()), run_files)
+    planned = [
+        PlannedFile.from_vetted(
+            vetter.file(result.out_dir / name, kind, label=f"the merged model's {name}"), hashes, step=step
+        )
+        for name, kind in names
     ]
-    check_file_names(planned)
-    check_file_contents(planned, run.run_dir, Path.home(), token)
+    planned += [replace(f, step=step) for f in run_files.tokenizer]
+    planned += [replace(f, step=step) for f in card]
     return RepoPlan(
         repo_id=repo_id,
-        files=tuple(planned),
+        files=tuple(sorted(planned, key=lambda f: f.path_in_repo)),
         private=private,
         title=f"hubkit push {run.manifest.run_id} (merged)",  # the commit adds ": steps N"
     )

@@ -1,23 +1,26 @@
 """What a push wants each Hub repo to contain, built from local files only (no network).
 
-A `PushPlan` is a list of `RepoPlan`s (today the adapter repo; a merged-model repo is one more
-`RepoPlan`), each a list of `PlannedFile`s with the hashes the Hub uses to name content: the sha256
-of LFS files and the git blob sha1 of regular files (`hubkit.hashing`: each version of a file is
-read once; adapters are hashed in the read that checks them). Everything here is frozen: uploading
-never mutates the plan (the upload state lives in `hubkit.publish.commit.CommitResult`).
+A `PushPlan` is a list of `RepoPlan`s (the adapter repo, the merged model's, the Space), each a list of
+`PlannedFile`s with the hashes the Hub uses to name content: the sha256 of LFS files and the git blob
+sha1 of regular files (`hubkit.hub.hashing`: each version of a file is read once; adapters are hashed
+in the read that checks them). Everything here is frozen: uploading never mutates the plan (the upload
+state lives in `hubkit.publish.commit.CommitResult`).
+
+A planned file is made from what vetting wrote (`PlannedFile.from_vetted`, `hubkit.safety`), and carries
+the kind it was vetted as: a repo plan refuses a file whose place in the repo is not of that kind, so
+nothing reaches a plan by its name alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from hubkit.errors import PublishError
-from hubkit.hashing import FileHashes, hash_bytes, hash_file
-from hubkit.manifest import is_hub_id
-
-RepoType = Literal["model", "dataset", "space"]
+from hubkit.hub.hashing import FileHashCache, FileHashes, hash_bytes
+from hubkit.hub.kinds import RepoType
+from hubkit.runs.manifest import is_hub_id
+from hubkit.safety import Kind, VettedFile, kind_of
 
 
 def _check_path_in_repo(path_in_repo: str) -> None:
@@ -44,13 +47,15 @@ def check_repo_id(repo_id: str) -> None:
 
 @dataclass(frozen=True)
 class PlannedFile:
-    """One file a repo should hold: where it goes, where its bytes come from, and its hashes.
+    """One file a repo should hold: where it goes, the kind it was vetted as, where its bytes come from,
+    and its hashes.
 
-    Exactly one of `local_path` (a file on disk) and `content` (generated text such as the card)
-    is set.
+    Exactly one of `local_path` (a file on disk: safetensors weights, whose header was vetted) and
+    `content` (bytes vetting wrote: configs, tokenizer files, cards) is set.
     """
 
     path_in_repo: str
+    kind: Kind
     hashes: FileHashes
     local_path: Path | None = None
     content: bytes | None = field(default=None, repr=False)
@@ -62,26 +67,39 @@ class PlannedFile:
             raise ValueError("PlannedFile needs exactly one of local_path and content")
 
     @classmethod
-    def from_path(cls, path_in_repo: str, local_path: Path, step: int | None = None) -> PlannedFile:
-        return cls(path_in_repo, hash_file(local_path), local_path=local_path, step=step)
+    def from_vetted(
+        cls,
+        vetted: VettedFile,
+        hashes: FileHashCache,
+        *,
+        path_in_repo: str | None = None,
+        step: int | None = None,
+    ) -> PlannedFile:
+        """What vetting wrote, planned at `path_in_repo` (default: the vetted file's).
 
-    @classmethod
-    def from_bytes(cls, path_in_repo: str, content: bytes, step: int | None = None) -> PlannedFile:
-        return cls(path_in_repo, hash_bytes(content), content=content, step=step)
+        Weights are planned from disk (hashed through the push's cache) and only when their saved
+        header is the one vetting wrote; an adapter's weights, rewritten or hashed in the read that
+        checked them, are planned by `hubkit.publish.adapter_repo` from the prepared adapter.
+
+        Raises:
+            ValueError: weights whose header vetting would change (the caller must publish a rewrite).
+        """
+        path_in_repo = path_in_repo or vetted.path_in_repo
+        if vetted.data is not None:
+            return cls(path_in_repo, vetted.kind, hash_bytes(vetted.data), content=vetted.data, step=step)
+        weights = vetted.weights
+        if weights is None or not weights.saved_header_kept:
+            raise ValueError(f"{path_in_repo}: its saved header is not the one vetting writes")
+        return cls(
+            path_in_repo, vetted.kind, hashes.hash_file(weights.path), local_path=weights.path, step=step
+        )
 
     @property
     def size(self) -> int:
         return self.hashes.size
 
-    def read_head(self, size: int) -> bytes:
-        """The first `size` bytes of the file."""
-        if self.content is not None:
-            return self.content[:size]
-        with self.local_path.open("rb") as f:  # type: ignore[union-attr]
-            return f.read(size)
-
     def read_bytes(self) -> bytes:
-        """The file's content (for scanning text files; large files are read from disk by the uploader)."""
+        """The file's content (large files are read from disk by the uploader, not through this)."""
         return self.content if self.content is not None else self.local_path.read_bytes()  # type: ignore[union-attr]
 
 
@@ -95,6 +113,9 @@ class RepoPlan:
     private: bool = False
     title: str = "hubkit push"  # first words of the commit message
     space_sdk: str | None = None  # a Space's SDK ("gradio"), which the Hub needs to create the repo
+    revision: str = (
+        "main"  # the branch the files go to (a checkpoint's own branch: `hubkit.publish.revisions`)
+    )
 
     def __post_init__(self) -> None:
         check_repo_id(self.repo_id)
@@ -102,6 +123,11 @@ class RepoPlan:
             raise ValueError("a Space repo plan needs its space_sdk, and only a Space repo has one")
         seen: set[str] = set()
         for planned in self.files:
+            if kind_of(planned.path_in_repo, self.repo_type) != planned.kind:
+                raise PublishError(
+                    f"{planned.path_in_repo} cannot be published as {planned.kind.called} in a {self.repo_type} "
+                    "repo: hubkit publishes known kinds of file, each in its place"
+                )
             if planned.path_in_repo in seen:
                 raise PublishError(f"{planned.path_in_repo} is planned twice for {self.repo_id}")
             seen.add(planned.path_in_repo)

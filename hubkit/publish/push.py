@@ -2,10 +2,11 @@
 
 One direction, each step handing plain data to the next:
 
-    load the run → choose checkpoints → prepare adapters (every local refusal happens here)
+    load the run → choose checkpoints (inside the run, one folder per step) → vet and prepare the
+    adapters, vet every other file the run gives (every local refusal happens here)
     → read every repo at once, and the base model's config and card → check against the base
-    → plan the merge (the base fetched; every refusal of the merge)
-    → create the adapter repo if it is new, and start uploading its new weights
+    → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
+    refusal of the merge) → create the adapter repo if it is new, and start uploading its new weights
     → merge (an explicit step, with its own progress; the weights upload meanwhile)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
@@ -16,138 +17,50 @@ callback) has already done: prepared adapters, merges, steps checked against the
 
 from __future__ import annotations
 
-import logging
-import re
+import importlib.util
 import tempfile
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from huggingface_hub import HfApi
+
+from hubkit.adapters.base_check import BaseConfig
+from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
+from hubkit.cards import BaseModelCard, ChartsDrawnAhead, read_base_model_card
 from hubkit.errors import PublishError
-from hubkit.publish.plan import PushPlan, RepoPlan, RepoType, check_repo_id
-from hubkit.publish.repos import BuildContext, build_repos
+from hubkit.evaluate.results import EvalResults, load_eval
+from hubkit.hub.auth import hub_client, resolve_token
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.adapter_repo import (
+    RunFiles,
+    check_adapters_against_base,
+    checked_checkpoints_tree,
+    plan_adapter_repo,
+    plan_run_files,
+    published_forms,
+    refuse_no_checkpoint,
+    steps_in_paths,
+)
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
+from hubkit.publish.diff import diff_repo
+from hubkit.publish.hub_reads import read_hub
+from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
+from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
+from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
+from hubkit.publish.quantized_base import check_quantized_base
+from hubkit.publish.record import PushRecord, load_record, remote_from_record
+from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
+from hubkit.publish.revisions import commit_revisions, plan_revisions
+from hubkit.publish.vetted import Vetter
+from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
+from hubkit.safety import CheckpointsTree, VetContext
+from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
-    from hubkit.adapters import PreparedAdapter
-    from hubkit.cards import BaseModelCard, ChartsDrawnAhead
+    from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
-    from hubkit.publish.commit import UploadsAhead
-    from hubkit.publish.record import PushRecord
-    from hubkit.publish.remote import RemoteRepo
-    from hubkit.runs import Checkpoint, Run
-
-logger = logging.getLogger(__name__)
-
-HUB_ENDPOINT = "https://huggingface.co"
-
-
-@dataclass(frozen=True)
-class PushRequest:
-    """Everything a push is told: the command line's options, as data.
-
-    Args:
-        run_dir: the run directory.
-        repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
-            else `<token owner>/<run id>`.
-        base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
-        steps: publish only these steps (each must be a complete checkpoint).
-        every: publish only steps that are multiples of this.
-        private: create new repos private.
-        merged: also merge the newest pushed checkpoint and push it to its own repo.
-        merged_repo_id: the merged repo; default `<repo_id>-merged`.
-        space: also create or update the Gradio Space that compares base and checkpoints.
-        space_repo_id: the Space repo; default `<repo_id>-demo`.
-        endpoint: the Hub URL.
-        token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
-        dry_run: build the plan and compare it with the last recorded push; send nothing.
-    """
-
-    run_dir: Path
-    repo_id: str | None = None
-    base_model: str | None = None
-    steps: tuple[int, ...] | None = None
-    every: int | None = None
-    private: bool = False
-    merged: bool = True
-    merged_repo_id: str | None = None
-    space: bool = True
-    space_repo_id: str | None = None
-    endpoint: str = HUB_ENDPOINT
-    token: str | None = field(default=None, repr=False)
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class RepoReport:
-    """What a push did to one repo. `commit_sha` is None when the repo was already up to date."""
-
-    repo_id: str
-    repo_type: str
-    url: str
-    commit_sha: str | None
-    files_uploaded: int
-    bytes_uploaded: int
-    steps: tuple[int, ...]
-
-    @property
-    def unchanged(self) -> bool:
-        return self.commit_sha is None
-
-
-@dataclass(frozen=True)
-class PushReport:
-    """What a push did (or, for a dry run, would do).
-
-    Args:
-        run_id: the run.
-        repo_id: the adapter repo the push chose (from the request, the manifest or the token owner).
-        steps: the checkpoint steps this push published.
-        repos: one report per repo that was pushed (empty for a dry run).
-        plan: the desired files of every repo.
-        records: for a dry run, the last recorded push to each repo from this run directory.
-        notes: things the user should know that are not errors (a repo already public, a merge skipped).
-        finished: whether the run had finished training when it was read.
-    """
-
-    run_id: str
-    repo_id: str
-    steps: tuple[int, ...]
-    repos: tuple[RepoReport, ...]
-    plan: PushPlan
-    records: dict[str, PushRecord | None] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    finished: bool = True
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class PushProgress:
-    """Callbacks a caller can give to show progress; the library never prints.
-
-    Args:
-        stage: a one-line description of the step starting now ("Merging step 40 into ...").
-        merge: (bytes done, total bytes) while merging.
-        upload_started: the total bytes the push will upload.
-        uploaded: bytes just uploaded.
-    """
-
-    stage: Callable[[str], None] = lambda _message: None
-    merge: Callable[[int, int], None] | None = None
-    upload_started: Callable[[int], None] = lambda _total: None
-    uploaded: Callable[[int], None] = lambda _bytes: None
-
-
-def repo_name_for_run(run_id: str) -> str:
-    """`run_id` made into a valid Hub repo name (letters, digits, `-`, `_`, `.`; at most 96 characters)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id)
-    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).strip("-.")[:96].rstrip("-.")
-    if not name:
-        raise PublishError(f"run id {run_id!r} gives no valid repo name: pass --repo-id OWNER/NAME")
-    return name
 
 
 class PushSession:
@@ -157,17 +70,22 @@ class PushSession:
 
         with PushSession(request) as session:
             report = session.push()
+
+    What it keeps, each written only here: the prepared adapters by step, the merges by step, the steps
+    checked against the base, the file hashes it has computed, the files it has vetted, the chosen repo
+    id, the base model's card.
     """
 
     def __init__(self, request: PushRequest) -> None:
         self.request = request
         self._staging = tempfile.TemporaryDirectory(prefix="hubkit-push-")
         self.staging = Path(self._staging.name)
+        self.hashes = FileHashCache()
         self._prepared: dict[int, PreparedAdapter] = {}
         self._merges: dict[int, MergeResult] = {}
         self._checked: set[int] = set()
-        self._token: str | None = None
         self._api: HfApi | None = None
+        self._vetter: Vetter | None = None
         self._repo_id: str | None = None
         self._base: BaseModelCard | None = None
 
@@ -186,14 +104,15 @@ class PushSession:
         self,
         progress: PushProgress | None = None,
         *,
-        merge: bool = True,
+        may_merge: bool = True,
         allow_missing_steps: bool = False,
     ) -> PushReport:
         """Publish the run's chosen checkpoints as the request says; see the module docstring for the order.
 
         Args:
             progress: callbacks for stages, merge and upload progress.
-            merge: whether this push may merge (a watching push merges only once the run has finished).
+            may_merge: whether this push may merge when the request asks for a merged model (a watching
+                push merges only once the run has finished).
             allow_missing_steps: listed `steps` the run has not saved yet are skipped, not refused
                 (a watching push waits for them).
 
@@ -203,55 +122,97 @@ class PushSession:
         Raises:
             HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
         """
-        from hubkit.runs import load_run
-
         progress = progress or PushProgress()
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
-        chosen = self._choose(run, allow_missing_steps)
-        api = self._client()  # resolves the token (which files are checked not to contain); no connection
-        adapters = self._prepare(run, chosen, progress)
-        repo_id = self._adapter_repo_id(run, api)
-        merged_repo_id = self._merged_repo_id(repo_id)
+        chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
+        tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
+        # The token is resolved first: every file is checked not to contain it.
+        token = request.token or resolve_token(request.endpoint, required=not request.dry_run)
+        vetter = self._vetting(VetContext.for_run(run.run_dir, run.manifest.base_model, token))
+        adapters = self._prepare(run, chosen, progress, vetter)
+        run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
+        evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
+        if request.dry_run:
+            return self._dry_run(run, adapters, run_files, vetter, tree, evaluation)
+        api = self._client(token)
         notes: list[str] = []
+        repo_id = self._adapter_repo_id(run, api)
+        # The merged repo and the Space are read even when this push builds neither: the cards link them
+        # while they exist.
+        merged_repo_id = self._merged_repo_id(repo_id)
         space_repo_id = self._space_repo_id(repo_id, notes)
-        if api is None:
-            return self._dry_run(run, repo_id, merged_repo_id, space_repo_id, adapters, notes)
-        repos = [(repo_id, "model"), (merged_repo_id, "model"), (space_repo_id, "space")]
-        hub = self._read_hub(api, run, [(r, kind) for r, kind in repos if r is not None])
+        linked_space = space_repo_id or self.request.space_repo_id or default_space_repo_id(repo_id)
+        repos = [(repo_id, "model"), (merged_repo_id, "model"), (linked_space, "space")]
+        hub = read_hub(api, run, repos, self._base_card)
         remotes = hub.remotes
-        hub.base_config.result()  # the base's config is in hand (or the base is refused) before the check
-        self._check_against_base(api, run, adapters)
-        to_merge = self._adapter_to_merge(adapters, remotes[repo_id], merged_repo_id, merge, notes)
-        merge_plan = self._plan_merge(run, to_merge, progress)
+        base_config = hub.base_config.result()
+        notes += check_quantized_base(
+            run, base_config.path, merging=request.merged, space=space_repo_id is not None
+        )
+        self._check_against_base(run, adapters, base_config)
+        revision = base_revision(base_config.path)
+        merging = decide_merge(
+            adapters,
+            remotes[repo_id],
+            remotes[merged_repo_id],
+            run,
+            merging=request.merged,
+            may_merge=may_merge,
+            revision=revision,
+        )
+        notes += [merging.note] if merging.note else []
+        # The merged repo the Space names: the one the release has after this push.
+        space_merged = merged_repo_id if request.merged or merging.adapter or merging.kept else None
+        space_files = self._space_files(run, repo_id, space_merged, space_repo_id, vetter)
+        merge_plan = self._plan_merge(run, merging.adapter, token, progress)
+        if merge_plan is not None:
+            notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
+        base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
+        revision_plans = plan_revisions(run, repo_id, run_files, vetter=vetter, hashes=self.hashes)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
-        ahead = self._upload_weights_ahead(api, run, adapters, remotes[repo_id])
+        published = steps_in_paths(remotes[repo_id].files)
+        ahead = UploadsAhead(
+            api,
+            diff_repo(
+                plan_adapter_repo(run, repo_id, run_files, published_steps=published), remotes[repo_id]
+            ),
+        )
         try:
-            charts = self._draw_charts_ahead(run, chosen, remotes[repo_id])
-            merged = self._merge(to_merge, merge_plan, progress)
-            plan = self._plan(
-                BuildContext(
-                    run=run,
-                    repo_id=repo_id,
-                    adapters=tuple(adapters),
-                    remotes=remotes,
-                    base_card=hub.base_card.result(),
-                    merged_repo_id=merged_repo_id if merged else None,
-                    merged=merged,
-                    space_repo_id=space_repo_id,
-                    published_merged_repo_id=merged_repo_id,
-                    charts=charts,
-                )
+            charts = self._draw_charts_ahead(run, chosen, published)
+            merged = self._merge(merging.adapter, merge_plan, progress)
+            record = merging.record_after(merged, run, revision)
+            context = self._context(
+                run,
+                repo_id,
+                adapters,
+                run_files,
+                remotes,
+                base_card,
+                vetter,
+                evaluation,
+                merged=merged,
+                merged_repo_id=merged_repo_id,
+                space_repo_id=space_repo_id,
+                space_files=space_files,
+                charts=charts,
+                merging=merging,
+                merge_record=record,
+                linked_space=linked_space if space_repo_id or remotes[linked_space].exists else None,
             )
-            repos = self._commit(api, plan, remotes, notes, progress, ahead)
+            plan = PushPlan(repos=build_repos(context))
+            repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
         finally:
             ahead.close()
+        # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
+        revisions = commit_revisions(api, revision_plans)
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
             steps=tuple(a.step for a in adapters),
-            repos=repos,
+            repos=repo_reports,
+            revisions=revisions,
             plan=plan,
             notes=tuple(notes),
             finished=run.finished and not run.pending,
@@ -259,51 +220,33 @@ class PushSession:
 
     # --- the steps, in order ---------------------------------------------------------------------
 
-    def _choose(self, run: Run, allow_missing: bool) -> tuple[Checkpoint, ...]:
-        from hubkit.runs import select_checkpoints
-
-        return select_checkpoints(run, self.request.steps, self.request.every, allow_missing=allow_missing)
-
-    def _draw_charts_ahead(
-        self, run: Run, chosen: tuple[Checkpoint, ...], remote: RemoteRepo
-    ) -> ChartsDrawnAhead:
-        """Start drawing the adapter card's charts, for the steps the repo will hold (its own and this
-        push's), while the merge runs and the weights upload.
-
-        Not earlier: while the adapters are read and hashed both cores are busy, and the Hub reads and the
-        check against the base wait for the interpreter the drawing holds. During the upload the Hub does
-        the work; a push that drew its charts while reading its adapters measured 5-10 % slower.
-        """
-        from hubkit.cards import ChartsDrawnAhead
-        from hubkit.publish.adapter_repo import steps_in_paths
-
-        return ChartsDrawnAhead(run, sorted({*steps_in_paths(remote.files), *(c.step for c in chosen)}))
+    def _vetting(self, context: VetContext) -> Vetter:
+        """The session's vetting for `context` (what it vetted is kept while the context stays the same)."""
+        if self._vetter is None or self._vetter.context != context:
+            self._vetter = Vetter(context)
+        return self._vetter
 
     def _prepare(
-        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress
+        self, run: Run, chosen: tuple[Checkpoint, ...], progress: PushProgress, vetter: Vetter
     ) -> list[PreparedAdapter]:
-        from hubkit.publish.adapter_repo import check_run_files, prepare_adapters, refuse_no_checkpoint
-
+        """The chosen checkpoints' adapters, each vetted and prepared once per session (every local refusal)."""
         if not chosen:
             refuse_no_checkpoint(run)
-        new = [c.step for c in chosen if c.step not in self._prepared]
+        new = [c for c in chosen if c.step not in self._prepared]
         if new:
             progress.stage(f"Checking {len(new)} adapter(s) of run {run.manifest.run_id}")
-        adapters = prepare_adapters(run, chosen, self.staging / "adapters", self._prepared)
-        check_run_files(run, adapters, self._token)
-        return adapters
+            forms = published_forms(new, vetter)
+            prepared = prepare_adapters(run, new, self.staging / "adapters", forms=forms)
+            self._prepared.update({adapter.step: adapter for adapter in prepared})
+        return [self._prepared[c.step] for c in chosen]
 
-    def _client(self) -> HfApi | None:
-        from hubkit.publish.auth import hub_client, resolve_token
-
-        if self._api is None and not self.request.dry_run:
-            self._token = self.request.token or resolve_token(self.request.endpoint, required=True)
-            self._api = hub_client(self.request.endpoint, self._token)
-        elif self.request.dry_run and self._token is None:
-            self._token = self.request.token or resolve_token(self.request.endpoint, required=False)
+    def _client(self, token: str | None) -> HfApi:
+        if self._api is None:
+            self._api = hub_client(self.request.endpoint, token)
         return self._api
 
     def _adapter_repo_id(self, run: Run, api: HfApi | None) -> str:
+        """The adapter repo: the request's, else the recorded one, else `<token owner>/<run id>`."""
         if self._repo_id is None:
             repo_id = self.request.repo_id or run.manifest.push_to
             if repo_id is None:
@@ -313,8 +256,6 @@ class PushSession:
         return self._repo_id
 
     def _token_owner(self, api: HfApi | None) -> str:
-        from hubkit.publish.commit import hub_errors
-
         if api is None:
             raise PublishError(
                 "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
@@ -323,18 +264,13 @@ class PushSession:
         with hub_errors("your account", api.endpoint):
             return api.whoami()["name"]
 
-    def _merged_repo_id(self, repo_id: str) -> str | None:
-        if not self.request.merged:
-            return None
-        from hubkit.publish.merged_repo import default_merged_repo_id
-
+    def _merged_repo_id(self, repo_id: str) -> str:
+        """The release's merged repo, whether or not this push merges."""
         merged = self.request.merged_repo_id or default_merged_repo_id(repo_id)
         check_repo_id(merged)
         return merged
 
     def _space_repo_id(self, repo_id: str, notes: list[str]) -> str | None:
-        import importlib.util
-
         if not self.request.space:
             return None
         if importlib.util.find_spec("gradio") is None:
@@ -343,122 +279,76 @@ class PushSession:
                 "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space"
             )
             return None
-        from hubkit.space import default_space_repo_id
-
         space = self.request.space_repo_id or default_space_repo_id(repo_id)
         check_repo_id(space)
         return space
 
-    def _read_hub(self, api: HfApi, run: Run, repos: list[tuple[str, RepoType]]) -> _HubReads:
-        """Each repo's state, read at once (one request each), with the base model's config and card; the
-        card's read goes on while the adapters are checked against the base."""
-        from hubkit.adapters import download_base_config
-        from hubkit.publish.commit import hub_errors
-        from hubkit.publish.remote import read_remote
-
-        def read(repo_id: str, repo_type: RepoType) -> RemoteRepo:
-            with hub_errors(repo_id, api.endpoint):
-                return read_remote(api, repo_id, repo_type)
-
-        manifest = run.manifest
-        pool = ThreadPoolExecutor(max_workers=len(repos) + 2, thread_name_prefix="hubkit-read")
-        try:
-            base_card = pool.submit(self._base_card, run)
-            # The same call as the check against the base makes: it finds the config in download_base_config's cache.
-            base_config = pool.submit(
-                download_base_config,
-                manifest.base_model,
-                manifest.base_model_revision,
-                api.endpoint,
-                api.token,
-            )
-            reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-            remotes = {repo_id: future.result() for repo_id, future in reads.items()}
-            return _HubReads(remotes=remotes, base_card=base_card, base_config=base_config)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def _base_card(self, run: Run) -> BaseModelCard:
-        from hubkit.cards import read_base_model_card
-
+    def _base_card(self, run: Run, token: str | None) -> BaseModelCard:
         if self._base is None:
             manifest = run.manifest
             self._base = read_base_model_card(
-                manifest.base_model,
-                manifest.base_model_revision,
-                endpoint=self.request.endpoint,
-                token=self._token,
+                manifest.base_model, manifest.base_model_revision, endpoint=self.request.endpoint, token=token
             )
         return self._base
 
-    def _check_against_base(self, api: HfApi, run: Run, adapters: list[PreparedAdapter]) -> None:
-        from hubkit.publish.adapter_repo import check_adapters_against_base
+    def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
+        unchecked = [a for a in adapters if a.step not in self._checked]
+        self._checked.update(check_adapters_against_base(run, unchecked, base))
 
-        check_adapters_against_base(api, run, adapters, self._checked)
-
-    def _adapter_to_merge(
+    def _space_files(
         self,
-        adapters: list[PreparedAdapter],
-        adapter_remote: RemoteRepo,
+        run: Run,
+        repo_id: str,
         merged_repo_id: str | None,
-        allowed: bool,
-        notes: list[str],
-    ) -> PreparedAdapter | None:
-        """The adapter this push merges (the newest), or None: no merged repo, not allowed yet, or the repo
-        already holds a newer step."""
-        from hubkit.publish.adapter_repo import steps_in_paths
-
-        if merged_repo_id is None or not allowed:
-            return None
-        newest = adapters[-1]
-        newest_published = max(steps_in_paths(adapter_remote.files), default=-1)
-        if newest.step < newest_published:
-            # The merged model follows the adapter at the repo root, which stays at the newer step.
-            notes.append(
-                f"The adapter repo already holds step {newest_published}, newer than this push's steps: "
-                "the merged model is left as it is"
-            )
-            return None
-        return newest
+        space_repo_id: str | None,
+        vetter: Vetter,
+    ) -> tuple[PlannedFile, ...]:
+        """The Space's files, vetted (none without a Space): everything they say is known before any repo
+        is created, so a refusal of them creates none."""
+        if space_repo_id is None:
+            return ()
+        return plan_space_files(
+            run,
+            repo_id,
+            merged_repo_id=merged_repo_id,
+            space_repo_id=space_repo_id,
+            hardware=self.request.space_hardware,
+            vetter=vetter,
+            hashes=self.hashes,
+        )
 
     def _plan_merge(
-        self, run: Run, adapter: PreparedAdapter | None, progress: PushProgress
+        self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
     ) -> MergePlan | None:
         """Every check of the merge (the base fetched, each LoRA module matched to a base weight), before
         anything is sent; None when there is nothing to merge or this session merged that step already."""
-        from hubkit.publish.merged_repo import plan_prepared_merge
-
         if adapter is None or adapter.step in self._merges:
             return None
         progress.stage(f"Merging step {adapter.step} into {run.manifest.base_model}")
-        return plan_prepared_merge(run, adapter, endpoint=self.request.endpoint, token=self._token)
+        return plan_prepared_merge(run, adapter, endpoint=self.request.endpoint, token=token)
 
     def _create_if_new(self, api: HfApi, remote: RemoteRepo) -> RemoteRepo:
         """The adapter repo, created when it does not exist yet (then read again: its first commit).
 
         Only once every check of the push has passed, so that a refused push leaves no repo behind.
         """
-        from hubkit.publish.commit import create_repo, hub_errors
-        from hubkit.publish.remote import read_remote
-
         if remote.exists:
             return remote
         with hub_errors(remote.repo_id, api.endpoint):
             create_repo(api, remote.repo_id, "model", private=self.request.private)
             return read_remote(api, remote.repo_id, "model")
 
-    def _upload_weights_ahead(
-        self, api: HfApi, run: Run, adapters: list[PreparedAdapter], remote: RemoteRepo
-    ) -> UploadsAhead:
-        """Start sending the adapter weights the repo lacks, while the merge and the cards are made."""
-        from hubkit.publish.adapter_repo import plan_adapter_repo, steps_in_paths
-        from hubkit.publish.commit import UploadsAhead
-        from hubkit.publish.diff import diff_repo
+    def _draw_charts_ahead(
+        self, run: Run, chosen: tuple[Checkpoint, ...], published: tuple[int, ...]
+    ) -> ChartsDrawnAhead:
+        """Start drawing the adapter card's charts, for the steps the repo will hold (its own and this
+        push's), while the merge runs and the weights upload.
 
-        weights = plan_adapter_repo(
-            run, remote.repo_id, adapters, token=self._token, published_steps=steps_in_paths(remote.files)
-        )
-        return UploadsAhead(api, diff_repo(weights, remote))
+        Not earlier: while the adapters are read and hashed both cores are busy, and the Hub reads and the
+        check against the base wait for the interpreter the drawing holds. During the upload the Hub does
+        the work; a push that drew its charts while reading its adapters measured 5-10 % slower.
+        """
+        return ChartsDrawnAhead(run, sorted({*published, *(c.step for c in chosen)}))
 
     def _merge(
         self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress
@@ -467,100 +357,107 @@ class PushSession:
         if adapter is None:
             return None
         if plan is not None:
-            from hubkit.merge import execute_plan  # torch: imported only by a push that merges
+            # Imported here: torch costs 0.9 s to import, paid only by a push that merges.
+            from hubkit.merge import execute_plan
 
             out_dir = self.staging / f"merged-step-{adapter.step}"
             self._merges[adapter.step] = execute_plan(plan, out_dir, progress.merge)
         return self._merges[adapter.step]
 
-    def _plan(self, context: BuildContext) -> PushPlan:
-        """Every repo's desired files, built from `context` plus what a push and a dry run both add: the
-        run's evaluation, the request's privacy, the token (files holding it are refused)."""
-        from hubkit.evaluate.results import load_eval
-
-        context = replace(
-            context, eval=load_eval(context.run.run_dir), private=self.request.private, token=self._token
-        )
-        return PushPlan(repos=build_repos(context))
-
-    def _commit(
+    def _context(
         self,
-        api: HfApi,
-        plan: PushPlan,
+        run: Run,
+        repo_id: str,
+        adapters: list[PreparedAdapter],
+        run_files: RunFiles,
         remotes: dict[str, RemoteRepo],
-        notes: list[str],
-        progress: PushProgress,
-        ahead: UploadsAhead | None = None,
-    ) -> tuple[RepoReport, ...]:
-        from hubkit.publish.commit import commit_repo
-        from hubkit.publish.diff import diff_repo
-        from hubkit.publish.record import save_record
-
-        diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
-        for diff in diffs:
-            if diff.plan.private and diff.remote.private is False:
-                notes.append(
-                    f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
-                    "(change the visibility in the repo's settings)"
-                )
-        progress.upload_started(sum(d.upload_size for d in diffs))
-        reports = []
-        for diff in diffs:
-            result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
-            head = result.commit_sha or diff.remote.head_sha or ""
-            save_record(self.request.run_dir, api.endpoint, diff.plan, head)
-            reports.append(
-                RepoReport(
-                    repo_id=diff.plan.repo_id,
-                    repo_type=diff.plan.repo_type,
-                    url=_repo_url(api.endpoint, diff.plan),
-                    commit_sha=result.commit_sha,
-                    files_uploaded=result.uploaded_files,
-                    bytes_uploaded=result.uploaded_bytes,
-                    steps=result.steps,
-                )
-            )
-        return tuple(reports)
+        base_card: BaseModelCard,
+        vetter: Vetter,
+        evaluation: EvalResults | None,
+        *,
+        merged_repo_id: str | None,
+        space_repo_id: str | None,
+        space_files: tuple[PlannedFile, ...],
+        merged: MergeResult | None = None,
+        charts: ChartsDrawnAhead | None = None,
+        merging: MergeDecision | None = None,
+        merge_record: MergeRecord | None = None,
+        linked_space: str | None = None,
+    ) -> BuildContext:
+        """What the builders read, built once per push (or dry run)."""
+        # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
+        writes_merged = merged is not None or (merging is not None and merging.card_only)
+        return BuildContext(
+            run=run,
+            repo_id=repo_id,
+            adapters=tuple(adapters),
+            run_files=run_files,
+            remotes=remotes,
+            base_card=base_card,
+            hashes=self.hashes,
+            vetter=vetter,
+            eval=evaluation,
+            merged_repo_id=merged_repo_id if writes_merged else None,
+            merged=merged,
+            merge_record=merge_record,
+            space_repo_id=space_repo_id,
+            linked_space_id=linked_space or space_repo_id,
+            published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
+            space_files=space_files,
+            private=self.request.private,
+            charts=charts,
+        )
 
     def _dry_run(
         self,
         run: Run,
-        repo_id: str,
-        merged_repo_id: str | None,
-        space_repo_id: str | None,
         adapters: list[PreparedAdapter],
-        notes: list[str],
+        run_files: RunFiles,
+        vetter: Vetter,
+        tree: CheckpointsTree,
+        evaluation: EvalResults | None,
     ) -> PushReport:
-        """The plan as far as it can be built without the Hub, compared with the last recorded push."""
-        from hubkit.cards import BaseModelCard
-        from hubkit.publish.adapter_repo import steps_in_paths
-        from hubkit.publish.record import load_record, remote_from_record
-
+        """The plan as far as it can be built without the Hub, compared with the last recorded push, with
+        what is left out and what vetting changed; it opens no connection."""
+        notes: list[str] = []
+        repo_id = self._adapter_repo_id(run, None)
+        merged_repo_id = self._merged_repo_id(repo_id)
+        space_repo_id = self._space_repo_id(repo_id, notes)
+        notes += check_quantized_base(run, None, merging=self.request.merged, space=space_repo_id is not None)
         endpoint = self.request.endpoint
         remotes = {
             r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
             for r in (repo_id, space_repo_id)
             if r is not None
         }
-        if merged_repo_id:
+        if self.request.merged:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
             if adapters[-1].step >= newest_published:
                 notes.append(
                     f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
                     f"{run.manifest.base_model} and pushed (a dry run does not merge)"
                 )
-        context = BuildContext(
-            run=run,
-            repo_id=repo_id,
-            adapters=tuple(adapters),
-            remotes=remotes,
-            # A dry run opens no connection: the card it plans states no licence (the push reads it).
-            base_card=BaseModelCard(repo_id=run.manifest.base_model),
+        # A dry run opens no connection: the card it plans states no licence (the push reads it).
+        base_card = BaseModelCard(repo_id=run.manifest.base_model)
+        context = self._context(
+            run,
+            repo_id,
+            adapters,
+            run_files,
+            remotes,
+            base_card,
+            vetter,
+            evaluation,
+            merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
-            published_merged_repo_id=merged_repo_id,
+            space_files=self._space_files(
+                run, repo_id, merged_repo_id if self.request.merged else None, space_repo_id, vetter
+            ),
         )
-        plan = self._plan(context)
-        records = {r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos}
+        plan = PushPlan(repos=build_repos(context))
+        records: dict[str, PushRecord | None] = {
+            r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos
+        }
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repo_id,
@@ -571,22 +468,10 @@ class PushSession:
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
+            checkpoints_from=tree.describe(),
+            left_out=run_files.left_out,
+            changes=run_files.changes,
         )
-
-
-@dataclass(frozen=True)
-class _HubReads:
-    """What a push reads from the Hub before it builds anything: every repo's state, and the base model's
-    config (for the check against the base) and card (its licence), those two still arriving."""
-
-    remotes: dict[str, RemoteRepo]
-    base_card: Future[BaseModelCard]
-    base_config: Future[Path]
-
-
-def _repo_url(endpoint: str, plan: RepoPlan) -> str:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
 
 
 def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
+from hubkit.runs.state import PUSH_RECORDS_DIR, write_atomically
 
 logger = logging.getLogger(__name__)
-RECORDS_DIR = Path(".hubkit") / "pushes"
+RECORDS_DIR = PUSH_RECORDS_DIR
 
 
 class FileStatus(Enum):
@@ -47,15 +47,18 @@ class PushRecord:
         return FileStatus.UNCHANGED if known == planned.hashes.sha256 else FileStatus.CHANGED
 
 
-def _record_path(run_dir: Path, endpoint: str, repo_id: str) -> Path:
-    # Hashed: repo ids and URLs hold characters that do not belong in file names.
-    key = hashlib.sha256(f"{endpoint.rstrip('/')}\n{repo_id}".encode()).hexdigest()[:24]
+def _record_path(run_dir: Path, endpoint: str, repo_id: str, revision: str = "main") -> Path:
+    # Hashed: repo ids and URLs hold characters that do not belong in file names. The main branch's key
+    # names no revision (records written before branches keep being found).
+    ref = repo_id if revision == "main" else f"{repo_id}@{revision}"
+    key = hashlib.sha256(f"{endpoint.rstrip('/')}\n{ref}".encode()).hexdigest()[:24]
     return run_dir / RECORDS_DIR / f"{key}.json"
 
 
-def load_record(run_dir: Path, endpoint: str, repo_id: str) -> PushRecord | None:
-    """The last push of this run to `repo_id` on `endpoint`, or None if there was none (or it is unreadable)."""
-    path = _record_path(run_dir, endpoint, repo_id)
+def load_record(run_dir: Path, endpoint: str, repo_id: str, revision: str = "main") -> PushRecord | None:
+    """The last push of this run to `repo_id` (branch `revision`) on `endpoint`, or None if there was none (or
+    it is unreadable)."""
+    path = _record_path(run_dir, endpoint, repo_id, revision)
     try:
         data = json.loads(path.read_text())
         return PushRecord(
@@ -92,17 +95,14 @@ def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -
         The record's path, or None when the run directory is not writable (the push itself
         succeeded; only a later dry run knows less).
     """
-    previous = load_record(run_dir, endpoint, plan.repo_id)
+    previous = load_record(run_dir, endpoint, plan.repo_id, plan.revision)
     # A push only adds and updates: files recorded earlier and not in this plan are still there.
     files = dict(previous.files) if previous else {}
     files.update({f.path_in_repo: f.hashes.sha256 for f in plan.files})
-    path = _record_path(run_dir, endpoint, plan.repo_id)
+    path = _record_path(run_dir, endpoint, plan.repo_id, plan.revision)
     record = {"endpoint": endpoint, "repo_id": plan.repo_id, "commit_sha": commit_sha, "files": files}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
     except OSError as e:
         logger.warning(
             "could not record the push in the run directory (%s): a dry run will list every file as new",

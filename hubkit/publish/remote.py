@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
-from hubkit.publish.plan import RepoType
-from hubkit.publish.retry import DEFAULT_RETRY, RetryPolicy, with_retries
+from hubkit.hub.kinds import RepoType
+from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,16 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class RemoteRepo:
-    """A repo's state at one commit. `head_sha` is None when the repo (or its branch) does not exist."""
+    """A repo's state at one commit. `head_sha` is None when the repo (or its branch) does not exist.
+
+    `card_data` is its card's metadata as the Hub parsed it (``cardData``), None without a card.
+    """
 
     repo_id: str
     head_sha: str | None
     files: dict[str, RemoteFile] = field(default_factory=dict)
     private: bool | None = None
+    card_data: dict[str, Any] | None = None
 
     @property
     def exists(self) -> bool:
@@ -80,4 +85,11 @@ def _read_remote(api: HfApi, repo_id: str, repo_type: RepoType, revision: str) -
         )
         for sibling in info.siblings or ()
     }
-    return RemoteRepo(repo_id=repo_id, head_sha=info.sha, files=files, private=info.private)
+    card_data = info.card_data
+    return RemoteRepo(
+        repo_id=repo_id,
+        head_sha=info.sha,
+        files=files,
+        private=info.private,
+        card_data=card_data.to_dict() if card_data is not None else None,
+    )

@@ -2,25 +2,35 @@
 
 A builder takes the `BuildContext` (the run, its prepared adapters, each repo's remote state as read
 once, the merge if one was made) and returns the repo's `RepoPlan`, or None when this push has nothing
-for that repo. Builders only read local files and the context: no network, no heavy work.
+for that repo. Builders only read local files and the context: no network, no heavy work. What the run
+gives was vetted before any repo was created (the run's files, the Space's); what a builder makes
+from it (the cards) is vetted as it is planned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hubkit.publish.plan import RepoPlan
+from hubkit.adapters.prepare import PreparedAdapter
+from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.cards.merge_record import MergeRecord
+from hubkit.evaluate.results import EvalResults
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo, steps_in_paths
+from hubkit.publish.merge_decision import plan_merged_card
+from hubkit.publish.merged_repo import plan_merged_repo
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteRepo
+from hubkit.publish.vetted import Vetter
+from hubkit.runs import Run
+from hubkit.safety import kinds
+from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig
+from hubkit.space.files import space_repo_files
 
 if TYPE_CHECKING:
-    from hubkit.adapters import PreparedAdapter
-    from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead
-    from hubkit.evaluate.results import EvalResults
     from hubkit.merge import MergeResult
-    from hubkit.publish.remote import RemoteRepo
-    from hubkit.runs import Run
 
 
 @dataclass(frozen=True)
@@ -31,132 +41,160 @@ class BuildContext:
         run: the run.
         repo_id: the adapter repo.
         adapters: the prepared adapters this push publishes, by step.
+        run_files: the files the adapter repo takes from the run, planned and vetted.
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
+        hashes: the push's hash cache.
+        vetter: the push's vetting (the cards are vetted as they are planned).
         eval: the run's evaluation (`hubkit eval`), if any.
-        merged_repo_id: the merged repo, when this push publishes a merge.
-        merged: that merge.
+        merged_repo_id: the merged repo, when this push writes to it (a new merge, or the card of the merge
+            it holds).
+        merged: the merge this push made, if it made one.
+        merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
+            None when the release has no merged repo.
         space_repo_id: the Space repo, when the push publishes one.
+        linked_space_id: the release's Space, which the cards link: the one this push publishes, or one
+            already on the Hub.
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
+        space_files: the Space's files, vetted before any repo was created (`plan_space_files`).
         private: create new repos private.
-        token: the token in use, so that a file containing it is refused (never published).
         charts: the adapter card's charts, drawn while the push did other work.
     """
 
     run: Run
     repo_id: str
     adapters: tuple[PreparedAdapter, ...]
+    run_files: RunFiles
     remotes: dict[str, RemoteRepo]
     base_card: BaseModelCard
+    hashes: FileHashCache
+    vetter: Vetter
     eval: EvalResults | None = None
     merged_repo_id: str | None = None
     merged: MergeResult | None = None
+    merge_record: MergeRecord | None = None
     space_repo_id: str | None = None
+    linked_space_id: str | None = None
     published_merged_repo_id: str | None = None
+    space_files: tuple[PlannedFile, ...] = ()
     private: bool = False
-    token: str | None = field(default=None, repr=False)
     charts: ChartsDrawnAhead | None = None
 
     def published_steps(self) -> tuple[int, ...]:
         """The checkpoint steps the adapter repo held before this push."""
-        from hubkit.publish.adapter_repo import steps_in_paths
-
         remote = self.remotes.get(self.repo_id)
         return steps_in_paths(remote.files) if remote is not None else ()
 
     def card_inputs(self) -> CardInputs:
         """What the cards say about this push: every step in the repo afterwards, with its size."""
-        from hubkit.cards import CardInputs
-        from hubkit.publish.adapter_repo import adapter_bytes_in_repo, has_tokenizer
-
         remote = self.remotes.get(self.repo_id)
         sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
         sizes.update({a.step: a.size for a in self.adapters})
-        newest = self.adapters[-1].step
-        merged_step = newest if self.merged is not None else None
+        record = self.merge_record
         return CardInputs(
             run=self.run,
             repo_id=self.repo_id,
             steps=tuple(sorted(sizes)),
             base=self.base_card,
             adapter_bytes=sizes,
-            has_tokenizer=has_tokenizer(self.run, newest),
-            merged_repo_id=self.merged_repo_id if self.merged is not None else None,
-            merged_step=merged_step,
+            has_tokenizer=bool(self.run_files.tokenizer),
+            merged_repo_id=self.published_merged_repo_id if record is not None else None,
+            merged_step=record.step if record is not None else None,
             eval=self.eval,
+            space_repo_id=self.linked_space_id,
         )
 
 
-def build_adapter_repo(context: BuildContext) -> RepoPlan:
-    from hubkit.cards import adapter_card_files
-    from hubkit.publish.adapter_repo import plan_adapter_repo
+def vet_base_card(card: BaseModelCard, vetter: Vetter) -> BaseModelCard:
+    """The base model's licence, as its card on the Hub states it, vetted as card text: everything else the
+    cards say comes from the run's files, vetted before any repo is created, and so does this.
 
+    Raises:
+        UnsafeFileError: the licence's name or link holds a secret or a local path.
+    """
+    text = "\n".join(v for v in (card.license, card.license_name, card.license_link) if v is not None)
+    vetter.data(
+        "README.md", kinds.CARD, text.encode(), label=f"the licence on the card of base model {card.repo_id}"
+    )
+    return card
+
+
+def build_adapter_repo(context: BuildContext) -> RepoPlan:
+    card = adapter_card_files(context.card_inputs(), context.charts)
     return plan_adapter_repo(
         context.run,
         context.repo_id,
-        context.adapters,
+        context.run_files,
         private=context.private,
-        token=context.token,
         published_steps=context.published_steps(),
-        card_files={**adapter_card_files(context.card_inputs(), context.charts), **eval_files(context)},
+        card=context.vetter.generated(card, "model", context.hashes),
     )
-
-
-def eval_files(context: BuildContext) -> dict[str, bytes]:
-    """The run's evaluation results and its training-problem hashes, as the run directory holds them."""
-    from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-    from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
-
-    run_dir = context.run.run_dir
-    paths = [f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}", TRAIN_PROBLEM_HASHES_NAME]
-    if context.eval is None:
-        paths = paths[2:]
-    return {path: (run_dir / path).read_bytes() for path in paths if (run_dir / path).is_file()}
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
-    from hubkit.cards import merged_card_files
-    from hubkit.publish.merged_repo import plan_merged_repo
-
-    if context.merged is None or context.merged_repo_id is None:
+    record = context.merge_record
+    if context.merged_repo_id is None or record is None:
         return None
-    card = merged_card_files(
-        context.card_inputs(), dtype=context.merged.dtype, merged_modules=context.merged.merged_modules
-    )
+    card = context.vetter.generated(merged_card_files(context.card_inputs(), record), "model", context.hashes)
+    if context.merged is None:  # it holds this merge already: only its card is refreshed
+        return plan_merged_card(context.run, context.merged_repo_id, card, private=context.private)
     return plan_merged_repo(
         context.run,
         context.merged_repo_id,
-        context.adapters[-1].step,
+        record.step,
         context.merged,
         card,
+        run_files=context.run_files,
+        vetter=context.vetter,
+        hashes=context.hashes,
         private=context.private,
-        token=context.token,
     )
+
+
+def plan_space_files(
+    run: Run,
+    repo_id: str,
+    *,
+    merged_repo_id: str | None,
+    space_repo_id: str,
+    hardware: str | None,
+    vetter: Vetter,
+    hashes: FileHashCache,
+) -> tuple[PlannedFile, ...]:
+    """The Space's files (`spaces/compare`, configured for the run), vetted: made before any repo is
+    created, since everything they say is known by then.
+
+    Args:
+        run: the run.
+        repo_id: the adapter repo.
+        merged_repo_id: the merged repo the release has (or gets), if any.
+        space_repo_id: the Space repo.
+        hardware: the Space's suggested hardware (None: ZeroGPU).
+        vetter: the push's vetting.
+        hashes: the push's hash cache.
+
+    Raises:
+        SpaceError: a package the Space pins is not installed.
+        UnsafeFileError: a file that must not be published (its configuration holds a secret or a path).
+    """
+    config = SpaceConfig.from_run(
+        run,
+        repo_id,
+        merged_repo_id=merged_repo_id,
+        space_repo_id=space_repo_id,
+        hardware=hardware or DEFAULT_HARDWARE,
+    )
+    return vetter.generated(space_repo_files(config), "space", hashes)
 
 
 def build_space_repo(context: BuildContext) -> RepoPlan | None:
-    """The Space comparing the base model with every checkpoint (`spaces/compare`, configured for the run)."""
-    from hubkit.publish.plan import PlannedFile
-    from hubkit.publish.safety import check_file_contents, check_file_names
-    from hubkit.space import SpaceConfig, space_repo_files
-
+    """The Space comparing the base model with every checkpoint, from its files vetted earlier."""
     if context.space_repo_id is None:
         return None
-    config = SpaceConfig.from_run(
-        context.run,
-        context.repo_id,
-        merged_repo_id=context.published_merged_repo_id,
-        space_repo_id=context.space_repo_id,
-    )
-    files = [
-        PlannedFile.from_bytes(path, content) for path, content in sorted(space_repo_files(config).items())
-    ]
-    check_file_names(files)
-    check_file_contents(files, context.run.run_dir, Path.home(), context.token)
     return RepoPlan(
         repo_id=context.space_repo_id,
-        files=tuple(files),
+        files=context.space_files,
         repo_type="space",
         space_sdk="gradio",
         private=context.private,

@@ -1,4 +1,5 @@
-"""Framework-free reward components and group aggregation, with thin TRL and verl integrations.
+"""Framework-free reward components and group aggregation, with a thin TRL integration (verl's is
+`hubkit.integrations.verl_reward`).
 
 Modules, one job each:
 
@@ -9,7 +10,6 @@ Modules, one job each:
 - `build`: `build(spec)` → the callables of a spec.
 - `verify` / `verify_worker`: the math-verify process pool that cannot stall the caller.
 - `trl`: TRL ``GRPOTrainer`` integration (imports trl and torch).
-- `verl_reward`: the file verl 0.6.1's ``custom_reward_function.path`` points to (imports verl).
 
-Everything but `trl` and `verl_reward` needs only numpy (and math-verify, in the worker processes).
+Everything but `trl` needs only numpy (and math-verify, in the worker processes).
 """

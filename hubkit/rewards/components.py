@@ -1,7 +1,7 @@
 """Framework-free reward components for math: answer correctness and a token-length penalty.
 
 Each component is a pure function over a batch (one value per completion, in order). They know nothing
-about TRL or verl; `hubkit.rewards.trl` and `hubkit.rewards.verl_reward` feed them.
+about TRL or verl; `hubkit.rewards.trl` and `hubkit.integrations.verl_reward` feed them.
 """
 
 from __future__ import annotations

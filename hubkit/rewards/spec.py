@@ -191,26 +191,6 @@ class RewardSpec:
         except (KeyError, TypeError) as e:
             raise RewardSpecError(f"invalid reward spec: {e}") from e
 
-    @classmethod
-    def from_hub(
-        cls,
-        repo_id: str,
-        revision: str | None = None,
-        *,
-        endpoint: str | None = None,
-        token: str | None = None,
-    ) -> RewardSpec:
-        """The spec a run published to `repo_id` was trained with, from its ``hubkit.json`` (as data).
-
-        See `hubkit.rewards.hub.reward_spec_from_hub` (needs huggingface_hub).
-
-        Raises:
-            RewardSpecError: no such repo or manifest, a manifest from a newer hubkit, or no reward in it.
-        """
-        from hubkit.rewards.hub import reward_spec_from_hub
-
-        return reward_spec_from_hub(repo_id, revision, endpoint=endpoint, token=token)
-
 
 # --- Presets: the two seed runs -------------------------------------------------------------------
 

@@ -4,25 +4,31 @@
     for checkpoint in run.checkpoints: ...
 
 Runs made by plain TRL or verl without a ``hubkit.json`` also load: the framework is inferred from the
-layout, and `base_model` supplies the Hub id when the framework did not record one.
+layout, and `base_model` supplies the Hub id when the framework did not record one. A run trained on a
+quantized base (QLoRA, Unsloth's ``...-bnb-4bit``) loads against its full-precision base when one is
+given or known (`Run.quantized_base` says so).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hubkit.errors import ManifestError
-from hubkit.manifest import MANIFEST_NAME, Manifest, is_hub_id
+from hubkit.errors import ManifestError, RunNotStartedError
 from hubkit.runs import trl, verl
+from hubkit.runs.base_model import is_quantized_name, known_full_precision
 from hubkit.runs.locate import default_runs_dir, find_run_dir
+from hubkit.runs.manifest import MANIFEST_NAME, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
     InferredSettings,
     Metrics,
     MetricsRow,
+    QuantizedBase,
     Run,
     RunContents,
+    TrackerRun,
+    TrainerSettings,
 )
 from hubkit.runs.select import select_checkpoints
 
@@ -33,7 +39,10 @@ __all__ = [
     "Checkpoint",
     "Metrics",
     "MetricsRow",
+    "QuantizedBase",
     "Run",
+    "TrackerRun",
+    "TrainerSettings",
     "default_runs_dir",
     "find_run_dir",
     "load_run",
@@ -41,15 +50,33 @@ __all__ = [
 ]
 
 
-def _inferred_manifest(run_dir: Path, base_model: str | None) -> Manifest:
+# Where a run's base model id comes from (`Run.base_model_source`).
+FROM_MANIFEST = MANIFEST_NAME
+FROM_ADAPTERS = "adapter_config.json"
+FROM_OPTION = "--base-model"
+FROM_TABLE = "hubkit's table of quantized bases"
+
+
+def _inferred_manifest(run_dir: Path, base_model: str | None) -> tuple[Manifest, QuantizedBase | None]:
     """A manifest for a run without ``hubkit.json``, from its layout and what the framework recorded."""
     matches = [reader for reader in READERS.values() if reader.looks_like(run_dir)]
-    if len(matches) != 1:
-        found = "both TRL and verl checkpoints" if matches else "no checkpoint-N/ or global_step_N/actor/"
-        raise ManifestError(f"{run_dir.name} has no {MANIFEST_NAME} and {found}: cannot tell which run it is")
+    if not matches:
+        raise RunNotStartedError(
+            f"{run_dir.name} has no {MANIFEST_NAME} and no checkpoint-N/ or global_step_N/actor/ yet: "
+            "cannot tell which run it is (wait for the first save)"
+        )
+    if len(matches) > 1:
+        raise ManifestError(
+            f"{run_dir.name} has no {MANIFEST_NAME} and both TRL and verl checkpoints: cannot tell which run it is"
+        )
     reader = matches[0]
     inferred: InferredSettings = reader.infer(run_dir)
-    base = base_model or inferred.base_model
+    quantized = _quantized_base(inferred.base_model, base_model)
+    base = (
+        quantized.full_precision
+        if quantized and quantized.full_precision
+        else base_model or inferred.base_model
+    )
     if base is None:
         raise ManifestError(
             f"{run_dir.name} has no {MANIFEST_NAME} and its adapters do not name a Hub base model: "
@@ -57,7 +84,46 @@ def _inferred_manifest(run_dir: Path, base_model: str | None) -> Manifest:
         )
     if not is_hub_id(base):
         raise ManifestError(f"--base-model must be a Hub id like 'Qwen/Qwen3-4B', got {base!r}")
-    return Manifest(run_id=run_dir.name, framework=reader.name, base_model=base, lora=inferred.lora)  # type: ignore[arg-type]
+    manifest = Manifest(run_id=run_dir.name, framework=reader.name, base_model=base, lora=inferred.lora)  # type: ignore[arg-type]
+    return manifest, quantized
+
+
+def _base_model_source(
+    manifest_recorded: bool, quantized: QuantizedBase | None, base_model: str | None, base: str
+) -> str:
+    if quantized is not None and quantized.full_precision is not None:
+        return FROM_OPTION if quantized.how == "given" else FROM_TABLE
+    if manifest_recorded:
+        return FROM_MANIFEST
+    return FROM_OPTION if base_model is not None and base_model == base else FROM_ADAPTERS
+
+
+def _quantized_base(named: str | None, given: str | None) -> QuantizedBase | None:
+    """When the adapters (or the manifest) name a quantized base: the full-precision base to publish
+    against, `given` (``--base-model``) first, else the one hubkit knows, else none."""
+    if named is None or not is_quantized_name(named):
+        return None
+    if given is not None and given != named:
+        return QuantizedBase(trained_on=named, full_precision=given, how="given")
+    known = known_full_precision(named)
+    return QuantizedBase(trained_on=named, full_precision=known, how="known" if known else "given")
+
+
+def _manifest(run_dir: Path, base_model: str | None) -> tuple[Manifest, QuantizedBase | None]:
+    """The run's manifest (read, or inferred), with its base swapped for the full-precision one if it is
+    quantized."""
+    if not (run_dir / MANIFEST_NAME).is_file():
+        return _inferred_manifest(run_dir, base_model)
+    manifest = Manifest.load(run_dir)
+    quantized = _quantized_base(manifest.base_model, base_model)
+    if quantized is not None and quantized.full_precision is not None:
+        return manifest.with_updates(base_model=quantized.full_precision), quantized
+    if base_model is not None and base_model != manifest.base_model:
+        raise ManifestError(
+            f"--base-model {base_model} conflicts with {MANIFEST_NAME}'s base_model {manifest.base_model}: "
+            "drop --base-model or fix the manifest"
+        )
+    return manifest, quantized
 
 
 def _refuse_other_layout(checkpoints_root: Path, framework: str) -> None:
@@ -84,17 +150,12 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
     Raises:
         ManifestError: an invalid manifest, an unrecognized layout or one of another framework than the
             manifest says, or an unknown/conflicting base model.
+        RunNotStartedError: a run without a manifest that has saved no checkpoint yet.
+        TrainingArgsError: a training_args.bin that names a class outside transformers, TRL and accelerate.
     """
     run_dir = Path(run_dir)
-    if (run_dir / MANIFEST_NAME).is_file():
-        manifest = Manifest.load(run_dir)
-        if base_model is not None and base_model != manifest.base_model:
-            raise ManifestError(
-                f"--base-model {base_model} conflicts with {MANIFEST_NAME}'s base_model {manifest.base_model}: "
-                "drop --base-model or fix the manifest"
-            )
-    else:
-        manifest = _inferred_manifest(run_dir, base_model)
+    recorded = (run_dir / MANIFEST_NAME).is_file()
+    manifest, quantized = _manifest(run_dir, base_model)
     contents: RunContents = READERS[manifest.framework].read(run_dir, manifest)
     if not contents.checkpoints:
         _refuse_other_layout(run_dir / manifest.checkpoints_dir, manifest.framework)
@@ -105,4 +166,10 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
         pending=tuple(c for c in contents.checkpoints if not c.complete),
         metrics=contents.metrics,
         finished=manifest.finished_at is not None or contents.training_ended,
+        trainer_settings=contents.trainer_settings,
+        trackers=contents.trackers,
+        quantized_base=quantized,
+        metrics_source=contents.metrics_source,
+        manifest_recorded=recorded,
+        base_model_source=_base_model_source(recorded, quantized, base_model, manifest.base_model),
     )

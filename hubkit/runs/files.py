@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from hubkit.errors import FileFormatError
+from hubkit.formats.json_file import read_json
+
+# A trainer's state or verl's small JSON files: a log of 100,000 steps is ~50 MB; anything larger is not one.
+MAX_STATE_BYTES = 64 * 1024 * 1024
+
 
 def read_json_object(path: Path) -> dict[str, Any] | None:
-    """A JSON object from `path`, or None when it is missing or half-written (a save in progress)."""
+    """A JSON object from `path`, or None when it is missing, half-written (a save in progress), or not a
+    bounded, well-formed JSON object (a run directory is untrusted: nothing is read past the bound)."""
     try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        data = read_json(path, max_bytes=MAX_STATE_BYTES)
+    except (OSError, FileFormatError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -20,6 +20,8 @@ def find_run_dir(
     run_id: str | None = None,
     runs_dir: str | Path | None = None,
     run_dir: str | Path | None = None,
+    *,
+    must_exist: bool = True,
 ) -> Path:
     """The directory of a run, named by id (looked up under `runs_dir`) or given directly.
 
@@ -27,6 +29,7 @@ def find_run_dir(
         run_id: the run's id, a directory name under `runs_dir`.
         runs_dir: where runs live; default ``$HUBKIT_RUNS_DIR`` or ``runs/``.
         run_dir: the run directory itself (takes precedence over `run_id`).
+        must_exist: refuse a directory that does not exist (False for a watcher started before training).
 
     Returns:
         The run directory, resolved to an absolute path.
@@ -37,6 +40,8 @@ def find_run_dir(
     """
     if run_dir is not None:
         path = Path(run_dir).expanduser()
+        if not must_exist:
+            return path.absolute()
         if not path.is_dir():
             raise RunNotFoundError(f"run directory {path} does not exist: check --run-dir")
         return path.resolve()
@@ -46,6 +51,8 @@ def find_run_dir(
         raise RunNotFoundError(f"run id {run_id!r} must be a plain directory name; use --run-dir for a path")
     base = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
     path = base / run_id
+    if not must_exist:
+        return path.absolute()
     if not path.is_dir():
         raise RunNotFoundError(
             f"no run {run_id!r} in {base.resolve()}: check the id, or set --runs-dir / ${RUNS_DIR_ENV}"

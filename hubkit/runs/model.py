@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.manifest import LoraSettings, Manifest
+from hubkit.runs.manifest import JSONScalar, LoraSettings, Manifest
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,65 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class TrainerSettings:
+    """Hyperparameters the trainer itself saved, for a run whose manifest records none.
+
+    Args:
+        values: setting name → value, as the trainer named them (``learning_rate``, ``num_generations``).
+        source: the file they were read from (``training_args.bin`` or ``trainer_state.json``).
+    """
+
+    values: dict[str, JSONScalar | list[JSONScalar]]
+    source: str
+
+
+@dataclass(frozen=True)
+class TrackerRun:
+    """A tracker the run logged to, as the run's files tell.
+
+    Args:
+        name: ``wandb``, ``trackio`` or ``tensorboard``.
+        url: its dashboard, when the files say where it is.
+        detail: what the files say when there is no link (``run 3xk2a9 (offline)``, ``event files``).
+    """
+
+    name: str
+    url: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class QuantizedBase:
+    """The run trained LoRA on a quantized base (QLoRA, e.g. Unsloth's ``...-bnb-4bit``); its adapters are
+    published against the full-precision base.
+
+    Args:
+        trained_on: the quantized base the adapters name.
+        full_precision: the base published instead (the manifest's ``base_model``), or None when none is
+            known (the release then names the quantized base).
+        how: ``given`` (``--base-model``) or ``known`` (hubkit's table of quantized bases).
+    """
+
+    trained_on: str
+    full_precision: str | None
+    how: str = "given"
+
+    @property
+    def note(self) -> str:
+        """One line for the push: what was swapped, or what is missing."""
+        if self.full_precision is None:
+            return (
+                f"The adapters name {self.trained_on}, a quantized base: pass --base-model ORG/NAME for its "
+                "full-precision base"
+            )
+        source = "--base-model" if self.how == "given" else "the known full-precision base"
+        return (
+            f"The adapters were trained on {self.trained_on} (4-bit, QLoRA): published against "
+            f"{self.full_precision} ({source})"
+        )
+
+
+@dataclass(frozen=True)
 class Run:
     """A training run read from its directory.
 
@@ -106,7 +165,17 @@ class Run:
         checkpoints: the complete checkpoints, sorted by step.
         pending: checkpoints that exist but are not complete yet (a run still training), sorted by step.
         metrics: the logged metrics.
-        finished: True when the manifest records an end time or the framework says training ended.
+        finished: True when the manifest records an end time or the framework says training ended: the
+            one answer to "has training finished" (cards, the watcher and the push all read it).
+        trainer_settings: hyperparameters the trainer saved, when the manifest records none.
+        trackers: the trackers the run logged to (besides the manifest's ``trackers``).
+        quantized_base: set when the adapters name a quantized base (QLoRA).
+        metrics_source: the file the metrics were read from, when not the framework's usual one
+            (``TensorBoard event files``).
+        manifest_recorded: whether the run has its own ``hubkit.json`` (else `manifest` was inferred from
+            the framework's files).
+        base_model_source: where `manifest.base_model` comes from: ``hubkit.json``, ``adapter_config.json``
+            (the adapters name it), ``--base-model``, or hubkit's table of quantized bases.
     """
 
     run_dir: Path
@@ -115,6 +184,12 @@ class Run:
     pending: tuple[Checkpoint, ...]
     metrics: Metrics
     finished: bool
+    trainer_settings: TrainerSettings | None = None
+    trackers: tuple[TrackerRun, ...] = ()
+    quantized_base: QuantizedBase | None = None
+    metrics_source: str | None = None
+    manifest_recorded: bool = True
+    base_model_source: str = "hubkit.json"
 
     @property
     def framework(self) -> str:
@@ -153,6 +228,9 @@ class RunContents:
     checkpoints: tuple[Checkpoint, ...]
     metrics: Metrics
     training_ended: bool
+    trainer_settings: TrainerSettings | None = None
+    trackers: tuple[TrackerRun, ...] = ()
+    metrics_source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,12 @@ from hubkit.runs.model import Checkpoint, Run
 
 
 def select_checkpoints(
-    run: Run, steps: Sequence[int] | None = None, every: int | None = None, *, allow_missing: bool = False
+    run: Run,
+    steps: Sequence[int] | None = None,
+    every: int | None = None,
+    *,
+    allow_missing: bool = False,
+    option: str = "--steps",
 ) -> tuple[Checkpoint, ...]:
     """The complete checkpoints chosen: all of them, the listed steps, or the steps that are multiples of `every`.
 
@@ -19,6 +24,7 @@ def select_checkpoints(
         every: keep the steps that are multiples of this (with `steps`: of those).
         allow_missing: listed steps not complete yet are left out rather than refused (a run still
             training saves them later).
+        option: the command-line option the steps came from, which the message names.
 
     Returns:
         The checkpoints, by step (may be empty for a run still starting, with `every`).
@@ -35,7 +41,7 @@ def select_checkpoints(
             available = ", ".join(str(s) for s in complete) or "none"
             raise CheckpointError(
                 f"run {run.manifest.run_id} has no complete checkpoint at step(s) "
-                f"{', '.join(map(str, missing))} (complete: {available}): fix --steps"
+                f"{', '.join(map(str, missing))} (complete: {available}): fix {option}"
             )
         chosen = [complete[s] for s in sorted(set(steps) & set(complete))]
     else:

@@ -4,10 +4,13 @@ Layout (TRL 1.16, PEFT LoRA, ``save_steps=N``)::
 
     <checkpoints_dir>/
       checkpoint-N/   adapter_config.json, adapter_model.safetensors, tokenizer files,
-                      trainer_state.json (with log_history), optimizer.pt, scheduler.pt, rng_state.pth, ...
+                      trainer_state.json (with log_history), training_args.bin, optimizer.pt, ...
+      runs/<time_host>/events.out.tfevents.*   with report_to="tensorboard"
 
 A checkpoint is complete once its ``trainer_state.json`` exists and records ``global_step == N``: the
-Trainer writes it after the adapter and optimizer state. Metrics come from the newest ``log_history``.
+Trainer writes it after the adapter and optimizer state. Metrics come from the newest ``log_history``
+(from TensorBoard event files when it has none). A run whose manifest records no hyperparameters gets
+the trainer's own (`hubkit.runs.trl_settings`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.formats.peft import rank_and_alpha, read_saved_adapter_config
 from hubkit.runs.files import numbered_dirs, read_json_object
+from hubkit.runs.manifest import LoraSettings, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -25,10 +29,11 @@ from hubkit.runs.model import (
     Metrics,
     RunContents,
 )
+from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
+from hubkit.runs.trl_settings import read_trainer_settings
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
-ADAPTER_CONFIG = "adapter_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
@@ -101,7 +106,25 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     state = _newest_state(root, checkpoints)
     max_steps = (state or {}).get("max_steps")
     ended = bool(state and isinstance(max_steps, int) and max_steps > 0 and state["global_step"] >= max_steps)
-    return RunContents(checkpoints=tuple(checkpoints), metrics=_metrics(state), training_ended=ended)
+    metrics, source = _metrics(state), None
+    if not metrics.rows:
+        files = event_files(run_dir)
+        if files:
+            metrics, source = read_event_metrics(files), EVENT_FILES
+    settings, trackers = None, ()
+    if not manifest.hyperparameters:
+        newest = next((c.path for c in reversed(checkpoints) if c.complete), None)
+        settings, trackers = read_trainer_settings(run_dir, newest, state)
+    if source and not any(t.name == "tensorboard" for t in trackers):
+        trackers = (*trackers, TENSORBOARD)
+    return RunContents(
+        checkpoints=tuple(checkpoints),
+        metrics=metrics,
+        training_ended=ended,
+        trainer_settings=settings,
+        trackers=trackers,
+        metrics_source=source,
+    )
 
 
 def infer(root: Path) -> InferredSettings:
@@ -110,7 +133,7 @@ def infer(root: Path) -> InferredSettings:
     The base model is only taken when it is a Hub id, never a local path.
     """
     for _, path in reversed(numbered_dirs(root, _CHECKPOINT_RE)):
-        config = read_json_object(path / ADAPTER_CONFIG)
+        config = read_saved_adapter_config(path)
         if config is None:
             continue
         base = config.get("base_model_name_or_path")
@@ -121,13 +144,13 @@ def infer(root: Path) -> InferredSettings:
 
 def lora_from_adapter_config(config: dict[str, Any]) -> LoraSettings | None:
     """LoRA settings from a PEFT ``adapter_config.json`` dict; None when r or alpha is missing or zero."""
-    r, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(r, int) or not isinstance(alpha, int | float) or r <= 0 or alpha <= 0:
+    rank_alpha = rank_and_alpha(config)
+    if rank_alpha is None:
         return None
     targets = config.get("target_modules") or ()
     return LoraSettings(
-        r=r,
-        alpha=alpha,
+        r=rank_alpha[0],
+        alpha=rank_alpha[1],
         target_modules=tuple(sorted(targets)) if isinstance(targets, list) else (str(targets),),
         dropout=float(config.get("lora_dropout") or 0.0),
         use_rslora=bool(config.get("use_rslora")),

@@ -13,7 +13,8 @@ Layout (verl 0.6.1; research: verl.md §1.2)::
 
 A step is complete only when it is <= the number in ``latest_checkpointed_iteration.txt`` (verl writes it
 after every rank has saved) and its shards are all there. Metrics come from verl's ``file`` logger JSONL,
-``{"step": N, "data": {...}}`` per line (manifest ``metrics_file``).
+``{"step": N, "data": {...}}`` per line (manifest ``metrics_file``), else from its ``tensorboard`` logger's
+event files.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import re
 from pathlib import Path
 
 from hubkit.errors import ManifestError
-from hubkit.manifest import LoraSettings, Manifest, is_hub_id
+from hubkit.formats.fsdp import model_shard_paths, world_size
+from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.runs.files import numbered_dirs, read_json_object
+from hubkit.runs.manifest import LoraSettings, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
     FrameworkReader,
@@ -32,11 +35,11 @@ from hubkit.runs.model import (
     Metrics,
     RunContents,
 )
+from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
 from hubkit.runs.trl import lora_from_adapter_config
 
 _STEP_RE = re.compile(r"^global_step_(\d+)$")
 LATEST_FILE = "latest_checkpointed_iteration.txt"
-FSDP_CONFIG = "fsdp_config.json"
 LORA_META = "lora_train_meta.json"
 DEFAULT_METRICS_FILE = "metrics.jsonl"
 
@@ -52,18 +55,6 @@ def latest_saved_step(root: Path) -> int | None:
         return int((root / LATEST_FILE).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-
-
-def world_size(actor_dir: Path) -> int | None:
-    """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json``."""
-    config = read_json_object(actor_dir / FSDP_CONFIG)
-    size = (config or {}).get("world_size")
-    return size if isinstance(size, int) and size > 0 else None
-
-
-def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
-    """The model shard files of every rank, in rank order (they may not all exist)."""
-    return [actor_dir / f"model_world_size_{size}_rank_{rank}.pt" for rank in range(size)]
 
 
 def _checkpoint(step: int, path: Path, latest: int | None) -> Checkpoint:
@@ -155,10 +146,15 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     hyperparameters = manifest.hyperparameters
     total = hyperparameters.get("max_steps", hyperparameters.get("total_training_steps"))
     ended = isinstance(total, int) and latest is not None and latest >= total
+    metrics = read_metrics_jsonl(metrics_path) if metrics_path else Metrics()
+    # verl's `tensorboard` logger writes event files (tensorboard_log/<project>/<experiment>/) instead.
+    files = event_files(run_dir) if not metrics.rows else []
     return RunContents(
         checkpoints=checkpoints,
-        metrics=read_metrics_jsonl(metrics_path) if metrics_path else Metrics(),
+        metrics=read_event_metrics(files) if files else metrics,
         training_ended=ended,
+        trackers=(TENSORBOARD,) if files else (),
+        metrics_source=EVENT_FILES if files else None,
     )
 
 
@@ -176,7 +172,7 @@ def infer(root: Path) -> InferredSettings:
     lora: LoraSettings | None = None
     for _, path in reversed(numbered_dirs(root, _STEP_RE, holding="actor")):
         actor = path / "actor"
-        config = read_json_object(actor / "lora_adapter" / "adapter_config.json")
+        config = read_saved_adapter_config(actor / "lora_adapter")
         if config is not None and base_model is None:
             base = config.get("base_model_name_or_path")
             if isinstance(base, str) and is_hub_id(base) and not Path(base).exists():

@@ -31,9 +31,9 @@ from typing import Any
 
 from hubkit.errors import HubkitError
 from hubkit.evaluate.problems import write_train_problem_hashes
-from hubkit.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
 from hubkit.rewards.gsm8k import SYSTEM_PROMPT  # the seed run's, verbatim
 from hubkit.rewards.spec import gsm8k_seed
+from hubkit.runs.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
 
 logger = logging.getLogger("trl_gsm8k")
 

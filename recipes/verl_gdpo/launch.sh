@@ -77,7 +77,7 @@ if [[ "$KL_COEF" =~ ^0*\.?0*$ ]]; then USE_KL=False; else USE_KL=True; fi
 # The reward file lives in the installed hubkit package; verl execs it, which registers the reward manager
 # and the advantage estimator, both named "hubkit".
 if [[ -z "${REWARD_FILE:-}" ]]; then
-  if ! REWARD_FILE="$("$PYTHON" -c 'import hubkit.rewards, pathlib; print(pathlib.Path(hubkit.rewards.__file__).with_name("verl_reward.py"))')"; then
+  if ! REWARD_FILE="$("$PYTHON" -c 'import importlib.util; print(importlib.util.find_spec("hubkit.integrations.verl_reward").origin)')"; then
     echo "Error: hubkit is not importable by $PYTHON: install it into verl's environment (make venv-verl) or set PYTHON" >&2
     exit 1
   fi

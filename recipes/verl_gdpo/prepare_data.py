@@ -38,7 +38,7 @@ import pandas as pd
 
 from hubkit.errors import HubkitError
 from hubkit.evaluate.problems import write_train_problem_hashes
-from hubkit.manifest import DatasetInfo
+from hubkit.runs.manifest import DatasetInfo
 
 logger = logging.getLogger("prepare_data")
 

@@ -25,8 +25,8 @@ from prepare_data import SYSTEM_PROMPT
 
 from hubkit.errors import HubkitError, ManifestError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest
 from hubkit.rewards.spec import deepscaler_length_penalty
+from hubkit.runs.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest
 
 METRICS_FILE = "metrics.jsonl"
 # Manifest hyperparameter name -> the Hydra key it is read from.

@@ -15,15 +15,13 @@ as its subfolder, `checkpoints/global_step_N`; "" is the final adapter at the re
 """
 
 # ZeroGPU: `spaces` must be imported before anything initialises CUDA (torch comes with the imports below).
-try:
-    import spaces
-except ImportError:  # not on a Hugging Face Space: GPU calls run as they are
-    spaces = None
+# Off ZeroGPU (no SPACES_ZERO_GPU in the environment) its decorator returns the function unchanged.
+import spaces  # isort: skip
 
 import argparse
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import gradio as gr
@@ -37,13 +35,6 @@ from grading import Grader
 
 logger = logging.getLogger("compare")
 MODEL_QUEUE = "model"  # every event that runs the model shares one concurrency slot
-
-
-def _on_gpu(duration: Callable[..., float]) -> Callable[[Callable], Callable]:
-    """`spaces.GPU(duration=...)` on a ZeroGPU Space (a no-op on other hardware); the function itself without `spaces`."""
-    if spaces is None:
-        return lambda fn: fn
-    return spaces.GPU(duration=duration)
 
 
 def _stats(label: str, answer: Answer, done: bool, verdict: bool | None = None, checked: bool = False) -> str:
@@ -86,16 +77,14 @@ class CompareApp:
                 f"{config.adapter_repo} holds no adapter yet: refresh once it is pushed."
             )
         self.grader.start()
-        self._generate = _on_gpu(self._gpu_seconds)(self._generate_rows)
+        # Every generate holds a ZeroGPU slice for as long as its request asks (a no-op elsewhere).
+        self._generate = spaces.GPU(duration=self._gpu_seconds)(self._generate_rows)
 
     # --- The model calls (on the GPU on ZeroGPU) --------------------------------------------------
 
     def _gpu_seconds(self, prompt_ids: list[int], rows: list[str | None], settings: Settings) -> int:
-        # One decoding step of a small batch costs about as much as a single row's on a GPU.
-        seconds = (
-            self.config.gpu_overhead_seconds + self.config.gpu_seconds_per_token * settings.max_new_tokens
-        )
-        return int(seconds + 0.999)
+        # Called by `spaces.GPU` with the generate's own arguments.
+        return self.config.gpu_seconds(len(rows), settings.max_new_tokens)
 
     def _generate_rows(
         self, prompt_ids: list[int], rows: list[str | None], settings: Settings
@@ -110,7 +99,9 @@ class CompareApp:
         config = self.config
         return self.engine.check_settings(
             Settings(
-                max_new_tokens=int(config.max_new_tokens if max_new_tokens is None else max_new_tokens),
+                max_new_tokens=int(
+                    self.engine.default_max_new_tokens if max_new_tokens is None else max_new_tokens
+                ),
                 temperature=float(config.temperature if temperature is None else temperature),
                 top_p=float(config.top_p if top_p is None else top_p),
             )
@@ -131,7 +122,8 @@ class CompareApp:
         yield from self._generate(prompt_ids, [None, value], settings)
 
     def run_trajectory(self, prompt: str, settings: Settings) -> list[dict[str, object]]:
-        """Every checkpoint's answer to `prompt`, one batched call per `max_loaded_adapters` checkpoints.
+        """Every checkpoint's answer to `prompt`, in batched calls of as many checkpoints as stay loaded
+        (one on a CPU) and as fit in one ZeroGPU call (`gpu_max_seconds`).
 
         Returns:
             One row per checkpoint (by step; the final adapter only when there are no step folders):
@@ -147,9 +139,9 @@ class CompareApp:
         if not values:
             raise RequestError(f"{self.config.adapter_repo} holds no checkpoint yet.")
         rows: dict[str, dict[str, object]] = {}
-        capacity = self.engine.capacity
-        for start in range(0, len(values), capacity):
-            chunk = values[start : start + capacity]
+        per_call = min(self.engine.capacity, self.config.rows_per_gpu_call(settings.max_new_tokens))
+        for start in range(0, len(values), per_call):
+            chunk = values[start : start + per_call]
             usable = []
             for value in chunk:
                 try:
@@ -280,7 +272,7 @@ class CompareApp:
         """The Gradio page, with its queue set: one model call at a time, `queue_size` waiting."""
         config = self.config
         with gr.Blocks(title=config.title) as demo:
-            gr.Markdown(f"# {config.title}\n{self._links()}")
+            gr.Markdown(f"# {config.title}\n{self._links()}\n\n{self._hardware()}", elem_id="header")
             if self.startup_problems:
                 gr.Markdown("**Note:** " + " ".join(self.startup_problems), elem_id="startup-problems")
             with gr.Row():
@@ -315,7 +307,7 @@ class CompareApp:
                         max_new_tokens = gr.Slider(
                             1,
                             config.max_new_tokens_limit,
-                            value=config.max_new_tokens,
+                            value=self.engine.default_max_new_tokens,
                             step=1,
                             label="Max new tokens",
                         )
@@ -381,6 +373,16 @@ class CompareApp:
             gr.api(self.api_checkpoints, api_name="checkpoints", concurrency_limit=4)
         # Both set explicitly: on ZeroGPU an unset max_size becomes 1.
         return demo.queue(default_concurrency_limit=1, max_size=config.queue_size)
+
+    def _hardware(self) -> str:
+        engine = self.engine
+        where = "a GPU" if engine.device.startswith("cuda") else "a CPU"
+        kept = "one checkpoint" if engine.capacity == 1 else f"up to {engine.capacity} checkpoints"
+        dtype = str(engine.dtype).removeprefix("torch.")
+        return (
+            f"Running on {where} in {dtype}: {kept} in memory beside the base model, "
+            f"answers of up to {engine.default_max_new_tokens} new tokens unless set otherwise."
+        )
 
     def _links(self) -> str:
         def link(repo: str) -> str:

@@ -5,7 +5,10 @@ batch uses its own adapter (PEFT's mixed-adapter batch, `adapter_names=[...]`, w
 the base model). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
 checkpoint. Adapters are loaded on first use into a bounded cache; the least recently used one is
 unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
-`generate` fails).
+`generate` fails): a new one is loaded first.
+
+What the hardware allows (`hardware.py`) sets the dtype, how many adapters stay loaded and the default
+answer length.
 """
 
 from __future__ import annotations
@@ -22,10 +25,17 @@ from dataclasses import dataclass
 import torch
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFolder
-from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from config import AppConfig
+from hardware import Limits, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +105,8 @@ def _short(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
 
-def resolve_dtype(name: str, device: str) -> torch.dtype:
-    """The torch dtype for a config's `dtype` ("auto": bfloat16 on a GPU, float32 on a CPU)."""
-    if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, name)
+def _contiguous_input(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (args[0].contiguous(), *args[1:])
 
 
 class _RowStreamer(BaseStreamer):
@@ -137,13 +144,19 @@ class Engine:
         config: the Space's configuration.
         device: where the model runs (default: CUDA when available, else CPU). On ZeroGPU this is "cuda"
             from start-up (`import spaces` first): the weights are placed there outside GPU calls.
+
+    Attributes:
+        dtype: the base model's dtype (`resolve_dtype`).
+        capacity, default_max_new_tokens: the device's `Limits`.
     """
 
     def __init__(self, config: AppConfig, device: str | None = None) -> None:
         self.config = config
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = resolve_dtype(config.dtype, self.device)
-        self.capacity = config.max_loaded_adapters
+        on_gpu = self.device.startswith("cuda")
+        limits = Limits.for_device(config, self.device)
+        self.capacity = limits.capacity
+        self.default_max_new_tokens = limits.default_max_new_tokens
         tokenizer_repo, tokenizer_revision = (
             (config.adapter_repo, config.adapter_revision)
             if config.chat_template == "adapter"
@@ -155,10 +168,17 @@ class Engine:
                 f"the tokenizer of {tokenizer_repo} has no chat template: set chat_template to 'none' "
                 "or publish the run's tokenizer"
             )
+        base_config = AutoConfig.from_pretrained(config.base_model, revision=config.base_revision)
+        self.dtype = resolve_dtype(config.dtype, self.device, base_config.dtype)
         base = AutoModelForCausalLM.from_pretrained(
-            config.base_model, revision=config.base_revision, dtype=self.dtype
+            config.base_model, revision=config.base_revision, config=base_config, dtype=self.dtype
         )
         self.base = base.to(self.device).eval()
+        if not on_gpu:
+            # On a CPU, torch's bfloat16 linear given a non-contiguous input (generate's slice of the last
+            # position) can make a float32 copy of the weight: 1.5 GB more for Qwen3-4B's output layer under
+            # PEFT's generate, measured by bench/space.py --memory. A contiguous input avoids it.
+            self.base.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
         self.model = None  # the PeftModel, created with the first adapter
         eos = self.base.generation_config.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])

@@ -1,6 +1,6 @@
 """Run hubkit's verl reward manager and advantage estimator through verl 0.6.1's own code paths.
 
-Runs in verl's environment (.venv-verl). Loads ``hubkit/rewards/verl_reward.py`` the way verl does
+Runs in verl's environment (.venv-verl). Loads ``hubkit/integrations/verl_reward.py`` the way verl does
 (``load_reward_manager`` with ``custom_reward_function.path``), scores a real `DataProto` with
 ``compute_reward``, and computes advantages with ``ray_trainer.compute_advantage`` for the estimator
 named on the command line. Writes what it saw as JSON for the test to compare with hubkit's core.
@@ -26,7 +26,7 @@ from verl.trainer.config import AlgoConfig
 from verl.trainer.ppo.ray_trainer import compute_advantage, compute_response_mask
 from verl.trainer.ppo.reward import compute_reward, load_reward_manager
 
-REWARD_FILE = Path(__file__).resolve().parents[2] / "hubkit" / "rewards" / "verl_reward.py"
+REWARD_FILE = Path(__file__).resolve().parents[2] / "hubkit" / "integrations" / "verl_reward.py"
 
 
 def make_batch(tokenizer, rollouts: list[dict]) -> DataProto:
@@ -109,7 +109,9 @@ def spec_loading(work_dir: Path, spec: dict) -> dict:
 
     module = sys.modules["custom_module"]  # verl_reward.py, as verl loaded it
     manifest = work_dir / "hubkit.json"
-    manifest.write_text(json.dumps({"run_id": "r", "reward": spec}))
+    # A run manifest as the recipe writes it (write_manifest.py): read through `Manifest`.
+    run = {"run_id": "r", "framework": "verl", "base_model": "Qwen/Qwen3-4B", "reward": spec}
+    manifest.write_text(json.dumps(run))
     out = {"from_manifest": module.load_spec(spec_file=str(manifest)).to_dict()}
     out["from_json"] = module.load_spec(spec=json.dumps(spec)).to_dict()
     out["from_hydra"] = module.load_spec(spec=OmegaConf.create(spec)).to_dict()

@@ -1,0 +1,193 @@
+"""Benchmark: an unchanged re-push with the merge enabled, at the seed's size, against `hf upload`'s
+unchanged re-upload of the same files.
+
+    .venv/bin/python bench/repush_merged.py [--rounds 3] [--workdir DIR]
+
+    base     a Qwen3-4B-shaped bf16 model with random weights (hidden 2560, 36 layers, tied embeddings:
+             8 GB in 512 MB shards), written shard by shard by bench/merge.py's builder
+    run      10 TRL checkpoints of r=16 LoRA on q,k,v,o,gate,up,down (132 MB each; hubkit.testing.runs)
+    Hub      `hubkit hub serve` in its own process
+
+A first `push_run` (merge enabled, no Space) publishes the adapters and merges the newest checkpoint into
+the base. Then, for each round, with nothing changed:
+
+    hubkit   push_run again (merge enabled): it finds the merged repo already holding this merge
+    hf       `HfApi.upload_folder` (what `hf upload` runs) of the adapter files to a repo that holds them,
+             plus of the merged model's files: the base's shards stand in for them (same names, sizes and
+             count), re-uploaded to the base repo that holds them
+
+Both run in this process after the first push has imported everything; the ratio hubkit / hf is printed
+(the issue's target: at most 1.5x), with each round's times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import merge as merge_bench  # bench/merge.py: the base builder
+
+TOKEN = "hubkit-bench-token"
+BASE_REPO = "bench/qwen3-4b-bf16"
+LAYERS = 36
+CHECKPOINTS = 10
+RANK = 16
+TARGET = 1.5
+# Qwen3-4B: hidden 2560, MLP 9728, 32 heads and 8 KV heads of 128, vocabulary 151,936.
+QWEN3_4B = {
+    "HIDDEN": 2560,
+    "INTERMEDIATE": 9728,
+    "HEADS": 32,
+    "KV_HEADS": 8,
+    "HEAD_DIM": 128,
+    "VOCAB": 151936,
+}
+ADAPTER_PATTERNS = ["checkpoint-*/adapter_model.safetensors", "checkpoint-*/adapter_config.json"]
+
+
+def lora_shapes() -> dict[str, tuple[int, int]]:
+    """(in, out) of every Linear of a Qwen3-4B layer, for all 36 layers."""
+    hidden, mlp = QWEN3_4B["HIDDEN"], QWEN3_4B["INTERMEDIATE"]
+    q, kv = QWEN3_4B["HEADS"] * QWEN3_4B["HEAD_DIM"], QWEN3_4B["KV_HEADS"] * QWEN3_4B["HEAD_DIM"]
+    per_layer = {
+        "self_attn.q_proj": (hidden, q),
+        "self_attn.k_proj": (hidden, kv),
+        "self_attn.v_proj": (hidden, kv),
+        "self_attn.o_proj": (q, hidden),
+        "mlp.gate_proj": (hidden, mlp),
+        "mlp.up_proj": (hidden, mlp),
+        "mlp.down_proj": (mlp, hidden),
+    }
+    return {f"model.layers.{i}.{name}": shape for i in range(LAYERS) for name, shape in per_layer.items()}
+
+
+def start_server(root: Path) -> tuple[str, subprocess.Popen]:
+    """The local Hub in its own process, from this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hubkit", "hub", "serve", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    return process.stdout.readline().strip(), process  # type: ignore[union-attr]
+
+
+def publish_base(api, base_dir: Path) -> None:
+    api.create_repo(BASE_REPO, exist_ok=True)
+    api.upload_folder(repo_id=BASE_REPO, folder_path=base_dir)
+
+
+def timed(action) -> tuple[float, object]:
+    os.sync()  # the previous round's writes flushed
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=None, help="where the Hub and the run go")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-repush-", dir=args.workdir))
+    # The base on the Hub, in the client's cache, the merge's output while the first push runs, the
+    # merged repo, the run and its copy in the adapter repos: about 36 GB at once.
+    if shutil.disk_usage(workdir).free < 40e9:
+        raise SystemExit(f"{workdir} needs about 40 GB free")
+    endpoint, server = start_server(workdir / "hub")
+    try:
+        from hubkit.localhub.client_env import use_local_hub
+
+        use_local_hub(endpoint, str(workdir / "hf_home"), token=TOKEN)
+        from huggingface_hub import HfApi, snapshot_download
+        from huggingface_hub.utils import disable_progress_bars
+
+        from hubkit.publish import PushRequest, push_run
+        from hubkit.testing.runs import make_run
+
+        disable_progress_bars()
+        api = HfApi(endpoint=endpoint, token=TOKEN)
+        for name, value in QWEN3_4B.items():
+            setattr(merge_bench, name, value)
+        base_dir = workdir / "base"
+        started = time.perf_counter()
+        size = merge_bench.build_base(base_dir, LAYERS)
+        publish_base(api, base_dir)
+        shutil.rmtree(base_dir)  # the Hub holds it now
+        steps = tuple(range(10, 10 * CHECKPOINTS + 1, 10))
+        run_dir = make_run(
+            workdir / "runs",
+            steps,
+            base_model=BASE_REPO,
+            shapes=lora_shapes(),
+            rank=RANK,
+            run_id="bench-repush",
+        )
+        adapter = (run_dir / "checkpoint-10" / "adapter_model.safetensors").stat().st_size
+        print(
+            f"base: {size / 1e9:.2f} GB bf16; run: {CHECKPOINTS} checkpoints of {adapter / 1e6:.0f} MB; "
+            f"built and published in {time.perf_counter() - started:.0f} s; CPUs: {os.cpu_count()}",
+            flush=True,
+        )
+
+        request = PushRequest(
+            run_dir, repo_id="bench/hubkit-adapter", space=False, endpoint=endpoint, token=TOKEN
+        )
+        first, report = timed(lambda: push_run(request))
+        merged = [r for r in report.repos if r.repo_id.endswith("-merged")]  # type: ignore[attr-defined]
+        print(f"first push (adapters + merge of step {10 * CHECKPOINTS}): {first:.1f} s", flush=True)
+        if not merged or merged[0].commit_sha is None:
+            raise SystemExit("the first push made no merged repo")
+
+        # What hf re-uploads: the adapters to a repo holding them, the merged model's files (the base's
+        # shards, in the client's cache since the merge read them) to the repo holding them.
+        api.create_repo("bench/hf-adapter", exist_ok=True)
+        api.upload_folder(repo_id="bench/hf-adapter", folder_path=run_dir, allow_patterns=ADAPTER_PATTERNS)
+        base_snapshot = Path(snapshot_download(BASE_REPO))
+
+        def hf_upload() -> None:
+            api.upload_folder(
+                repo_id="bench/hf-adapter", folder_path=run_dir, allow_patterns=ADAPTER_PATTERNS
+            )
+            api.upload_folder(repo_id=BASE_REPO, folder_path=base_snapshot)
+
+        hubkit_times, hf_times = [], []
+        for i in range(args.rounds):
+            order = [("hubkit", lambda: push_run(request)), ("hf", hf_upload)]
+            for tool, action in order if i % 2 == 0 else reversed(order):
+                seconds, result = timed(action)
+                if tool == "hubkit":
+                    if any(r.commit_sha is not None for r in result.repos):  # type: ignore[attr-defined]
+                        raise SystemExit("an unchanged re-push committed something")
+                    hubkit_times.append(seconds)
+                else:
+                    hf_times.append(seconds)
+            print(
+                f"round {i + 1}: hubkit re-push {hubkit_times[-1]:.2f} s, hf upload {hf_times[-1]:.2f} s",
+                flush=True,
+            )
+        hubkit_median, hf_median = statistics.median(hubkit_times), statistics.median(hf_times)
+        print(f"hubkit re-push, merge enabled (median): {hubkit_median:.2f} s")
+        print(f"hf upload of the same files, unchanged (median): {hf_median:.2f} s")
+        print(
+            f"unchanged re-push with the merge / hf upload: {hubkit_median / hf_median:.2f}x (target {TARGET}x)"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""The check of an adapter against its base model: every adapted module exists there, with its shapes.
+
+A base model's Linear layers by module name, as (in_features, out_features), are what an adapter's LoRA
+pairs are checked against. For the decoder layouts that transformers builds the same way (Llama,
+Mistral, Qwen2, Qwen3: q/k/v/o attention projections, gate/up/down MLP, lm_head) they are read off
+``config.json`` itself, without importing torch or transformers (seconds at the start of a `hubkit push`).
+Any other model type, or a config that leaves a size to its config class's defaults, is built by
+transformers on the meta device. A test holds the two ways equal for each layout read off the config.
+
+Only the base's ``config.json`` is downloaded (`BaseConfig.download`), once per push; the run directory
+remembers the shapes (``.hubkit/base-shapes/``) and each adapter file that passed
+(``.hubkit/base-checks/``), so a push of one new checkpoint builds no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib.metadata import version as installed_version
+from pathlib import Path
+
+from hubkit.errors import BaseModelMismatchError
+from hubkit.formats.peft import ADAPTER_WEIGHTS, parse_lora_key, read_weights_header
+from hubkit.hub.download import download_repo_file
+from hubkit.hub.hashing import FileVersion
+from hubkit.runs.state import BASE_CHECKS_DIR, BASE_SHAPES_DIR, keep
+
+# model_type (what AutoModelForCausalLM builds from) → whether its attention takes hidden_size //
+# num_attention_heads as the head size when the config names none (Qwen3's config class defaults to 128).
+_HEAD_DIM_FROM_HIDDEN = {"llama": True, "mistral": True, "qwen2": True, "qwen3": False}
+_REQUIRED = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "num_hidden_layers",
+    "vocab_size",
+)
+
+
+def linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of every Linear in the base whose ``config.json`` is `config_path`."""
+    config = json.loads(Path(config_path).read_text())
+    return read_off_config(config) or built_on_meta(config_path)
+
+
+def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
+    """The shapes of a known decoder layout from its config's own numbers; None when it is not one, or
+    when a number it needs is left to the config class's default."""
+    model_type = config.get("model_type")
+    if model_type not in _HEAD_DIM_FROM_HIDDEN or not all(_is_count(config.get(key)) for key in _REQUIRED):
+        return None
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    head_dim = config.get("head_dim")
+    if head_dim is None:
+        if not _HEAD_DIM_FROM_HIDDEN[model_type]:
+            return None
+        head_dim = hidden // heads
+    elif not _is_count(head_dim):
+        return None
+    attention, kv, mlp = (
+        heads * head_dim,
+        config["num_key_value_heads"] * head_dim,
+        config["intermediate_size"],
+    )
+    per_layer = {
+        "self_attn.q_proj": (hidden, attention),
+        "self_attn.k_proj": (hidden, kv),
+        "self_attn.v_proj": (hidden, kv),
+        "self_attn.o_proj": (attention, hidden),
+        "mlp.gate_proj": (hidden, mlp),
+        "mlp.up_proj": (hidden, mlp),
+        "mlp.down_proj": (mlp, hidden),
+    }
+    shapes = {
+        f"model.layers.{layer}.{name}": shape
+        for layer in range(config["num_hidden_layers"])
+        for name, shape in per_layer.items()
+    }
+    shapes["lm_head"] = (hidden, config["vocab_size"])
+    return shapes
+
+
+def _is_count(value: object) -> bool:
+    """A size as JSON gives it: a plain integer (JSON's true and false are Python ints too)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def built_on_meta(config_path: Path) -> dict[str, tuple[int, int]]:
+    """The shapes of the model transformers builds from the config, on the meta device (no weights)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers < 5
+        from transformers.modeling_utils import no_init_weights
+
+    config = AutoConfig.from_pretrained(Path(config_path).parent)
+    # Architecture only: no memory for weights, nothing downloaded, no time spent initializing them.
+    with torch.device("meta"), no_init_weights():
+        model = AutoModelForCausalLM.from_config(config)
+    return {
+        name: (module.in_features, module.out_features)
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
+
+
+# --- checking against the base model --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """A base model's ``config.json`` on this machine, and what a check against it depends on.
+
+    Args:
+        base_model: its Hub id.
+        path: the downloaded file.
+        key: the config's sha256 and the transformers version (which builds the shapes it cannot read off).
+    """
+
+    base_model: str
+    path: Path
+    key: str
+
+    @classmethod
+    def download(
+        cls, base_model: str, revision: str | None, *, endpoint: str | None, token: str | None
+    ) -> BaseConfig:
+        """The base's ``config.json``, downloaded into the client's cache.
+
+        Raises:
+            BaseModelMismatchError: the base model, its revision or its config is not on the Hub.
+        """
+        path = download_repo_file(
+            base_model,
+            "config.json",
+            revision=revision,
+            endpoint=endpoint,
+            token=token,
+            error=BaseModelMismatchError,
+        )
+        if path is None:
+            at = f" at revision {revision}" if revision else ""
+            raise BaseModelMismatchError(
+                f"base model {base_model}{at} has no config.json on the Hub: check the base model id"
+            )
+        return cls.of(base_model, path)
+
+    @classmethod
+    def of(cls, base_model: str, path: Path) -> BaseConfig:
+        """A config already on disk (a local base model folder)."""
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return cls(
+            base_model=base_model, path=Path(path), key=f"{digest}\n{installed_version('transformers')}"
+        )
+
+
+def _remembered_linear_shapes(run_dir: Path, base: BaseConfig) -> dict[str, tuple[int, int]]:
+    """`linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
+    path = run_dir / BASE_SHAPES_DIR / f"{hashlib.sha256(base.key.encode()).hexdigest()[:32]}.json"
+    try:
+        linears = json.loads(path.read_text())["linears"]
+        return {str(name): (int(shape[0]), int(shape[1])) for name, shape in linears.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        pass  # not remembered yet, or unreadable: built again
+    shapes = linear_shapes(base.path)
+    keep(path, json.dumps({"linears": shapes}, indent=0) + "\n", "the base model's shapes")
+    return shapes
+
+
+def _base_check_record(run_dir: Path, weights: Path, base: BaseConfig) -> Path | None:
+    """Where a passing check of this version of `weights` against this base config is remembered."""
+    try:
+        weights_version = FileVersion.of(weights)
+    except OSError:
+        return None  # the check says what is missing
+    key = f"{weights_version}\n{base.key}"
+    return run_dir / BASE_CHECKS_DIR / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def check_against_base(
+    adapter_dir: Path, base: BaseConfig, *, label: str | None = None, run_dir: Path | None = None
+) -> None:
+    """Check that every adapted module exists in the base model, with matching shapes.
+
+    Args:
+        adapter_dir: a prepared adapter directory (see `hubkit.adapters.prepare.prepare_adapter`).
+        base: the base model's config.
+        label: how errors name the checkpoint; default the directory name.
+        run_dir: the adapter's run directory: a passing check is remembered there (`.hubkit/base-checks/`,
+            by weights file version and base config), and that file is not checked against that config again;
+            so are the base's shapes (`.hubkit/base-shapes/`), which are then not built again.
+
+    Raises:
+        BaseModelMismatchError: a module is missing from the base or has other shapes.
+        AdapterError: the adapter weights file is missing or truncated.
+    """
+    label = label or adapter_dir.name
+    base_model = base.base_model
+    record = _base_check_record(run_dir, Path(adapter_dir) / ADAPTER_WEIGHTS, base) if run_dir else None
+    if record is not None and record.exists():
+        return
+    header = read_weights_header(Path(adapter_dir), label)
+    linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
+    for tensor in header.tensors:
+        key = tensor.name
+        parsed = parse_lora_key(key)
+        if parsed is None:
+            raise BaseModelMismatchError(f"{label}: {key!r} is not a LoRA weight of a {base_model} module")
+        module, part = parsed
+        if module not in linears:
+            raise BaseModelMismatchError(
+                f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"
+            )
+        in_features, out_features = linears[module]
+        shape = tensor.shape
+        expected_dim, actual_dim = (in_features, shape[1]) if part == "A" else (out_features, shape[0])
+        if actual_dim != expected_dim:
+            raise BaseModelMismatchError(
+                f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
+                f"is {in_features}->{out_features}: was it trained on another base?"
+            )
+    if record is not None:
+        keep(record, "", "a base model check")

@@ -1,0 +1,87 @@
+"""The card's training configuration table: every setting the run recorded, each with the file it was
+read from, so a reader knows what the training script wrote down (``hubkit.json``) and what hubkit read
+off the trainer's and PEFT's own files (``training_args.bin``, ``trainer_state.json``,
+``adapter_config.json``)."""
+
+from __future__ import annotations
+
+from hubkit.cards import text
+from hubkit.cards.sections import framework_name, run_algorithm, wall_time
+from hubkit.runs.manifest import MANIFEST_NAME
+from hubkit.runs.model import Run
+
+ADAPTER_CONFIG = "adapter_config.json"
+LAYOUT = "the checkpoint folders"
+HUBKIT = "hubkit"
+SOURCES_NOTE = (
+    "The last column says where each value was read: `hubkit.json` is what the training script recorded; "
+    "`training_args.bin` and `trainer_state.json` are what the trainer saved beside each checkpoint, and "
+    "`adapter_config.json` is PEFT's."
+)
+
+
+def _algorithm_source(run: Run) -> str:
+    if run.manifest.reward is not None:
+        return MANIFEST_NAME
+    if run.trainer_settings is not None and "multi_objective_aggregation" in run.trainer_settings.values:
+        return run.trainer_settings.source
+    return f"{HUBKIT} (GRPO unless the run records otherwise)"
+
+
+def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
+    """Framework, algorithm, base model, every hyperparameter, LoRA, QLoRA, hardware and times, each as
+    (setting, value, where it was read), cell-safe."""
+    manifest = run.manifest
+    own = MANIFEST_NAME if run.manifest_recorded else None
+    rows: list[tuple[str, str, str]] = [
+        ("framework", framework_name(manifest), own or LAYOUT),
+        ("algorithm", run_algorithm(run), _algorithm_source(run)),
+        ("base model", manifest.base_model, run.base_model_source),
+    ]
+    quantized = run.quantized_base
+    if quantized is not None:
+        rows.append(("trained as", f"QLoRA (4-bit base {quantized.trained_on})", own or ADAPTER_CONFIG))
+    if manifest.base_model_revision:
+        rows.append(("base model revision", manifest.base_model_revision, MANIFEST_NAME))
+    rows += [
+        (text.code(name), text.setting(value), MANIFEST_NAME)
+        for name, value in manifest.hyperparameters.items()
+    ]
+    settings = run.trainer_settings
+    if settings is not None:
+        rows += [
+            (text.code(name), text.setting(value), settings.source) for name, value in settings.values.items()
+        ]
+    lora = manifest.lora
+    if lora is not None:
+        source = own or ADAPTER_CONFIG
+        rows += [
+            ("LoRA rank r", str(lora.r), source),
+            ("LoRA alpha", text.setting(lora.alpha), source),
+            ("LoRA target modules", ", ".join(lora.target_modules) or text.MISSING, source),
+            ("LoRA dropout", text.setting(lora.dropout), source),
+            ("rsLoRA", text.setting(lora.use_rslora), source),
+        ]
+    hardware = manifest.hardware
+    if hardware is not None:
+        nodes = "node" if hardware.nodes == 1 else "nodes"
+        rows.append(
+            (
+                "hardware",
+                f"{hardware.count} × {hardware.accelerator}, {hardware.nodes} {nodes}",
+                MANIFEST_NAME,
+            )
+        )
+    if manifest.started_at:
+        rows.append(("started", manifest.started_at, MANIFEST_NAME))
+    if manifest.finished_at:
+        rows.append(("finished", manifest.finished_at, MANIFEST_NAME))
+    elapsed = wall_time(manifest)
+    if elapsed:
+        rows.append(("wall time", elapsed, MANIFEST_NAME))
+    return tuple((name, text.cell(value), _source(source)) for name, value, source in rows)
+
+
+def _source(source: str) -> str:
+    """A file name or an option as code, anything else as words."""
+    return text.code(source) if source.endswith((".json", ".bin")) or source.startswith("--") else source

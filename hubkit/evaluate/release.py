@@ -1,0 +1,50 @@
+"""A published release, made ready for `plan_eval`: read at the head of its main branch, the chosen steps'
+adapters downloaded with what the evaluation reads beside them (the manifest, the tokenizer and chat
+template at the root, the training-problem hashes). The base model is fetched by `execute_eval`, as for a
+run directory.
+
+    release, run = open_release("me/qwen3-4b-grpo", steps=(100, 200), endpoint=..., token=...)
+    plan = plan_eval(run, request, published=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hubkit.errors import EvalError
+from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+from hubkit.release.read import Release, download_release, read_release
+from hubkit.runs import Run, select_checkpoints
+
+
+def open_release(
+    repo_id: str,
+    steps: Sequence[int] | None = None,
+    every: int | None = None,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+) -> tuple[Release, Run]:
+    """Read `repo_id` and download what evaluating the chosen steps needs.
+
+    Args:
+        repo_id: the adapter repo `hubkit push` published.
+        steps: the steps to evaluate; default every published one.
+        every: only steps that are multiples of this.
+        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
+        token: for a private repo.
+
+    Returns:
+        The release (the commit read) and the run read back from it; the chosen steps have their adapters.
+
+    Raises:
+        EvalError: the repo cannot be read, or is not a release of `hubkit push`.
+        CheckpointError: a requested step is not published.
+    """
+    release = read_release(repo_id, endpoint=endpoint, token=token, error=EvalError)
+    extra = (TRAIN_PROBLEM_HASHES_NAME,)
+    # The listing alone, to choose the steps as for a run directory (same rules, same messages).
+    listed = download_release(release, (), extra=extra, endpoint=endpoint, token=token, error=EvalError)
+    chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
+    run = download_release(release, chosen, extra=extra, endpoint=endpoint, token=token, error=EvalError)
+    return release, run

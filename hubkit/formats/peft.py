@@ -1,0 +1,259 @@
+"""The PEFT LoRA adapter format, read in one place: file names, key names, the config, A/B pairs.
+
+A saved adapter is a folder with ``adapter_config.json`` and ``adapter_model.safetensors`` whose keys are
+``base_model.model.<module>.lora_A.weight`` (r × in) and ``...lora_B.weight`` (out × r). Publishing
+(`hubkit.adapters`), merging (`hubkit.merge.lora_adapter`), the run readers and evaluation all read
+adapters through this module, so the same defect gives the same error on every path. Nothing else in
+hubkit parses ``adapter_config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hubkit.errors import AdapterError, FileFormatError
+from hubkit.formats.json_file import read_bounded
+from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
+
+if TYPE_CHECKING:
+    import torch
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
+PICKLED_WEIGHTS = "adapter_model.bin"
+# An adapter_config.json is a few hundred bytes; a larger one is refused unread (a PEFT config of a
+# thousand rank_pattern entries is ~50 KB).
+MAX_CONFIG_BYTES = 1_000_000
+# The fields of peft 0.21's LoraConfig (a test holds this equal to `dataclasses.fields(peft.LoraConfig)`):
+# PEFT drops any other key of adapter_config.json when it loads it, so hubkit does not publish them.
+LORA_CONFIG_FIELDS = frozenset(
+    {
+        "task_type", "peft_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+        "inference_mode", "r", "target_modules", "exclude_modules", "lora_alpha", "lora_dropout",
+        "fan_in_fan_out", "bias", "use_rslora", "modules_to_save", "init_lora_weights", "layers_to_transform",
+        "layers_pattern", "rank_pattern", "alpha_pattern", "megatron_config", "megatron_core",
+        "trainable_token_indices", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "use_dora",
+        "velora_config", "alora_invocation_tokens", "use_qalora", "qalora_group_size", "monteclora_config",
+        "layer_replication", "runtime_config", "lora_bias", "target_parameters", "use_bdlora", "arrow_config",
+        "kasa_config", "ensure_weight_tying",
+    }
+)  # fmt: skip
+PEFT_PREFIX = "base_model.model."
+# PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
+# `<module>.base_layer.weight`.
+FROZEN_COPY_SUFFIX = ".base_layer.weight"
+# base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
+_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+
+
+def parse_lora_key(key: str) -> tuple[str, str] | None:
+    """``(module, "A" | "B")`` for a PEFT LoRA key, None for any other key."""
+    match = _LORA_KEY_RE.match(key)
+    return (match["module"], match["part"]) if match else None
+
+
+def normalize_key(key: str) -> str:
+    """A LoRA key in PEFT's saved form: adapter name and FSDP wrapper names removed, PEFT prefix present.
+
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight`` →
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``.
+    """
+    key = key.replace("_fsdp_wrapped_module.", "")
+    key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
+    return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
+
+
+def _parse_config(path: Path) -> object:
+    """The parsed config, read bounded (a 2 GB file named adapter_config.json is refused from its size)."""
+    return json.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
+
+
+def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
+    """The adapter's ``adapter_config.json`` as a dict.
+
+    Raises:
+        AdapterError: the file is missing, larger than `MAX_CONFIG_BYTES`, not JSON, or not a JSON object.
+    """
+    path = adapter_dir / ADAPTER_CONFIG
+    if not path.exists():
+        raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded")
+    try:
+        config = _parse_config(path)
+    except FileFormatError as e:
+        raise AdapterError(f"{label}: {e}: re-save the adapter") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e}): re-save the adapter") from e
+    if not isinstance(config, dict):
+        raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object: re-save the adapter")
+    return config
+
+
+def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
+    """``adapter_config.json`` when it is there and whole, else None (a save may be in progress).
+
+    For readers that only look (which base, which rank); publishing reads with `read_adapter_config`.
+    """
+    try:
+        config = _parse_config(adapter_dir / ADAPTER_CONFIG)
+    except (OSError, FileFormatError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def is_valid_alpha(alpha: object) -> bool:
+    """Whether `alpha` is a ``lora_alpha`` PEFT can use: a positive number (0 makes a no-op adapter)."""
+    return isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha > 0
+
+
+def checked_alpha(alpha: object, label: str) -> int | float:
+    """`alpha`, unchanged, when it is a usable ``lora_alpha``.
+
+    Raises:
+        AdapterError: it is missing, zero, negative or not a number.
+    """
+    if not is_valid_alpha(alpha):
+        raise AdapterError(
+            f"{label}: lora_alpha is {alpha!r}: the adapter would load as a no-op; set the real alpha"
+        )
+    return alpha  # type: ignore[return-value]
+
+
+def rank_and_alpha(config: dict[str, Any]) -> tuple[int, int | float] | None:
+    """The adapter's default ``r`` and ``lora_alpha`` (as saved), or None when either is missing or unusable."""
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(r, int) or isinstance(r, bool) or r <= 0 or not is_valid_alpha(alpha):
+        return None
+    return r, alpha  # type: ignore[return-value]
+
+
+def max_rank(config: dict[str, Any]) -> int | None:
+    """The largest rank any module of the adapter has: ``r`` and every ``rank_pattern`` value."""
+    ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+    ranks = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r > 0]
+    return max(ranks, default=None)
+
+
+def read_weights_header(adapter_dir: Path, label: str) -> SafetensorsHeader:
+    """The header of ``adapter_model.safetensors``, checked to be complete (no tensor is read).
+
+    Raises:
+        AdapterError: the weights are missing, saved only as a pickle (never loaded), or truncated.
+    """
+    path = adapter_dir / ADAPTER_WEIGHTS
+    if not path.is_file():
+        if (adapter_dir / PICKLED_WEIGHTS).is_file():
+            raise AdapterError(
+                f"{label}: only {PICKLED_WEIGHTS} (a pickle, never loaded by hubkit) is saved: "
+                "re-save the adapter with safe_serialization=True"
+            )
+        raise AdapterError(f"{label}: no {ADAPTER_WEIGHTS} in the adapter: the save is incomplete")
+    try:
+        return read_header(path)
+    except SafetensorsFormatError as e:
+        raise AdapterError(f"{label}: {e}: re-save the adapter") from e
+
+
+def read_adapter_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tensor]:
+    """Every tensor of ``adapter_model.safetensors``, after checking its header.
+
+    Raises:
+        AdapterError: as `read_weights_header`.
+    """
+    from safetensors.torch import load_file
+
+    read_weights_header(adapter_dir, label)
+    return load_file(adapter_dir / ADAPTER_WEIGHTS)
+
+
+@dataclass(frozen=True)
+class LoraPair:
+    """One adapted module's A and B, with PEFT's rank and alpha for it (after rank/alpha patterns).
+
+    A and B are tensors, or their safetensors header entries where only shapes are checked.
+    """
+
+    module: str
+    lora_a: torch.Tensor  # (r, in)
+    lora_b: torch.Tensor  # (out, r)
+    rank: int
+    alpha: float
+
+
+def _pattern_key(patterns: dict[str, object], module: str) -> str:
+    # PEFT's rule (peft.utils.other.get_pattern_key): a pattern matches a suffix of the module name.
+    for key in patterns:
+        if re.match(rf"(.*\.)?({key})$", module):
+            return key
+    return module
+
+
+def module_rank_alpha(config: dict[str, Any], module: str) -> tuple[object, object]:
+    """The rank and alpha PEFT gives `module`: ``rank_pattern``/``alpha_pattern`` over ``r``/``lora_alpha``."""
+    rank_pattern = config.get("rank_pattern") or {}
+    alpha_pattern = config.get("alpha_pattern") or {}
+    rank = rank_pattern.get(_pattern_key(rank_pattern, module), config.get("r"))
+    alpha = alpha_pattern.get(_pattern_key(alpha_pattern, module), config.get("lora_alpha"))
+    return rank, alpha
+
+
+def lora_pairs(
+    tensors: Mapping[str, torch.Tensor | TensorInfo],
+    config: dict[str, Any],
+    label: str,
+    *,
+    frozen_copies: bool = False,
+) -> dict[str, LoraPair]:
+    """Pair every module's lora_A and lora_B and check them against the config.
+
+    Args:
+        tensors: the adapter's tensors by key (PEFT's saved form: see `normalize_key`), or their header
+            entries when only shapes are checked (the pairs then hold those entries).
+        config: its ``adapter_config.json``.
+        label: how errors name the adapter.
+        frozen_copies: accept ``<module>.base_layer.weight`` copies of adapted modules (and skip them).
+
+    Returns:
+        The pairs by module name, sorted.
+
+    Raises:
+        AdapterError: a key that is not a plain LoRA weight, a lora_A without its lora_B (or the
+            reverse), shapes that do not form a pair, or a rank other than the config's.
+    """
+    halves: dict[str, dict[str, Any]] = {}
+    copies = []
+    for key, tensor in tensors.items():
+        parsed = parse_lora_key(key)
+        if (
+            parsed is None
+            and frozen_copies
+            and key.startswith(PEFT_PREFIX)
+            and key.endswith(FROZEN_COPY_SUFFIX)
+        ):
+            copies.append(key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX))
+        elif parsed is None:
+            raise AdapterError(f"{label}: unexpected tensor {key!r}: only plain LoRA adapters are supported")
+        else:
+            halves.setdefault(parsed[0], {})[parsed[1]] = tensor
+    for module in copies:
+        if module not in halves:
+            raise AdapterError(f"{label}: the adapter stores a full {module} weight without LoRA")
+    pairs = {}
+    for module, parts in sorted(halves.items()):
+        if set(parts) != {"A", "B"}:
+            raise AdapterError(f"{label}: module {module} has lora_{next(iter(parts))} but not its pair")
+        a, b = parts["A"], parts["B"]
+        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1]:
+            raise AdapterError(
+                f"{label}: module {module} has mismatched LoRA shapes A{tuple(a.shape)} B{tuple(b.shape)}"
+            )
+        rank, alpha = module_rank_alpha(config, module)
+        if rank != a.shape[0]:
+            raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={rank}")
+        pairs[module] = LoraPair(module, a, b, int(rank), alpha)  # type: ignore[arg-type]
+    return pairs

@@ -1,0 +1,124 @@
+"""Retrying what the Hub fails for a moment: 408, 429, 5xx answers and dropped or refused connections.
+
+huggingface_hub already retries each LFS transfer (batch, PUT, verify) five times over about 23 s;
+hubkit retries the steps around it: reading a repo, creating it, a file's whole upload, and the commit
+(see `hubkit.publish.commit` for when a commit may be sent again). When the retries run out, the push
+stops with one line saying it can simply be run again: nothing half-done is visible on the Hub, and a
+rerun sends only what the Hub does not hold yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import httpx2
+from huggingface_hub.errors import HfHubHTTPError
+
+from hubkit.errors import PublishError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often, and how patiently, a step that failed transiently is tried again.
+
+    Args:
+        attempts: tries of one step in all (the first included).
+        first_delay: seconds before the first retry; doubled after each, up to `max_delay`.
+        max_delay: the longest wait between two tries.
+    """
+
+    attempts: int = 4
+    first_delay: float = 1.0
+    max_delay: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.first_delay < 0 or self.max_delay < self.first_delay:
+            raise ValueError(f"invalid retry policy {self}")
+
+    def delays(self) -> Iterator[float]:
+        """The waits before the second, third ... try."""
+        delay = self.first_delay
+        for _ in range(self.attempts - 1):
+            yield delay
+            delay = min(self.max_delay, delay * 2)
+
+
+DEFAULT_RETRY = RetryPolicy()
+SINGLE_TRY = RetryPolicy(attempts=1)
+
+
+def hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
+    """The client's HTTP failure behind `error`: itself, or what it wraps, or None when there is none.
+
+    The one walk of an error's causes: the client's LFS upload threads wrap what failed in a RuntimeError.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+def transient_cause(error: BaseException) -> BaseException | None:
+    """The transient Hub failure behind `error` (a 408/429/5xx answer, a dropped connection), or None."""
+    failure = hub_failure(error)
+    if isinstance(failure, HfHubHTTPError):
+        status = failure.response.status_code if failure.response is not None else None
+        return failure if status in TRANSIENT_STATUSES else None
+    return failure
+
+
+def describe(error: BaseException) -> str:
+    """A short name for a transient failure: "HTTP 503", "ConnectError"."""
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return f"HTTP {error.response.status_code}"
+    return type(error).__name__
+
+
+def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> PublishError:
+    """The one-line error of a push whose retries ran out."""
+    return PublishError(
+        f"{endpoint} kept failing while {what} ({describe(error)}, {attempts} tries): nothing half-done is "
+        "visible on the Hub; run the push again, it sends only what the Hub does not have yet"
+    )
+
+
+def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint: str) -> T:
+    """`call()`, tried again after each transient failure as `policy` says.
+
+    Args:
+        call: the step; it must be safe to repeat.
+        policy: how often and how patiently.
+        what: the step, for the log and the error ("uploading checkpoints/.../adapter_model.safetensors").
+        endpoint: the Hub, for the error.
+
+    Returns:
+        What `call` returned.
+
+    Raises:
+        PublishError: the failures were transient and the tries ran out.
+        Exception: a failure that is not transient, as `call` raised it.
+    """
+    delays = policy.delays()
+    while True:
+        try:
+            return call()
+        except Exception as error:
+            cause = transient_cause(error)
+            if cause is None:
+                raise
+            delay = next(delays, None)
+            if delay is None:
+                raise gave_up(what, endpoint, cause, policy.attempts) from error
+            logger.warning("%s failed (%s); retrying in %g s", what, describe(cause), delay)
+            time.sleep(delay)

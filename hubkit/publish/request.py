@@ -1,0 +1,136 @@
+"""What a push is told and what it answers, as data: `PushRequest` (the command line's options),
+`PushProgress` (callbacks; the library never prints), `PushReport` and its `RepoReport`s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hubkit.errors import PublishError
+from hubkit.hub.kinds import HUB_ENDPOINT
+from hubkit.publish.adapter_repo import LeftOutOf
+from hubkit.publish.plan import PushPlan
+from hubkit.publish.record import PushRecord
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    """Everything a push is told: the command line's options, as data.
+
+    Args:
+        run_dir: the run directory.
+        repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
+            else `<token owner>/<run id>`.
+        base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
+        steps: publish only these steps (each must be a complete checkpoint).
+        every: publish only steps that are multiples of this.
+        private: create new repos private.
+        merged: also merge the newest pushed checkpoint and push it to its own repo.
+        merged_repo_id: the merged repo; default `<repo_id>-merged`.
+        space: also create or update the Gradio Space that compares base and checkpoints.
+        space_repo_id: the Space repo; default `<repo_id>-demo`.
+        space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
+        endpoint: the Hub URL.
+        token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
+        dry_run: build the plan and compare it with the last recorded push; send nothing.
+        checkpoints_dir: where the run's ``checkpoints_dir`` leads when that is outside the run directory
+            (a symlink to a scratch disk): naming it says those checkpoints are this run's. Without it
+            such a run is refused (another run's checkpoints would be published under this one's name).
+    """
+
+    run_dir: Path
+    repo_id: str | None = None
+    base_model: str | None = None
+    steps: tuple[int, ...] | None = None
+    every: int | None = None
+    private: bool = False
+    merged: bool = True
+    merged_repo_id: str | None = None
+    space: bool = True
+    space_repo_id: str | None = None
+    space_hardware: str | None = None
+    endpoint: str = HUB_ENDPOINT
+    token: str | None = field(default=None, repr=False)
+    dry_run: bool = False
+    checkpoints_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class RepoReport:
+    """What a push did to one repo. `commit_sha` is None when the repo was already up to date."""
+
+    repo_id: str
+    repo_type: str
+    url: str
+    commit_sha: str | None
+    files_uploaded: int
+    bytes_uploaded: int
+    steps: tuple[int, ...]
+    revision: str = "main"  # a checkpoint's branch (`hubkit.publish.revisions`), else the main branch
+
+    @property
+    def unchanged(self) -> bool:
+        return self.commit_sha is None
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """What a push did (or, for a dry run, would do).
+
+    Args:
+        run_id: the run.
+        repo_id: the adapter repo the push chose (from the request, the manifest or the token owner).
+        steps: the checkpoint steps this push published.
+        repos: one report per repo that was pushed (empty for a dry run).
+        plan: the desired files of every repo.
+        revisions: one report per checkpoint branch (`step-N`) this push brought up to date.
+        records: for a dry run, the last recorded push to each repo from this run directory.
+        notes: things the user should know that are not errors (a repo already public, a merge skipped).
+        finished: whether the run had finished training when it was read.
+        dry_run: whether this was a dry run (the rest is filled by dry runs only).
+        checkpoints_from: where the checkpoints were read from, in words.
+        left_out: what the chosen checkpoints' folders hold that is not published, and why.
+        changes: what vetting changed in the files on their way to the plan, one line per file.
+    """
+
+    run_id: str
+    repo_id: str
+    steps: tuple[int, ...]
+    repos: tuple[RepoReport, ...]
+    plan: PushPlan
+    revisions: tuple[RepoReport, ...] = ()
+    records: dict[str, PushRecord | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    finished: bool = True
+    dry_run: bool = False
+    checkpoints_from: str | None = None
+    left_out: tuple[LeftOutOf, ...] = ()
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PushProgress:
+    """Callbacks a caller can give to show progress; the library never prints.
+
+    Args:
+        stage: a one-line description of the step starting now ("Merging step 40 into ...").
+        merge: (bytes done, total bytes) while merging.
+        upload_started: the total bytes the push will upload.
+        uploaded: bytes just uploaded.
+    """
+
+    stage: Callable[[str], None] = lambda _message: None
+    merge: Callable[[int, int], None] | None = None
+    upload_started: Callable[[int], None] = lambda _total: None
+    uploaded: Callable[[int], None] = lambda _bytes: None
+
+
+def repo_name_for_run(run_id: str) -> str:
+    """`run_id` made into a valid Hub repo name (letters, digits, `-`, `_`, `.`; at most 96 characters)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id)
+    name = re.sub(r"-{2,}", "-", re.sub(r"\.{2,}", ".", name)).strip("-.")[:96].rstrip("-.")
+    if not name:
+        raise PublishError(f"run id {run_id!r} gives no valid repo name: pass --repo-id OWNER/NAME")
+    return name

@@ -1,0 +1,128 @@
+"""Every published checkpoint also as a branch of the adapter repo, named `step-N`, holding that
+checkpoint's adapter at its root:
+
+    PeftModel.from_pretrained(base, "me/run", revision="step-200")
+    PeftModel.from_pretrained(base, "me/run", subfolder="checkpoints/global_step_200")   # the same adapter
+
+The convention of Pythia's and OLMo's `stepN` revisions and open-r1's per-save branches, which TGI loads as
+`me/run@step-200`. A branch starts from the repo's first commit (`.gitattributes` only) and holds the
+adapter's weights and config and a short card pointing at the main branch. Its weights are the main
+branch's LFS objects (same sha256), so the Hub already holds them: a branch costs a commit, no upload. Each
+push commits only to the branches of its own checkpoints, and only what differs (an unchanged re-push
+makes no commit on any branch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from huggingface_hub import HfApi
+
+from hubkit.cards.revision import revision_card
+from hubkit.formats.peft import ADAPTER_FILES
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.adapter_repo import CHECKPOINTS_DIR, RunFiles
+from hubkit.publish.commit import commit_repo, hub_errors
+from hubkit.publish.diff import diff_repo
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.request import RepoReport
+from hubkit.publish.vetted import Vetter
+from hubkit.release.layout import revision_name
+from hubkit.runs import Run
+
+_READERS = 8
+
+
+def plan_revisions(
+    run: Run, repo_id: str, run_files: RunFiles, *, vetter: Vetter, hashes: FileHashCache
+) -> tuple[RepoPlan, ...]:
+    """The branch of each checkpoint this push publishes: its adapter files at the root, and its card.
+
+    Everything they hold is known before any repo is created, and so the push plans them then.
+
+    Args:
+        run: the run.
+        repo_id: the adapter repo.
+        run_files: the adapter repo's run files (their checkpoint files are placed again, not read again).
+        vetter: the push's vetting (each branch's card is vetted as it is planned).
+        hashes: the push's hash cache.
+
+    Returns:
+        One plan per step, in step order.
+
+    Raises:
+        UnsafeFileError: a branch's card holds a secret or a local path.
+    """
+    by_step: dict[int, list[PlannedFile]] = {}
+    for planned in run_files.checkpoints:
+        if planned.step is not None:
+            by_step.setdefault(planned.step, []).append(planned)
+    plans = []
+    for step, files in sorted(by_step.items()):
+        revision = revision_name(step)
+        prefix = f"{CHECKPOINTS_DIR}/global_step_{step}/"
+        placed = [replace(f, path_in_repo=f.path_in_repo.removeprefix(prefix)) for f in files]
+        if {f.path_in_repo for f in placed} != set(ADAPTER_FILES):
+            raise ValueError(
+                f"step {step}'s planned files are not an adapter: {sorted(f.path_in_repo for f in placed)}"
+            )
+        card = revision_card(repo_id, run.manifest.base_model, step, revision)
+        placed += vetter.generated({"README.md": card.encode()}, "model", hashes, step=step)
+        plans.append(
+            RepoPlan(
+                repo_id=repo_id,
+                files=tuple(placed),
+                title=f"hubkit push {run.manifest.run_id} ({revision})",
+                revision=revision,
+            )
+        )
+    return tuple(plans)
+
+
+def read_revisions(api: HfApi, plans: Sequence[RepoPlan]) -> dict[str, RemoteRepo]:
+    """Each planned branch as the Hub holds it now (head None: not created yet), read at once."""
+
+    def read(plan: RepoPlan) -> RemoteRepo:
+        with hub_errors(plan.repo_id, api.endpoint):
+            return read_remote(api, plan.repo_id, revision=plan.revision)
+
+    if not plans:
+        return {}
+    with ThreadPoolExecutor(
+        max_workers=min(_READERS, len(plans)), thread_name_prefix="hubkit-revisions"
+    ) as pool:
+        return dict(zip((p.revision for p in plans), pool.map(read, plans), strict=True))
+
+
+def commit_revisions(api: HfApi, plans: Sequence[RepoPlan]) -> tuple[RepoReport, ...]:
+    """Bring every planned branch up to date: one commit each where it differs, none where it does not.
+
+    Call it once the main branch's commit has landed: the weights' LFS objects are then on the Hub, and
+    the branches' commits send none of them again.
+
+    Returns:
+        One report per branch (`commit_sha` None when it was up to date).
+
+    Raises:
+        AuthError, PublishError: as `hubkit.publish.commit.commit_repo`.
+    """
+    remotes = read_revisions(api, plans)
+    reports = []
+    for plan in plans:
+        result = commit_repo(api, diff_repo(plan, remotes[plan.revision]))
+        reports.append(
+            RepoReport(
+                repo_id=plan.repo_id,
+                repo_type=plan.repo_type,
+                url=f"{api.endpoint.rstrip('/')}/{plan.repo_id}/tree/{plan.revision}",
+                commit_sha=result.commit_sha,
+                files_uploaded=result.uploaded_files,
+                bytes_uploaded=result.uploaded_bytes,
+                steps=plan.steps,
+                revision=plan.revision,
+            )
+        )
+    return tuple(reports)

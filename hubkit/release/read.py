@@ -1,0 +1,156 @@
+"""A published release read back as a `Run`: its listing at one commit, then the files a command needs.
+
+    release = read_release("me/qwen3-4b-grpo", endpoint=..., token=..., error=EvalError)
+    run = download_release(release, steps=(100, 200), extra=("train_problems.sha256",), ...)
+    run.checkpoints   # every published step; the downloaded ones have their adapter_dir
+    run.run_dir       # the client's cache folder of that commit, laid out as the repo
+
+Everything is read at the commit the listing was taken at, so the manifest, the metrics and the adapters
+belong to one state of the repo. Files are downloaded through the client's cache (a second command on the
+same release downloads nothing), only those asked for: the manifest, the metrics, the tokenizer at the
+root, each chosen step's adapter files, and `extra`. Nothing from the repo is executed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hubkit.errors import HubkitError, ManifestError
+from hubkit.hub.download import read_errors
+from hubkit.release.layout import (
+    METRICS_NAME,
+    TOKENIZER_FILES,
+    checkpoint_dir,
+    checkpoint_files,
+    steps_in_paths,
+)
+from hubkit.release.manifest import read_release_manifest
+from hubkit.runs.manifest import MANIFEST_NAME, Manifest
+from hubkit.runs.model import Checkpoint, Metrics, Run
+from hubkit.runs.verl import read_metrics_jsonl
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release's adapter repo at one commit.
+
+    Args:
+        repo_id: the adapter repo.
+        commit: the commit read (the head of the main branch when it was read).
+        manifest: its ``hubkit.json``.
+        files: every file at that commit: path → content id (the LFS sha256, else the git blob id).
+    """
+
+    repo_id: str
+    commit: str
+    manifest: Manifest
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The published checkpoint steps."""
+        return steps_in_paths(self.files)
+
+    @property
+    def has_tokenizer(self) -> bool:
+        """Whether the root holds the run's tokenizer (``tokenizer_config.json``)."""
+        return "tokenizer_config.json" in self.files
+
+
+def read_release(
+    repo_id: str, *, endpoint: str | None = None, token: str | None = None, error: type[HubkitError]
+) -> Release:
+    """The release at the head of `repo_id`'s main branch: its files and its manifest.
+
+    Args:
+        repo_id: the adapter repo `hubkit push` published, "owner/name".
+        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
+        token: for a private repo.
+        error: the `HubkitError` subclass to raise, so that callers keep their own error kind.
+
+    Raises:
+        error: the repo cannot be read, has no ``hubkit.json`` or no checkpoint.
+    """
+    from huggingface_hub import HfApi
+
+    with read_errors(repo_id, revision=None, endpoint=endpoint, error=error):
+        info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
+    files = {
+        s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in info.siblings or ()
+    }
+    manifest = read_release_manifest(repo_id, info.sha, endpoint=endpoint, token=token, error=error)
+    release = Release(repo_id=repo_id, commit=str(info.sha), manifest=manifest, files=files)
+    if not release.steps:
+        raise error(
+            f"{repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"
+        )
+    return release
+
+
+def download_release(
+    release: Release,
+    steps: Sequence[int],
+    *,
+    extra: Sequence[str] = (),
+    endpoint: str | None = None,
+    token: str | None = None,
+    error: type[HubkitError],
+) -> Run:
+    """Download what a command needs of `release` and read it as a `Run`.
+
+    Args:
+        release: from `read_release`.
+        steps: the steps whose adapters to download (each one the release publishes).
+        extra: other paths to download when the release has them (e.g. ``train_problems.sha256``).
+        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
+        token: for a private repo.
+        error: the `HubkitError` subclass to raise.
+
+    Returns:
+        The run: every published step as a complete checkpoint (`adapter_dir` set for the downloaded
+        ones), the published metrics, `run_dir` the downloaded folder; `finished` as the manifest records.
+
+    Raises:
+        error: a step the release does not publish, or the download failed.
+    """
+    from huggingface_hub import snapshot_download
+
+    missing = sorted(set(steps) - set(release.steps))
+    if missing:
+        raise error(f"{release.repo_id} publishes no step {', '.join(map(str, missing))}")
+    wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
+    wanted += [path for step in steps for path in checkpoint_files(step)]
+    paths = [path for path in dict.fromkeys(wanted) if path in release.files]
+    with read_errors(release.repo_id, revision=None, endpoint=endpoint, error=error):
+        # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
+        folder = Path(
+            snapshot_download(
+                release.repo_id, revision=release.commit, allow_patterns=paths, endpoint=endpoint, token=token
+            )
+        )
+    root_tokenizer = folder if release.has_tokenizer else None
+    checkpoints = tuple(
+        Checkpoint(
+            step=step,
+            path=folder / checkpoint_dir(step),
+            complete=True,
+            adapter_dir=folder / checkpoint_dir(step) if step in steps else None,
+            # A release publishes one tokenizer, the newest step's, at its root.
+            tokenizer_dir=root_tokenizer,
+        )
+        for step in release.steps
+    )
+    try:
+        metrics = read_metrics_jsonl(folder / METRICS_NAME) if METRICS_NAME in release.files else Metrics()
+    except ManifestError as e:
+        raise error(f"{release.repo_id}: {e}") from e
+    return Run(
+        run_dir=folder,
+        manifest=release.manifest,
+        checkpoints=checkpoints,
+        pending=(),
+        metrics=metrics,
+        finished=release.manifest.finished_at is not None,
+    )

@@ -1,0 +1,227 @@
+"""The run manifest `hubkit.json`: the contract between training (recipes) and publishing.
+
+A recipe writes it at the start of a run and updates it at the end; `hubkit.runs` reads it. It is
+schema-versioned; fields are only ever added (old manifests keep loading), and a manifest from a newer
+hubkit is refused with a message rather than half-read.
+
+Example (abridged)::
+
+    {
+      "schema_version": 2,
+      "run_id": "20260223_182638_deepscaler_gdpo_lambda0.5",
+      "framework": "verl", "framework_version": "0.6.1",
+      "base_model": "Qwen/Qwen3-4B", "base_model_revision": null,
+      "dataset": {"id": "agentica-org/DeepScaleR-Preview-Dataset", "split": "train",
+                  "filter": "solve rate >= 99%", "num_rows": 1840, "content_sha256": "..."},
+      "reward": {"components": [{"name": "math_correctness", "weight": 1.0},
+                                {"name": "length_penalty", "weight": 0.5,
+                                 "params": {"max_completion_length": 15000}}],
+                 "aggregation": "sum_then_normalize", ...},
+      "lora": {"r": 16, "alpha": 16, "target_modules": ["q_proj", ...]},
+      "hyperparameters": {"learning_rate": 5e-05, ...},
+      "hardware": {"accelerator": "NVIDIA H100 80GB", "count": 4, "nodes": 1},
+      "started_at": "2026-02-23T18:26:38Z", "finished_at": null,
+      "trackers": [{"name": "wandb", "url": "https://wandb.ai/..."}],
+      "system_prompt": "...",
+      "checkpoints_dir": ".", "metrics_file": "metrics.jsonl",
+      "push_to": "me/qwen3-4b-gdpo"
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from hubkit.errors import ManifestError
+from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.state import write_atomically
+
+MANIFEST_NAME = "hubkit.json"
+# 2 added push_to. Fields are only ever added: schema 1 manifests still load.
+SCHEMA_VERSION = 2
+Framework = Literal["trl", "verl"]
+FRAMEWORKS: tuple[str, ...] = ("trl", "verl")
+# Hub repo ids: "name" or "owner/name", letters, digits, "-", "_", "." (no "--" or ".." runs).
+_HUB_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+JSONScalar = str | int | float | bool | None
+
+
+def is_hub_id(value: str) -> bool:
+    """True when `value` looks like a Hub repo id rather than a local path."""
+    return (
+        bool(_HUB_ID_RE.match(value))
+        and ".." not in value
+        and "--" not in value
+        and not value.startswith((".", "/", "~"))
+    )
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Where the training problems came from and how they were chosen."""
+
+    id: str
+    config: str | None = None
+    split: str = "train"
+    revision: str | None = None
+    filter: str | None = None
+    num_rows: int | None = None
+    content_sha256: str | None = None
+
+    @property
+    def on_hub(self) -> bool:
+        """True when `id` names a Hub dataset ("owner/name"), not a local problem file."""
+        return "/" in self.id and is_hub_id(self.id)
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """The LoRA the run trained; verl adapters are rebuilt from FSDP shards with these."""
+
+    r: int
+    alpha: float
+    target_modules: tuple[str, ...] = ()
+    dropout: float = 0.0
+    use_rslora: bool = False
+
+    def __post_init__(self) -> None:
+        if self.r <= 0:
+            raise ManifestError(f"lora.r must be positive, got {self.r}")
+        if self.alpha <= 0:
+            raise ManifestError(
+                f"lora.alpha must be positive, got {self.alpha} (alpha 0 makes a no-op adapter)"
+            )
+
+
+@dataclass(frozen=True)
+class Hardware:
+    accelerator: str = "cpu"
+    count: int = 1
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class Tracker:
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A training run as the recipe describes it. See the module docstring for the JSON form."""
+
+    run_id: str
+    framework: Framework
+    base_model: str
+    framework_version: str | None = None
+    base_model_revision: str | None = None
+    dataset: DatasetInfo | None = None
+    reward: RewardSpec | None = None
+    lora: LoraSettings | None = None
+    hyperparameters: dict[str, JSONScalar | list[JSONScalar]] = field(default_factory=dict)
+    hardware: Hardware | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    trackers: tuple[Tracker, ...] = ()
+    system_prompt: str | None = None
+    checkpoints_dir: str = "."
+    metrics_file: str | None = None
+    push_to: str | None = None  # the adapter repo ("owner/name") the recipe was told to publish to
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.schema_version > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{MANIFEST_NAME} has schema {self.schema_version}, newer than this hubkit ({SCHEMA_VERSION}): "
+                "upgrade hubkit"
+            )
+        if not self.run_id or "/" in self.run_id or self.run_id in (".", ".."):
+            raise ManifestError(f"run_id must be a plain name, got {self.run_id!r}")
+        if self.framework not in FRAMEWORKS:
+            raise ManifestError(f"framework must be one of {FRAMEWORKS}, got {self.framework!r}")
+        if not is_hub_id(self.base_model):
+            raise ManifestError(
+                f"base_model must be a Hub id like 'Qwen/Qwen3-4B', got {self.base_model!r}: "
+                "local paths are never published"
+            )
+        if self.push_to is not None and (self.push_to.count("/") != 1 or not is_hub_id(self.push_to)):
+            raise ManifestError(
+                f"push_to must be a Hub repo id like 'me/qwen3-4b-grpo', got {self.push_to!r}"
+            )
+        for rel in (self.checkpoints_dir, self.metrics_file):
+            if rel is not None and (os.path.isabs(rel) or ".." in Path(rel).parts):
+                raise ManifestError(
+                    f"paths in {MANIFEST_NAME} must be relative to the run directory, got {rel!r}"
+                )
+
+    # --- JSON ------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["reward"] = self.reward.to_dict() if self.reward else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        if not isinstance(data, dict):
+            raise ManifestError(f"{MANIFEST_NAME} must hold a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown and data.get("schema_version", SCHEMA_VERSION) <= SCHEMA_VERSION:
+            raise ManifestError(f"{MANIFEST_NAME} has unknown fields {unknown}")
+        try:
+            values = {k: v for k, v in data.items() if k in known}
+            if values.get("dataset") is not None:
+                values["dataset"] = DatasetInfo(**values["dataset"])
+            if values.get("reward") is not None:
+                values["reward"] = RewardSpec.from_dict(values["reward"])
+            if values.get("lora") is not None:
+                lora = dict(values["lora"])
+                lora["target_modules"] = tuple(lora.get("target_modules") or ())
+                values["lora"] = LoraSettings(**lora)
+            if values.get("hardware") is not None:
+                values["hardware"] = Hardware(**values["hardware"])
+            values["trackers"] = tuple(Tracker(**t) for t in values.get("trackers") or ())
+            return cls(**values)
+        except TypeError as e:
+            raise ManifestError(f"invalid {MANIFEST_NAME}: {e}") from e
+
+    def save(self, run_dir: str | os.PathLike[str]) -> Path:
+        """Write `run_dir/hubkit.json` atomically (a reader never sees half a file)."""
+        path = Path(run_dir) / MANIFEST_NAME
+        write_atomically(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        return path
+
+    @classmethod
+    def from_file(cls, path: Path) -> Manifest:
+        """Read a ``hubkit.json`` file: a run's own, or one downloaded from a published repo.
+
+        Raises:
+            ManifestError: the file is missing, not JSON, from a newer hubkit, or not a valid manifest.
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise ManifestError(f"no {MANIFEST_NAME} in {Path(path).parent}") from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {e}") from e
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{MANIFEST_NAME} has schema {version}, newer than this hubkit reads ({SCHEMA_VERSION}): "
+                "upgrade hubkit"
+            )
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, run_dir: str | os.PathLike[str]) -> Manifest:
+        """The manifest of the run in `run_dir` (see `from_file`)."""
+        return cls.from_file(Path(run_dir) / MANIFEST_NAME)
+
+    def with_updates(self, **changes: Any) -> Manifest:
+        return replace(self, **changes)

@@ -1,0 +1,283 @@
+"""The comparison Space's configuration: `SpaceConfig` (what the app's `space_config.json` holds), from a
+run directory or from a published release.
+
+    config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from hubkit.errors import SpaceError
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
+from hubkit.hub.download import download_repo_file
+from hubkit.release.manifest import read_release_manifest
+from hubkit.resources import space_dir
+from hubkit.runs.manifest import Manifest
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+    from hubkit.runs import Run
+
+SPACE_SUFFIX = "-demo"
+APP_NAME = "compare"
+# The README's `suggested_hardware` (a suggestion the Hub shows; the owner picks the hardware): ZeroGPU,
+# free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
+DEFAULT_HARDWARE = "zero-a10g"
+EXAMPLES_FROM_EVAL = 5
+_APP_CONFIG_MODULE = "hubkit._space_app_config"
+# Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
+# so they are in no training set).
+FALLBACK_EXAMPLES = (
+    (
+        "A baker makes 12 trays of 24 cookies and sells all but 30 of them. How many cookies does she sell?",
+        "258",
+    ),
+    ("What is the sum of the first 20 positive odd numbers?", "400"),
+    ("A train covers 180 km in 2.5 hours. What is its average speed in km/h?", "72"),
+    ("Solve for x: 3x + 7 = 22.", "5"),
+)
+
+
+def default_space_repo_id(repo_id: str) -> str:
+    """The default Space beside an adapter repo: `<repo_id>-demo`."""
+    return repo_id + SPACE_SUFFIX
+
+
+def app_config_module() -> ModuleType:
+    """The app's own `config.py` (`AppConfig`, `Example`): the one schema of `space_config.json`.
+
+    The app cannot import hubkit, so hubkit loads the app's module (once, under a private name) rather
+    than keeping a second copy of the schema.
+    """
+    module = sys.modules.get(_APP_CONFIG_MODULE)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(_APP_CONFIG_MODULE, space_dir(APP_NAME) / "config.py")
+        if spec is None or spec.loader is None:
+            raise SpaceError(
+                f"the Space app's config.py is missing from {space_dir(APP_NAME)}: reinstall hubkit"
+            )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_APP_CONFIG_MODULE] = module  # dataclasses look their module up while being defined
+        spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class SpaceConfig:
+    """A Space: what its app loads and how it answers (`app`, written as `space_config.json`), and what
+    only its README says.
+
+    Args:
+        app: the app's `AppConfig` (fields: see `spaces/compare/config.py`).
+        space_repo_id: the Space repo (`<repo_id>-demo` by default), named in the README's API example.
+        hardware: the README's `suggested_hardware`, one of the Hub's flavors (`huggingface_hub.SpaceHardware`:
+            "zero-a10g" is ZeroGPU, "cpu-basic", "l4x1", ...).
+
+    Raises:
+        SpaceError: `hardware` is not one of the Hub's flavors.
+    """
+
+    app: Any
+    space_repo_id: str
+    hardware: str = DEFAULT_HARDWARE
+
+    def __post_init__(self) -> None:
+        from huggingface_hub import SpaceHardware
+
+        flavors = [flavor.value for flavor in SpaceHardware]
+        if self.hardware not in flavors:
+            raise SpaceError(
+                f"unknown Space hardware {self.hardware!r}: use one of {', '.join(flavors)} "
+                f"(default {DEFAULT_HARDWARE}, ZeroGPU)"
+            )
+
+    @classmethod
+    def from_manifest(
+        cls,
+        manifest: Manifest,
+        repo_id: str,
+        *,
+        merged_repo_id: str | None = None,
+        space_repo_id: str | None = None,
+        adapter_revision: str | None = None,
+        tokenizer_published: bool = True,
+        examples: Sequence[tuple[str, str | None]] = (),
+        hardware: str = DEFAULT_HARDWARE,
+    ) -> SpaceConfig:
+        """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
+
+        Args:
+            manifest: the run's manifest.
+            repo_id: the adapter repo.
+            merged_repo_id: the merged model's repo, if one is published.
+            space_repo_id: the Space repo; default `<repo_id>-demo`.
+            adapter_revision: pin the adapters to this revision (default: the repo's main branch, so that
+                the checkpoint list follows later pushes).
+            tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
+                template (else the base model's are used).
+            examples: (problem, reference answer or None) pairs; default a few general math problems.
+            hardware: the README's `suggested_hardware`.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            SpaceError: `hardware` is not one of the Hub's flavors.
+        """
+        module = app_config_module()
+        trained_length = manifest.hyperparameters.get("max_completion_length")
+        defaults = {}
+        if isinstance(trained_length, int) and trained_length > 0:
+            # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
+            defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
+        app = module.AppConfig(
+            title=manifest.run_id,
+            base_model=manifest.base_model,
+            base_revision=manifest.base_model_revision,
+            adapter_repo=repo_id,
+            adapter_revision=adapter_revision,
+            merged_repo=merged_repo_id,
+            system_prompt=manifest.system_prompt,
+            chat_template="adapter" if tokenizer_published else "base",
+            examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
+            **defaults,
+        )
+        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id), hardware=hardware)
+
+    @classmethod
+    def from_run(
+        cls,
+        run: Run,
+        repo_id: str,
+        *,
+        merged_repo_id: str | None = None,
+        space_repo_id: str | None = None,
+        adapter_revision: str | None = None,
+        hardware: str = DEFAULT_HARDWARE,
+    ) -> SpaceConfig:
+        """The Space of a run about to be (or already) published to `repo_id`.
+
+        Examples are held-out problems from the run's evaluation (`hubkit eval`) when it has one, those
+        that the best checkpoint answers better than the base first; else a few general math problems.
+
+        Args:
+            run: the run.
+            repo_id: the adapter repo.
+            merged_repo_id: the merged model's repo, if the push publishes one.
+            space_repo_id: the Space repo; default `<repo_id>-demo`.
+            adapter_revision: see `from_manifest`.
+            hardware: the README's `suggested_hardware`.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            EvalError: the run's evaluation files are corrupt.
+            SpaceError: `hardware` is not one of the Hub's flavors.
+        """
+        return cls.from_manifest(
+            run.manifest,
+            repo_id,
+            merged_repo_id=merged_repo_id,
+            space_repo_id=space_repo_id,
+            adapter_revision=adapter_revision,
+            tokenizer_published=run.tokenizer_dir() is not None,
+            examples=eval_examples(run.run_dir),
+            hardware=hardware,
+        )
+
+    def to_json(self) -> str:
+        """`space_config.json`."""
+        return self.app.to_json()
+
+
+def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple[str, str], ...]:
+    """Held-out problems from the run's evaluation, the telling ones first (none without an evaluation).
+
+    Args:
+        run_dir: the run directory.
+        limit: at most this many.
+
+    Returns:
+        (problem, reference answer) pairs; empty when the run has no `eval/`.
+
+    Raises:
+        EvalError: the evaluation files are corrupt.
+    """
+    results = load_eval(run_dir)
+    if results is None:
+        return ()
+    best = results.best()
+    if best is not None and best.step is not None:
+        samples = [after for _before, after in results.before_after(best.step, limit)]
+    else:
+        samples = []
+    if not samples:  # no base to compare with: the problems in order
+        samples = sorted(results.samples, key=lambda s: s.problem_index)
+    examples: dict[str, str] = {}
+    for sample in samples:
+        examples.setdefault(sample.problem, sample.reference)
+    return tuple(examples.items())[:limit]
+
+
+def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None = None) -> SpaceConfig:
+    """The Space of an adapter repo published by `hubkit push`, from what the repo holds: its `hubkit.json`,
+    whether its root has the run's tokenizer, and examples from its `eval/` when there is one.
+
+    Args:
+        api: a client bound to the Hub the repo is on.
+        repo_id: the adapter repo.
+        space_repo_id: the Space repo; default `<repo_id>-demo`.
+
+    Returns:
+        The configuration.
+
+    Raises:
+        SpaceError: no such repo, or a repo without `hubkit.json`.
+    """
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        root = {entry.path for entry in api.list_repo_tree(repo_id)}
+    except RepositoryNotFoundError as e:
+        raise SpaceError(
+            f"no repo {repo_id} on {api.endpoint}: check --repo-id (and the token, if private)"
+        ) from e
+    manifest = read_release_manifest(repo_id, endpoint=api.endpoint, token=api.token, error=SpaceError)
+    examples: tuple[tuple[str, str], ...] = ()
+    if EVAL_DIR in root:
+        results = download_repo_file(
+            repo_id,
+            f"{EVAL_DIR}/{RESULTS_NAME}",
+            revision=None,
+            endpoint=api.endpoint,
+            token=api.token,
+            error=SpaceError,
+        )
+        download_repo_file(
+            repo_id,
+            f"{EVAL_DIR}/{SAMPLES_NAME}",
+            revision=None,
+            endpoint=api.endpoint,
+            token=api.token,
+            error=SpaceError,
+        )
+        if results is not None:
+            # The client's cache lays a revision's files out as in the repo: its folder reads as a run's.
+            examples = eval_examples(results.parents[1])
+    return SpaceConfig.from_manifest(
+        manifest,
+        repo_id,
+        space_repo_id=space_repo_id,
+        tokenizer_published="tokenizer_config.json" in root,
+        examples=examples,
+    )

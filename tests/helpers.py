@@ -1,0 +1,86 @@
+"""Helpers the publishing tests share (holds no tests): running the CLI in-process, pushing a run's adapters,
+the logits two models are compared on. Synthetic runs are built by `hubkit.testing.runs`; the real
+training runs are fixtures."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import torch
+
+from hubkit.cli import main
+
+# A short chat-formatted prompt in the Qwen3 tokenizer's ids: logits on it compare two models.
+CHAT_INPUT_IDS = (151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645)
+
+
+def logits(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """The model's logits on `input_ids` (no gradients)."""
+    with torch.no_grad():
+        return model(input_ids=input_ids).logits
+
+
+def sha256_of(path: Path | str) -> str:
+    """The file's sha256, read here (an oracle independent of hubkit's hashing)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def chat_logits(model) -> torch.Tensor:
+    """The model's logits on `CHAT_INPUT_IDS` (eval mode, no gradients)."""
+    with torch.no_grad():
+        return model.eval()(torch.tensor([CHAT_INPUT_IDS])).logits
+
+
+def push_argv(run_dir: Path, repo_id: str, endpoint: str) -> list[str]:
+    """`hubkit push`'s arguments for `run_dir` to `repo_id` on `endpoint` (options are added after)."""
+    return ["push", "--run-dir", str(run_dir), "--repo-id", repo_id, "--endpoint", endpoint]
+
+
+def push_adapters(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
+    """`hubkit push` of the adapter repo only (quiet, --no-merged, --no-space); returns the exit status."""
+    return run_cli([*push_argv(run_dir, repo_id, endpoint), "--quiet", "--no-merged", "--no-space", *extra])
+
+
+def commit_ids(hub_api, repo_id: str) -> list[str]:
+    """The repo's commits, newest first."""
+    return [c.commit_id for c in hub_api.list_repo_commits(repo_id)]
+
+
+def write_requests(request_log: list, start: int) -> list[tuple[str, str, int]]:
+    """Requests to the local Hub since `start` that upload bytes or change a repo."""
+    return [r for r in request_log[start:] if r[0] in ("PUT", "DELETE") or "/commit/" in r[1]]
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run `hubkit ARGV` in this process; returns the exit status (`main` exits only on errors)."""
+    try:
+        main(argv)
+    except SystemExit as exited:
+        return exited.code if isinstance(exited.code, int) else 1
+    return 0
+
+
+def assert_fsck_clean(git_dir: Path) -> None:
+    """`git fsck --strict` finds nothing wrong in one bare repository."""
+    result = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, f"{git_dir}: {result.stdout}{result.stderr}"
+    assert "error" not in result.stderr.lower() and "missing" not in result.stdout.lower()
+
+
+def assert_hub_fsck_clean(root: Path) -> int:
+    """`assert_fsck_clean` for every repository of a local Hub rooted at `root`; returns how many."""
+    git_dirs = sorted((Path(root) / "repos").glob("*/*/*.git"))
+    for git_dir in git_dirs:
+        assert_fsck_clean(git_dir)
+    return len(git_dirs)

@@ -1,0 +1,29 @@
+"""Secrets planted in run files by the safety tests, one of each kind a training box holds, built from parts
+so that no scanner flags the test files themselves (holds no tests)."""
+
+from __future__ import annotations
+
+HF_TOKEN = "hf_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G"
+WANDB_KEY = "3f786850e387550fdab836ed7e6dc881" + "de23001b"
+
+
+def planted_secrets(token_in_use: str) -> dict[str, tuple[str, str]]:
+    """Each kind of secret → (a planted value, how a refusal names it); `token_in_use` is the push's token."""
+    return {
+        "hf": (HF_TOKEN, "a Hugging Face token"),
+        "hf_org": (
+            "api_org_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G",
+            "a Hugging Face organization API token",
+        ),
+        "token_in_use": (token_in_use, "the Hugging Face token in use"),
+        "wandb": ("WANDB_API_KEY=" + WANDB_KEY, "a W&B API key"),
+        "netrc": ("machine api.wandb.ai login me password " + WANDB_KEY, "a W&B API key"),
+        "aws": ("AKIA" + "IOSFODNN7EXAMPLQ", "an AWS access key id"),
+        "openai": ("sk-" + "proj-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9GQa9Zk3Lm0", "an OpenAI API key"),
+        "openai_legacy": ("sk-" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8T3BlbkFJXy1Ab4Cd6Ef9GQ", "an OpenAI API key"),
+        "anthropic": ("sk-" + "ant-api03-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G-AA", "an Anthropic API key"),
+        "private_key": (
+            "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n",
+            "a private key block",
+        ),
+    }

@@ -1,0 +1,171 @@
+"""The package's layout, read from its own source: rooms named for their concern, no import circle, no
+arrow from a lower layer to a higher one, no file a newcomer cannot read in one sitting."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "hubkit"
+# The modules that may stay loose in hubkit/: everything else lives in a package named for its concern.
+LOOSE_MODULES = {"__init__.py", "__main__.py", "errors.py", "resources.py"}
+MAX_LINES = 500
+# Lowest first: a package imports only from lower layers (and from itself). Packages in one layer do not
+# import each other.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "resources"}),
+    frozenset({"formats", "rewards", "hub", "localhub"}),
+    frozenset({"runs"}),
+    frozenset({"adapters", "merge", "release", "safety"}),
+    frozenset({"evaluate", "export"}),
+    frozenset({"cards"}),
+    frozenset({"space"}),
+    frozenset({"publish"}),
+    frozenset({"integrations", "demo", "cli", "testing"}),
+    frozenset({"__main__", "__init__"}),
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The hubkit modules `path` imports anywhere (functions included), except under TYPE_CHECKING."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found: set[str | None] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            nodes = node.orelse
+        else:
+            nodes = list(ast.iter_child_nodes(node))
+            if isinstance(node, ast.Import):
+                found.update(resolve(alias.name) for alias in node.names if alias.name.startswith("hubkit"))
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith("hubkit")
+            ):
+                found.update(resolve(f"{node.module}.{alias.name}") for alias in node.names)
+        for child in nodes:
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    found.discard(None)
+    return found  # type: ignore[return-value]
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {name: _imports(path, modules) - {name} for name, path in paths.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                connect(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return components
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer(room: str) -> int:
+    for number, rooms in enumerate(LAYERS):
+        if room in rooms or room.removesuffix(".py") in rooms:
+            return number
+    raise AssertionError(f"hubkit.{room} is in no layer of tests/test_structure.py: add it where it belongs")
+
+
+def test_only_the_four_loose_modules_sit_beside_the_packages() -> None:
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose <= LOOSE_MODULES, (
+        f"move {sorted(loose - LOOSE_MODULES)} into a package named for its concern"
+    )
+
+
+def test_no_module_is_longer_than_a_newcomer_reads_in_one_sitting() -> None:
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these files (over {MAX_LINES} lines): {long}"
+
+
+def test_no_import_circle_among_hubkit_modules() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_no_package_imports_from_a_higher_layer() -> None:
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if _room(module) != _room(target) and _layer(_room(target)) >= _layer(_room(module))
+    )
+    assert upward == []
+
+
+def test_the_walker_sees_circles_and_lazy_imports(tmp_path: Path) -> None:
+    # The checks above are only as good as the import walk: it must see imports inside functions and
+    # leave TYPE_CHECKING ones out, and Tarjan's walk must report a circle through three modules.
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from hubkit.b import x\n"
+        "def f():\n    from hubkit.c import y\n"
+    )
+    assert _imports(source, {"hubkit.b", "hubkit.c"}) == {"hubkit.c"}
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("room", sorted({_room(m) for m in _graph()}))
+def test_every_room_has_a_layer(room: str) -> None:
+    _layer(room)
