@@ -102,10 +102,11 @@ def _merge_checkpoint(
 ) -> Path:
     """Merge the run's checkpoint into `staging` once the export is known to be possible from the base
     (the merged model has the base's architecture, tokenizer and tensor names); returns the merged folder."""
+    from hubkit.adapters.prepare import prepare_adapters
     from hubkit.export import GGUFMetadata, plan_gguf_export
     from hubkit.hub.auth import resolve_token
     from hubkit.merge import execute_plan
-    from hubkit.publish.adapter_repo import prepare_adapters, refuse_no_checkpoint
+    from hubkit.publish.adapter_repo import refuse_no_checkpoint
     from hubkit.publish.merged_repo import plan_prepared_merge
     from hubkit.runs import select_checkpoints
 
