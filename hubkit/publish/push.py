@@ -54,6 +54,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.publish.vetted import Vetter
+from hubkit.release.layout import revision_name
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.safety import CheckpointsTree, VetContext
 from hubkit.space.config import default_space_repo_id
@@ -437,6 +438,8 @@ class PushSession:
                     f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
                     f"{run.manifest.base_model} and pushed (a dry run does not merge)"
                 )
+        branches = ", ".join(revision_name(a.step) for a in adapters)
+        notes.append(f"{repo_id}: each step also on its own branch ({branches}), its adapter at the root")
         # A dry run opens no connection: the card it plans states no licence (the push reads it).
         base_card = BaseModelCard(repo_id=run.manifest.base_model)
         context = self._context(
