@@ -35,15 +35,6 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-# Qwen/Qwen3-4B's config.json (vocabulary, widths, heads); bench/merge.py's builder reads these names.
-QWEN3_4B = {
-    "HIDDEN": 2560,
-    "INTERMEDIATE": 9728,
-    "HEADS": 32,
-    "KV_HEADS": 8,
-    "HEAD_DIM": 128,
-    "VOCAB": 151936,
-}
 QWEN3_4B_LAYERS = 36
 QWEN3_4B_SHARD_BYTES = 4 * 10**9  # its shards are 3.96, 3.99 and 0.10 GB
 TARGET_PEAK_RSS_MIB = 1.5 * 1024
@@ -60,7 +51,7 @@ def build_model(model_dir: Path, layers: int) -> int:
     merge_bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(merge_bench)
 
-    for constant, value in {**QWEN3_4B, "SHARD_BYTES": QWEN3_4B_SHARD_BYTES}.items():
+    for constant, value in {**merge_bench.QWEN3_4B, "SHARD_BYTES": QWEN3_4B_SHARD_BYTES}.items():
         setattr(merge_bench, constant, value)
     total = merge_bench.build_base(model_dir, layers)
     copy_tokenizer(model_dir)

@@ -25,6 +25,16 @@ import time
 from pathlib import Path
 
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 2048, 6144, 16, 8, 128, 151936  # Qwen3-1.7B
+# Qwen/Qwen3-4B's widths, heads and vocabulary (36 layers): the benches at the seed's size set these names
+# on this module before `build_base`.
+QWEN3_4B = {
+    "HIDDEN": 2560,
+    "INTERMEDIATE": 9728,
+    "HEADS": 32,
+    "KV_HEADS": 8,
+    "HEAD_DIM": 128,
+    "VOCAB": 151936,
+}
 SHARD_BYTES = 512 * 1024 * 1024
 LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TARGETS = {"peak_rss": 0.25, "wall_vs_peft": 0.6, "wall_vs_copy": 3.0}

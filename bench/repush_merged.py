@@ -35,38 +35,31 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import merge as merge_bench  # bench/merge.py: the base builder
 
+from hubkit.adapters.base_check import read_off_config
+
 TOKEN = "hubkit-bench-token"
 BASE_REPO = "bench/qwen3-4b-bf16"
 LAYERS = 36
 CHECKPOINTS = 10
 RANK = 16
 TARGET = 1.5
-# Qwen3-4B: hidden 2560, MLP 9728, 32 heads and 8 KV heads of 128, vocabulary 151,936.
-QWEN3_4B = {
-    "HIDDEN": 2560,
-    "INTERMEDIATE": 9728,
-    "HEADS": 32,
-    "KV_HEADS": 8,
-    "HEAD_DIM": 128,
-    "VOCAB": 151936,
-}
 ADAPTER_PATTERNS = ["checkpoint-*/adapter_model.safetensors", "checkpoint-*/adapter_config.json"]
 
 
 def lora_shapes() -> dict[str, tuple[int, int]]:
-    """(in, out) of every Linear of a Qwen3-4B layer, for all 36 layers."""
-    hidden, mlp = QWEN3_4B["HIDDEN"], QWEN3_4B["INTERMEDIATE"]
-    q, kv = QWEN3_4B["HEADS"] * QWEN3_4B["HEAD_DIM"], QWEN3_4B["KV_HEADS"] * QWEN3_4B["HEAD_DIM"]
-    per_layer = {
-        "self_attn.q_proj": (hidden, q),
-        "self_attn.k_proj": (hidden, kv),
-        "self_attn.v_proj": (hidden, kv),
-        "self_attn.o_proj": (q, hidden),
-        "mlp.gate_proj": (hidden, mlp),
-        "mlp.up_proj": (hidden, mlp),
-        "mlp.down_proj": (mlp, hidden),
+    """(in, out) of every Linear of the Qwen3-4B-shaped base but lm_head, as the push reads them off its config."""
+    shape = merge_bench.QWEN3_4B
+    config = {
+        "model_type": "qwen3",
+        "hidden_size": shape["HIDDEN"],
+        "intermediate_size": shape["INTERMEDIATE"],
+        "num_attention_heads": shape["HEADS"],
+        "num_key_value_heads": shape["KV_HEADS"],
+        "head_dim": shape["HEAD_DIM"],
+        "num_hidden_layers": LAYERS,
+        "vocab_size": shape["VOCAB"],
     }
-    return {f"model.layers.{i}.{name}": shape for i in range(LAYERS) for name, shape in per_layer.items()}
+    return {name: s for name, s in (read_off_config(config) or {}).items() if name != "lm_head"}
 
 
 def start_server(root: Path) -> tuple[str, subprocess.Popen]:
@@ -118,7 +111,7 @@ def main() -> None:
 
         disable_progress_bars()
         api = HfApi(endpoint=endpoint, token=TOKEN)
-        for name, value in QWEN3_4B.items():
+        for name, value in merge_bench.QWEN3_4B.items():
             setattr(merge_bench, name, value)
         base_dir = workdir / "base"
         started = time.perf_counter()

@@ -181,18 +181,8 @@ def build_tiny_qwen3(out_dir: Path, seed: int = 0) -> Path:
 
 
 def build_tiny_qwen2_tied(out_dir: Path, seed: int = 0) -> Path:
-    """A tiny Qwen2ForCausalLM with tied embeddings (~39 MB fp32) and a Qwen2.5 chat template.
-
-    Args:
-        out_dir: where to save it (created).
-        seed: weight initialization seed.
-
-    Returns:
-        `out_dir`.
-
-    Raises:
-        TinyModelError: the tokenizer files or the chat template are not installed.
-    """
+    """A tiny Qwen2ForCausalLM with tied embeddings (~39 MB fp32) and a Qwen2.5 chat template; arguments and
+    errors as `build_tiny_qwen3` (TinyModelError also when the chat template is not installed)."""
     return _build(
         out_dir, "qwen2", tie_word_embeddings=True, chat_template=qwen2_5_chat_template(), seed=seed
     )
