@@ -15,7 +15,6 @@ or a file that must not be published stops the push before anything is sent or c
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -32,6 +31,7 @@ from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
+from hubkit.release.layout import CHECKPOINTS_DIR, METRICS_NAME, checkpoint_dir, steps_in_paths
 from hubkit.runs import Checkpoint, Run
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 from hubkit.safety import (
@@ -46,9 +46,6 @@ from hubkit.safety import (
 )
 from hubkit.safety.kinds import TOKENIZER_KINDS, classify_folder
 
-METRICS_NAME = "metrics.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
-_STEP_PATH_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
 # Without one of these a tokenizer folder holds no tokenizer transformers can load: none is published.
 _TOKENIZER_DEFINITIONS = (tokenizer.TOKENIZER_JSON, tokenizer.VOCAB_JSON)
 
@@ -186,14 +183,14 @@ def _saved_changes(checkpoint: Checkpoint, vetter: Vetter) -> list[str]:
     for name, kind in ((ADAPTER_CONFIG, kinds.ADAPTER_CONFIG), (ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS)):
         vetted = _vetted_if_there(checkpoint.adapter_dir / name, kind, vetter)
         notes = vetted.notes if vetted is not None else ()
-        changes += [f"{CHECKPOINTS_DIR}/global_step_{checkpoint.step}/{name}: {note}" for note in notes]
+        changes += [f"{checkpoint_dir(checkpoint.step)}/{name}: {note}" for note in notes]
     return changes
 
 
 def _adapter_files(adapter: PreparedAdapter, vetter: Vetter, hashes: FileHashCache) -> list[PlannedFile]:
     """A prepared adapter's weights (hashed in the read that checked them; their header vetted here) and
     config (vetted as preparing wrote it), under `checkpoints/global_step_N/`."""
-    prefix, label = f"{CHECKPOINTS_DIR}/global_step_{adapter.step}/", f"checkpoint global_step_{adapter.step}"
+    prefix, label = f"{checkpoint_dir(adapter.step)}/", f"checkpoint global_step_{adapter.step}"
     weights = vetter.file(
         adapter.dir / ADAPTER_WEIGHTS, kinds.ADAPTER_WEIGHTS, label=f"{ADAPTER_WEIGHTS} of {label}"
     )
@@ -406,17 +403,7 @@ def adapter_bytes_in_repo(files: Mapping[str, RemoteFile]) -> dict[int, int]:
     sizes: dict[int, int] = {}
     for step in steps_in_paths(files):
         for name in ADAPTER_FILES:
-            remote = files.get(f"{CHECKPOINTS_DIR}/global_step_{step}/{name}")
+            remote = files.get(f"{checkpoint_dir(step)}/{name}")
             if remote is not None and remote.size >= 0:
                 sizes[step] = sizes.get(step, 0) + remote.size
     return sizes
-
-
-def steps_in_paths(paths: Iterable[str]) -> tuple[int, ...]:
-    """The checkpoint steps an adapter repo holds, from its file paths (`checkpoints/global_step_N/...`)."""
-    steps = set()
-    for path in paths:
-        match = _STEP_PATH_RE.match(path)
-        if match:
-            steps.add(int(match.group(1)))
-    return tuple(sorted(steps))

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.formats.peft import ADAPTER_CONFIG
-from hubkit.publish.adapter_repo import steps_in_paths
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
+from hubkit.release.layout import steps_in_paths
 
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter

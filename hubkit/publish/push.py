@@ -39,7 +39,6 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
     refuse_no_checkpoint,
-    steps_in_paths,
 )
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
@@ -54,7 +53,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.publish.vetted import Vetter
-from hubkit.release.layout import revision_name
+from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.safety import CheckpointsTree, VetContext
 from hubkit.space.config import default_space_repo_id

@@ -18,12 +18,13 @@ from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_ca
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo, steps_in_paths
+from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo
 from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
+from hubkit.release.layout import steps_in_paths
 from hubkit.runs import Run
 from hubkit.safety import kinds
 from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig

@@ -23,14 +23,14 @@ from huggingface_hub import HfApi
 from hubkit.cards.revision import revision_card
 from hubkit.formats.peft import ADAPTER_FILES
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.adapter_repo import CHECKPOINTS_DIR, RunFiles
+from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.commit import commit_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
-from hubkit.release.layout import revision_name
+from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs import Run
 
 _READERS = 8
@@ -63,7 +63,7 @@ def plan_revisions(
     plans = []
     for step, files in sorted(by_step.items()):
         revision = revision_name(step)
-        prefix = f"{CHECKPOINTS_DIR}/global_step_{step}/"
+        prefix = f"{checkpoint_dir(step)}/"
         placed = [replace(f, path_in_repo=f.path_in_repo.removeprefix(prefix)) for f in files]
         if {f.path_in_repo for f in placed} != set(ADAPTER_FILES):
             raise ValueError(
