@@ -110,7 +110,7 @@ def _merge_checkpoint(
     from hubkit.publish.merged_repo import plan_prepared_merge
     from hubkit.runs import select_checkpoints
 
-    checkpoint = select_checkpoints(run, None if step is None else [step])[-1:]
+    checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]
     if not checkpoint:
         refuse_no_checkpoint(run)
     (adapter,) = prepare_adapters(run, checkpoint, staging / "adapters")
