@@ -8,13 +8,12 @@ from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.tables import example_step
+from hubkit.evaluate.length import answer_length
 from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs.manifest import Manifest
-from hubkit.runs.model import Run
 
 # vLLM accepts these values of max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-DEFAULT_MAX_NEW_TOKENS = 1024
 DEFAULT_PROBLEM = "What is the sum of the first 20 positive integers?"
 
 
@@ -33,17 +32,6 @@ class Snippets:
 def py(value: str) -> str:
     """A Python string literal in double quotes (a JSON string is one, with non-ASCII kept as is)."""
     return json.dumps(value, ensure_ascii=False)
-
-
-def max_new_tokens(run: Run) -> int:
-    """The answer length the run trained with (TRL ``max_completion_length``, verl ``max_response_length``),
-    as the manifest or the trainer recorded it."""
-    recorded = run.trainer_settings.values if run.trainer_settings else {}
-    for key in ("max_completion_length", "max_response_length"):
-        value = run.manifest.hyperparameters.get(key, recorded.get(key))
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return DEFAULT_MAX_NEW_TOKENS
 
 
 def vllm_max_lora_rank(r: int | None) -> int:
@@ -94,7 +82,7 @@ def snippets(inputs: CardInputs) -> Snippets:
     repo, step = inputs.repo_id, inputs.root_step
     tokenizer_repo = repo if inputs.has_tokenizer else manifest.base_model
     problem = _problem(inputs)
-    tokens = max_new_tokens(inputs.run)
+    tokens = answer_length(inputs.run, None).tokens  # what the run trained with, as `hubkit eval` reads it
     checkpoint = "\n".join(
         [
             "from peft import PeftModel",
