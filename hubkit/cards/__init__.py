@@ -5,6 +5,7 @@ merged repo's card. Templates live in the top-level `model_cards/` (shipped in t
     inputs = CardInputs(run=run, repo_id=repo_id, steps=steps, base=base, adapter_bytes=sizes, ...)
     files = adapter_card_files(inputs)          # {"README.md": ..., "assets/reward.png": ..., ...}
     merged = merged_card_files(inputs, record)  # record: a MergeRecord (what was merged, dtype, modules)
+    gguf = gguf_card_files(inputs, gguf_record, "me/run-GGUF")  # the GGUF files and the merge they hold
 
 Modules, one job each: `inputs` (what a card is written from), `metrics` (TRL and verl metric names
 under one name), `sections` (objective, reward, training status, dataset, run details, citations),
@@ -18,7 +19,7 @@ through huggingface_hub's `ModelCard.from_template`), `files` (what a push publi
 from __future__ import annotations
 
 from hubkit.cards.base_card import read_base_model_card
-from hubkit.cards.files import ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.cards.files import ChartsDrawnAhead, adapter_card_files, gguf_card_files, merged_card_files
 from hubkit.cards.inputs import BaseModelCard, CardInputs
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "CardInputs",
     "ChartsDrawnAhead",
     "adapter_card_files",
+    "gguf_card_files",
     "merged_card_files",
     "read_base_model_card",
 ]

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from hubkit.cards import configuration, plots, sections, tables, text
+from hubkit.cards import configuration, plots, sections, tables, text, usage
+from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.inputs import BaseModelCard, CardInputs
 from hubkit.cards.merge_record import MergeRecord
-from hubkit.cards.metadata import card_data
+from hubkit.cards.metadata import card_data, gguf_card_data
 from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
 from hubkit.cards.usage import snippets
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
 MERGED_TEMPLATE = "merged.md.j2"
+GGUF_TEMPLATE = "gguf.md.j2"
 ACCURACY_PLOT = f"{plots.ASSETS_DIR}/accuracy_vs_length.png"
 
 
@@ -123,6 +125,8 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         ),
         "merged_repo_id": inputs.merged_repo_id,
         "merged_step": inputs.merged_step,
+        "gguf_repo_id": inputs.gguf_repo_id,
+        "gguf_step": inputs.gguf_step,
         "space_repo_id": inputs.space_repo_id,
         "qlora": _qlora(inputs),
     }
@@ -292,3 +296,45 @@ def merged_card_files(inputs: CardInputs, record: MergeRecord) -> dict[str, byte
         "merged_eval": merged_eval,
     }
     return {"README.md": render_card(card_data(inputs, "merged", record), MERGED_TEMPLATE, context).encode()}
+
+
+def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -> dict[str, bytes]:
+    """The GGUF repo's card: its files (type, size), usage with llama.cpp, Ollama and llama-cpp-python,
+    and what the files were made from, recorded in its metadata (``hubkit_gguf``).
+
+    Args:
+        inputs: as for `merged_card_files` (`merged_repo_id` set).
+        record: the files and the merge they hold.
+        gguf_repo_id: the GGUF repo.
+
+    Returns:
+        ``{"README.md": bytes}``.
+
+    Raises:
+        PublishError: `inputs` names no merged repo, or the record no file.
+    """
+    if inputs.merged_repo_id is None or not record.files:
+        raise PublishError(f"no GGUF files to write a card for ({gguf_repo_id})")
+    files = sorted(record.files, key=lambda f: _GGUF_ORDER.index(f.type) if f.type in _GGUF_ORDER else 99)
+    default = next((f.type for f in files if f.type == "Q8_0"), files[0].type)
+    context = {
+        **_common_context(inputs),
+        "gguf_repo_id": gguf_repo_id,
+        "merged_step": record.merge.step,
+        "files": [
+            {"name": f.name, "type": f.type, "size": text.size(f.size), "description": _GGUF_WEIGHTS[f.type]}
+            for f in files
+        ],
+        "default_type": default,
+        "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),
+    }
+    return {"README.md": render_card(gguf_card_data(inputs, record), GGUF_TEMPLATE, context).encode()}
+
+
+# Smallest first, as GGUF repos list their files; and what each type stores its 2-D weights as.
+_GGUF_ORDER = ("Q8_0", "F16", "BF16")
+_GGUF_WEIGHTS = {
+    "Q8_0": "8-bit blocks of 32 with a float16 scale",
+    "F16": "float16",
+    "BF16": "bfloat16, the merged weights' own bits",
+}

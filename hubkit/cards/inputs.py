@@ -44,6 +44,8 @@ class CardInputs:
         merged_repo_id: the merged model's repo, while the release has one (made by this push or an earlier
             one), else None.
         merged_step: the step merged into `merged_repo_id`.
+        gguf_repo_id: the release's GGUF repo (``<repo>-GGUF``) while it has one, else None.
+        gguf_step: the step whose merge `gguf_repo_id` holds.
         space_repo_id: the release's Space (``<repo>-demo``), when it has one.
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
         eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
@@ -60,6 +62,8 @@ class CardInputs:
     has_tokenizer: bool = False
     merged_repo_id: str | None = None
     merged_step: int | None = None
+    gguf_repo_id: str | None = None
+    gguf_step: int | None = None
     eval: EvalResults | None = None
     space_repo_id: str | None = None
 
@@ -68,6 +72,8 @@ class CardInputs:
             raise PublishError(f"cannot write a card for {self.repo_id} without any checkpoint")
         if (self.merged_repo_id is None) != (self.merged_step is None):
             raise PublishError("a merged repo needs its merged step (and a merged step its repo)")
+        if (self.gguf_repo_id is None) != (self.gguf_step is None):
+            raise PublishError("a GGUF repo needs its step (and a GGUF step its repo)")
         object.__setattr__(self, "steps", tuple(sorted(set(self.steps))))
 
     @property

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from hubkit.cards.gguf_record import METADATA_KEY as GGUF_METADATA_KEY
+from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.merge_record import METADATA_KEY, MergeRecord
 from hubkit.cards.sections import run_algorithm
@@ -102,4 +104,25 @@ def card_data(
         model_name=repo_id.split("/")[-1] if results else None,  # model-index needs it; nothing else does
         eval_results=results,
         **({METADATA_KEY: record.to_metadata()} if record is not None else {}),
+    )
+
+
+def gguf_card_data(inputs: CardInputs, record: GGUFRecord) -> ModelCardData:
+    """The GGUF card's metadata: the merged repo as its base (``base_model_relation: quantized``, as the
+    Hub lists GGUF repos under the model they were made from), ``library_name: gguf``, the base's licence,
+    and what the files hold (``hubkit_gguf``)."""
+    from huggingface_hub import ModelCardData
+
+    assert inputs.merged_repo_id is not None  # GGUF files are written from the merged model
+    base = inputs.base
+    return ModelCardData(
+        base_model=inputs.merged_repo_id,
+        base_model_relation="quantized",
+        library_name="gguf",
+        license=base.license,
+        license_name=base.license_name,
+        license_link=base.license_link,
+        pipeline_tag="text-generation",
+        tags=tags(inputs.run, "gguf", "llama.cpp"),
+        **{GGUF_METADATA_KEY: record.to_metadata()},
     )

@@ -143,3 +143,18 @@ def snippets(inputs: CardInputs) -> Snippets:
         ]
     )
     return Snippets(checkpoint=checkpoint, revision=by_revision, root=root, merged=merged, vllm=vllm, tgi=tgi)
+
+
+def gguf_python(inputs: CardInputs, gguf_repo_id: str, type_name: str) -> str:
+    """llama-cpp-python chatting with one GGUF file of the release (found by its type), as the run asked."""
+    tokens = answer_length(inputs.run, None).tokens
+    return "\n".join(
+        (
+            "from llama_cpp import Llama",
+            "",
+            f"llm = Llama.from_pretrained(repo_id={py(gguf_repo_id)}, filename={py(f'*-{type_name}.gguf')})",
+            _messages(inputs.run.manifest, _problem(inputs)),
+            f"answer = llm.create_chat_completion(messages=messages, max_tokens={tokens})",
+            'print(answer["choices"][0]["message"]["content"])',
+        )
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,10 +36,13 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     ) as bars:
         tasks: dict[str, object] = {}
 
-        def merge(done: int, total: int) -> None:
-            if "merge" not in tasks:
-                tasks["merge"] = bars.add_task("merging", total=total)
-            bars.update(tasks["merge"], completed=done, total=total)  # type: ignore[arg-type]
+        def bar(name: str) -> Callable[[int, int], None]:
+            def update(done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = bars.add_task(name, total=total)
+                bars.update(tasks[name], completed=done, total=total)  # type: ignore[arg-type]
+
+            return update
 
         def upload_started(total: int) -> None:
             if total:
@@ -51,7 +54,8 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
 
         yield PushProgress(
             stage=lambda message: console.print(message, highlight=False),
-            merge=merge,
+            merge=bar("merging"),
+            gguf=bar("writing GGUF"),
             upload_started=upload_started,
             uploaded=uploaded,
         )
@@ -99,6 +103,13 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
 )
 @click.option(
+    "--gguf",
+    metavar="TYPES",
+    help="Also write the merged model as GGUF files of these comma-separated types (q8_0, bf16, f16) "
+    "and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
+)
+@click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF files' repo.  [default: <repo-id>-GGUF]")
+@click.option(
     "--space/--no-space",
     default=True,
     show_default=True,
@@ -133,6 +144,8 @@ def push(
     watch_timeout: float | None,
     merged: bool,
     merged_repo_id: str | None,
+    gguf: str | None,
+    gguf_repo_id: str | None,
     space: bool,
     space_repo_id: str | None,
     space_hardware: str | None,
@@ -150,6 +163,7 @@ def push(
     \b
         $ hubkit push --run-id RUN
         $ hubkit push --run-dir runs/RUN --repo-id me/qwen3-4b-grpo --every 100 --dry-run
+        $ hubkit push --run-id RUN --gguf q8_0,bf16
     """
     from huggingface_hub.utils import disable_progress_bars
 
@@ -172,6 +186,8 @@ def push(
         private=private,
         merged=merged,
         merged_repo_id=merged_repo_id,
+        gguf=tuple(part for part in (gguf or "").split(",") if part.strip()),
+        gguf_repo_id=gguf_repo_id,
         space=space,
         space_repo_id=space_repo_id,
         space_hardware=space_hardware,

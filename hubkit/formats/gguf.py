@@ -27,7 +27,7 @@ import numpy
 import torch
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
-from hubkit.errors import GGUFExportError
+from hubkit.errors import FileFormatError, GGUFExportError
 
 # --- file types ---------------------------------------------------------------------------------
 
@@ -364,3 +364,35 @@ def read_json(path: Path, *, required: bool) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise GGUFExportError(f"{path.name} is not a JSON object")
     return data
+
+
+# --- reading a header back ------------------------------------------------------------------------
+
+
+class GGUFFormatError(FileFormatError):
+    """A file is not a GGUF file gguf-py can read."""
+
+
+def header_strings(path: Path, label: str) -> tuple[str, ...]:
+    """Every string a GGUF file's header holds, as gguf-py's reader reads it: metadata keys and string
+    values (string arrays item by item: the vocabulary, the merges) and tensor names.
+
+    Args:
+        path: the file (memory-mapped: only the header's pages are read).
+        label: how messages name it.
+
+    Raises:
+        GGUFFormatError: not a readable GGUF file.
+    """
+    try:
+        reader = gguf.GGUFReader(path, "r")
+        strings: list[str] = []
+        for name, field in reader.fields.items():
+            strings.append(name)
+            if field.types and GGUFValueType.STRING in (field.types[0], field.types[-1]):
+                value = field.contents()
+                strings.extend(value if isinstance(value, list) else [value])
+        strings.extend(tensor.name for tensor in reader.tensors)
+    except (ValueError, IndexError, UnicodeDecodeError, OSError) as e:
+        raise GGUFFormatError(f"{label} is not a readable GGUF file ({type(e).__name__})") from e
+    return tuple(strings)

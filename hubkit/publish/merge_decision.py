@@ -55,7 +55,14 @@ class MergeDecision:
         """What the merged repo holds after the push: the merge it made (`merged`), else the one kept."""
         if self.adapter is None or merged is None:
             return self.kept
-        return merge_record(self.adapter, self.adapter_repo, run, revision, merged)
+        return merge_record(
+            self.adapter,
+            self.adapter_repo,
+            run,
+            revision,
+            dtype=merged.dtype,
+            merged_modules=merged.merged_modules,
+        )
 
 
 def base_revision(config_path: Path) -> str | None:
@@ -72,9 +79,16 @@ def _config_sha256(adapter: PreparedAdapter) -> str:
 
 
 def merge_record(
-    adapter: PreparedAdapter, repo_id: str, run: Run, revision: str | None, result: MergeResult
+    adapter: PreparedAdapter,
+    repo_id: str,
+    run: Run,
+    revision: str | None,
+    *,
+    dtype: str,
+    merged_modules: int,
 ) -> MergeRecord:
-    """The record of merging `adapter` into the run's base at `revision`, for the merged card."""
+    """The record of merging `adapter` (of adapter repo `repo_id`) into the run's base at `revision`,
+    with what the merge made (or what a published merge of it made, to compare the two)."""
     return MergeRecord(
         adapter_repo=repo_id,
         step=adapter.step,
@@ -82,8 +96,8 @@ def merge_record(
         adapter_config_sha256=_config_sha256(adapter),
         base_model=run.manifest.base_model,
         base_revision=revision,
-        dtype=result.dtype,
-        merged_modules=result.merged_modules,
+        dtype=dtype,
+        merged_modules=merged_modules,
     )
 
 
@@ -138,13 +152,11 @@ def decide_merge(
             adapter_repo=repo_id,
         )
     if published is not None and published.step == newest.step:
-        candidate = MergeRecord(
-            adapter_repo=repo_id,
-            step=newest.step,
-            adapter_sha256=newest.weights.sha256,
-            adapter_config_sha256=_config_sha256(newest),
-            base_model=run.manifest.base_model,
-            base_revision=revision,
+        candidate = merge_record(
+            newest,
+            repo_id,
+            run,
+            revision,
             dtype=published.dtype,
             merged_modules=published.merged_modules,
         )

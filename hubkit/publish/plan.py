@@ -87,12 +87,13 @@ class PlannedFile:
         path_in_repo = path_in_repo or vetted.path_in_repo
         if vetted.data is not None:
             return cls(path_in_repo, vetted.kind, hash_bytes(vetted.data), content=vetted.data, step=step)
-        weights = vetted.weights
-        if weights is None or not weights.saved_header_kept:
+        if vetted.on_disk is not None:
+            source = vetted.on_disk
+        elif vetted.weights is not None and vetted.weights.saved_header_kept:
+            source = vetted.weights.path
+        else:
             raise ValueError(f"{path_in_repo}: its saved header is not the one vetting writes")
-        return cls(
-            path_in_repo, vetted.kind, hashes.hash_file(weights.path), local_path=weights.path, step=step
-        )
+        return cls(path_in_repo, vetted.kind, hashes.hash_file(source), local_path=source, step=step)
 
     @property
     def size(self) -> int:

@@ -7,7 +7,8 @@ One direction, each step handing plain data to the next:
     → read every repo at once, and the base model's config and card → check against the base
     → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
     refusal of the merge) → create the adapter repo if it is new, and start uploading its new weights
-    → merge (an explicit step, with its own progress; the weights upload meanwhile)
+    → merge (an explicit step, with its own progress; the weights upload meanwhile) → with ``--gguf``,
+    the merged model written as GGUF files (checked before any repo was created)
     → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
 
 A dry run stops after the builders and compares with the last recorded push instead of the remote:
@@ -17,7 +18,6 @@ callback) has already done: prepared adapters, merges, steps checked against the
 
 from __future__ import annotations
 
-import importlib.util
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,12 +42,14 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
 from hubkit.publish.diff import diff_repo
+from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
-from hubkit.publish.merged_repo import default_merged_repo_id, plan_prepared_merge, vet_base_files
+from hubkit.publish.merged_repo import plan_prepared_merge, vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.record import PushRecord, load_record, remote_from_record
+from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
@@ -56,9 +58,9 @@ from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
 from hubkit.safety import CheckpointsTree, VetContext
-from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
+    from hubkit.cards.gguf_record import GGUFRecord
     from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
 
@@ -81,6 +83,7 @@ class PushSession:
         self._staging = tempfile.TemporaryDirectory(prefix="hubkit-push-")
         self.staging = Path(self._staging.name)
         self.hashes = FileHashCache()
+        self.gguf_exports = SessionExports(self.staging)
         self._prepared: dict[int, PreparedAdapter] = {}
         self._merges: dict[int, MergeResult] = {}
         self._checked: set[int] = set()
@@ -136,39 +139,49 @@ class PushSession:
         if request.dry_run:
             return self._dry_run(run, adapters, run_files, vetter, tree, evaluation)
         api = self._client(token)
-        notes: list[str] = []
         repo_id = self._adapter_repo_id(run, api)
-        # The merged repo and the Space are read even when this push builds neither: the cards link them
+        repos = ReleaseRepos.of(request, repo_id)
+        notes: list[str] = list(repos.notes)
+        # Every repo of the release is read, also those this push does not write: the cards link them
         # while they exist.
-        merged_repo_id = self._merged_repo_id(repo_id)
-        space_repo_id = self._space_repo_id(repo_id, notes)
-        linked_space = space_repo_id or self.request.space_repo_id or default_space_repo_id(repo_id)
-        repos = [(repo_id, "model"), (merged_repo_id, "model"), (linked_space, "space")]
-        hub = read_hub(api, run, repos, self._base_card)
+        reads = [
+            (repo_id, "model"),
+            (repos.merged, "model"),
+            (repos.gguf, "model"),
+            (repos.linked_space, "space"),
+        ]
+        hub = read_hub(api, run, reads, self._base_card)
         remotes = hub.remotes
         base_config = hub.base_config.result()
         notes += check_quantized_base(
-            run, base_config.path, merging=request.merged, space=space_repo_id is not None
+            run, base_config.path, merging=request.merged, space=repos.space is not None
         )
         self._check_against_base(run, adapters, base_config)
         revision = base_revision(base_config.path)
         merging = decide_merge(
             adapters,
             remotes[repo_id],
-            remotes[merged_repo_id],
+            remotes[repos.merged],
             run,
             merging=request.merged,
             may_merge=may_merge,
             revision=revision,
         )
-        notes += [merging.note] if merging.note else []
+        gguf = decide_gguf(request.gguf, merging, adapters[-1], remotes[repos.gguf])
+        notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
-        space_merged = merged_repo_id if request.merged or merging.adapter or merging.kept else None
-        space_files = self._space_files(run, repo_id, space_merged, space_repo_id, vetter)
-        merge_plan = self._plan_merge(run, merging.adapter, token, progress)
+        space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None
+        space_files = self._space_files(run, repo_id, space_merged, repos.space, vetter)
+        # The GGUF files are written from the newest merge: this push's, or one made for them when the
+        # merged repo holds it already.
+        to_merge = merging.adapter or gguf.export
+        merge_plan = self._plan_merge(run, to_merge, token, progress)
         if merge_plan is not None:
             notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
         base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
+        if gguf.export is not None:
+            source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
+            self.gguf_exports.check(gguf, source, repos, base_card)
         revision_plans = plan_revisions(run, repo_id, run_files, vetter=vetter, hashes=self.hashes)
         # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
         remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
@@ -181,25 +194,36 @@ class PushSession:
         )
         try:
             charts = self._draw_charts_ahead(run, chosen, published)
-            merged = self._merge(merging.adapter, merge_plan, progress)
+            made = self._merge(to_merge, merge_plan, progress)
+            merged = made if merging.adapter is not None else None
             record = merging.record_after(merged, run, revision)
+            gguf_files, gguf_after = self.gguf_exports.publish(
+                gguf,
+                made,
+                record,
+                repos=repos,
+                base=base_card,
+                run_files=run_files,
+                vetter=vetter,
+                hashes=self.hashes,
+                progress=progress.gguf,
+            )
             context = self._context(
                 run,
-                repo_id,
+                repos,
                 adapters,
                 run_files,
                 remotes,
                 base_card,
                 vetter,
                 evaluation,
+                space_files,
                 merged=merged,
-                merged_repo_id=merged_repo_id,
-                space_repo_id=space_repo_id,
-                space_files=space_files,
                 charts=charts,
                 merging=merging,
                 merge_record=record,
-                linked_space=linked_space if space_repo_id or remotes[linked_space].exists else None,
+                gguf_files=gguf_files if gguf.writes_repo else None,
+                gguf_record=gguf_after,
             )
             plan = PushPlan(repos=build_repos(context))
             repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
@@ -263,25 +287,6 @@ class PushSession:
             )
         with hub_errors("your account", api.endpoint):
             return api.whoami()["name"]
-
-    def _merged_repo_id(self, repo_id: str) -> str:
-        """The release's merged repo, whether or not this push merges."""
-        merged = self.request.merged_repo_id or default_merged_repo_id(repo_id)
-        check_repo_id(merged)
-        return merged
-
-    def _space_repo_id(self, repo_id: str, notes: list[str]) -> str | None:
-        if not self.request.space:
-            return None
-        if importlib.util.find_spec("gradio") is None:
-            # The Space's requirements are pinned to the versions installed here, gradio's among them.
-            notes.append(
-                "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space"
-            )
-            return None
-        space = self.request.space_repo_id or default_space_repo_id(repo_id)
-        check_repo_id(space)
-        return space
 
     def _base_card(self, run: Run, token: str | None) -> BaseModelCard:
         if self._base is None:
@@ -367,29 +372,30 @@ class PushSession:
     def _context(
         self,
         run: Run,
-        repo_id: str,
+        repos: ReleaseRepos,
         adapters: list[PreparedAdapter],
         run_files: RunFiles,
         remotes: dict[str, RemoteRepo],
         base_card: BaseModelCard,
         vetter: Vetter,
         evaluation: EvalResults | None,
-        *,
-        merged_repo_id: str | None,
-        space_repo_id: str | None,
         space_files: tuple[PlannedFile, ...],
+        *,
         merged: MergeResult | None = None,
         charts: ChartsDrawnAhead | None = None,
         merging: MergeDecision | None = None,
         merge_record: MergeRecord | None = None,
-        linked_space: str | None = None,
+        gguf_files: tuple[PlannedFile, ...] | None = None,
+        gguf_record: GGUFRecord | None = None,
     ) -> BuildContext:
-        """What the builders read, built once per push (or dry run)."""
+        """What the builders read, built once per push (or dry run). `gguf_files` is None when this push
+        does not write the GGUF repo, empty when it refreshes only its card."""
         # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
         writes_merged = merged is not None or (merging is not None and merging.card_only)
+        linked_space = remotes.get(repos.linked_space)
         return BuildContext(
             run=run,
-            repo_id=repo_id,
+            repo_id=repos.adapter,
             adapters=tuple(adapters),
             run_files=run_files,
             remotes=remotes,
@@ -397,13 +403,18 @@ class PushSession:
             hashes=self.hashes,
             vetter=vetter,
             eval=evaluation,
-            merged_repo_id=merged_repo_id if writes_merged else None,
+            merged_repo_id=repos.merged if writes_merged else None,
             merged=merged,
             merge_record=merge_record,
-            space_repo_id=space_repo_id,
-            linked_space_id=linked_space or space_repo_id,
-            published_merged_repo_id=merged_repo_id if self.request.merged or merge_record else None,
+            space_repo_id=repos.space,
+            linked_space_id=repos.space
+            or (repos.linked_space if linked_space and linked_space.exists else None),
+            published_merged_repo_id=repos.merged if self.request.merged or merge_record else None,
             space_files=space_files,
+            gguf_repo_id=repos.gguf if gguf_files is not None else None,
+            gguf_files=gguf_files or (),
+            gguf_record=gguf_record,
+            published_gguf_repo_id=repos.gguf,
             private=self.request.private,
             charts=charts,
         )
@@ -419,42 +430,33 @@ class PushSession:
     ) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push, with
         what is left out and what vetting changed; it opens no connection."""
-        notes: list[str] = []
         repo_id = self._adapter_repo_id(run, None)
-        merged_repo_id = self._merged_repo_id(repo_id)
-        space_repo_id = self._space_repo_id(repo_id, notes)
-        notes += check_quantized_base(run, None, merging=self.request.merged, space=space_repo_id is not None)
+        repos = ReleaseRepos.of(self.request, repo_id)
+        notes = [*repos.notes]
+        notes += check_quantized_base(run, None, merging=self.request.merged, space=repos.space is not None)
         endpoint = self.request.endpoint
         remotes = {
             r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
-            for r in (repo_id, space_repo_id)
+            for r in (repo_id, repos.space)
             if r is not None
         }
         if self.request.merged:
             newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
             if adapters[-1].step >= newest_published:
+                gguf = f", and written as GGUF ({', '.join(self.request.gguf)}) to {repos.gguf}"
                 notes.append(
-                    f"{merged_repo_id}: step {adapters[-1].step} would be merged into "
-                    f"{run.manifest.base_model} and pushed (a dry run does not merge)"
+                    f"{repos.merged}: step {adapters[-1].step} would be merged into "
+                    f"{run.manifest.base_model} and pushed{gguf if self.request.gguf else ''} "
+                    "(a dry run does not merge)"
                 )
         branches = ", ".join(revision_name(a.step) for a in adapters)
         notes.append(f"{repo_id}: each step also on its own branch ({branches}), its adapter at the root")
         # A dry run opens no connection: the card it plans states no licence (the push reads it).
         base_card = BaseModelCard(repo_id=run.manifest.base_model)
+        space_merged = repos.merged if self.request.merged else None
+        space_files = self._space_files(run, repo_id, space_merged, repos.space, vetter)
         context = self._context(
-            run,
-            repo_id,
-            adapters,
-            run_files,
-            remotes,
-            base_card,
-            vetter,
-            evaluation,
-            merged_repo_id=merged_repo_id,
-            space_repo_id=space_repo_id,
-            space_files=self._space_files(
-                run, repo_id, merged_repo_id if self.request.merged else None, space_repo_id, vetter
-            ),
+            run, repos, adapters, run_files, remotes, base_card, vetter, evaluation, space_files
         )
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {

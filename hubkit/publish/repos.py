@@ -14,11 +14,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
-from hubkit.cards import BaseModelCard, CardInputs, ChartsDrawnAhead, adapter_card_files, merged_card_files
+from hubkit.cards import (
+    BaseModelCard,
+    CardInputs,
+    ChartsDrawnAhead,
+    adapter_card_files,
+    gguf_card_files,
+    merged_card_files,
+)
+from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo
+from hubkit.publish.gguf_repo import plan_gguf_repo
 from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -59,6 +68,10 @@ class BuildContext:
         published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
             merges (the Space names it).
         space_files: the Space's files, vetted before any repo was created (`plan_space_files`).
+        gguf_repo_id: the GGUF repo, when this push writes to it (new files, or the card of those it holds).
+        gguf_files: the GGUF files this push exported, vetted (`plan_gguf_files`).
+        gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
+        published_gguf_repo_id: the release's GGUF repo, which the cards link while `gguf_record` is set.
         private: create new repos private.
         charts: the adapter card's charts, drawn while the push did other work.
     """
@@ -79,6 +92,10 @@ class BuildContext:
     linked_space_id: str | None = None
     published_merged_repo_id: str | None = None
     space_files: tuple[PlannedFile, ...] = ()
+    gguf_repo_id: str | None = None
+    gguf_files: tuple[PlannedFile, ...] = ()
+    gguf_record: GGUFRecord | None = None
+    published_gguf_repo_id: str | None = None
     private: bool = False
     charts: ChartsDrawnAhead | None = None
 
@@ -92,7 +109,7 @@ class BuildContext:
         remote = self.remotes.get(self.repo_id)
         sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
         sizes.update({a.step: a.size for a in self.adapters})
-        record = self.merge_record
+        record, gguf = self.merge_record, self.gguf_record
         return CardInputs(
             run=self.run,
             repo_id=self.repo_id,
@@ -102,6 +119,8 @@ class BuildContext:
             has_tokenizer=bool(self.run_files.tokenizer),
             merged_repo_id=self.published_merged_repo_id if record is not None else None,
             merged_step=record.step if record is not None else None,
+            gguf_repo_id=self.published_gguf_repo_id if gguf is not None else None,
+            gguf_step=gguf.merge.step if gguf is not None else None,
             eval=self.eval,
             space_repo_id=self.linked_space_id,
         )
@@ -149,6 +168,21 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
         run_files=context.run_files,
         vetter=context.vetter,
         hashes=context.hashes,
+        private=context.private,
+    )
+
+
+def build_gguf_repo(context: BuildContext) -> RepoPlan | None:
+    """The GGUF files of the merged model and their card, when this push exports or refreshes them."""
+    record = context.gguf_record
+    if context.gguf_repo_id is None or record is None:
+        return None
+    card = gguf_card_files(context.card_inputs(), record, context.gguf_repo_id)
+    return plan_gguf_repo(
+        context.run,
+        context.gguf_repo_id,
+        context.gguf_files,
+        context.vetter.generated(card, "model", context.hashes),
         private=context.private,
     )
 
@@ -205,7 +239,7 @@ def build_space_repo(context: BuildContext) -> RepoPlan | None:
 
 RepoBuilder = Callable[[BuildContext], RepoPlan | None]
 # In commit order: the adapter repo first, so that the repos the others name exist when they arrive.
-BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo, build_space_repo)
+BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo, build_gguf_repo, build_space_repo)
 
 
 def build_repos(context: BuildContext) -> tuple[RepoPlan, ...]:

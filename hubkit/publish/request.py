@@ -11,6 +11,7 @@ from pathlib import Path
 from hubkit.errors import PublishError
 from hubkit.hub.kinds import HUB_ENDPOINT
 from hubkit.publish.adapter_repo import LeftOutOf
+from hubkit.publish.gguf_repo import gguf_type_names
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.record import PushRecord
 
@@ -29,6 +30,9 @@ class PushRequest:
         private: create new repos private.
         merged: also merge the newest pushed checkpoint and push it to its own repo.
         merged_repo_id: the merged repo; default `<repo_id>-merged`.
+        gguf: also write the merged model as GGUF files of these types (``q8_0``, ``bf16``, ``f16``, any
+            case; kept as llama.cpp names them, ``Q8_0``) and push them to their own repo; needs `merged`.
+        gguf_repo_id: the GGUF repo; default `<repo_id>-GGUF`.
         space: also create or update the Gradio Space that compares base and checkpoints.
         space_repo_id: the Space repo; default `<repo_id>-demo`.
         space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
@@ -48,6 +52,8 @@ class PushRequest:
     private: bool = False
     merged: bool = True
     merged_repo_id: str | None = None
+    gguf: tuple[str, ...] = ()
+    gguf_repo_id: str | None = None
     space: bool = True
     space_repo_id: str | None = None
     space_hardware: str | None = None
@@ -55,6 +61,11 @@ class PushRequest:
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False
     checkpoints_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.gguf and not self.merged:
+            raise PublishError("GGUF files are written from the merged model: drop --no-merged, or --gguf")
+        object.__setattr__(self, "gguf", gguf_type_names(self.gguf))  # as llama.cpp names them: Q8_0
 
 
 @dataclass(frozen=True)
@@ -117,12 +128,14 @@ class PushProgress:
     Args:
         stage: a one-line description of the step starting now ("Merging step 40 into ...").
         merge: (bytes done, total bytes) while merging.
+        gguf: (input bytes done, total) while writing GGUF files.
         upload_started: the total bytes the push will upload.
         uploaded: bytes just uploaded.
     """
 
     stage: Callable[[str], None] = lambda _message: None
     merge: Callable[[int, int], None] | None = None
+    gguf: Callable[[int, int], None] | None = None
     upload_started: Callable[[int], None] = lambda _total: None
     uploaded: Callable[[int], None] = lambda _bytes: None
 

@@ -49,6 +49,8 @@ CHAT_TEMPLATE_JSON = Kind("JSON chat template", 1 * MB)
 GENERATION_CONFIG = Kind("generation config", 1 * MB)
 MODEL_CONFIG = Kind("model config", 1 * MB)
 MODEL_WEIGHTS = Kind("model weights file", 64 * GB)
+# A GGUF file hubkit wrote from a merged model (BF16 of an 8B model: 16 GB).
+GGUF_WEIGHTS = Kind("GGUF file", 64 * GB)
 WEIGHTS_INDEX = Kind("weights index", 10 * MB)
 MANIFEST = Kind("run manifest", 1 * MB)
 METRICS = Kind("metrics file", 256 * MB)
@@ -98,6 +100,8 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
     "space_config.json": SPACE_CONFIG,
 }
 _SHARD_RE = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
+# NAME-TYPE.gguf at a repo's root (`hubkit.export`); the types llama.cpp's converter writes.
+_GGUF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(BF16|F16|Q8_0)\.gguf$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
 _LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
@@ -121,6 +125,8 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
         return _MODEL_REPO_KINDS[path_in_repo]
     if _SHARD_RE.match(path_in_repo):
         return MODEL_WEIGHTS
+    if _GGUF_RE.match(path_in_repo):
+        return GGUF_WEIGHTS
     if _LICENSE_RE.match(path_in_repo):
         return LICENSE
     return IMAGE if _IMAGE_RE.match(path_in_repo) else None

@@ -7,7 +7,8 @@
 Each file is read once, bounded by its kind's size (checked before reading), and what is published is
 what the vetting wrote: `VettedFile.data`. Safetensors files are the exception: only their header is
 read here (`VettedFile.weights`), and the tensor data are read, checked and hashed once, by the adapter
-read that publishes them.
+read that publishes them. A GGUF file (written by `hubkit.export` from vetted files) is vetted by its
+header's strings and published as it is on disk (`VettedFile.on_disk`).
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ class WeightsSource:
 class VettedFile:
     """A file as it may be published.
 
-    Exactly one of `data` (the bytes to publish, written from what was read) and `weights` (a
-    safetensors file, its header vetted) is set.
+    Exactly one of `data` (the bytes to publish, written from what was read), `weights` (a
+    safetensors file, its header vetted) and `on_disk` (a GGUF file, its header vetted) is set.
 
     Attributes:
         path_in_repo: where it goes.
@@ -145,6 +146,7 @@ class VettedFile:
     size: int
     data: bytes | None = field(default=None, repr=False)
     weights: WeightsSource | None = None
+    on_disk: Path | None = None
     sha256: str | None = None
     notes: tuple[str, ...] = ()
 
@@ -213,6 +215,24 @@ def _vet_weights(path_in_repo: str, kind: Kind, path: Path, label: str, context:
     )
 
 
+def _vet_gguf(path_in_repo: str, path: Path, label: str, context: VetContext) -> VettedFile:
+    # Imported here: the GGUF reader brings numpy and gguf-py, which only a push with --gguf needs.
+    from hubkit.formats.gguf import header_strings
+
+    scanner = context.scanner()
+    size = path.stat().st_size
+    if size > kinds.GGUF_WEIGHTS.max_bytes:
+        raise _refusal(
+            too_large(label, size, kinds.GGUF_WEIGHTS.max_bytes), kinds.GGUF_WEIGHTS, label, None, scanner
+        )
+    try:
+        strings = header_strings(path, label)
+    except FileFormatError as e:
+        raise _refusal(e, kinds.GGUF_WEIGHTS, label, None, scanner) from e
+    scanner.check_strings(strings, label, "its metadata")
+    return VettedFile(path_in_repo=path_in_repo, kind=kinds.GGUF_WEIGHTS, size=size, on_disk=path)
+
+
 def vet_file(
     path: Path, kind: Kind, context: VetContext, *, path_in_repo: str | None = None, label: str | None = None
 ) -> VettedFile:
@@ -240,6 +260,8 @@ def vet_file(
     source = follow_to_regular(path, label)
     if kind in _WEIGHT_KINDS:
         return _vet_weights(path_in_repo, kind, source, label, context)
+    if kind == kinds.GGUF_WEIGHTS:
+        return _vet_gguf(path_in_repo, source, label, context)
     try:
         data = read_bounded(source, kind.max_bytes, label)
     except FileFormatError as e:
@@ -256,8 +278,8 @@ def vet_bytes(
         OversizedFileError, MalformedFileError, SecretInFileError, LocalPathInFileError: as `vet_file`.
     """
     label = label or path_in_repo
-    if kind in _WEIGHT_KINDS:
-        raise ValueError("safetensors files are vetted from disk (vet_file)")
+    if kind in (*_WEIGHT_KINDS, kinds.GGUF_WEIGHTS):
+        raise ValueError("weights files are vetted from disk (vet_file)")
     if len(data) > kind.max_bytes:
         raise _refusal(too_large(label, len(data), kind.max_bytes), kind, label, None, context.scanner())
     return _vet_data(path_in_repo, kind, data, label, context)

@@ -1,0 +1,253 @@
+"""The GGUF repo (`<repo>-GGUF`, the Hub's convention): the merged model as GGUF files for llama.cpp,
+Ollama and LM Studio, one per asked type, beside a card that says which merge they hold.
+
+    RUN-Q8_0.gguf, RUN-BF16.gguf      (`hubkit.export`, written from the merged model)
+    README.md                         (the GGUF card; its ``hubkit_gguf`` metadata records the merge)
+
+The files follow the merged repo: they are written from the same merge, when the push merges or the
+merged repo already holds the newest merge. An export of a 4B model takes a minute and writes 4 to 8 GB
+per type, so it is made only when the GGUF repo does not already hold this merge in every asked type
+(the record in its card, checked against the files' sha256 on the Hub); then only the card is refreshed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hubkit.cards.gguf_record import GGUFFileRecord, GGUFRecord
+from hubkit.cards.merge_record import MergeRecord
+from hubkit.errors import PublishError
+from hubkit.hub.hashing import FileHashCache, FileHashes, FileVersion
+from hubkit.publish.merge_decision import MergeDecision
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import RemoteRepo
+from hubkit.publish.vetted import Vetter
+from hubkit.safety import kinds
+
+if TYPE_CHECKING:
+    from hubkit.adapters.prepare import PreparedAdapter
+    from hubkit.cards import BaseModelCard
+    from hubkit.export import GGUFExport, GGUFMetadata
+    from hubkit.export.gguf import ProgressCallback
+    from hubkit.merge import MergeResult
+    from hubkit.publish.adapter_repo import RunFiles
+    from hubkit.publish.release_repos import ReleaseRepos
+    from hubkit.runs import Run
+
+# What `--gguf` may ask for: the types llama.cpp's converter writes without llama-quantize.
+GGUF_TYPES = ("bf16", "f16", "q8_0")
+
+
+def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
+    """The asked types as llama.cpp names them (``Q8_0``), each once, in the order given.
+
+    Raises:
+        PublishError: a type hubkit does not write.
+    """
+    names: list[str] = []
+    for asked in types:
+        lowered = asked.strip().lower()
+        if lowered not in GGUF_TYPES:
+            raise PublishError(f"unknown GGUF type {asked!r}: use one or more of {', '.join(GGUF_TYPES)}")
+        if lowered.upper() not in names:
+            names.append(lowered.upper())
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class GGUFDecision:
+    """What one push does about the GGUF repo.
+
+    Args:
+        export: the newest adapter, whose merge this push writes as GGUF; None when it writes none.
+        kept: what the GGUF repo holds and keeps (None when it holds nothing of this release, or this
+            push replaces it).
+        types: the asked types (``Q8_0``), empty when the push was not asked for GGUF files.
+        note: why nothing is exported, when the user should know.
+    """
+
+    export: PreparedAdapter | None
+    kept: GGUFRecord | None
+    types: tuple[str, ...] = ()
+    note: str | None = None
+
+    @property
+    def writes_repo(self) -> bool:
+        """Whether this push writes the GGUF repo (new files, or the card of the files it holds)."""
+        return bool(self.types) and (self.export is not None or self.kept is not None)
+
+
+def _holds(record: GGUFRecord, types: Sequence[str], remote: RemoteRepo) -> bool:
+    """Whether the repo holds a file of every type in `types`, each still the one the record names."""
+    for type_name in types:
+        file = record.file_of(type_name)
+        found = remote.files.get(file.name) if file is not None else None
+        if file is None or found is None or found.lfs_sha256 != file.sha256:
+            return False
+    return True
+
+
+def decide_gguf(
+    types: tuple[str, ...], merging: MergeDecision, newest: PreparedAdapter, gguf_remote: RemoteRepo | None
+) -> GGUFDecision:
+    """The GGUF decision of a push, after its merge decision.
+
+    GGUF files are written when asked for (`types`) and the merged model is current: this push merges the
+    newest adapter, or the merged repo already holds that merge. They are not written again when the
+    merged repo keeps its merge and the GGUF repo's record says it holds that very merge in every asked
+    type. (A push that merges again writes them again; a merge and an export of the same inputs give the
+    same bytes, so nothing is uploaded when nothing changed.)
+
+    Args:
+        types: the asked types (`gguf_type_names`); empty when not asked.
+        merging: the push's merge decision.
+        newest: the push's newest adapter.
+        gguf_remote: the GGUF repo as read (None when not read).
+    """
+    published = (
+        GGUFRecord.from_card_data(gguf_remote.card_data) if gguf_remote and gguf_remote.exists else None
+    )
+    if published is not None and published.merge.adapter_repo != merging.adapter_repo:
+        published = None  # the GGUF repo of another release
+    if not types:
+        return GGUFDecision(None, kept=published)
+    if merging.adapter is None and not merging.card_only:
+        return GGUFDecision(None, kept=published, types=types)
+    held = merging.kept if merging.card_only else None
+    if (
+        held is not None
+        and published is not None
+        and gguf_remote is not None
+        and held.is_merge_of(published.merge)
+        and _holds(published, types, gguf_remote)
+    ):
+        kept_types = ", ".join(types)
+        note = f"{gguf_remote.repo_id} already holds step {newest.step} as {kept_types}: not exported again"
+        return GGUFDecision(None, kept=published, types=types, note=note)
+    return GGUFDecision(newest, kept=None, types=types)
+
+
+def gguf_record(merge: MergeRecord, export: GGUFExport) -> GGUFRecord:
+    """The record of the files an export wrote from `merge`."""
+    return GGUFRecord(
+        merge=merge,
+        files=tuple(GGUFFileRecord(f.path.name, f.file_type, f.size, f.sha256) for f in export.files),
+    )
+
+
+def plan_gguf_files(
+    export: GGUFExport, vetter: Vetter, hashes: FileHashCache, step: int
+) -> tuple[PlannedFile, ...]:
+    """The exported files, each vetted as a GGUF file (its header's strings scanned), hashed as written.
+
+    Raises:
+        UnsafeFileError: a file whose metadata holds a secret or a local path.
+    """
+    planned = []
+    for file in export.files:
+        # The writer hashed each file as it wrote it: the upload's plan need not read 8 GB again.
+        hashes.remember(FileVersion.of(file.path), FileHashes(file.size, file.sha256))
+        vetted = vetter.file(file.path, kinds.GGUF_WEIGHTS, label=f"the GGUF file {file.path.name}")
+        planned.append(PlannedFile.from_vetted(vetted, hashes, step=step))
+    return tuple(planned)
+
+
+def plan_gguf_repo(
+    run: Run,
+    repo_id: str,
+    files: Sequence[PlannedFile],
+    card: Sequence[PlannedFile],
+    *,
+    private: bool,
+) -> RepoPlan:
+    """The GGUF repo's desired files: this push's GGUF files (none when it keeps the ones there) and
+    the card. Files of other types already there are left as they are: a push never deletes."""
+    return RepoPlan(
+        repo_id=repo_id,
+        files=tuple(sorted((*files, *card), key=lambda f: f.path_in_repo)),
+        private=private,
+        title=f"hubkit push {run.manifest.run_id} (GGUF)",
+    )
+
+
+class SessionExports:
+    """The GGUF files one push session wrote, by step and types (a watch exports once per merge).
+
+    Args:
+        staging: the session's staging folder (the files live there until the session ends).
+    """
+
+    def __init__(self, staging: Path) -> None:
+        self.staging = staging
+        self._written: dict[tuple[int, tuple[str, ...]], GGUFExport] = {}
+
+    def check(
+        self, decision: GGUFDecision, model_dir: Path, repos: ReleaseRepos, base: BaseModelCard
+    ) -> None:
+        """Every check of the export (architecture, tokenizer, tensor names), from the base model's folder
+        (the merged model has its architecture and tensors) or a merged one, before any repo is created.
+
+        Raises:
+            GGUFExportError: the model cannot be written as llama.cpp reads it.
+        """
+        from hubkit.export import plan_gguf_export
+
+        plan_gguf_export(model_dir, self.staging / "gguf-check", decision.types, _metadata(repos, base))
+
+    def publish(
+        self,
+        decision: GGUFDecision,
+        merged: MergeResult | None,
+        merge: MergeRecord | None,
+        *,
+        repos: ReleaseRepos,
+        base: BaseModelCard,
+        run_files: RunFiles,
+        vetter: Vetter,
+        hashes: FileHashCache,
+        progress: ProgressCallback | None,
+    ) -> tuple[tuple[PlannedFile, ...], GGUFRecord | None]:
+        """The GGUF files of `merged` (written now, or earlier in the session) planned for the GGUF repo,
+        with the repo's record after this push; no files and the kept record when nothing is exported.
+
+        Args:
+            decision: from `decide_gguf`.
+            merged: the newest merge (made by this push, or for the export).
+            merge: its record.
+            repos: the push's repos (the files' name is the adapter repo's, their base the merged repo).
+            base: the base model's card (its licence).
+            run_files: the run's files (its tokenizer goes into the files).
+            vetter: the push's vetting.
+            hashes: the push's hash cache.
+            progress: called with (input bytes done, total) while writing.
+
+        Raises:
+            GGUFExportError: as `hubkit.export.write_gguf`.
+            UnsafeFileError: a written file whose metadata must not be published.
+        """
+        if decision.export is None or merged is None or merge is None:
+            return (), decision.kept
+        from hubkit.export import export_gguf
+
+        step = decision.export.step
+        key = (step, decision.types)
+        if key not in self._written:
+            # The merged folder holds the base's tokenizer; the release's is the run's when it has one.
+            for planned in run_files.tokenizer:
+                if planned.content is not None:
+                    (merged.out_dir / planned.path_in_repo).write_bytes(planned.content)
+            out_dir = self.staging / f"gguf-step-{step}"
+            self._written[key] = export_gguf(
+                merged.out_dir, out_dir, decision.types, _metadata(repos, base), progress=progress
+            )
+        export = self._written[key]
+        return plan_gguf_files(export, vetter, hashes, step), gguf_record(merge, export)
+
+
+def _metadata(repos: ReleaseRepos, base: BaseModelCard) -> GGUFMetadata:
+    from hubkit.export import GGUFMetadata
+
+    return GGUFMetadata(name=repos.adapter.split("/")[1], base_model=repos.merged, license=base.license)

@@ -1,0 +1,71 @@
+"""The repos of one release, named once per push: the adapter repo and, beside it, the merged model's,
+the GGUF files', and the Space.
+
+    me/run          the adapters (every checkpoint), the adapter card
+    me/run-merged   the newest checkpoint merged into the base
+    me/run-GGUF     the merged model as GGUF files (`--gguf`)
+    me/run-demo     the Space comparing the base with any checkpoint
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from hubkit.publish.merged_repo import default_merged_repo_id
+from hubkit.publish.plan import check_repo_id
+from hubkit.publish.request import PushRequest
+from hubkit.space.config import default_space_repo_id
+
+GGUF_SUFFIX = "-GGUF"
+
+
+def default_gguf_repo_id(adapter_repo_id: str) -> str:
+    """The default GGUF repo beside an adapter repo: `<repo_id>-GGUF`, as the Hub names GGUF repos."""
+    return adapter_repo_id + GGUF_SUFFIX
+
+
+@dataclass(frozen=True)
+class ReleaseRepos:
+    """The repo ids of one push.
+
+    Args:
+        adapter: the adapter repo.
+        merged: the merged repo, whether or not this push merges (the cards link it while it exists).
+        gguf: the GGUF repo, whether or not this push exports (likewise).
+        space: the Space this push publishes; None without one (``--no-space``, gradio not installed).
+        linked_space: the Space the cards may link: this push's, else the release's default one (linked
+            only when it exists).
+        notes: why there is no Space, when the user should know.
+    """
+
+    adapter: str
+    merged: str
+    gguf: str
+    space: str | None
+    linked_space: str
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, request: PushRequest, adapter_repo_id: str) -> ReleaseRepos:
+        """The repos a request names beside `adapter_repo_id` (the defaults: ``<repo>-merged``,
+        ``<repo>-GGUF``, ``<repo>-demo``).
+
+        Raises:
+            PublishError: an invalid repo id.
+        """
+        merged = request.merged_repo_id or default_merged_repo_id(adapter_repo_id)
+        gguf = request.gguf_repo_id or default_gguf_repo_id(adapter_repo_id)
+        space, notes = None, ()
+        if request.space and importlib.util.find_spec("gradio") is None:
+            # The Space's requirements are pinned to the versions installed here, gradio's among them.
+            notes = (
+                "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space",
+            )
+        elif request.space:
+            space = request.space_repo_id or default_space_repo_id(adapter_repo_id)
+        for repo_id in (adapter_repo_id, merged, gguf, space):
+            if repo_id is not None:
+                check_repo_id(repo_id)
+        linked = space or request.space_repo_id or default_space_repo_id(adapter_repo_id)
+        return cls(adapter_repo_id, merged, gguf, space, linked, notes)
