@@ -10,6 +10,8 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 LLAMA_VENV := .venv-llama
 LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
+# Llama.from_pretrained downloads through huggingface_hub: the GGUF card's usage is run with it.
+LLAMA_HUB_CLIENT := huggingface_hub==2.4.0
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
@@ -74,6 +76,7 @@ $(LLAMA_STAMP):
 	tar -xzf $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_VENV)/src
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 		$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_HUB_CLIENT)
 	touch $@
 
 test: venv venv-verl venv-vllm venv-llama lint chromium

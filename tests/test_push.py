@@ -558,7 +558,7 @@ def test_without_gradio_the_push_says_it_publishes_no_space(
     assert not hub_api.repo_exists(new_repo_id + "-demo", repo_type="space")
 
 
-def test_a_push_against_a_qwen3_base_imports_neither_torch_nor_transformers(
+def test_a_push_against_a_qwen3_base_imports_neither_torch_nor_transformers_nor_gguf(
     tmp_path: Path, tiny_qwen3, local_hub, hub_api, new_repo_id
 ) -> None:
     """Those imports cost seconds per `hubkit push` (torch alone ~1.5 s): only a merge, a verl rebuild and
@@ -570,7 +570,7 @@ def test_a_push_against_a_qwen3_base_imports_neither_torch_nor_transformers(
         "try:\n"
         "    runpy.run_module('hubkit', run_name='__main__')\n"
         "finally:\n"
-        "    print('imported:', *sorted({'torch', 'transformers'} & set(sys.modules)))\n"
+        "    print('imported:', *sorted({'torch', 'transformers', 'gguf'} & set(sys.modules)))\n"
     )
     argv = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet", "--no-merged", "--no-space"]
 
