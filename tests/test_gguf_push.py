@@ -168,3 +168,10 @@ def test_a_gguf_file_whose_metadata_holds_a_token_is_refused(tmp_path: Path) -> 
     with pytest.raises(SecretInFileError, match="a Hugging Face token") as refused:
         vet_file(written.path, kinds.GGUF_WEIGHTS, context)
     assert HF_TOKEN not in str(refused.value)
+
+
+def test_the_dry_run_says_the_merge_would_be_written_as_gguf(trl_run_dir, local_hub, new_repo_id, capsys):
+    argv = [*push_argv(trl_run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--dry-run"]
+    assert run_cli([*argv, "--gguf", "bf16,Q8_0"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"written as GGUF (BF16, Q8_0) to {new_repo_id}-GGUF (a dry run does not merge)" in out
