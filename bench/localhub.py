@@ -21,7 +21,6 @@ runs as `hubkit hub serve` in its own process (as a user runs it), or in this pr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess
@@ -31,6 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from hubkit.hub.hashing import hash_file
 
 
 def best_time(action: Callable[[int], None], repeat: int) -> float:
@@ -42,12 +43,8 @@ def best_time(action: Callable[[int], None], repeat: int) -> float:
     return min(times)
 
 
-def hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+def sha256_of(path: Path) -> str:
+    return hash_file(path, git_sha1=False).sha256
 
 
 def write_random_file(path: Path, size: int) -> None:
@@ -120,7 +117,7 @@ def team_round_trips(api, work: Path, clients: int, rounds: int, expected: str, 
     seconds = time.perf_counter() - start
     if failures:
         raise failures[0]
-    if len(downloads) != clients * rounds or any(hash_file(p) != expected for p in downloads):
+    if len(downloads) != clients * rounds or any(sha256_of(p) != expected for p in downloads):
         raise SystemExit("a concurrent download is missing or corrupt")
     landed = [f for f in api.list_repo_files("bench/team") if f.startswith(f"{tag}/")]
     if len(landed) != clients * rounds:
@@ -158,7 +155,7 @@ def main() -> None:
             api.create_repo("bench/throughput")
 
             copy = best_time(lambda i: shutil.copyfile(source, work / f"copy-{i}"), args.repeat)
-            sha256 = best_time(lambda i: hash_file(source), args.repeat)
+            sha256 = best_time(lambda i: sha256_of(source), args.repeat)
 
             def upload(attempt: int) -> None:
                 # A new path each time, and a fresh object id: identical content would be skipped.
@@ -187,7 +184,7 @@ def main() -> None:
             write_random_file(shared, args.concurrent_mb * 1000 * 1000)
             api.create_repo("bench/team")
             api.upload_file(path_or_fileobj=shared, path_in_repo="shared.safetensors", repo_id="bench/team")
-            expected = hash_file(shared)
+            expected = sha256_of(shared)
             alone = team_round_trips(api, work, 1, args.rounds, expected, "alone")
             team = team_round_trips(api, work, args.clients, args.rounds, expected, "team")
         finally:

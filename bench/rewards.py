@@ -23,6 +23,7 @@ import torch
 from hubkit.rewards.aggregate import aggregate
 from hubkit.rewards.components import last_boxed, math_correctness
 from hubkit.rewards.verify import MathVerifier
+from hubkit.testing.rewards import ADVERSARIAL_COMPLETIONS
 
 GROUPS, GENERATIONS = 6, 8
 WORKERS, TIMEOUT_S, GRACE_S = 2, 1, 0.5
@@ -129,16 +130,7 @@ def bench_correctness(verifier: MathVerifier) -> None:
 
 
 def bench_adversarial(verifier: MathVerifier) -> None:
-    adversarial = [
-        r"\boxed{9^{9^{9^{9}}}}",
-        r"\boxed{10^{10^{10^{10}}}}",
-        r"\boxed{(10^{6})!}",
-        r"\boxed{" + r"\frac{" * 200 + "1" + "}{2}" * 200 + "}",
-        r"\boxed{" + r"\sqrt{" * 300 + "2" + "}" * 300 + "}",
-        r"\boxed{" + "+".join(f"x_{{{i}}}^{{{i}}}" for i in range(400)) + "}",
-        "a" * 100_000 + r"\boxed{" + "1+" * 50_000 + "1}",
-        "7" * 100_000,
-    ]
+    adversarial = list(ADVERSARIAL_COMPLETIONS)
     budget = math.ceil(len(adversarial) / WORKERS) * (TIMEOUT_S + GRACE_S)
     restarts = verifier.restarts
     start = time.perf_counter()

@@ -28,6 +28,23 @@ LORA_ALPHA = 16
 TRL_STEPS = 3
 VERL_STEPS = 4
 VERL_SAVE_FREQ = 2
+# The GRPOConfig settings of every tiny training run on CPU: its size (4 completions a prompt, 12 tokens
+# each; the manifest records these) and how it runs (fp32, plain AdamW, a log line a step, no progress bars).
+# Callers add the output folder, steps, learning rate and seed.
+TINY_GRPO_SIZES: dict[str, int] = {
+    "per_device_train_batch_size": 4,
+    "num_generations": 4,
+    "max_completion_length": 12,
+}
+TINY_GRPO_ARGS: dict[str, object] = {
+    **TINY_GRPO_SIZES,
+    "logging_steps": 1,
+    "use_cpu": True,
+    "bf16": False,
+    "optim": "adamw_torch",
+    "gradient_checkpointing": False,
+    "disable_tqdm": True,
+}
 # Short arithmetic prompts: the tiny random model answers nonsense, the reward only needs text to score.
 PROMPTS = [
     f"What is {a} + {b}?" for a, b in [(2, 3), (7, 5), (11, 4), (9, 9), (6, 1), (8, 13), (3, 14), (10, 2)]
@@ -77,9 +94,7 @@ def make_trl_run(
     hyperparameters: dict[str, float | int | str] = {
         "learning_rate": 5e-3,
         "max_steps": steps,
-        "per_device_train_batch_size": 4,
-        "num_generations": 4,
-        "max_completion_length": 12,
+        **TINY_GRPO_SIZES,
         "seed": seed,
     }
     manifest = Manifest(
@@ -98,18 +113,10 @@ def make_trl_run(
         output_dir=str(run_dir / "checkpoints"),
         max_steps=steps,
         save_steps=1,
-        logging_steps=1,
         learning_rate=hyperparameters["learning_rate"],
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=12,
-        use_cpu=True,
-        bf16=False,
-        optim="adamw_torch",
-        gradient_checkpointing=False,
         report_to="none",
         seed=seed,
-        disable_tqdm=True,
+        **TINY_GRPO_ARGS,
     )
     trainer = GRPOTrainer(
         model=str(model_dir),

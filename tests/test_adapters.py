@@ -249,7 +249,7 @@ def test_refuses_pickle_only_checkpoint_without_unpickling(tmp_path: Path) -> No
 def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
     _trl_run(tmp_path / "run")
     run = load_run(tmp_path / "run")
-    pending = Checkpoint(step=5, path=tmp_path / "run" / "checkpoint-5", complete=False)
+    pending = Checkpoint(5, tmp_path / "run" / "checkpoint-5", incomplete_reason="still being saved")
     with pytest.raises(CheckpointError, match="checkpoint global_step_5 of run handmade is not complete"):
         prepare_adapter(run, pending, tmp_path / "out")
 

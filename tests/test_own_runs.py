@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fixtures_runs import TINY_GRPO_ARGS
 from helpers import push_argv, run_cli
 
 import hubkit.merge
@@ -53,19 +54,11 @@ def train_plain_grpo(output_dir: Path, model_dir: Path, report_to: str) -> Path:
         output_dir=str(output_dir),
         max_steps=MAX_STEPS,
         save_steps=SAVE_STEPS,
-        logging_steps=1,
         learning_rate=5e-3,
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=12,
         beta=0.04,
         seed=7,
-        use_cpu=True,
-        bf16=False,
-        optim="adamw_torch",
-        gradient_checkpointing=False,
         report_to=report_to,
-        disable_tqdm=True,
+        **TINY_GRPO_ARGS,
     )
     trainer = GRPOTrainer(
         model=str(model_dir),

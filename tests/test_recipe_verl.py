@@ -30,6 +30,7 @@ SEED_SYSTEM_PROMPT = (
     "Please reason through this problem for yourself, and then when giving your answer ONLY provide your final "
     "answer within \\boxed{} and DO NOT provide any reasoning."
 )
+SEED_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # The seed run's settings (the recipe's table), as launch.sh must hand them to verl.
 SEED_OVERRIDES = {
     "actor_rollout_ref.model.path": "Qwen/Qwen3-4B",
@@ -63,6 +64,45 @@ SEED_OVERRIDES = {
     "actor_rollout_ref.rollout.load_format": "safetensors",
     "reward_model.reward_manager": "hubkit",
     "algorithm.adv_estimator": "hubkit",
+}
+
+# The config verl composes from SEED_OVERRIDES (its Hydra defaults filled in), as preflight reports it.
+SEED_CONFIG = {
+    "actor_rollout_ref.model.path": "Qwen/Qwen3-4B",
+    "actor_rollout_ref.model.lora_rank": 16,
+    "actor_rollout_ref.model.lora_alpha": 16,
+    "actor_rollout_ref.model.target_modules": list(SEED_TARGET_MODULES),
+    "actor_rollout_ref.actor.optim.lr": 5e-5,
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
+    "actor_rollout_ref.actor.optim.optimizer": "AdamW",
+    "actor_rollout_ref.actor.optim.weight_decay": 0.1,
+    "actor_rollout_ref.actor.optim.betas": [0.9, 0.99],
+    "actor_rollout_ref.actor.grad_clip": 1.0,
+    "actor_rollout_ref.actor.optim.clip_grad": 1.0,
+    "actor_rollout_ref.actor.use_kl_loss": False,
+    "algorithm.use_kl_in_reward": False,
+    "actor_rollout_ref.rollout.temperature": 1.0,
+    "actor_rollout_ref.rollout.top_p": 0.95,
+    "data.train_batch_size": 6,
+    "actor_rollout_ref.rollout.n": 8,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 6,
+    "data.max_response_length": 15000,
+    "actor_rollout_ref.rollout.response_length": 15000,
+    "trainer.total_training_steps": 200,
+    "trainer.save_freq": 20,
+    "actor_rollout_ref.actor.ppo_epochs": 1,
+    "actor_rollout_ref.actor.clip_ratio": 0.2,
+    "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+    "actor_rollout_ref.actor.clip_ratio_high": 0.2,
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.ref.strategy": "fsdp2",
+    "actor_rollout_ref.rollout.name": "vllm",
+    "actor_rollout_ref.rollout.mode": "sync",
+    "actor_rollout_ref.rollout.layered_summon": False,
+    "actor_rollout_ref.rollout.load_format": "safetensors",
+    "trainer.logger": ["console", "file"],
+    "trainer.n_gpus_per_node": 4,
+    "trainer.nnodes": 1,
 }
 
 
@@ -131,6 +171,19 @@ def _launch_overrides(
 
 def _as_dict(lines: list[str]) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines)
+
+
+def _build_manifest(
+    write_manifest: ModuleType,
+    overrides: list[str],
+    *,
+    base_model: str = "Qwen/Qwen3-4B",
+    aggregation: str = "sum_then_normalize",
+) -> Manifest:
+    """The manifest of a run called `run` launched with `overrides` (λ 0.5, on a CPU, no verl version)."""
+    return write_manifest.build_manifest(
+        "run", overrides, DatasetInfo(id="x"), base_model, 0.5, aggregation, "cpu", None
+    )
 
 
 # --- data preparation ------------------------------------------------------------------------------
@@ -311,15 +364,7 @@ def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_pat
     assert loaded.hardware.count == 4 and loaded.hardware.nodes == 1
     assert loaded.hardware.accelerator == "NVIDIA H100 80GB HBM3"
     assert (loaded.lora.r, loaded.lora.alpha) == (16, 16)
-    assert loaded.lora.target_modules == (
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    )
+    assert loaded.lora.target_modules == SEED_TARGET_MODULES
     reward = loaded.reward
     assert reward.aggregation == "sum_then_normalize"
     assert [(c.name, c.weight) for c in reward.components] == [
@@ -379,16 +424,7 @@ def test_manifest_start_copies_the_training_problem_hashes_into_the_run(
 
 def test_manifest_can_select_gdpo(write_manifest: ModuleType, tmp_path: Path) -> None:
     overrides = _launch_overrides(tmp_path, Path(sys.executable), AGGREGATION="normalize_then_sum").stdout
-    manifest = write_manifest.build_manifest(
-        "run",
-        overrides.splitlines(),
-        DatasetInfo(id="x"),
-        "Qwen/Qwen3-4B",
-        0.5,
-        "normalize_then_sum",
-        "cpu",
-        None,
-    )
+    manifest = _build_manifest(write_manifest, overrides.splitlines(), aggregation="normalize_then_sum")
     assert manifest.reward.aggregation == "normalize_then_sum"
     assert manifest.reward.batch_whiten is True
 
@@ -398,14 +434,10 @@ def test_manifest_refuses_a_local_base_model_and_missing_settings(
 ) -> None:
     overrides = _launch_overrides(tmp_path, Path(sys.executable)).stdout.splitlines()
     with pytest.raises(ManifestError, match="Hub id"):
-        write_manifest.build_manifest(
-            "run", overrides, DatasetInfo(id="x"), "/models/qwen3", 0.5, "sum_then_normalize", "cpu", None
-        )
+        _build_manifest(write_manifest, overrides, base_model="/models/qwen3")
     without_lr = [o for o in overrides if not o.startswith("actor_rollout_ref.actor.optim.lr=")]
     with pytest.raises(ManifestError, match=r"actor_rollout_ref\.actor\.optim\.lr"):
-        write_manifest.build_manifest(
-            "run", without_lr, DatasetInfo(id="x"), "Qwen/Qwen3-4B", 0.5, "sum_then_normalize", "cpu", None
-        )
+        _build_manifest(write_manifest, without_lr)
 
 
 # --- verl 0.6.1's own checks, in its environment -----------------------------------------------------
@@ -456,48 +488,9 @@ def test_preflight_in_verl_composes_the_launch_and_loads_the_data(
     assert report["train_batches_per_epoch"] == 1  # 6 problems, 6 prompts per step
     assert config["reward_model.reward_kwargs"]["spec_file"] == str(run_dir / "hubkit.json")
 
-    assert config["actor_rollout_ref.model.path"] == "Qwen/Qwen3-4B"
-    assert config["actor_rollout_ref.model.lora_rank"] == 16
-    assert config["actor_rollout_ref.model.lora_alpha"] == 16
-    assert config["actor_rollout_ref.model.target_modules"] == [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ]
-    assert config["actor_rollout_ref.actor.optim.lr"] == 5e-5
-    assert config["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "constant"
-    assert config["actor_rollout_ref.actor.optim.optimizer"] == "AdamW"
-    assert config["actor_rollout_ref.actor.optim.weight_decay"] == 0.1
-    assert config["actor_rollout_ref.actor.optim.betas"] == [0.9, 0.99]
-    assert config["actor_rollout_ref.actor.grad_clip"] == 1.0
-    assert config["actor_rollout_ref.actor.optim.clip_grad"] == 1.0
-    assert config["actor_rollout_ref.actor.use_kl_loss"] is False
-    assert config["algorithm.use_kl_in_reward"] is False
-    assert config["actor_rollout_ref.rollout.temperature"] == 1.0
-    assert config["actor_rollout_ref.rollout.top_p"] == 0.95
-    assert config["data.train_batch_size"] == 6
-    assert config["actor_rollout_ref.rollout.n"] == 8
-    assert config["actor_rollout_ref.actor.ppo_mini_batch_size"] == 6
-    assert config["data.max_response_length"] == 15000
-    assert config["actor_rollout_ref.rollout.response_length"] == 15000
-    assert config["trainer.total_training_steps"] == 200
-    assert config["trainer.save_freq"] == 20
-    assert config["actor_rollout_ref.actor.ppo_epochs"] == 1
-    assert config["actor_rollout_ref.actor.clip_ratio"] == 0.2
-    assert config["actor_rollout_ref.actor.clip_ratio_low"] == 0.2
-    assert config["actor_rollout_ref.actor.clip_ratio_high"] == 0.2
-    assert config["actor_rollout_ref.actor.strategy"] == "fsdp2"
-    assert config["actor_rollout_ref.ref.strategy"] == "fsdp2"
-    assert config["actor_rollout_ref.rollout.name"] == "vllm"
-    assert config["actor_rollout_ref.rollout.mode"] == "sync"
-    assert config["actor_rollout_ref.rollout.layered_summon"] is False
-    assert config["actor_rollout_ref.rollout.load_format"] == "safetensors"
-    assert config["trainer.n_gpus_per_node"] == 4 and config["trainer.nnodes"] == 1
-    assert config["trainer.logger"] == ["console", "file"]
+    for key, expected in SEED_CONFIG.items():
+        # `is` for flags: 0 == False would hide an integer where verl wants a boolean.
+        assert config[key] is expected if isinstance(expected, bool) else config[key] == expected, key
     assert config["trainer.default_local_dir"] == str(run_dir)
     env_vars = config["ray_kwargs.ray_init.runtime_env"]["env_vars"]
     assert env_vars["VERL_FILE_LOGGER_PATH"] == str(run_dir / "metrics.jsonl")
@@ -593,16 +586,7 @@ def test_override_values_parse_as_hydra_reads_them(write_manifest: ModuleType) -
 def test_manifest_refuses_a_non_integer_batch(write_manifest: ModuleType, tmp_path: Path) -> None:
     overrides = _launch_overrides(tmp_path, Path(sys.executable), "data.train_batch_size=six").stdout
     with pytest.raises(ManifestError, match=r"data\.train_batch_size must be an integer, got 'six'"):
-        write_manifest.build_manifest(
-            "run",
-            overrides.splitlines(),
-            DatasetInfo(id="x"),
-            "Qwen/Qwen3-4B",
-            0.5,
-            "sum_then_normalize",
-            "cpu",
-            None,
-        )
+        _build_manifest(write_manifest, overrides.splitlines())
 
 
 # --- pushing while verl trains ---------------------------------------------------------------------

@@ -9,7 +9,7 @@ import torch
 from hubkit.demo.tiny import IM_END_ID
 from hubkit.errors import RewardSpecError
 from hubkit.rewards.aggregate import aggregate
-from hubkit.rewards.build import build
+from hubkit.rewards.build import aggregate_with_spec, build
 from hubkit.rewards.spec import RewardComponent, RewardSpec, deepscaler_length_penalty
 from hubkit.rewards.trl import HubkitGRPOTrainer, grpo_config_kwargs, reward_funcs, trl_matches
 
@@ -152,15 +152,7 @@ def test_grpo_trainer_logs_components_and_uses_hubkits_advantages(tiny_qwen3, tm
             "length_penalty": rewards[:, 1].double().numpy(),
         }
         groups = [i // NUM_GENERATIONS for i in range(len(used))]
-        expected = aggregate(
-            scores,
-            spec.weights,
-            groups,
-            mode=spec.aggregation,
-            std=spec.std,
-            epsilon=spec.epsilon,
-            batch_whiten=spec.batch_whiten,
-        )
+        expected = aggregate_with_spec(spec, scores, groups)
         assert used == pytest.approx(expected.advantages, abs=1e-5)
         # TRL's own computation in the same step: equal to hubkit's for the matching spec, and equal to
         # hubkit's GDPO with batch whitening and epsilon 1e-4 (TRL's normalize_then_sum) otherwise.

@@ -11,6 +11,7 @@ import pytest
 from hubkit.errors import RewardSpecError
 from hubkit.rewards.components import last_boxed, length_penalty, math_correctness
 from hubkit.rewards.verify import MathVerifier
+from hubkit.testing.rewards import ADVERSARIAL_COMPLETIONS
 
 TIMEOUT_S = 1
 GRACE_S = 0.5
@@ -67,27 +68,14 @@ def test_math_correctness_typical(verifier):
     assert scores == [e for _, _, e in cases]
 
 
-ADVERSARIAL = [
-    r"\boxed{9^{9^{9^{9}}}}",
-    r"\boxed{10^{10^{10^{10}}}}",
-    r"\boxed{(10^{6})!}",
-    r"\boxed{" + r"\frac{" * 200 + "1" + "}{2}" * 200 + "}",
-    r"\boxed{" + r"\sqrt{" * 300 + "2" + "}" * 300 + "}",
-    r"\boxed{" + "+".join(f"x_{{{i}}}^{{{i}}}" for i in range(400)) + "}",
-    "a" * 100_000 + r"\boxed{" + "1+" * 50_000 + "1}",
-    r"\boxed{" + "{" * 100_000 + "}",  # never closed
-    "7" * 100_000,
-]
-
-
 def test_adversarial_batch_scores_zero_within_its_budget(verifier):
-    golds = ["1"] * len(ADVERSARIAL)
+    golds = ["1"] * len(ADVERSARIAL_COMPLETIONS)
     start = time.monotonic()
-    scores = math_correctness(ADVERSARIAL, golds, verifier=verifier)
+    scores = math_correctness(ADVERSARIAL_COMPLETIONS, golds, verifier=verifier)
     elapsed = time.monotonic() - start
     # Each answer gets at most TIMEOUT_S + GRACE_S on one of two workers.
-    budget = math.ceil(len(ADVERSARIAL) / 2) * (TIMEOUT_S + GRACE_S) + 1.0
-    assert scores == [0.0] * len(ADVERSARIAL)
+    budget = math.ceil(len(ADVERSARIAL_COMPLETIONS) / 2) * (TIMEOUT_S + GRACE_S) + 1.0
+    assert scores == [0.0] * len(ADVERSARIAL_COMPLETIONS)
     assert elapsed < budget, f"adversarial batch took {elapsed:.1f} s, budget {budget:.1f} s"
     # The pool still works afterwards.
     assert verifier.check(["3"], ["3"]) == [1.0]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.rewards.aggregate import aggregate
+from hubkit.rewards.build import aggregate_with_spec
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -135,15 +135,7 @@ def test_estimator_equals_hubkit_core(verl_results, case):
     result = verl_results[case]
     scores = {name: result["extra"][name] for name in ("math_correctness", "length_penalty")}
     uids = [r["uid"] for r in ROLLOUTS]
-    expected = aggregate(
-        scores,
-        spec.weights,
-        uids,
-        mode=spec.aggregation,
-        std=spec.std,
-        epsilon=spec.epsilon,
-        batch_whiten=spec.batch_whiten,
-    )
+    expected = aggregate_with_spec(spec, scores, uids)
     assert result["advantages"]["hubkit"] == pytest.approx(expected.advantages, abs=1e-5)
     assert result["advantages"]["hubkit"][3] == pytest.approx(0.0, abs=1e-6)  # the single-rollout group
     assert result["advantages"]["hubkit"][4] == result["advantages"]["hubkit"][6]

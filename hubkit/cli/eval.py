@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from hubkit.cli.options import endpoint_option, parse_steps, quiet_option, run_options
+from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
 
 if TYPE_CHECKING:
     from hubkit.evaluate.evaluation import EvalPlan
@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     type=click.Path(file_okay=False, path_type=Path),
     help="With --repo-id: the folder the results are written to.  [default: ./<repo name>-eval]",
 )
-@click.option("--steps", callback=parse_steps, metavar="N,M,...", help="Evaluate only these checkpoints.")
-@click.option("--every", type=click.IntRange(min=1), help="Evaluate only steps that are multiples of N.")
+@step_options("Evaluate")
 @click.option(
     "--problems",
     metavar="FILE|DATASET",

@@ -40,6 +40,24 @@ def run_options(command: F) -> F:
     return command
 
 
+def step_options(verb: str) -> Callable[[F], F]:
+    """`--steps N,M,...` and `--every N`: which checkpoints a command works on (`select_checkpoints`).
+
+    Args:
+        verb: what the command does with them, for the help ("Publish", "Evaluate").
+    """
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--every", type=click.IntRange(min=1), help=f"{verb} only steps that are multiples of N."
+        )(command)
+        return click.option(
+            "--steps", callback=parse_steps, metavar="N,M,...", help=f"{verb} only these steps."
+        )(command)
+
+    return decorate
+
+
 def endpoint_option(command: F) -> F:
     """`--endpoint`: the Hub to talk to (`HF_ENDPOINT`, else huggingface.co)."""
     return click.option(

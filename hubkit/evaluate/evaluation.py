@@ -28,7 +28,8 @@ from hubkit.evaluate.problems import (
     ProblemSet,
     check_contamination,
     load_hub_problems,
-    load_problems,
+    load_local_problems,
+    problem_source,
     read_train_problem_hashes,
 )
 from hubkit.evaluate.results import (
@@ -117,24 +118,19 @@ def _problem_set(metric: Metric, request: EvalRequest, endpoint: str | None, tok
     if request.n < 1:
         raise EvalError(f"--n must be at least 1, got {request.n}")
     if request.problems is not None:
-        return load_problems(
-            request.problems,
-            split=request.split,
-            revision=request.revision,
-            endpoint=endpoint,
-            token=token,
-            limit=request.n,
-        )
-    default = metric.default_problems
-    if default is None:
-        raise EvalError(
-            f"{metric.name} runs have no default held-out set: pass --problems with a Hub dataset "
-            "(e.g. HuggingFaceH4/MATH-500) or a local .jsonl/.json/.parquet file"
-        )
-    if request.split is not None:
-        default = replace(default, split=request.split)
+        source = problem_source(request.problems, request.split)
+        if isinstance(source, Path):
+            return load_local_problems(source, limit=request.n)
+    else:
+        default = metric.default_problems
+        if default is None:
+            raise EvalError(
+                f"{metric.name} runs have no default held-out set: pass --problems with a Hub dataset "
+                "(e.g. HuggingFaceH4/MATH-500) or a local .jsonl/.json/.parquet file"
+            )
+        source = default if request.split is None else replace(default, split=request.split)
     return load_hub_problems(
-        default, revision=request.revision, endpoint=endpoint, token=token, limit=request.n
+        source, revision=request.revision, endpoint=endpoint, token=token, limit=request.n
     )
 
 

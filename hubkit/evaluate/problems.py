@@ -293,25 +293,17 @@ def load_hub_problems(
     return problem_set_from_rows(rows, source.dataset, split=source.split, revision=commit, limit=limit)
 
 
-def load_problems(
-    spec: str,
-    *,
-    split: str | None = None,
-    revision: str | None = None,
-    endpoint: str | None = None,
-    token: str | None = None,
-    limit: int | None = None,
-) -> ProblemSet:
-    """A local problem file (an existing path ending in .jsonl/.json/.parquet) or a Hub dataset id.
+def problem_source(spec: str, split: str | None) -> Path | HubSource:
+    """Where a `--problems` value points: a local problem file (an existing path, or one ending in
+    .jsonl/.json/.parquet) or a Hub dataset (``ID`` or ``ID:CONFIG``, see `parse_hub_source`).
 
-    Raises:
-        EvalError: neither an existing file nor a loadable dataset.
+    Returns:
+        The file's path (for `load_local_problems`) or the dataset (for `load_hub_problems`).
     """
-    if Path(spec).suffix.lower() in LOCAL_SUFFIXES or Path(spec).exists():
-        return load_local_problems(spec, limit=limit)
-    return load_hub_problems(
-        parse_hub_source(spec, split), revision=revision, endpoint=endpoint, token=token, limit=limit
-    )
+    path = Path(spec)
+    if path.suffix.lower() in LOCAL_SUFFIXES or path.exists():
+        return path
+    return parse_hub_source(spec, split)
 
 
 # --- contamination --------------------------------------------------------------------------------

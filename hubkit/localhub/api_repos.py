@@ -198,13 +198,6 @@ def create_branch(
     return json_response({})
 
 
-def delete_branch(
-    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, branch: str
-) -> Response:
-    ctx.repo(req, repo_type, namespace, name).delete_ref("heads", branch)
-    return json_response({})
-
-
 def create_tag(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
@@ -216,8 +209,9 @@ def create_tag(
     return json_response({})
 
 
-def delete_tag(
-    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, tag: str
+def delete_ref(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, ref: str, *, kind: str
 ) -> Response:
-    ctx.repo(req, repo_type, namespace, name).delete_ref("tags", tag)
+    """DELETE of a branch (`kind` "heads") or a tag (`kind` "tags")."""
+    ctx.repo(req, repo_type, namespace, name).delete_ref(kind, ref)
     return json_response({})

@@ -339,28 +339,36 @@ class Repo:
 
     def create_branch(self, name: str, start: str | None, empty: bool, author: str) -> str:
         """Create branch `name` at revision `start` (default: main), or on a new empty commit."""
-        with self.lock:
-            ref = f"refs/heads/{check_ref_name(name)}"
-            if self.git.read_ref(ref):
-                raise RefExistsError(f"Reference already exists: {ref}")
+        ref = f"refs/heads/{check_ref_name(name)}"
+
+        def target() -> str:
             if empty:
-                sha = self.git.write_commit(
-                    self.git.write_tree({}), [], f"Create branch {name}", author, int(time.time())
-                )
-            else:
-                sha = self.resolve(start or "main")
-            if not self.git.update_ref(ref, sha, None):
-                raise RefExistsError(f"Reference already exists: {ref}")
-            return sha
+                tree = self.git.write_tree({})
+                return self.git.write_commit(tree, [], f"Create branch {name}", author, int(time.time()))
+            return self.resolve(start or "main")
+
+        return self._create_ref(ref, target, f"Reference already exists: {ref}")
 
     def create_tag(self, name: str, revision: str) -> str:
+        """Create tag `name` at `revision`."""
+        ref = f"refs/tags/{check_ref_name(name)}"
+        return self._create_ref(ref, lambda: self.resolve(revision), f"Tag already exists: {name}")
+
+    def _create_ref(self, ref: str, target: Callable[[], str], exists: str) -> str:
+        """Point the new `ref` at `target()`, computed under the lock once `ref` is known to be free.
+
+        Returns:
+            The commit sha the ref points at.
+
+        Raises:
+            RefExistsError: `ref` exists already (message `exists`).
+        """
         with self.lock:
-            ref = f"refs/tags/{check_ref_name(name)}"
             if self.git.read_ref(ref):
-                raise RefExistsError(f"Tag already exists: {name}")
-            sha = self.resolve(revision)
+                raise RefExistsError(exists)
+            sha = target()
             if not self.git.update_ref(ref, sha, None):
-                raise RefExistsError(f"Tag already exists: {name}")
+                raise RefExistsError(exists)
             return sha
 
     def delete_ref(self, kind: str, name: str) -> None:

@@ -83,9 +83,11 @@ ROUTES = [
     _route("GET", "/api/spaces/{namespace}/{name}/runtime", api_repos.space_runtime),
     _route("GET", REPO + "/commits/{revision}", api_repos.list_commits),
     _route("POST", REPO + "/branch/{branch}", api_repos.create_branch, write=True),
-    _route("DELETE", REPO + "/branch/{branch}", api_repos.delete_branch, write=True),
+    _route(
+        "DELETE", REPO + "/branch/{ref}", functools.partial(api_repos.delete_ref, kind="heads"), write=True
+    ),
     _route("POST", REPO + "/tag/{revision}", api_repos.create_tag, write=True),
-    _route("DELETE", REPO + "/tag/{tag}", api_repos.delete_tag, write=True),
+    _route("DELETE", REPO + "/tag/{ref}", functools.partial(api_repos.delete_ref, kind="tags"), write=True),
     _route("GET", REPO + "/tree/{revision}/{path*}", api_files.list_tree),
     _route("POST", REPO + "/paths-info/{revision}", api_files.paths_info, guards.JSON_OR_FORM),
     _route("POST", REPO + "/preupload/{revision}", api_upload.preupload, write=True),

@@ -135,7 +135,6 @@ def download_release(
         Checkpoint(
             step=step,
             path=folder / checkpoint_dir(step),
-            complete=True,
             adapter_dir=folder / checkpoint_dir(step) if step in steps else None,
             # A release publishes one tokenizer, the newest step's, at its root.
             tokenizer_dir=root_tokenizer,

@@ -5,7 +5,7 @@ Only hubkit's implementations are ever used: a spec names components, it never c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hubkit.rewards import components, gsm8k
@@ -74,15 +74,7 @@ class BuiltReward:
         self, scores: dict[str, Sequence[float]], group_ids: Sequence[Hashable]
     ) -> AggregationResult:
         """Advantages from `score`'s output with the spec's aggregation, std, epsilon and whitening."""
-        return aggregate(
-            scores,
-            self.spec.weights,
-            group_ids,
-            mode=self.spec.aggregation,
-            std=self.spec.std,
-            epsilon=self.spec.epsilon,
-            batch_whiten=self.spec.batch_whiten,
-        )
+        return aggregate_with_spec(self.spec, scores, group_ids)
 
     def close(self) -> None:
         """Stop the worker pool this object started (if any)."""
@@ -94,6 +86,30 @@ class BuiltReward:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def aggregate_with_spec(
+    spec: RewardSpec, scores: Mapping[str, Sequence[float]], group_ids: Sequence[Hashable]
+) -> AggregationResult:
+    """`hubkit.rewards.aggregate.aggregate` with the spec's weights, aggregation, std, epsilon and whitening.
+
+    Args:
+        spec: the reward spec.
+        scores: component name → one raw reward per rollout (every component of the spec).
+        group_ids: one group id per rollout (rollouts of one prompt share it).
+
+    Returns:
+        The advantages and the statistics logged beside them.
+    """
+    return aggregate(
+        scores,
+        spec.weights,
+        group_ids,
+        mode=spec.aggregation,
+        std=spec.std,
+        epsilon=spec.epsilon,
+        batch_whiten=spec.batch_whiten,
+    )
 
 
 def _component_fn(component: RewardComponent, verifier: MathVerifier | None) -> ScoreFn:

@@ -35,8 +35,7 @@ import torch
 from trl import GRPOTrainer
 
 from hubkit.errors import RewardSpecError
-from hubkit.rewards.aggregate import aggregate
-from hubkit.rewards.build import BuiltComponent, BuiltReward, RewardInputs
+from hubkit.rewards.build import BuiltComponent, BuiltReward, RewardInputs, aggregate_with_spec
 from hubkit.rewards.spec import COMPONENTS, RewardSpec
 
 TRL_EPSILON = 1e-4  # TRL adds this to every std it divides by; not configurable in TRL 1.16
@@ -165,15 +164,10 @@ class HubkitGRPOTrainer(GRPOTrainer):
         if rewards is None:  # _calculate_rewards always runs inside the call above
             raise AssertionError("GRPOTrainer did not compute rewards")
         num_generations = self.num_generations if self.model.training else self.num_generations_eval
-        spec = self.reward_spec
-        result = aggregate(
+        result = aggregate_with_spec(
+            self.reward_spec,
             {name: rewards[:, k].double().cpu().numpy() for k, name in enumerate(self.reward_func_names)},
-            spec.weights,
             [i // num_generations for i in range(rewards.shape[0])],
-            mode=spec.aggregation,
-            std=spec.std,
-            epsilon=spec.epsilon,
-            batch_whiten=spec.batch_whiten,
         )
         local = output["advantages"]
         start = self.accelerator.process_index * local.shape[0]

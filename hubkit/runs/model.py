@@ -22,9 +22,9 @@ class Checkpoint:
     Args:
         step: the global training step it was saved at.
         path: the step's directory (TRL ``checkpoint-N/``, verl ``global_step_N/``).
-        complete: True once the framework has marked the save as finished; incomplete steps are still
-            being written (or were interrupted) and must not be published.
-        incomplete_reason: why an incomplete step is not complete, in words (None when complete).
+        incomplete_reason: why the step is not complete yet, in words; None once the framework has marked
+            the save as finished. Incomplete steps are still being written (or were interrupted) and must
+            not be published.
         adapter_dir: where the framework saved a PEFT adapter for this step, if it did (verl's
             ``actor/lora_adapter/`` may be missing or empty; `hubkit.adapters` then rebuilds it).
         tokenizer_dir: where the tokenizer and chat template files of this step are, if anywhere.
@@ -32,10 +32,14 @@ class Checkpoint:
 
     step: int
     path: Path
-    complete: bool
     incomplete_reason: str | None = None
     adapter_dir: Path | None = None
     tokenizer_dir: Path | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the framework has finished saving this step (only complete steps are published)."""
+        return self.incomplete_reason is None
 
     @property
     def name(self) -> str:

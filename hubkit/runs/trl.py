@@ -61,7 +61,6 @@ def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
     return Checkpoint(
         step=step,
         path=path,
-        complete=incomplete is None,
         incomplete_reason=incomplete,
         adapter_dir=path,
         tokenizer_dir=tokenizer_dir,

@@ -75,7 +75,6 @@ def _checkpoint(step: int, path: Path, latest: int | None) -> Checkpoint:
     return Checkpoint(
         step=step,
         path=path,
-        complete=incomplete is None,
         incomplete_reason=incomplete,
         adapter_dir=lora_dir if lora_dir.is_dir() else None,
         tokenizer_dir=hf_dir if (hf_dir / "tokenizer_config.json").is_file() else None,

@@ -1,2 +1,3 @@
 """Builders for hubkit's tests and benchmarks: synthetic run directories in the frameworks' own layouts
-(`runs`). Nothing here is used by a push; it ships so that benchmarks and tests build runs one way."""
+(`runs`), and the adversarial completions a reward must survive (`rewards`). Nothing here is used by a
+push; it ships so that benchmarks and tests build their inputs one way."""

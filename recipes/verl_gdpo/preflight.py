@@ -138,21 +138,17 @@ def build_trainer(config: DictConfig, tokenizer: Any) -> Any:
     except (ValueError, TypeError, KeyError, NotImplementedError, FileNotFoundError) as e:
         raise PreflightError(f"the reward manager did not load: {e}") from e
     try:
-        train_dataset = create_rl_dataset(
-            config.data.train_files,
-            config.data,
-            tokenizer,
-            None,
-            is_train=True,
-            max_samples=config.data.get("train_max_samples", -1),
-        )
-        val_dataset = create_rl_dataset(
-            config.data.val_files,
-            config.data,
-            tokenizer,
-            None,
-            is_train=False,
-            max_samples=config.data.get("val_max_samples", -1),
+        # As main_ppo builds them: `data.{split}_files`, capped at `data.{split}_max_samples`.
+        train_dataset, val_dataset = (
+            create_rl_dataset(
+                config.data[f"{split}_files"],
+                config.data,
+                tokenizer,
+                None,
+                is_train=split == "train",
+                max_samples=config.data.get(f"{split}_max_samples", -1),
+            )
+            for split in ("train", "val")
         )
         return RayPPOTrainer(
             config=config,
