@@ -73,7 +73,7 @@ def test_the_gguf_repo_holds_a_file_per_type_and_a_card_recording_the_merge(rele
     assert record["merge"] == merged_front["hubkit_merge"]
     info = hub_api.model_info(release.gguf_id, files_metadata=True)
     on_hub = {s.rfilename: (s.lfs.sha256, s.size) for s in info.siblings if s.lfs}
-    assert {f["name"]: (f["sha256"], f["size"]) for f in record["files"]} == {
+    assert {f["name"]: (f["sha256"], f["size"]) for f in record["files"].values()} == {
         n: on_hub[n] for n in release.names.values()
     }
     # The usage names the repo and a type it holds, as llama.cpp and Ollama take them.

@@ -315,15 +315,20 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
     """
     if inputs.merged_repo_id is None or not record.files:
         raise PublishError(f"no GGUF files to write a card for ({gguf_repo_id})")
-    files = sorted(record.files, key=lambda f: _GGUF_ORDER.index(f.type) if f.type in _GGUF_ORDER else 99)
-    default = next((f.type for f in files if f.type == "Q8_0"), files[0].type)
+    types = sorted(record.files, key=lambda t: _GGUF_ORDER.index(t) if t in _GGUF_ORDER else len(_GGUF_ORDER))
+    default = "Q8_0" if "Q8_0" in record.files else types[0]
     context = {
         **_common_context(inputs),
         "gguf_repo_id": gguf_repo_id,
         "merged_step": record.merge.step,
         "files": [
-            {"name": f.name, "type": f.type, "size": text.size(f.size), "description": _GGUF_WEIGHTS[f.type]}
-            for f in files
+            {
+                "name": record.files[t].name,
+                "type": t,
+                "size": text.size(record.files[t].size),
+                "description": _GGUF_WEIGHTS.get(t, t),
+            }
+            for t in types
         ],
         "default_type": default,
         "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),

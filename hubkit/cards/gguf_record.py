@@ -8,43 +8,49 @@ GGUF bytes.
     hubkit_gguf:
       merge: {adapter_repo: me/run, step: 200, adapter_sha256: 3c1f..., ...}   (as hubkit_merge)
       files:
-      - {name: run-Q8_0.gguf, type: Q8_0, size: 4280404352, sha256: 9d2e...}
+        Q8_0: {name: run-Q8_0.gguf, size: 4280404352, sha256: 9d2e...}
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from hubkit.cards import merge_record
-from hubkit.cards.merge_record import MergeRecord
+from hubkit.cards.merge_record import SHA256_RE, MergeRecord
 
 METADATA_KEY = "hubkit_gguf"
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
 class GGUFFileRecord:
-    """One GGUF file of the repo: its name at the repo root, its type (``Q8_0``), size and sha256."""
+    """One GGUF file of the repo: its name at the repo root, its size and sha256."""
 
     name: str
-    type: str
     size: int
     sha256: str
+
+    def is_valid(self) -> bool:
+        return (
+            isinstance(self.name, str)
+            and isinstance(self.size, int)
+            and isinstance(self.sha256, str)
+            and SHA256_RE.match(self.sha256) is not None
+        )
 
 
 @dataclass(frozen=True)
 class GGUFRecord:
-    """The GGUF files of a repo and the merge they were written from (see the module docstring)."""
+    """The GGUF files of a repo, one per type (``Q8_0``), and the merge they were written from (see the
+    module docstring)."""
 
     merge: MergeRecord
-    files: tuple[GGUFFileRecord, ...]
+    files: Mapping[str, GGUFFileRecord]
 
     def to_metadata(self) -> dict[str, Any]:
         """The record as the card's ``hubkit_gguf`` metadata."""
-        return {"merge": self.merge.to_metadata(), "files": [asdict(f) for f in self.files]}
+        return {"merge": self.merge.to_metadata(), "files": {t: asdict(f) for t, f in self.files.items()}}
 
     @classmethod
     def from_card_data(cls, card_data: Mapping[str, Any] | None) -> GGUFRecord | None:
@@ -54,24 +60,17 @@ class GGUFRecord:
         data = card_data[METADATA_KEY]
         merge = MergeRecord.from_card_data({merge_record.METADATA_KEY: data.get("merge")})
         files = data.get("files")
-        if merge is None or not isinstance(files, list):
+        if merge is None or not isinstance(files, Mapping):
             return None
         try:
-            records = tuple(
-                GGUFFileRecord(**{k: f[k] for k in ("name", "type", "size", "sha256")}) for f in files
-            )
+            records = {
+                t: GGUFFileRecord(**{k: f[k] for k in ("name", "size", "sha256")}) for t, f in files.items()
+            }
         except (KeyError, TypeError):
             return None
-        valid = all(
-            isinstance(f.name, str)
-            and isinstance(f.type, str)
-            and isinstance(f.size, int)
-            and isinstance(f.sha256, str)
-            and _SHA256_RE.match(f.sha256)
-            for f in records
-        )
+        valid = all(isinstance(t, str) and f.is_valid() for t, f in records.items())
         return cls(merge, records) if valid else None
 
     def file_of(self, type_name: str) -> GGUFFileRecord | None:
         """The file of one type (``Q8_0``), if the repo holds one."""
-        return next((f for f in self.files if f.type == type_name), None)
+        return self.files.get(type_name)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 METADATA_KEY = "hubkit_merge"
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as the Hub names LFS files: 64 lowercase hex digits
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class MergeRecord:
             and isinstance(record.merged_modules, int)
             and all(isinstance(v, str) for v in (record.adapter_repo, record.base_model, record.dtype))
             and all(
-                isinstance(v, str) and _SHA256_RE.match(v)
+                isinstance(v, str) and SHA256_RE.match(v)
                 for v in (record.adapter_sha256, record.adapter_config_sha256)
             )
             and (record.base_revision is None or isinstance(record.base_revision, str))

@@ -6,7 +6,6 @@ adapters, and for the merged card the number of adapted modules and the base con
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from hubkit.formats.peft import (
     read_weights_header,
 )
 from hubkit.hub.download import download_repo_file
+from hubkit.hub.hashing import hash_file
 from hubkit.runs.model import Checkpoint, Run
 
 MERGED_DIR = "merged"
@@ -61,14 +61,6 @@ def base_dtype(base_model: str, revision: str | None, *, endpoint: str | None, t
     config = json.loads(path.read_text())
     dtype = config.get("dtype") or config.get("torch_dtype")
     return dtype if isinstance(dtype, str) else "float32"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def render_preview(
@@ -126,8 +118,8 @@ def render_preview(
         record = MergeRecord(
             adapter_repo=repo_id,
             step=latest.step,
-            adapter_sha256=_sha256(latest.adapter_dir / ADAPTER_WEIGHTS),
-            adapter_config_sha256=_sha256(latest.adapter_dir / ADAPTER_CONFIG),
+            adapter_sha256=hash_file(latest.adapter_dir / ADAPTER_WEIGHTS, git_sha1=False).sha256,
+            adapter_config_sha256=hash_file(latest.adapter_dir / ADAPTER_CONFIG, git_sha1=False).sha256,
             base_model=manifest.base_model,
             base_revision=manifest.base_model_revision,
             dtype=base_dtype(

@@ -19,7 +19,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from hubkit.cli.options import endpoint_option, parse_steps, quiet_option, run_options
+from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress
@@ -68,8 +68,7 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     metavar="OWNER/NAME",
     help="The adapter repo.  [default: the repo the recipe recorded (--push-to), else <token owner>/<run id>]",
 )
-@click.option("--steps", callback=parse_steps, metavar="N,M,...", help="Publish only these steps.")
-@click.option("--every", type=click.IntRange(min=1), help="Publish only steps that are multiples of N.")
+@step_options("Publish")
 @click.option("--private", is_flag=True, help="Create the repos private (if the push creates them).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (repos, files, sizes); send nothing.")
 @click.option(

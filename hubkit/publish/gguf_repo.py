@@ -134,7 +134,7 @@ def gguf_record(merge: MergeRecord, export: GGUFExport) -> GGUFRecord:
     """The record of the files an export wrote from `merge`."""
     return GGUFRecord(
         merge=merge,
-        files=tuple(GGUFFileRecord(f.path.name, f.file_type, f.size, f.sha256) for f in export.files),
+        files={f.file_type: GGUFFileRecord(f.path.name, f.size, f.sha256) for f in export.files},
     )
 
 
