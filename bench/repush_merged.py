@@ -1,7 +1,7 @@
 """Benchmark: an unchanged re-push with the merge enabled, at the seed's size, against `hf upload`'s
 unchanged re-upload of the same files.
 
-    .venv/bin/python bench/repush_merged.py [--rounds 3] [--workdir DIR]
+    .venv/bin/python bench/repush_merged.py [--rounds 3] [--workdir DIR] [--gguf q8_0]
 
     base     a Qwen3-4B-shaped bf16 model with random weights (hidden 2560, 36 layers, tied embeddings:
              8 GB in 512 MB shards), written shard by shard by bench/merge.py's builder
@@ -18,6 +18,11 @@ the base. Then, for each round, with nothing changed:
 
 Both run in this process after the first push has imported everything; the ratio hubkit / hf is printed
 (the issue's target: at most 1.5x), with each round's times.
+
+With ``--gguf TYPES`` every push also writes the merged model as GGUF files to ``<repo>-GGUF``: the first
+push's time includes the export, and a re-push must find the GGUF repo holding this merge in every type
+and export nothing. The hf side then still re-uploads only the adapters and the merged model's files
+(not the GGUF files, which would only add to its time).
 """
 
 from __future__ import annotations
@@ -92,12 +97,16 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None, help="where the Hub and the run go")
+    parser.add_argument("--gguf", default="", help="comma-separated GGUF types every push also writes")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-repush-", dir=args.workdir))
     # The base on the Hub, in the client's cache, the merge's output while the first push runs, the
     # merged repo, the run and its copy in the adapter repos: about 36 GB at once.
-    if shutil.disk_usage(workdir).free < 40e9:
-        raise SystemExit(f"{workdir} needs about 40 GB free")
+    # With GGUF: each Q8_0 file (4.3 GB) in the push's staging and on the Hub, twice that for BF16.
+    gguf_types = tuple(t for t in args.gguf.split(",") if t.strip())
+    needed = 40e9 + 17e9 * len(gguf_types)
+    if shutil.disk_usage(workdir).free < needed:
+        raise SystemExit(f"{workdir} needs about {needed / 1e9:.0f} GB free")
     endpoint, server = start_server(workdir / "hub")
     try:
         from hubkit.localhub.client_env import use_local_hub
@@ -135,13 +144,23 @@ def main() -> None:
         )
 
         request = PushRequest(
-            run_dir, repo_id="bench/hubkit-adapter", space=False, endpoint=endpoint, token=TOKEN
+            run_dir,
+            repo_id="bench/hubkit-adapter",
+            space=False,
+            gguf=gguf_types,
+            endpoint=endpoint,
+            token=TOKEN,
         )
         first, report = timed(lambda: push_run(request))
-        merged = [r for r in report.repos if r.repo_id.endswith("-merged")]  # type: ignore[attr-defined]
-        print(f"first push (adapters + merge of step {10 * CHECKPOINTS}): {first:.1f} s", flush=True)
-        if not merged or merged[0].commit_sha is None:
+        made = {r.repo_id.rsplit("-", 1)[-1]: r for r in report.repos}  # type: ignore[attr-defined]
+        gguf = f" + GGUF {', '.join(request.gguf)}" if gguf_types else ""
+        print(f"first push (adapters + merge of step {10 * CHECKPOINTS}{gguf}): {first:.1f} s", flush=True)
+        if "merged" not in made or made["merged"].commit_sha is None:
             raise SystemExit("the first push made no merged repo")
+        if gguf_types:
+            if "GGUF" not in made or made["GGUF"].commit_sha is None:
+                raise SystemExit("the first push made no GGUF repo")
+            print(f"GGUF files uploaded: {made['GGUF'].bytes_uploaded / 1e9:.2f} GB", flush=True)
 
         # What hf re-uploads: the adapters to a repo holding them, the merged model's files (the base's
         # shards, in the client's cache since the merge read them) to the repo holding them.
@@ -171,7 +190,7 @@ def main() -> None:
                 flush=True,
             )
         hubkit_median, hf_median = statistics.median(hubkit_times), statistics.median(hf_times)
-        print(f"hubkit re-push, merge enabled (median): {hubkit_median:.2f} s")
+        print(f"hubkit re-push, merge enabled{gguf} (median): {hubkit_median:.2f} s")
         print(f"hf upload of the same files, unchanged (median): {hf_median:.2f} s")
         print(
             f"unchanged re-push with the merge / hf upload: {hubkit_median / hf_median:.2f}x (target {TARGET}x)"

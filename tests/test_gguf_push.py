@@ -17,6 +17,7 @@ import pytest
 import torch
 import yaml
 from fixtures_hub import TEST_NAMESPACE
+from fixtures_runs import make_trl_run
 from helpers import commit_ids, push_argv, run_cli, sha256_of, write_requests
 from planted import HF_TOKEN
 from safetensors.torch import load_file
@@ -175,3 +176,29 @@ def test_the_dry_run_says_the_merge_would_be_written_as_gguf(trl_run_dir, local_
     assert run_cli([*argv, "--gguf", "bf16,Q8_0"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"written as GGUF (BF16, Q8_0) to {new_repo_id}-GGUF (a dry run does not merge)" in out
+
+
+@pytest.mark.slow
+def test_the_training_callback_writes_the_gguf_files_once_training_ends(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id
+):
+    from hubkit.integrations.trl import HubkitPushCallback
+
+    push = HubkitPushCallback(new_repo_id, endpoint=local_hub.endpoint, gguf=["Q8_0"])
+    make_trl_run(
+        tmp_path / "runs" / "with-gguf", Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id, callbacks=[push]
+    )
+    gguf_id = f"{new_repo_id}-GGUF"
+    assert f"{new_repo_id.split('/')[1]}-Q8_0.gguf" in hub_api.list_repo_files(gguf_id)
+    # The saves during training pushed adapters only: the GGUF repo got one commit, from the end's push.
+    assert len(commit_ids(hub_api, gguf_id)) == 2  # the repo's creation, then the files
+    record = _front_matter(Path(hub_api.hf_hub_download(gguf_id, "README.md")).read_text())["hubkit_gguf"]
+    assert record["merge"]["step"] == 3
+
+
+def test_the_training_callback_refuses_an_unknown_gguf_type_before_training() -> None:
+    from hubkit.errors import PublishError
+    from hubkit.integrations.trl import HubkitPushCallback
+
+    with pytest.raises(PublishError, match="unknown GGUF type 'q4_k_m'"):
+        HubkitPushCallback("me/run", gguf=["q4_k_m"])

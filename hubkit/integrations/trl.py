@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
 
+from hubkit.publish.gguf_repo import gguf_type_names
 from hubkit.publish.push import PushSession
 from hubkit.publish.request import HUB_ENDPOINT, PushReport, PushRequest
 from hubkit.runs.manifest import MANIFEST_NAME
@@ -112,6 +114,8 @@ class HubkitPushCallback(TrainerCallback):
         repo_id: the adapter repo; default: the run's recorded `push_to`, else `<token owner>/<run id>`.
         endpoint: the Hub URL (default huggingface.co; `HF_ENDPOINT` is not read here, pass it).
         merged: push the merged model at the end of training.
+        gguf: also write the merged model as GGUF files of these types (``("q8_0",)``) at the end of
+            training, pushed to `<repo>-GGUF`.
         private: create the repos private.
         token: the Hub token; default `HF_TOKEN` or `hf auth login`'s.
         run_dir: the run directory; default found from the Trainer's `output_dir`.
@@ -123,11 +127,18 @@ class HubkitPushCallback(TrainerCallback):
         *,
         endpoint: str = HUB_ENDPOINT,
         merged: bool = True,
+        gguf: Sequence[str] = (),
         private: bool = False,
         token: str | None = None,
         run_dir: str | Path | None = None,
     ) -> None:
-        self._settings = {"repo_id": repo_id, "endpoint": endpoint, "merged": merged, "private": private}
+        self._settings = {
+            "repo_id": repo_id,
+            "endpoint": endpoint,
+            "merged": merged,
+            "gguf": gguf_type_names(gguf),  # an unknown type is refused now, not at the first save
+            "private": private,
+        }
         self._token = token
         self._run_dir = Path(run_dir) if run_dir is not None else None
         self.pusher: BackgroundPusher | None = None
