@@ -27,6 +27,7 @@ from hubkit.formats.training_args import pickled_globals, read_training_args
 from hubkit.runs import load_run
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
 from hubkit.runs.trl_settings import trackers_from_args
+from hubkit.space.config import SpaceConfig
 from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 PROMPTS = [f"What is {a} + {a}?" for a in range(8)]
@@ -108,6 +109,13 @@ def test_training_args_are_read_without_running_the_pickle(plain_run: Path):
     assert not {"output_dir", "hub_token", "logging_dir", "push_to_hub", "hub_model_id"} & set(values)
     assert str(plain_run) not in json.dumps(values)
     assert run.finished and [c.step for c in run.checkpoints] == [2, 4]
+
+
+def test_the_space_of_a_plain_run_answers_as_long_as_it_trained(plain_run: Path):
+    # The length is in training_args.bin only (no hubkit.json): the Space reads it as `hubkit eval` does.
+    run = load_run(plain_run, base_model="hubkit-test/tiny-qwen3")
+    assert not run.manifest.hyperparameters
+    assert SpaceConfig.from_run(run, "me/plain-run").app.max_new_tokens == 12
 
 
 def test_a_training_args_file_naming_another_global_is_refused_unread(tmp_path: Path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hubkit.runs import Run
+from hubkit.runs.manifest import Manifest
 
 # Without a recorded answer length, answers get this many tokens (the GSM8K seed run's 768, rounded up).
 FALLBACK_MAX_NEW_TOKENS = 1024
@@ -38,6 +39,16 @@ def _positive_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def manifest_length(manifest: Manifest) -> AnswerLength | None:
+    """The answer length a manifest records (TRL's or verl's name), or None: what a published release's
+    `hubkit.json` says, where the trainer's own files are not at hand."""
+    for key in _LENGTH_KEYS:
+        recorded = _positive_int(manifest.hyperparameters.get(key))
+        if recorded is not None:
+            return AnswerLength(recorded, f"the run's {key}")
+    return None
+
+
 def answer_length(run: Run, requested: int | None) -> AnswerLength:
     """The answer token limit for evaluating `run`.
 
@@ -50,10 +61,9 @@ def answer_length(run: Run, requested: int | None) -> AnswerLength:
     """
     if requested is not None:
         return AnswerLength(requested, "--max-new-tokens")
-    for key in _LENGTH_KEYS:
-        recorded = _positive_int(run.manifest.hyperparameters.get(key))
-        if recorded is not None:
-            return AnswerLength(recorded, f"the run's {key}")
+    in_manifest = manifest_length(run.manifest)
+    if in_manifest is not None:
+        return in_manifest
     settings = run.trainer_settings
     if settings is not None:
         recorded = _positive_int(settings.values.get("max_completion_length"))

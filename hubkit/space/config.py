@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import SpaceError
+from hubkit.evaluate.length import answer_length, manifest_length
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.release.manifest import read_release_manifest
@@ -112,6 +113,7 @@ class SpaceConfig:
         tokenizer_published: bool = True,
         examples: Sequence[tuple[str, str | None]] = (),
         hardware: str = DEFAULT_HARDWARE,
+        trained_length: int | None = None,
     ) -> SpaceConfig:
         """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
 
@@ -126,6 +128,8 @@ class SpaceConfig:
                 template (else the base model's are used).
             examples: (problem, reference answer or None) pairs; default a few general math problems.
             hardware: the README's `suggested_hardware`.
+            trained_length: the answer length the run trained with; default: what the manifest records
+                (`hubkit.evaluate.length.manifest_length`).
 
         Returns:
             The configuration.
@@ -134,9 +138,11 @@ class SpaceConfig:
             SpaceError: `hardware` is not one of the Hub's flavors.
         """
         module = app_config_module()
-        trained_length = manifest.hyperparameters.get("max_completion_length")
+        if trained_length is None:
+            recorded = manifest_length(manifest)
+            trained_length = recorded.tokens if recorded is not None else None
         defaults = {}
-        if isinstance(trained_length, int) and trained_length > 0:
+        if trained_length is not None:
             # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
             defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
         app = module.AppConfig(
@@ -184,6 +190,8 @@ class SpaceConfig:
             EvalError: the run's evaluation files are corrupt.
             SpaceError: `hardware` is not one of the Hub's flavors.
         """
+        # A plain TRL run records its length in the trainer's files, not in a manifest.
+        length = answer_length(run, None)
         return cls.from_manifest(
             run.manifest,
             repo_id,
@@ -193,6 +201,7 @@ class SpaceConfig:
             tokenizer_published=run.tokenizer_dir() is not None,
             examples=eval_examples(run.run_dir),
             hardware=hardware,
+            trained_length=length.tokens if length.recorded else None,
         )
 
     def to_json(self) -> str:
