@@ -55,11 +55,6 @@ def build_model(model_dir: Path, layers: int) -> int:
         setattr(merge_bench, constant, value)
     total = merge_bench.build_base(model_dir, layers)
     copy_tokenizer(model_dir)
-    # A config saved on its own names no architecture; Qwen/Qwen3-4B's does, and both exports read it.
-    config = json.loads((model_dir / "config.json").read_text())
-    (model_dir / "config.json").write_text(
-        json.dumps({**config, "architectures": ["Qwen3ForCausalLM"]}, indent=2)
-    )
     return total
 
 

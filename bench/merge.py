@@ -56,6 +56,7 @@ def build_base(base_dir: Path, layers: int) -> int:
         head_dim=HEAD_DIM,
         tie_word_embeddings=True,
         dtype="bfloat16",
+        architectures=["Qwen3ForCausalLM"],  # as Qwen/Qwen3-4B's config names it (GGUF export reads it)
     ).save_pretrained(base_dir)
     (base_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": [151643, 151645]}))
 

@@ -125,6 +125,10 @@ def main() -> None:
         base_dir = workdir / "base"
         started = time.perf_counter()
         size = merge_bench.build_base(base_dir, LAYERS)
+        if gguf_types:
+            from hubkit.demo.tiny import copy_tokenizer
+
+            copy_tokenizer(base_dir)  # a GGUF file holds the tokenizer: the real Qwen3 one
         publish_base(api, base_dir)
         shutil.rmtree(base_dir)  # the Hub holds it now
         steps = tuple(range(10, 10 * CHECKPOINTS + 1, 10))

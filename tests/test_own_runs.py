@@ -170,6 +170,12 @@ def test_a_plain_grpo_run_publishes_a_card_with_what_the_trainer_recorded(
     assert link in card and link in _readme(hub_api, f"{new_repo_id}-merged")
     assert str(plain_run) not in card and "hub_token" not in card
     assert "max_new_tokens=12" in card  # the usage answers as long as the run's completions were
+    # The published manifest carries what the trainer recorded: a release read back knows it too.
+    manifest = json.loads(Path(hub_api.hf_hub_download(new_repo_id, "hubkit.json")).read_text())
+    assert manifest["hyperparameters"]["max_completion_length"] == 12
+    assert manifest["hyperparameters"]["learning_rate"] == 5e-3
+    space_config = Path(hub_api.hf_hub_download(space, "space_config.json", repo_type="space")).read_text()
+    assert json.loads(space_config)["max_new_tokens"] == 12
 
     # An unchanged re-push with the merge enabled merges nothing and commits nothing.
     commits = {r: len(hub_api.list_repo_commits(r)) for r in (new_repo_id, f"{new_repo_id}-merged")}

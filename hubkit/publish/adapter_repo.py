@@ -33,7 +33,7 @@ from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import CHECKPOINTS_DIR, METRICS_NAME, checkpoint_dir, steps_in_paths
 from hubkit.runs import Checkpoint, Run
-from hubkit.runs.manifest import MANIFEST_NAME, Manifest
+from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.safety import (
     CheckpointsTree,
     Kind,
@@ -117,10 +117,20 @@ def check_adapters_against_base(
     return tuple(a.step for a in adapters)
 
 
-def published_manifest(manifest: Manifest, has_metrics: bool) -> bytes:
-    """`hubkit.json` as published: its local-layout fields rewritten to describe the Hub repo."""
+def published_manifest(run: Run, has_metrics: bool) -> bytes:
+    """`hubkit.json` as published: its local-layout fields rewritten to describe the Hub repo. A run
+    without hyperparameters in its manifest (a plain TRL run) publishes those its trainer saved, so that
+    a release read back (`hubkit eval --repo-id`, a Space made from the repo) knows them too."""
+    manifest = run.manifest
+    settings = run.trainer_settings
+    hyperparameters = manifest.hyperparameters
+    if not hyperparameters and settings is not None:
+        hyperparameters = dict(settings.values)
     published = replace(
-        manifest, checkpoints_dir=CHECKPOINTS_DIR, metrics_file=METRICS_NAME if has_metrics else None
+        manifest,
+        checkpoints_dir=CHECKPOINTS_DIR,
+        metrics_file=METRICS_NAME if has_metrics else None,
+        hyperparameters=hyperparameters,
     )
     return (json.dumps(published.to_dict(), indent=2) + "\n").encode()
 
@@ -298,7 +308,7 @@ def _run_files(run: Run, planning: _Planning) -> list[PlannedFile]:
     """The manifest (as published), the metrics, and the evaluation and training-problem hashes the run
     directory holds."""
     has_metrics = bool(run.metrics.rows)
-    files = [planning.data(MANIFEST_NAME, kinds.MANIFEST, published_manifest(run.manifest, has_metrics))]
+    files = [planning.data(MANIFEST_NAME, kinds.MANIFEST, published_manifest(run, has_metrics))]
     if has_metrics:
         files.append(planning.data(METRICS_NAME, kinds.METRICS, run.metrics.to_jsonl().encode()))
     results = f"{EVAL_DIR}/{RESULTS_NAME}"
