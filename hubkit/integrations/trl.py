@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
 
-from hubkit.publish.gguf_repo import gguf_type_names
 from hubkit.publish.push import PushSession
-from hubkit.publish.request import HUB_ENDPOINT, PushReport, PushRequest
+from hubkit.publish.request import HUB_ENDPOINT, PushReport, PushRequest, gguf_type_names
 from hubkit.runs.manifest import MANIFEST_NAME
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards.gguf_record import GGUFFileRecord, GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
-from hubkit.errors import PublishError
 from hubkit.hub.hashing import FileHashCache, FileHashes, FileVersion
 from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -36,25 +35,6 @@ if TYPE_CHECKING:
     from hubkit.publish.adapter_repo import RunFiles
     from hubkit.publish.release_repos import ReleaseRepos
     from hubkit.runs import Run
-
-# What `--gguf` may ask for: the types llama.cpp's converter writes without llama-quantize.
-GGUF_TYPES = ("bf16", "f16", "q8_0")
-
-
-def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
-    """The asked types as llama.cpp names them (``Q8_0``), each once, in the order given.
-
-    Raises:
-        PublishError: a type hubkit does not write.
-    """
-    names: list[str] = []
-    for asked in types:
-        lowered = asked.strip().lower()
-        if lowered not in GGUF_TYPES:
-            raise PublishError(f"unknown GGUF type {asked!r}: use one or more of {', '.join(GGUF_TYPES)}")
-        if lowered.upper() not in names:
-            names.append(lowered.upper())
-    return tuple(names)
 
 
 @dataclass(frozen=True)

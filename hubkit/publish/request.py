@@ -4,16 +4,34 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubkit.errors import PublishError
 from hubkit.hub.kinds import HUB_ENDPOINT
 from hubkit.publish.adapter_repo import LeftOutOf
-from hubkit.publish.gguf_repo import gguf_type_names
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.record import PushRecord
+
+# What `--gguf` may ask for: the types llama.cpp's converter writes without llama-quantize.
+GGUF_TYPES = ("bf16", "f16", "q8_0")
+
+
+def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
+    """The asked types as llama.cpp names them (``Q8_0``), each once, in the order given.
+
+    Raises:
+        PublishError: a type hubkit does not write.
+    """
+    names: list[str] = []
+    for asked in types:
+        lowered = asked.strip().lower()
+        if lowered not in GGUF_TYPES:
+            raise PublishError(f"unknown GGUF type {asked!r}: use one or more of {', '.join(GGUF_TYPES)}")
+        if lowered.upper() not in names:
+            names.append(lowered.upper())
+    return tuple(names)
 
 
 @dataclass(frozen=True)
