@@ -80,6 +80,8 @@ def test_the_gguf_repo_holds_a_file_per_type_and_a_card_recording_the_merge(rele
     # The usage names the repo and a type it holds, as llama.cpp and Ollama take them.
     assert f"llama-cli -hf {release.gguf_id}:Q8_0" in card
     assert f"ollama run hf.co/{release.gguf_id}:Q8_0" in card
+    # The tiny base is float32: the card does not claim that BF16 keeps the merged weights' bits.
+    assert "BF16 rounds the merged float32 weights to the nearest bfloat16" in " ".join(card.split())
     # The adapter and merged cards link the GGUF repo.
     link = f"[{release.gguf_id}](https://huggingface.co/{release.gguf_id})"
     for repo in (release.repo_id, release.merged_id):

@@ -317,6 +317,7 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
         raise PublishError(f"no GGUF files to write a card for ({gguf_repo_id})")
     types = sorted(record.files, key=lambda t: _GGUF_ORDER.index(t) if t in _GGUF_ORDER else len(_GGUF_ORDER))
     default = "Q8_0" if "Q8_0" in record.files else types[0]
+    same_bits = record.merge.dtype == "bfloat16"  # a bf16 base (Qwen3-4B's) merges to bf16
     context = {
         **_common_context(inputs),
         "gguf_repo_id": gguf_repo_id,
@@ -326,10 +327,15 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
                 "name": record.files[t].name,
                 "type": t,
                 "size": text.size(record.files[t].size),
-                "description": _GGUF_WEIGHTS.get(t, t),
+                "description": _GGUF_WEIGHTS.get(t, t) if t != "BF16" or same_bits else "bfloat16",
             }
             for t in types
         ],
+        "bf16_note": (
+            "BF16 keeps the merged weights' bits"
+            if same_bits
+            else f"BF16 rounds the merged {record.merge.dtype} weights to the nearest bfloat16"
+        ),
         "default_type": default,
         "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),
     }
