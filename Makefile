@@ -62,7 +62,7 @@ $(VLLM_STAMP):
 # compiles llama.cpp from its sdist: only the libraries the bindings load (no multimodal library, tools,
 # examples, server or tests), and for no particular CPU: GGML_NATIVE=OFF with every x86 extension off, so
 # the environment runs on any x86-64 whichever machine built it (2 cores: 3 to 5 minutes). The sdist stays
-# unpacked in src/: it holds llama.cpp's own convert_hf_to_gguf.py, which tests and bench/gguf.py compare with.
+# unpacked in src/: it holds llama.cpp's own convert_hf_to_gguf.py, which tests and bench/gguf_export.py compare with.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \
 	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
