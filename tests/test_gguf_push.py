@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,3 +205,14 @@ def test_the_training_callback_refuses_an_unknown_gguf_type_before_training() ->
 
     with pytest.raises(PublishError, match="unknown GGUF type 'q4_k_m'"):
         HubkitPushCallback("me/run", gguf=["q4_k_m"])
+
+
+def test_without_gguf_py_the_push_refuses_in_one_line_before_any_repo(
+    trl_run_dir, local_hub, hub_api, new_repo_id, capsys, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as if `pip install 'hubkit[gguf]'` had not been run
+    argv = [*push_argv(trl_run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--gguf", "q8_0"]
+    assert run_cli(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'hubkit[gguf]'" in err and len(err.splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)

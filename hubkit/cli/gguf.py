@@ -62,6 +62,9 @@ def gguf(
     """
     from huggingface_hub.utils import disable_progress_bars
 
+    from hubkit.publish.gguf_repo import require_gguf_py
+
+    require_gguf_py()
     from hubkit.export import GGUFMetadata, export_gguf
     from hubkit.runs import find_run_dir, load_run
 

@@ -12,6 +12,7 @@ per type, so it is made only when the GGUF repo does not already hold this merge
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards.gguf_record import GGUFFileRecord, GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
+from hubkit.errors import GGUFExportError
 from hubkit.hub.hashing import FileHashCache, FileHashes, FileVersion
 from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -153,6 +155,16 @@ def plan_gguf_repo(
     )
 
 
+def require_gguf_py() -> None:
+    """Refuse in one line when llama.cpp's gguf-py, which writes the files, is not installed.
+
+    Raises:
+        GGUFExportError: naming the extra that installs it.
+    """
+    if importlib.util.find_spec("gguf") is None:
+        raise GGUFExportError("writing GGUF files needs llama.cpp's gguf-py: pip install 'hubkit[gguf]'")
+
+
 class SessionExports:
     """The GGUF files one push session wrote, by step and types (a watch exports once per merge).
 
@@ -173,6 +185,7 @@ class SessionExports:
         Raises:
             GGUFExportError: the model cannot be written as llama.cpp reads it.
         """
+        require_gguf_py()
         from hubkit.export import plan_gguf_export
 
         plan_gguf_export(model_dir, self.staging / "gguf-check", decision.types, _metadata(repos, base))
