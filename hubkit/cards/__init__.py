@@ -13,7 +13,8 @@ under one name), `sections` (objective, reward, training status, dataset, run de
 merged repo holds, in its card's metadata),
 `tables` (key metrics, checkpoints, eval, before/after), `usage` (the code snippets), `plots` (PNG curves),
 `metadata` (`ModelCardData`), `base_card` (the base model's licence from the Hub), `render` (every card,
-through huggingface_hub's `ModelCard.from_template`), `files` (what a push publishes).
+as huggingface_hub's `ModelCard.from_template` fills a template, each compiled once), `files` (what a
+push publishes).
 """
 
 from __future__ import annotations

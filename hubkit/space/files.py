@@ -11,8 +11,9 @@ import importlib.metadata
 import importlib.util
 from typing import TYPE_CHECKING
 
+from hubkit.cards.render import render_card
 from hubkit.errors import SpaceError
-from hubkit.resources import model_cards_dir, space_dir
+from hubkit.resources import space_dir
 from hubkit.space.config import APP_NAME, SpaceConfig, app_config_module
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def space_readme(config: SpaceConfig) -> str:
     Raises:
         SpaceError: gradio is not installed (its version is the Space's `sdk_version`).
     """
-    from huggingface_hub import SpaceCard, SpaceCardData
+    from huggingface_hub import SpaceCardData
 
     app = config.app
     models = [app.base_model, app.adapter_repo]
@@ -130,15 +131,13 @@ def space_readme(config: SpaceConfig) -> str:
         pinned=False,
     )
     example = app.examples[0].prompt if app.examples else "What is 12 * 13?"
-    card = SpaceCard.from_template(
-        card_data,
-        template_path=str(model_cards_dir() / "space.md.j2"),
-        app=app,
-        space_repo_id=config.space_repo_id,
-        hardware=config.hardware,
-        example=example,
-    )
-    return str(card)
+    context = {
+        "app": app,
+        "space_repo_id": config.space_repo_id,
+        "hardware": config.hardware,
+        "example": example,
+    }
+    return render_card(card_data, "space.md.j2", context)
 
 
 def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
