@@ -186,6 +186,7 @@ class SessionExports:
             GGUFExportError: the model cannot be written as llama.cpp reads it.
         """
         require_gguf_py()
+        # Imported here: hubkit.export brings torch, numpy and gguf-py (1.9 s), which only --gguf needs.
         from hubkit.export import plan_gguf_export
 
         plan_gguf_export(model_dir, self.staging / "gguf-check", decision.types, _metadata(repos, base))
@@ -223,7 +224,7 @@ class SessionExports:
         """
         if decision.export is None or merged is None or merge is None:
             return (), decision.kept
-        from hubkit.export import export_gguf
+        from hubkit.export import export_gguf  # see `check`: only --gguf pays for it
 
         step = decision.export.step
         key = (step, decision.types)
@@ -241,6 +242,6 @@ class SessionExports:
 
 
 def _metadata(repos: ReleaseRepos, base: BaseModelCard) -> GGUFMetadata:
-    from hubkit.export import GGUFMetadata
+    from hubkit.export import GGUFMetadata  # see `SessionExports.check`
 
     return GGUFMetadata(name=repos.adapter.split("/")[1], base_model=repos.merged, license=base.license)
