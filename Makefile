@@ -10,8 +10,10 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 LLAMA_VENV := .venv-llama
 LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
-# Llama.from_pretrained downloads through huggingface_hub: the GGUF card's usage is run with it.
+# Llama.from_pretrained downloads through huggingface_hub: the GGUF card's usage is run with it. Its own
+# stamp, so that an environment built (and cached) before it was added gets it without a rebuild.
 LLAMA_HUB_CLIENT := huggingface_hub==2.4.0
+LLAMA_HUB_STAMP := $(LLAMA_VENV)/.installed-hub-client
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
@@ -66,7 +68,7 @@ $(VLLM_STAMP):
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \
 	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
-venv-llama: $(LLAMA_STAMP)
+venv-llama: $(LLAMA_STAMP) $(LLAMA_HUB_STAMP)
 
 $(LLAMA_STAMP):
 	test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)
@@ -76,6 +78,9 @@ $(LLAMA_STAMP):
 	tar -xzf $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_VENV)/src
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 		$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	touch $@
+
+$(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_HUB_CLIENT)
 	touch $@
 
