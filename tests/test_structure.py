@@ -33,14 +33,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The hubkit modules `path` imports anywhere (functions included), except under TYPE_CHECKING."""
+    """The hubkit modules `path` imports anywhere: functions and TYPE_CHECKING blocks included (a circle
+    of type annotations is still a circle a reader walks)."""
 
     def resolve(name: str) -> str | None:
         while name and name not in modules:
@@ -49,23 +44,13 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 
     found: set[str | None] = set()
 
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            nodes = node.orelse
-        else:
-            nodes = list(ast.iter_child_nodes(node))
-            if isinstance(node, ast.Import):
-                found.update(resolve(alias.name) for alias in node.names if alias.name.startswith("hubkit"))
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.level == 0
-                and (node.module or "").startswith("hubkit")
-            ):
-                found.update(resolve(f"{node.module}.{alias.name}") for alias in node.names)
-        for child in nodes:
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(resolve(alias.name) for alias in node.names if alias.name.startswith("hubkit"))
+        elif (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hubkit")
+        ):
+            found.update(resolve(f"{node.module}.{alias.name}") for alias in node.names)
     found.discard(None)
     return found  # type: ignore[return-value]
 
@@ -155,14 +140,14 @@ def test_no_package_imports_from_a_higher_layer() -> None:
 
 def test_the_walker_sees_circles_and_lazy_imports(tmp_path: Path) -> None:
     # The checks above are only as good as the import walk: it must see imports inside functions and
-    # leave TYPE_CHECKING ones out, and Tarjan's walk must report a circle through three modules.
+    # under TYPE_CHECKING, and Tarjan's walk must report a circle through three modules.
     source = tmp_path / "m.py"
     source.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from hubkit.b import x\n"
         "def f():\n    from hubkit.c import y\n"
     )
-    assert _imports(source, {"hubkit.b", "hubkit.c"}) == {"hubkit.c"}
+    assert _imports(source, {"hubkit.b", "hubkit.c", "hubkit.d"}) == {"hubkit.b", "hubkit.c"}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
