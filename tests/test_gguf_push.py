@@ -216,3 +216,33 @@ def test_without_gguf_py_the_push_refuses_in_one_line_before_any_repo(
     err = capsys.readouterr().err.strip()
     assert "pip install 'hubkit[gguf]'" in err and len(err.splitlines()) == 1
     assert not hub_api.repo_exists(new_repo_id)
+
+
+def test_the_exported_folder_holds_the_run_tokenizer_set_whole(tmp_path: Path) -> None:
+    # The base's chat_template.jinja must not stay beside a run's tokenizer whose template is in its
+    # tokenizer_config.json: the merged repo publishes the run's set alone, and so must the GGUF files.
+    from hubkit.hub.hashing import hash_bytes
+    from hubkit.publish.adapter_repo import RunFiles
+    from hubkit.publish.merged_repo import use_release_tokenizer
+    from hubkit.publish.plan import PlannedFile
+
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "vocab.json",
+        "config.json",
+    ):
+        (merged / name).write_text(f"base {name}")
+    run_set = {"tokenizer.json": b"run tokenizer", "tokenizer_config.json": b"run config"}
+    planned = tuple(
+        PlannedFile(name, kinds.kind_of(name), hash_bytes(data), content=data)
+        for name, data in run_set.items()
+    )
+    use_release_tokenizer(merged, RunFiles(checkpoints=(), root=(), tokenizer=planned, run=(), root_step=1))
+    assert {p.name: p.read_bytes() for p in merged.iterdir()} == {
+        **run_set,
+        "config.json": b"base config.json",
+    }

@@ -23,6 +23,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import GGUFExportError
 from hubkit.hub.hashing import FileHashCache, FileHashes, FileVersion
 from hubkit.publish.merge_decision import MergeDecision
+from hubkit.publish.merged_repo import use_release_tokenizer
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
@@ -229,10 +230,7 @@ class SessionExports:
         step = decision.export.step
         key = (step, decision.types)
         if key not in self._written:
-            # The merged folder holds the base's tokenizer; the release's is the run's when it has one.
-            for planned in run_files.tokenizer:
-                if planned.content is not None:
-                    (merged.out_dir / planned.path_in_repo).write_bytes(planned.content)
+            use_release_tokenizer(merged.out_dir, run_files)
             out_dir = self.staging / f"gguf-step-{step}"
             self._written[key] = export_gguf(
                 merged.out_dir, out_dir, decision.types, _metadata(repos, base), progress=progress

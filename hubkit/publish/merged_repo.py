@@ -114,6 +114,21 @@ def _published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tu
     return published, unknown
 
 
+def use_release_tokenizer(out_dir: Path, run_files: RunFiles) -> None:
+    """Make a merged folder hold the tokenizer the merged repo publishes: the run's own set, vetted, in
+    place of the base's whole (as `_published_names` chooses); the base's stays when the run has none.
+
+    The GGUF export reads the folder: a base file the run's set lacks (a ``chat_template.jinja`` beside the
+    run's tokenizer_config.json) would otherwise end up in the files beside the run's tokenizer.
+    """
+    if not run_files.tokenizer:
+        return
+    for name in TOKENIZER_KINDS:
+        (out_dir / name).unlink(missing_ok=True)  # the merge copied them: no link into the Hub cache
+    for planned in run_files.tokenizer:
+        (out_dir / planned.path_in_repo).write_bytes(planned.read_bytes())
+
+
 def vet_base_files(plan: MergePlan, base_model: str, run_files: RunFiles, vetter: Vetter) -> tuple[str, ...]:
     """Vet what the merged repo will take from the base, as the base holds it: every refusal of the merged
     repo happens here, before any repo is created.
