@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hubkit.cards import merge_record
 from hubkit.cards.merge_record import SHA256_RE, MergeRecord
 
 METADATA_KEY = "hubkit_gguf"
@@ -58,7 +57,7 @@ class GGUFRecord:
         if not isinstance(card_data, Mapping) or not isinstance(card_data.get(METADATA_KEY), Mapping):
             return None
         data = card_data[METADATA_KEY]
-        merge = MergeRecord.from_card_data({merge_record.METADATA_KEY: data.get("merge")})
+        merge = MergeRecord.from_metadata(data.get("merge"))
         files = data.get("files")
         if merge is None or not isinstance(files, Mapping):
             return None

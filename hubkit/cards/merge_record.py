@@ -61,7 +61,12 @@ class MergeRecord:
         wrote (a merged repo made by hand, or by an older hubkit)."""
         if not isinstance(card_data, Mapping):
             return None
-        data = card_data.get(METADATA_KEY)
+        return cls.from_metadata(card_data.get(METADATA_KEY))
+
+    @classmethod
+    def from_metadata(cls, data: object) -> MergeRecord | None:
+        """The record from its own metadata (``hubkit_merge``'s value, or a GGUF record's ``merge``), or
+        None when it is not one hubkit wrote."""
         if not isinstance(data, Mapping):
             return None
         try:
