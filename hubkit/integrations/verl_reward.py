@@ -7,7 +7,8 @@ reward manager, so importing it registers:
   the length penalty counting the response's tokens from the attention mask (EOS included, exactly
   what verl reports as ``response_length``), and returns each component's scores as
   ``reward_extra_info`` (plus ``num_tokens`` and ``acc`` when the spec checks math answers);
-- advantage estimator ``hubkit`` (`hubkit_advantage`): the spec's exact aggregation.
+- advantage estimator ``hubkit`` (`hubkit_advantage`): the spec's exact aggregation;
+and it makes verl 0.6.1's file logger keep every step of ``metrics.jsonl`` (`verl_file_logger`).
 
 verl 0.6.1's estimators see only the summed token rewards and the group ids, not the components, so the
 work is split at the point where the components are still visible:
@@ -50,6 +51,7 @@ from verl.workers.reward_manager.abstract import AbstractRewardManager
 from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
 
 from hubkit.errors import ManifestError, RewardSpecError
+from hubkit.integrations.verl_file_logger import keep_every_line
 from hubkit.rewards.aggregate import group_normalize
 from hubkit.rewards.build import BuiltReward, RewardInputs, build
 from hubkit.rewards.spec import RewardSpec
@@ -246,3 +248,5 @@ if NAME not in REWARD_MANAGER_REGISTRY:
     register(NAME)(HubkitRewardManager)
 if NAME not in ADV_ESTIMATOR_REGISTRY:
     register_adv_est(NAME)(hubkit_advantage)
+# verl runs this file in the process that trains and logs: its metrics.jsonl keeps every step from here on.
+keep_every_line()

@@ -32,7 +32,10 @@ REWARD_WORKERS="${REWARD_WORKERS:-4}"                        # math-verify proce
 # --- LoRA ---------------------------------------------------------------------------------------------------
 LORA_RANK="${LORA_RANK:-16}"
 LORA_ALPHA="${LORA_ALPHA:-16}"
-TARGET_MODULES="${TARGET_MODULES:-[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]}"
+# The seed's seven modules: "all-linear" is PEFT's every Linear layer but the output head, which in Qwen3 is
+# exactly q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj and down_proj in every layer. verl 0.6.1 types
+# this setting as one string (HFModelConfig.target_modules): a list stops every worker at start-up.
+TARGET_MODULES="${TARGET_MODULES:-all-linear}"
 # --- optimisation -------------------------------------------------------------------------------------------
 LR="${LR:-5e-5}"
 LR_SCHEDULER="${LR_SCHEDULER:-constant}"
