@@ -7,7 +7,7 @@ because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constant
     hub_api            a `huggingface_hub.HfApi` bound to it, with its token
     new_repo_id        a fresh, unique repo id for one test ("hubkit-test/<test>-<hex>")
     make_repo_id       a factory of such ids, for tests that need several
-    qwen3_tokenizer_dir, tiny_qwen3, tiny_qwen2_tied   the real Qwen3 tokenizer; tiny models on the Hub
+    qwen3_tokenizer_dir, tiny_qwen3, tiny_qwen3_tied, tiny_qwen2_tied   the real Qwen3 tokenizer; tiny models
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hubkit.demo.tiny import (
     TinyModel,
     build_tiny_qwen2_tied,
     build_tiny_qwen3,
+    build_tiny_qwen3_tied,
     publish_model,
     qwen3_tokenizer_dir,
 )
@@ -115,6 +116,14 @@ def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyModel:
     """A tiny Qwen3 (untied embeddings) published to the local Hub as `hubkit-test/tiny-qwen3`."""
     local_dir = build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "tiny-qwen3")
     return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/tiny-qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_tied(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyModel:
+    """A tiny Qwen3 with tied embeddings (as Qwen3-4B) whose sampled answers end at varied lengths, published
+    as `hubkit-test/tiny-qwen3-tied`: the verl recipe's base in tests."""
+    local_dir = build_tiny_qwen3_tied(tmp_path_factory.mktemp("tiny") / "tiny-qwen3-tied")
+    return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/tiny-qwen3-tied")
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
-"""Fixtures: real TRL and verl training runs on the tiny model, in the hubkit run layout.
+"""Fixtures: real TRL and verl training runs on the tiny models, in the layouts the frameworks write.
 
-`make_trl_run` and `make_verl_run` are plain functions so that other tests and benchmarks can make runs
-of other lengths; the session fixtures `trl_run_dir` and `verl_run_dir` make one of each and are reused.
+`make_trl_run` (TRL's GRPOTrainer in this process) and `run_verl_recipe` (the verl recipe's launch.sh through
+verl's own `main_ppo`, in verl's environment) are plain functions so that other tests and benchmarks can make
+runs of other shapes; the session fixtures `trl_run_dir` and `verl_run_dir` make one of each and are reused.
 """
 
 from __future__ import annotations
@@ -10,24 +11,45 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from hubkit.demo.tiny import TinyModel
 from hubkit.runs.manifest import Hardware, LoraSettings, Manifest
+from hubkit.testing import verl_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TEST_DATA = Path(__file__).resolve().parent / "data"
 VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"
-VERL_TORCHRUN = REPO_ROOT / ".venv-verl" / "bin" / "torchrun"
-VERL_SCRIPTS = Path(__file__).resolve().parent / "verl_scripts"
+VERL_RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_R = 8
 LORA_ALPHA = 16
 TRL_STEPS = 3
-VERL_STEPS = 4
-VERL_SAVE_FREQ = 2
+# The verl recipe's run: its own LoRA (rank 16, alpha 16, all-linear), these sizes, a save every step.
+VERL_RUN_ID = "20260223_182638_deepscaler_gdpo_lambda0.5"
+VERL_STEPS = 2
+VERL_LORA_R = VERL_LORA_ALPHA = 16
+VERL_RUN_SIZES = {
+    "PROMPTS_PER_STEP": "2",
+    "ROLLOUTS_PER_PROMPT": "4",
+    "MAX_PROMPT_LENGTH": "128",
+    "MAX_COMPLETION_LENGTH": "32",
+    "SAVE_EVERY": "1",
+    "REWARD_WORKERS": "1",
+    "LR": "1e-3",  # large enough that 2 steps visibly move a tiny adapter
+    "ACCELERATOR": "cpu",
+}
+# A random model's answers must end at varied lengths for a length reward to differ within a group: sample
+# from the 50 likeliest tokens (verl's default is the whole vocabulary), where the tiny tied model's end
+# token often is (`build_tiny_qwen3_tied`).
+VERL_RANDOM_MODEL_OVERRIDES = ("actor_rollout_ref.rollout.top_k=50",)
+# Fixed inputs every step's reference logits are computed on (token ids well inside any Qwen vocabulary).
+REFERENCE_IDS_LIST = [[151644, 872, 198, 3838, 374, 220, 17, 488, 220, 18, 30, 151645]]
 # The GRPOConfig settings of every tiny training run on CPU: its size (4 completions a prompt, 12 tokens
 # each; the manifest records these) and how it runs (fp32, plain AdamW, a log line a step, no progress bars).
 # Callers add the output folder, steps, learning rate and seed.
@@ -146,85 +168,137 @@ def trl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3) -> Path:
 
 def verl_available() -> bool:
     """True when verl 0.6.1's own environment is installed (``make venv-verl``)."""
-    return VERL_TORCHRUN.is_file() and (REPO_ROOT / ".venv-verl" / ".installed").is_file()
-
-
-def _verl_version() -> str | None:
-    site_packages = list((REPO_ROOT / ".venv-verl" / "lib").glob("python*/site-packages"))
-    for dist_info in site_packages[0].glob("verl-*.dist-info") if site_packages else ():
-        return dist_info.name.removeprefix("verl-").removesuffix(".dist-info")
-    return None
+    return VERL_PYTHON.is_file() and (REPO_ROOT / ".venv-verl" / ".installed").is_file()
 
 
 def verl_reference_dir(run_dir: Path) -> Path:
-    """Where `make_verl_run` puts the trained model's reference logits (``global_step_N.pt``), beside the run."""
+    """Where the logits of each step's adapter as verl saved it are kept (``global_step_N.pt``), beside the run."""
     return run_dir.parent / f"{run_dir.name}-reference"
 
 
-def make_verl_run(
-    run_dir: Path,
-    model_dir: Path,
-    tokenizer_dir: Path,
-    base_model: str,
+def prepare_verl_data(out_dir: Path) -> Path:
+    """The recipe's `prepare_data.py` on the DeepScaleR sample in tests/data, run in verl's environment."""
+    command = [
+        str(VERL_PYTHON),
+        str(VERL_RECIPE / "prepare_data.py"),
+        f"--source-file={TEST_DATA / 'deepscaler_mini.jsonl'}",
+        f"--difficulty-file={TEST_DATA / 'deepscaler_mini_difficulty.csv'}",
+        f"--output-dir={out_dir}",
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    return out_dir
+
+
+def run_verl_recipe(
+    runs_dir: Path,
+    run_id: str,
+    model: TinyModel,
+    data_dir: Path,
+    *,
+    ranks: int = 2,
     steps: int = VERL_STEPS,
-    save_freq: int = VERL_SAVE_FREQ,
-) -> Path:
-    """Train a real verl 0.6.1 FSDP2 LoRA run on 2 CPU ranks (torchrun, gloo) in verl's own environment.
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    """The verl recipe's own `launch.sh` through verl 0.6.1's `main_ppo`, on CPU, a checkpoint every step.
+
+    What differs from the seed's GPU command line: the sizes (`VERL_RUN_SIZES`), the CPU mode's overrides
+    (`hubkit.testing.verl_cpu`), and two settings for a random model (`VERL_RANDOM_MODEL_OVERRIDES`).
 
     Args:
-        run_dir: the run directory to create (``hubkit.json``, ``metrics.jsonl``, ``checkpoints/``).
-        model_dir: a local model directory loadable by transformers 4.x.
-        tokenizer_dir: tokenizer files loadable by transformers 4.x (the real Qwen3 tokenizer).
-        base_model: the Hub id the manifest names.
-        steps: training steps.
-        save_freq: save every this many steps (and at the last step).
+        runs_dir: ``RUNS_DIR``; the run lands in ``runs_dir / run_id``.
+        run_id: ``RUN_ID``.
+        model: the base, a local folder (``MODEL``) published under its Hub id (``BASE_MODEL_ID``).
+        data_dir: written by `prepare_verl_data`.
+        ranks: FSDP ranks (``N_GPUS_PER_NODE``).
+        steps: ``TOTAL_STEPS``.
+        env: more environment (``AGGREGATION``, ``PUSH_TO``, ...).
+        timeout: seconds before the launch is stopped.
 
     Returns:
-        `run_dir`. Reference logits of the trained model are in `verl_reference_dir(run_dir)`.
+        The finished launch (its return code is the caller's to check).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started_at = _now()
-    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(run_dir / "metrics.jsonl"), "OMP_NUM_THREADS": "1"}
-    command = [
-        str(VERL_TORCHRUN),
-        "--standalone",
-        "--nproc_per_node=2",
-        str(VERL_SCRIPTS / "make_verl_run.py"),
-        f"--model-dir={model_dir}",
-        f"--tokenizer-dir={tokenizer_dir}",
-        f"--out={run_dir / 'checkpoints'}",
-        f"--reference-dir={verl_reference_dir(run_dir)}",
-        f"--steps={steps}",
-        f"--save-freq={save_freq}",
-        f"--lora-r={LORA_R}",
-        f"--lora-alpha={LORA_ALPHA}",
+    environment = {
+        **os.environ,
+        **verl_cpu.ENVIRONMENT,
+        **VERL_RUN_SIZES,
+        "PYTHON": str(VERL_PYTHON),
+        "MODEL": str(model.local_dir),
+        "BASE_MODEL_ID": model.repo_id,
+        "DATA_DIR": str(data_dir),
+        "RUNS_DIR": str(runs_dir),
+        "RUN_ID": run_id,
+        "TOTAL_STEPS": str(steps),
+        "N_GPUS_PER_NODE": str(ranks),
+        **(env or {}),
+    }
+    run_dir = runs_dir / run_id
+    overrides = [
+        *verl_cpu.overrides(ranks),
+        *VERL_RANDOM_MODEL_OVERRIDES,
+        # Every rollout of every step, to read the lengths within each group (verl's own dump).
+        f"trainer.rollout_data_dir={run_dir / 'rollouts'}",
     ]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        ["bash", str(VERL_RECIPE / "launch.sh"), *overrides],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def record_verl_reference(run_dir: Path, base_dir: Path) -> None:
+    """Each step's logits on fixed inputs with the adapter exactly as verl saved it (``lora_adapter/``)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    reference_dir = verl_reference_dir(run_dir)
+    reference_dir.mkdir(exist_ok=True)
+    for step_dir in sorted(run_dir.glob("global_step_*")):
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, step_dir / "actor" / "lora_adapter").eval()
+        input_ids = torch.tensor(REFERENCE_IDS_LIST)
+        with torch.no_grad():
+            logits = model(input_ids=input_ids).logits
+        torch.save({"input_ids": input_ids, "logits": logits}, reference_dir / f"{step_dir.name}.pt")
+
+
+@pytest.fixture(scope="session")
+def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3_tied) -> Path:
+    """The verl recipe run by verl itself (2 ranks, 2 steps, a save each step) on the tiny tied Qwen3.
+
+    Its metrics, checkpoints and manifest are what verl and the recipe wrote; beside it, the logits of each
+    step's saved adapter (`verl_reference_dir`). Also the launch's output, as ``launch.log``.
+    """
+    if not verl_available():
+        pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
+    root = tmp_path_factory.mktemp("verl-runs")
+    data_dir = prepare_verl_data(root / "data")
+    started = time.monotonic()
+    result = run_verl_recipe(root / "runs", VERL_RUN_ID, tiny_qwen3_tied, data_dir)
+    run_dir = root / "runs" / VERL_RUN_ID
     if result.returncode != 0:
-        raise RuntimeError(f"verl training script failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    Manifest(
-        run_id=run_dir.name,
-        framework="verl",
-        framework_version=_verl_version(),
-        base_model=base_model,
-        lora=LoraSettings(r=LORA_R, alpha=LORA_ALPHA, target_modules=LORA_TARGETS),
-        hyperparameters={"max_steps": steps, "save_freq": save_freq, "learning_rate": 1e-2},
-        hardware=Hardware(accelerator="cpu", count=2, nodes=1),
-        started_at=started_at,
-        finished_at=_now(),
-        checkpoints_dir="checkpoints",
-        metrics_file="metrics.jsonl",
-    ).save(run_dir)
+        raise RuntimeError(f"the verl recipe failed ({result.returncode}):\n{result.stderr[-6000:]}")
+    (root / "launch.log").write_text(
+        f"wall seconds: {time.monotonic() - started:.1f}\n{result.stdout}\n{result.stderr}"
+    )
+    record_verl_reference(run_dir, Path(tiny_qwen3_tied.local_dir))
     return run_dir
 
 
 @pytest.fixture(scope="session")
-def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3, qwen3_tokenizer_dir) -> Path:
-    """A real verl 0.6.1 run (4 steps, saves at 2 and 4) on the tiny Qwen3, manifest naming its Hub id."""
-    if not verl_available():
-        pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
-    run_dir = tmp_path_factory.mktemp("verl-runs") / "tiny-qwen3-verl-grpo"
-    return make_verl_run(run_dir, Path(tiny_qwen3.local_dir), Path(qwen3_tokenizer_dir), tiny_qwen3.repo_id)
+def verl_base(tiny_qwen3_tied):
+    """A loader of fresh copies of the verl run's base (PEFT wraps the model it is given in place)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    def load() -> torch.nn.Module:
+        return AutoModelForCausalLM.from_pretrained(tiny_qwen3_tied.local_dir, dtype=torch.float32).eval()
+
+    return load
 
 
 def copy_verl_run(run_dir: Path, dest: Path) -> Path:
@@ -238,17 +312,17 @@ def empty_first_adapter(run_dir: Path) -> Path:
     """Replace the first step's ``lora_adapter/`` weights with what verl 0.6.1 + PEFT >= 0.21 writes: no tensors."""
     from safetensors.torch import save_file
 
-    first = min((run_dir / "checkpoints").glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    first = min(run_dir.glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
     save_file({}, first / "actor" / "lora_adapter" / "adapter_model.safetensors")
     return run_dir
 
 
 def drop_adapters_for_meta(run_dir: Path) -> Path:
     """Make the run look like verl >= 0.8's: no ``lora_adapter/``, ``lora_train_meta.json`` instead."""
-    for actor in (run_dir / "checkpoints").glob("global_step_*/actor"):
+    for actor in run_dir.glob("global_step_*/actor"):
         shutil.rmtree(actor / "lora_adapter")
         (actor / "lora_train_meta.json").write_text(
-            json.dumps({"r": LORA_R, "lora_alpha": LORA_ALPHA, "task_type": "CAUSAL_LM"})
+            json.dumps({"r": VERL_LORA_R, "lora_alpha": VERL_LORA_ALPHA, "task_type": "CAUSAL_LM"})
         )
     return run_dir
 

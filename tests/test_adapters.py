@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures_runs import copy_verl_run, verl_reference_dir
+from fixtures_runs import VERL_LORA_ALPHA, VERL_LORA_R, copy_verl_run, verl_reference_dir
 from helpers import logits, sha256_of
 from safetensors.torch import load_file, save_file
 
@@ -559,22 +559,22 @@ def _assert_verllogits(
         prepared = prepare_adapter(run, checkpoint, tmp_path / run_dir.name / checkpoint.name)
         assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
-        assert prepared.config["lora_alpha"] == 16 and prepared.config["r"] == 8
+        assert prepared.config["lora_alpha"] == VERL_LORA_ALPHA and prepared.config["r"] == VERL_LORA_R
         check_against_base(prepared.dir, _base(run.manifest.base_model), label=checkpoint.name)
         reference = _verl_reference(run_dir, checkpoint)
         published = logits(PeftModel.from_pretrained(tiny_base(), prepared.dir), reference["input_ids"])
         base = logits(tiny_base(), reference["input_ids"])
-        # The reference was computed by the sharded model under transformers 4.x: equal up to float rounding.
+        # The reference is the adapter verl saved, loaded the same way: equal up to float rounding.
         torch.testing.assert_close(published, reference["logits"], atol=1e-5, rtol=1e-5)
         assert (published - base).abs().max() > 1e-3, f"{checkpoint.name} loads as a no-op"
 
 
 @pytest.mark.slow
 @pytest.mark.verl
-def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_path: Path, tiny_base) -> None:
+def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_path: Path, verl_base) -> None:
     run = load_run(verl_run_dir)
-    assert [c.step for c in run.checkpoints] == [2, 4]
-    _assert_verllogits(verl_run_dir, run, tmp_path, tiny_base, {2: False, 4: False})
+    assert [c.step for c in run.checkpoints] == [1, 2]
+    _assert_verllogits(verl_run_dir, run, tmp_path, verl_base, {1: False, 2: False})
     for checkpoint in run.checkpoints:  # the shards hold exactly the adapter verl saved on rank 0
         saved = load_file(checkpoint.adapter_dir / "adapter_model.safetensors")
         rebuilt = {normalize_key(k): v for k, v in load_lora_tensors(checkpoint.path / "actor", "x").items()}
@@ -585,27 +585,27 @@ def test_verl_saved_adapters_match_the_trained_model(verl_run_dir: Path, tmp_pat
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_empty_adapter_is_rebuilt_from_shards(
-    verl_empty_adapter_run_dir: Path, tmp_path: Path, tiny_base
+    verl_empty_adapter_run_dir: Path, tmp_path: Path, verl_base
 ) -> None:
     run_dir = verl_empty_adapter_run_dir
-    empty = run_dir / "checkpoints/global_step_2/actor/lora_adapter/adapter_model.safetensors"
+    empty = run_dir / "global_step_1/actor/lora_adapter/adapter_model.safetensors"
     assert empty.stat().st_size == 16  # what verl 0.6.1 writes with PEFT >= 0.21
-    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: True, 4: False})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, verl_base, {1: True, 2: False})
 
 
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_missing_adapter_is_rebuilt_with_lora_train_meta(
-    verl_no_adapter_run_dir: Path, tmp_path: Path, tiny_base, tiny_qwen3
+    verl_no_adapter_run_dir: Path, tmp_path: Path, verl_base, tiny_qwen3_tied
 ) -> None:
     # As a plain verl run without hubkit.json: the checkpoints directory itself, r/alpha from lora_train_meta.json.
     plain = copy_verl_run(verl_no_adapter_run_dir, tmp_path / "plain")
     (plain / "hubkit.json").unlink()
-    shutil.copytree(verl_reference_dir(plain), verl_reference_dir(plain / "checkpoints"))
-    run = load_run(plain / "checkpoints", base_model=tiny_qwen3.repo_id)
-    assert run.manifest.lora is not None and (run.manifest.lora.r, run.manifest.lora.alpha) == (8, 16)
+    run = load_run(plain, base_model=tiny_qwen3_tied.repo_id)
+    assert run.manifest.lora is not None
+    assert (run.manifest.lora.r, run.manifest.lora.alpha) == (VERL_LORA_R, VERL_LORA_ALPHA)
     assert all(c.adapter_dir is None for c in run.checkpoints)
-    _assert_verllogits(plain / "checkpoints", run, tmp_path, tiny_base, {2: True, 4: True})
+    _assert_verllogits(plain, run, tmp_path, verl_base, {1: True, 2: True})
 
 
 @pytest.mark.slow
@@ -614,17 +614,17 @@ def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, t
     run_dir = copy_verl_run(verl_run_dir, tmp_path / "no-settings")
     manifest = Manifest.load(run_dir)
     manifest.with_updates(lora=None).save(run_dir)
-    actor = run_dir / "checkpoints/global_step_2/actor"
+    actor = run_dir / "global_step_1/actor"
     shutil.rmtree(actor / "lora_adapter")
     run = load_run(run_dir)
-    with pytest.raises(CheckpointError, match=r"global_step_2 of run .*LoRA r/alpha are unknown"):
+    with pytest.raises(CheckpointError, match=r"global_step_1 of run .*LoRA r/alpha are unknown"):
         prepare_adapter(run, run.checkpoints[0], tmp_path / "out")
     manifest.save(run_dir)
     shard = actor / "model_world_size_2_rank_1.pt"
     shard.write_bytes(shard.read_bytes()[:1000])
     run = load_run(run_dir)
     with pytest.raises(
-        CheckpointError, match=r"global_step_2 of run .*: model_world_size_2_rank_1\.pt cannot be read"
+        CheckpointError, match=r"global_step_1 of run .*: model_world_size_2_rank_1\.pt cannot be read"
     ):
         prepare_adapter(run, run.checkpoints[0], tmp_path / "out2")
 
@@ -632,12 +632,12 @@ def test_verl_rebuild_needs_lora_settings_and_whole_shards(verl_run_dir: Path, t
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_alpha_zero_adapter_is_rebuilt_with_the_real_alpha(
-    verl_run_dir: Path, tmp_path: Path, tiny_base
+    verl_run_dir: Path, tmp_path: Path, verl_base
 ) -> None:
     # verl 0.6.1's model merger writes lora_alpha 0 and no task type: a no-op adapter if published as is.
     run_dir = copy_verl_run(verl_run_dir, tmp_path / "alpha-zero")
-    config_path = run_dir / "checkpoints/global_step_4/actor/lora_adapter/adapter_config.json"
+    config_path = run_dir / "global_step_2/actor/lora_adapter/adapter_config.json"
     config = json.loads(config_path.read_text())
     config.update(lora_alpha=0, task_type=None)
     config_path.write_text(json.dumps(config))
-    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, tiny_base, {2: False, 4: True})
+    _assert_verllogits(run_dir, load_run(run_dir), tmp_path, verl_base, {1: False, 2: True})

@@ -306,7 +306,7 @@ def test_trl_and_verl_names_map_to_the_same_rows_and_unlogged_metrics_are_left_o
 
 
 @pytest.fixture(scope="session")
-def verl_card_run(tmp_path_factory, verl_run_dir: Path, tiny_qwen3) -> Path:
+def verl_card_run(tmp_path_factory, verl_run_dir: Path) -> Path:
     """The tiny verl run with a GDPO length-penalty reward on a local problem file."""
     run_dir = tmp_path_factory.mktemp("card-runs") / verl_run_dir.name
     shutil.copytree(verl_run_dir, run_dir, ignore=shutil.ignore_patterns("optim_*", "extra_state_*"))

@@ -267,11 +267,11 @@ def test_eval_reads_verl_checkpoints_through_the_normalized_adapters(
     assert "1 without an answer skipped" not in capsys.readouterr().out  # the first 2 rows have answers
     results = load_eval(run_dir)
     assert results is not None
-    assert [m.name for m in results.summary.models] == ["base", "global_step_2", "global_step_4"]
+    assert [m.name for m in results.summary.models] == ["base", "global_step_1", "global_step_2"]
     assert results.summary.metric.name == "math_correctness"
-    template = run_dir / "checkpoints" / "global_step_4" / "actor" / "huggingface" / "chat_template.jinja"
+    template = run_dir / "global_step_2" / "actor" / "huggingface" / "chat_template.jinja"
     assert results.summary.generation.chat_template == template.read_text()
-    assert [s.reference for s in results.samples_of(4)] == ["11", "\\frac{3}{4}"]
+    assert [s.reference for s in results.samples_of(2)] == ["11", "\\frac{3}{4}"]
 
 
 # --- metric, problems, hashes ------------------------------------------------------------------------

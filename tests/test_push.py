@@ -95,15 +95,15 @@ def test_trl_run_is_published_and_every_step_loads(
     assert len(commits) == 2  # the repo's initial commit, then the push
 
 
-def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, tiny_qwen3) -> None:
-    """Each published step reproduces the logits the sharded verl model had when it was saved."""
+def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, base_model) -> None:
+    """Each published step reproduces the logits of the adapter verl saved for it."""
     from fixtures_runs import verl_reference_dir
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     for checkpoint in load_run(run_dir).checkpoints:
         reference = torch.load(verl_reference_dir(run_dir) / f"{checkpoint.name}.pt", weights_only=True)
-        base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir).eval()
+        base = AutoModelForCausalLM.from_pretrained(base_model.local_dir).eval()
         base_logits = logits(base, reference["input_ids"])
         model = PeftModel.from_pretrained(base, repo_id, subfolder=f"checkpoints/{checkpoint.name}").eval()
         got = logits(model, reference["input_ids"])
@@ -114,7 +114,7 @@ def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, tiny_qwen3) 
 @pytest.mark.slow
 @pytest.mark.verl
 def test_verl_run_is_published_and_every_step_loads(
-    verl_run_dir, tiny_qwen3, local_hub, hub_api, make_repo_id, tmp_path
+    verl_run_dir, tiny_qwen3_tied, local_hub, hub_api, make_repo_id, tmp_path
 ):
     from fixtures_runs import verl_reference_dir
     from safetensors.torch import save_file
@@ -125,8 +125,8 @@ def test_verl_run_is_published_and_every_step_loads(
     files = set(hub_api.list_repo_files(repo_id))
     for checkpoint in run.checkpoints:
         assert f"checkpoints/{checkpoint.name}/adapter_model.safetensors" in files
-    _assert_nothing_private_published(hub_api, repo_id, verl_run_dir, tiny_qwen3.local_dir)
-    _assert_steps_match_verl_reference(verl_run_dir, repo_id, tiny_qwen3)
+    _assert_nothing_private_published(hub_api, repo_id, verl_run_dir, tiny_qwen3_tied.local_dir)
+    _assert_steps_match_verl_reference(verl_run_dir, repo_id, tiny_qwen3_tied)
 
     # verl 0.6.1 with PEFT >= 0.21 saves an empty lora_adapter/: hubkit rebuilds it from the FSDP shards.
     emptied = tmp_path / verl_run_dir.name
@@ -139,7 +139,7 @@ def test_verl_run_is_published_and_every_step_loads(
     assert all(adapter.rebuilt for adapter in rebuilt)
     repo_id = make_repo_id("rebuilt")
     assert push_adapters(emptied, repo_id, local_hub.endpoint) == 0
-    _assert_steps_match_verl_reference(emptied, repo_id, tiny_qwen3)
+    _assert_steps_match_verl_reference(emptied, repo_id, tiny_qwen3_tied)
 
 
 # --- incremental pushes ------------------------------------------------------------------------------

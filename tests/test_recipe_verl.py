@@ -30,13 +30,12 @@ SEED_SYSTEM_PROMPT = (
     "Please reason through this problem for yourself, and then when giving your answer ONLY provide your final "
     "answer within \\boxed{} and DO NOT provide any reasoning."
 )
-SEED_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # The seed run's settings (the recipe's table), as launch.sh must hand them to verl.
 SEED_OVERRIDES = {
     "actor_rollout_ref.model.path": "Qwen/Qwen3-4B",
     "actor_rollout_ref.model.lora_rank": "16",
     "actor_rollout_ref.model.lora_alpha": "16",
-    "actor_rollout_ref.model.target_modules": "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]",
+    "actor_rollout_ref.model.target_modules": "all-linear",
     "actor_rollout_ref.actor.optim.lr": "5e-5",
     "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
     "actor_rollout_ref.actor.optim.optimizer": "AdamW",
@@ -71,7 +70,7 @@ SEED_CONFIG = {
     "actor_rollout_ref.model.path": "Qwen/Qwen3-4B",
     "actor_rollout_ref.model.lora_rank": 16,
     "actor_rollout_ref.model.lora_alpha": 16,
-    "actor_rollout_ref.model.target_modules": list(SEED_TARGET_MODULES),
+    "actor_rollout_ref.model.target_modules": "all-linear",
     "actor_rollout_ref.actor.optim.lr": 5e-5,
     "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
     "actor_rollout_ref.actor.optim.optimizer": "AdamW",
@@ -364,7 +363,7 @@ def test_manifest_records_every_seed_setting(write_manifest: ModuleType, tmp_pat
     assert loaded.hardware.count == 4 and loaded.hardware.nodes == 1
     assert loaded.hardware.accelerator == "NVIDIA H100 80GB HBM3"
     assert (loaded.lora.r, loaded.lora.alpha) == (16, 16)
-    assert loaded.lora.target_modules == SEED_TARGET_MODULES
+    assert loaded.lora.target_modules == ("all-linear",)  # in Qwen3, the seed's seven projections
     reward = loaded.reward
     assert reward.aggregation == "sum_then_normalize"
     assert [(c.name, c.weight) for c in reward.components] == [
@@ -589,63 +588,7 @@ def test_manifest_refuses_a_non_integer_batch(write_manifest: ModuleType, tmp_pa
         _build_manifest(write_manifest, overrides.splitlines())
 
 
-# --- pushing while verl trains ---------------------------------------------------------------------
-
-
-def _replaying_python(tmp_path: Path) -> Path:
-    """A PYTHON for launch.sh that runs everything with this interpreter, except verl's trainer (replayed)."""
-    wrapper = tmp_path / "python"
-    wrapper.write_text(
-        "#!/usr/bin/env bash\n"
-        'if [[ "$1" == "-m" && "$2" == "verl.trainer.main_ppo" ]]; then\n'
-        f'  exec "{sys.executable}" "{Path(__file__).parent / "verl_scripts" / "replay_training.py"}"\n'
-        "fi\n"
-        f'exec "{sys.executable}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
-
-
-@pytest.mark.slow
-def test_launch_with_push_to_publishes_checkpoints_as_verl_saves_them(
-    prepare_data: ModuleType, tmp_path: Path, verl_run_dir: Path, tiny_qwen3, hub_api, new_repo_id: str
-) -> None:
-    from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS, VERL_SAVE_FREQ, VERL_STEPS
-
-    _prepare(prepare_data, tmp_path / "data")
-    run_id = "20260223_182638_deepscaler_gdpo_lambda0.5"
-    result = _launch(
-        tmp_path,
-        _replaying_python(tmp_path),
-        "",
-        PUSH_TO=new_repo_id,
-        PUSH_INTERVAL="0.3",
-        HUBKIT=str(Path(sys.executable).with_name("hubkit")),
-        BASE_MODEL_ID=tiny_qwen3.repo_id,
-        MODEL=tiny_qwen3.repo_id,
-        LORA_RANK=str(LORA_R),
-        LORA_ALPHA=str(LORA_ALPHA),
-        TARGET_MODULES="[" + ",".join(LORA_TARGETS) + "]",
-        TOTAL_STEPS=str(VERL_STEPS),
-        SAVE_EVERY=str(VERL_SAVE_FREQ),
-        SOURCE_RUN=str(verl_run_dir),
-        RUN_DIR_FOR_REPLAY=str(tmp_path / "runs" / run_id),
-        REPLAY_PAUSE="3",
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"Pushed to {new_repo_id}" in result.stdout
-    run_dir = tmp_path / "runs" / run_id
-    assert Manifest.load(run_dir).push_to == new_repo_id
-    files = set(hub_api.list_repo_files(new_repo_id))
-    assert {
-        "checkpoints/global_step_2/adapter_model.safetensors",
-        "checkpoints/global_step_4/adapter_model.safetensors",
-    } <= files
-    assert hub_api.file_exists(new_repo_id + "-merged", "model.safetensors")
-    # The watcher pushed each checkpoint as it appeared: step 2 in a commit of its own, before step 4.
-    titles = [c.title for c in hub_api.list_repo_commits(new_repo_id)]
-    steps = [t.split(": steps ", 1)[1] for t in reversed(titles) if ": steps " in t]
-    assert steps[:2] == ["2", "4"], titles
+# --- the push watcher beside verl (verl itself runs in test_recipe_verl_run.py) ----------------------
 
 
 def test_launch_stops_the_push_watcher_when_training_fails(

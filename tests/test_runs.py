@@ -267,12 +267,12 @@ def test_trl_run_without_manifest(trl_run_dir: Path, tmp_path: Path, tiny_qwen3)
 
 @pytest.mark.slow
 @pytest.mark.verl
-def test_verl_run_reads_steps_and_file_logger_metrics(verl_run_dir: Path, tiny_qwen3) -> None:
+def test_verl_run_reads_steps_and_file_logger_metrics(verl_run_dir: Path, tiny_qwen3_tied) -> None:
     run = load_run(verl_run_dir)
-    assert run.framework == "verl" and run.manifest.base_model == tiny_qwen3.repo_id
-    assert [c.step for c in run.checkpoints] == [2, 4] and run.pending == ()
+    assert run.framework == "verl" and run.manifest.base_model == tiny_qwen3_tied.repo_id
+    assert [c.step for c in run.checkpoints] == [1, 2] and run.pending == ()
     assert run.finished
-    assert [step for step, _ in run.metrics.series("actor/grad_norm")] == [1, 2, 3, 4]
+    assert [step for step, _ in run.metrics.series("actor/grad_norm")] == [1, 2]
     assert all(value > 0 for _, value in run.metrics.series("actor/grad_norm"))
     for checkpoint in run.checkpoints:
         assert checkpoint.adapter_dir == checkpoint.path / "actor" / "lora_adapter"
@@ -305,4 +305,4 @@ def test_verl_environment_reads_the_verl_run(verl_run_dir: Path) -> None:
         "print([c.step for c in run.checkpoints], len(run.metrics.rows), run.finished)"
     )
     result = subprocess.run([str(VERL_PYTHON), "-c", code], check=True, capture_output=True, text=True)
-    assert result.stdout.strip() == "[2, 4] 4 True"
+    assert result.stdout.strip() == "[1, 2] 2 True"

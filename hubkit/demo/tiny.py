@@ -193,7 +193,12 @@ def build_tiny_qwen3_tied(out_dir: Path, seed: int = 0) -> Path:
 
     vocab_size = copy_tokenizer(out_dir)
     model = tiny_causal_lm(
-        "qwen3", vocab_size=vocab_size, eos_id=IM_END_ID, pad_id=ENDOFTEXT_ID, tie_word_embeddings=True, seed=seed
+        "qwen3",
+        vocab_size=vocab_size,
+        eos_id=IM_END_ID,
+        pad_id=ENDOFTEXT_ID,
+        tie_word_embeddings=True,
+        seed=seed,
     )
     embedding = model.get_input_embeddings().weight
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
