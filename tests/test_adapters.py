@@ -556,7 +556,7 @@ def _assert_verllogits(
     from peft import PeftModel
 
     for checkpoint in run.checkpoints:
-        prepared = prepare_adapter(run, checkpoint, tmp_path / run_dir.name / checkpoint.name)
+        prepared = prepare_adapter(run, checkpoint, tmp_path / "prepared" / run_dir.name / checkpoint.name)
         assert prepared.rebuilt is expect_rebuilt[checkpoint.step], checkpoint.name
         assert prepared.config["base_model_name_or_path"] == run.manifest.base_model
         assert prepared.config["lora_alpha"] == VERL_LORA_ALPHA and prepared.config["r"] == VERL_LORA_R

@@ -262,16 +262,20 @@ def test_eval_reads_verl_checkpoints_through_the_normalized_adapters(
     verl_run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = copy_verl_run(verl_run_dir, tmp_path / "verl-run")
+    # Rows 2 and 4 of the sample: problems the recipe's difficulty filter left out of training.
+    rows = (DATA / "deepscaler_mini.jsonl").read_text().splitlines()
+    heldout = tmp_path / "heldout.jsonl"
+    heldout.write_text(f"{rows[2]}\n{rows[4]}\n")
     argv = ["eval", "--run-dir", str(run_dir), "--metric", "math_correctness", "--max-new-tokens", "4"]
-    assert _hubkit([*argv, "--problems", str(DATA / "deepscaler_mini.jsonl"), "--n", "2"]) == 0
-    assert "1 without an answer skipped" not in capsys.readouterr().out  # the first 2 rows have answers
+    assert _hubkit([*argv, "--problems", str(heldout)]) == 0
+    assert "without an answer skipped" not in capsys.readouterr().out
     results = load_eval(run_dir)
     assert results is not None
     assert [m.name for m in results.summary.models] == ["base", "global_step_1", "global_step_2"]
     assert results.summary.metric.name == "math_correctness"
     template = run_dir / "global_step_2" / "actor" / "huggingface" / "chat_template.jinja"
     assert results.summary.generation.chat_template == template.read_text()
-    assert [s.reference for s in results.samples_of(2)] == ["11", "\\frac{3}{4}"]
+    assert [s.reference for s in results.samples_of(2)] == ["(-3, 3)", "8"]
 
 
 # --- metric, problems, hashes ------------------------------------------------------------------------
