@@ -8,6 +8,7 @@ because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constant
     new_repo_id        a fresh, unique repo id for one test ("hubkit-test/<test>-<hex>")
     make_repo_id       a factory of such ids, for tests that need several
     qwen3_tokenizer_dir, tiny_qwen3, tiny_qwen3_tied, tiny_qwen2_tied   the real Qwen3 tokenizer; tiny models
+    demo_base_model    the demo's base, which the GSM8K rewards score differently within a group
 """
 
 from __future__ import annotations
@@ -124,6 +125,18 @@ def tiny_qwen3_tied(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyMo
     as `hubkit-test/tiny-qwen3-tied`: the verl recipe's base in tests."""
     local_dir = build_tiny_qwen3_tied(tmp_path_factory.mktemp("tiny") / "tiny-qwen3-tied")
     return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/tiny-qwen3-tied")
+
+
+@pytest.fixture(scope="session")
+def demo_base_model(tmp_path_factory: pytest.TempPathFactory, hub_api) -> TinyModel:
+    """The demo's base: a tiny Qwen3 that answers in the GSM8K recipe's format now and then (so the seed's
+    four rewards differ within a group), published as `hubkit-test/demo-base`."""
+    from hubkit.demo import base_model, problems
+
+    local_dir = base_model.build_base_model(
+        tmp_path_factory.mktemp("tiny") / "demo-base", problems.load("warmup")
+    )
+    return publish_model(hub_api, local_dir, f"{TEST_NAMESPACE}/demo-base")
 
 
 @pytest.fixture(scope="session")

@@ -228,6 +228,74 @@ def test_tiny_run_trains_three_steps_and_pushes_while_training(
         assert torch.equal(published(input_ids).logits, local(input_ids).logits)
 
 
+# Where the test's command line differs from the seed's GPU one (beside the model, data and step count):
+# only what needs CUDA.
+CPU_FLAGS = (
+    "--cpu",  # transformers refuses bf16 training without a GPU unless told to train on the CPU
+    "--no-quantization",  # 4-bit NF4 loading: bitsandbytes needs CUDA (bf16 LoRA instead)
+    "--no-vllm",  # vLLM needs a GPU: TRL samples with transformers instead
+    *("--optimizer", "adamw_torch"),  # bitsandbytes' 8-bit AdamW needs CUDA
+)
+CPU_SETTINGS = {
+    "use_cpu": True,
+    "quantization": "none",
+    "use_vllm": False,
+    "rollout_engine": "transformers",
+    "optimizer": "adamw_torch",
+}
+
+
+@pytest.mark.slow
+def test_the_seed_configuration_trains_on_cpu_and_push_publishes_it(
+    recipe: ModuleType,
+    tmp_path: Path,
+    demo_base_model,
+    hub_api,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from hubkit.cli import main as hubkit_main
+    from hubkit.demo import problems
+    from hubkit.runs import load_run
+
+    runs, run_id = tmp_path / "runs", "20260301_120000_gsm8k_grpo_seed"
+    recipe.main(["--dry-run", "--run-id", run_id, "--runs-dir", str(runs)])
+    seed = Manifest.from_dict(json.loads(capsys.readouterr().out)["manifest"]).hyperparameters
+    model, data = demo_base_model.repo_id, str(problems.path("train"))
+    argv = ["--model", model, "--problems-file", data, "--max-steps", "2", "--runs-dir", str(runs)]
+    recipe.main([*argv, "--run-id", run_id, *CPU_FLAGS])
+
+    run_dir = runs / run_id
+    manifest = Manifest.load(run_dir)
+    assert manifest.hyperparameters == {**seed, "max_steps": 2, **CPU_SETTINGS}
+    assert (manifest.lora.r, manifest.lora.alpha) == (32, 32) and manifest.finished_at
+    run = load_run(run_dir)
+    # The seed saves every 20 steps; TRL saves the last step too.
+    assert [c.step for c in run.checkpoints] == [2]
+    logged = {name for row in run.metrics.rows for name in row.values}
+    components = ("gsm8k_correctness", "gsm8k_strict_format", "gsm8k_soft_format", "gsm8k_number_only")
+    assert {f"rewards/{name}/mean" for name in components} <= logged
+
+    monkeypatch.setenv("HUBKIT_RUNS_DIR", str(runs))
+    hubkit_main(["push", "--run-id", run_id, "--quiet"])
+    repo_id = f"{hub_api.whoami()['name']}/{run_id}"
+    input_ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+
+    def loaded(**where: str) -> torch.Tensor:
+        base = AutoModelForCausalLM.from_pretrained(demo_base_model.local_dir).eval()
+        with torch.no_grad():
+            return PeftModel.from_pretrained(base, **where).eval()(input_ids).logits
+
+    local = loaded(model_id=str(run_dir / "checkpoint-2"))
+    assert torch.equal(loaded(model_id=repo_id, subfolder="checkpoints/global_step_2"), local)
+    assert torch.equal(loaded(model_id=repo_id, revision="step-2"), local)
+    assert hub_api.file_exists(f"{repo_id}-merged", "model.safetensors")
+
+
 def test_gsm8k_from_the_hub_downloads_the_train_split_only(
     recipe: ModuleType, tmp_path: Path, hub_api, local_hub, make_repo_id
 ) -> None:

@@ -76,6 +76,7 @@ class RecipeConfig:
     use_vllm: bool = True
     vllm_gpu_memory_utilization: float = 0.5
     gradient_checkpointing: bool = True
+    use_cpu: bool = False  # train on the CPU (transformers refuses bf16 without a GPU unless told so)
     tiny: bool = False
     signal_reward: bool = False  # add tiny_signal_reward (a random model scores 0 on every GSM8K reward)
 
@@ -99,6 +100,7 @@ def tiny_config(model: str, max_steps: int) -> RecipeConfig:
         learning_rate=5e-3,  # large enough that 3 steps visibly move a tiny adapter
         warmup_ratio=0.0,  # with 3 steps, 10 % warmup would make step 1 a no-op (learning rate 0)
         gradient_checkpointing=False,
+        use_cpu=True,
         tiny=True,
         signal_reward=True,
     )
@@ -249,8 +251,10 @@ def grpo_config_kwargs(config: RecipeConfig, output_dir: Path, world: int) -> di
             "vllm_max_model_length": config.max_prompt_length + config.max_completion_length,
             "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
         }
+    if config.use_cpu:
+        kwargs["use_cpu"] = True
     if config.tiny:
-        kwargs |= {"use_cpu": True, "bf16": False, "disable_tqdm": True}
+        kwargs |= {"bf16": False, "disable_tqdm": True}
     else:
         kwargs |= {"bf16": True, "model_init_kwargs": {"dtype": "bfloat16"}}
     return kwargs
@@ -463,6 +467,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-vllm", action="store_true", help="sample with transformers instead of vLLM")
     parser.add_argument("--no-quantization", action="store_true", help="bf16 LoRA instead of 4-bit QLoRA")
+    parser.add_argument("--cpu", action="store_true", help="train on the CPU (no GPU needed; slow)")
+    parser.add_argument(
+        "--optimizer",
+        default=None,
+        help="a transformers `optim` name (default adamw_8bit, which needs bitsandbytes on CUDA; adamw_torch runs anywhere)",
+    )
     parser.add_argument(
         "--tiny", action="store_true", help="CPU smoke run: needs --model and --problems-file"
     )
@@ -495,6 +505,8 @@ def main(argv: list[str] | None = None) -> None:
             prompts_per_step=args.prompts_per_step or config.prompts_per_step,
             use_vllm=config.use_vllm and not args.no_vllm,
             quantization="none" if args.no_quantization else config.quantization,
+            optimizer=args.optimizer or config.optimizer,
+            use_cpu=args.cpu,
             dataset_revision=args.dataset_revision,
         )
     run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d_%H%M%S") + "_gsm8k_grpo"
