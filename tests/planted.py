@@ -22,6 +22,17 @@ def planted_secrets(token_in_use: str) -> dict[str, tuple[str, str]]:
         "openai": ("sk-" + "proj-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9GQa9Zk3Lm0", "an OpenAI API key"),
         "openai_legacy": ("sk-" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8T3BlbkFJXy1Ab4Cd6Ef9GQ", "an OpenAI API key"),
         "anthropic": ("sk-" + "ant-api03-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G-AA", "an Anthropic API key"),
+        "hf_glued": ("token" + HF_TOKEN, "a Hugging Face token"),
+        "github": ("ghp_" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9GHj", "a GitHub token"),
+        "gitlab": ("glpat-" + "Qa9Zk3Lm0Pq7Rs2Tu5Vw", "a GitLab token"),
+        "slack": ("xoxb-" + "123456789012-1234567890123-Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy", "a Slack token"),
+        "google": ("AIza" + "SyQa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9G", "a Google API key"),
+        "jwt": (
+            "eyJ"
+            + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "a JSON Web Token",
+        ),
+        "bearer": ("Authorization: Bearer " + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6", "a bearer token"),
         "private_key": (
             "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n",
             "a private key block",

@@ -130,3 +130,16 @@ def test_eval_of_a_release_says_what_is_wrong_in_one_line(
     assert run_cli(["eval", "--repo-id", new_repo_id, *endpoint, "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
     assert not list(tmp_path.glob("*-eval")), "nothing was written"
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--base-model", "Qwen/Qwen3-4B"], "--base-model cannot go with --repo-id"),
+        (["--run-id", "r1", "--base-model", "Qwen/Qwen3-4B"], "--run-id and --base-model cannot go with"),
+    ],
+)
+def test_a_run_option_beside_repo_id_is_named_in_the_error(extra, named, capsys) -> None:
+    assert run_cli(["eval", "--repo-id", "someone/release", *extra]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "Traceback" not in error

@@ -437,3 +437,28 @@ def test_deep_and_malformed_inputs_answer_4xx_not_500(served):
     assert served.memory.growth < MAX_GROWTH, served.memory.growth / MiB
     assert _head(served) == head
     assert_healthy(served)
+
+
+BAD_PATHS = ("/abs/hubkit.json", "a/../hubkit.json", "a//hubkit.json", "./../x", "a/./b", "")
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+@pytest.mark.parametrize("key", ["file", "lfsFile", "deletedFile", "deletedFolder"])
+def test_every_commit_operation_refuses_a_path_git_refuses(served, key, path):
+    # huggingface_hub strips a leading slash itself; a hostile client sends it as it is.
+    head = _head(served)
+    value = {"path": path, "content": "e30=", "encoding": "base64"}
+    if key == "lfsFile":
+        value = {"path": path, "algo": "sha256", "oid": "0" * 64, "size": 2}
+    lines = [{"key": "header", "value": {"summary": "planted"}}, {"key": key, "value": value}]
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    answer = post(served.endpoint, COMMIT_URL, body, media="application/x-ndjson")
+    assert answer.status == 400, (answer.status, answer.body[:200])
+    assert _head(served) == head
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_preupload_refuses_a_path_git_refuses(served, path):
+    body = json.dumps({"files": [{"path": path, "size": 2, "sample": ""}]}).encode()
+    answer = post(served.endpoint, "/api/models/me/target/preupload/main", body)
+    assert answer.status == 400, (answer.status, answer.body[:200])

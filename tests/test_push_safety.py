@@ -413,7 +413,32 @@ ROWS: dict[str, Case] = {
     ),
     "an unknown file linked to /proc/self/environ": Case(_environ_as("environ")),
 }
-CASES = {**ROWS, **_secret_cases()}
+# Where clusters keep checkpoints: each is a local path by its shape, in any file a push would publish.
+CLUSTER_PATHS = {
+    "/raid/alice/qwen3": "/raid",
+    "/global/homes/a/alice/ckpt": "/global",
+    "/pscratch/sd/a/alice/ckpt": "/pscratch",
+    "/scratch1/u123/ckpt": "/scratch1",
+    "/home1/u123/ckpt": "/home1",
+    "/lus/grand/projects/lab/ckpt": "/lus",
+    "/p/project/lab/ckpt": "/p",
+    "/checkpoint/alice/ckpt": "/checkpoint",
+    "/export/home/alice/ckpt": "/export",
+}
+
+
+def _cluster_path_cases() -> dict[str, Case]:
+    return {
+        f"{path} in {place}": Case(
+            _secret_in(place, path), LocalPathInFileError, (file, f"a path under {root}")
+        )
+        for path, root in CLUSTER_PATHS.items()
+        for place, file in REFUSED_PLACES.items()
+        if place in ("tokenizer config", "chat template", "manifest")
+    }
+
+
+CASES = {**ROWS, **_secret_cases(), **_cluster_path_cases()}
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -248,6 +248,18 @@ LOCAL_PATHS = [
     "/tmp/tmpab12/qwen",
     "/mnt/nvme0/qwen",
     "/data/models/qwen",
+    # Cluster layouts: a path is local by its shape, whatever its file system is called.
+    "/raid/alice/qwen",
+    "/global/homes/a/alice/qwen",
+    "/pscratch/sd/a/alice/qwen",
+    "/scratch1/u123/qwen",
+    "/home1/u123/qwen",
+    "/lus/grand/projects/lab/qwen",
+    "/p/project/lab/qwen",
+    "/checkpoint/alice/qwen",
+    "/export/home/alice/qwen",
+    "/gpfs/alpine/lab/qwen",
+    "/cephfs/team/alice/qwen",
 ]
 
 
@@ -281,7 +293,10 @@ def test_base_model_name_or_path_in_the_adapter_config_becomes_the_hub_id(checkp
 
 
 def test_words_and_url_paths_are_not_local_paths(context):
-    text = "/home and /tmp are words; https://huggingface.co/data/x, a/home/b, /gradio_api/call/x, km/h"
+    text = (
+        "/home and /tmp are words; https://huggingface.co/data/x, a/home/b, /gradio_api/call/x, km/h, "
+        "critic/score/mean, #!/usr/bin/env python, /dev/null, 1/2/3"
+    )
     assert vet_bytes("README.md", kinds.CARD, text.encode(), context).data == text.encode()
 
 

@@ -138,8 +138,14 @@ def eval_command(
 
     console = Console(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
-    if repo_id and (run_id or run_dir or base_model):
-        raise click.UsageError("pass either --repo-id (a release) or --run-id/--run-dir (a run directory)")
+    if repo_id:
+        run_flags = (("--run-id", run_id), ("--run-dir", run_dir), ("--base-model", base_model))
+        conflicting = [flag for flag, value in run_flags if value]
+        if conflicting:
+            raise click.UsageError(
+                f"{' and '.join(conflicting)} cannot go with --repo-id: a release names its own base model "
+                "and checkpoints (drop --repo-id to evaluate a run directory)"
+            )
     if (push or out) and not repo_id:
         raise click.UsageError(
             "--push and --out go with --repo-id; a run directory's results are published by `hubkit push`"

@@ -5,16 +5,19 @@ Fields that name the model a file belongs to (``base_model_name_or_path``, ``nam
 rewritten to the base model's Hub id. Fields that name a local file (``tokenizer_file``) are dropped:
 transformers finds the repo's files by name. Any other absolute path in a published string is refused.
 
-An absolute path is found by what it starts with, not by its shape (URL paths such as
-``/gradio_api/call`` are not local paths):
+An absolute path is found by its shape, and by what it starts with:
 
 - the run directory, the Hugging Face caches and the home directory, as given;
-- a folder of a user or a data file system: ``/home/...``, ``/Users/...``, ``/root/...``, ``/scratch/...``,
-  ``/tmp/...``, ``/mnt/...``, ``/data/...`` and the like, ``C:\\Users\\...`` or any ``X:\\folder\\``,
-  ``\\\\server\\share``, ``file:`` URLs.
+- any absolute path of three segments or more (``/raid/u/ckpt``, ``/p/project/x/y``, ``/lus/grand/...``):
+  clusters name their file systems freely, so no list of roots can know them all. Only the system's own
+  folders (``/usr``, ``/bin``, ``/dev``, ``/etc``, ...) and web routes are allowed, by name (`ALLOWED_ROOTS`);
+- two segments under a root where users and data live: ``/home/...``, ``/Users/...``, ``/scratch1/...``,
+  ``/raid/...``, ``/checkpoint/...`` and the like;
+- ``C:\\Users\\...`` or any ``X:\\folder\\``, ``\\\\server\\share``, ``file:`` URLs.
 
-A root alone (``/home``, ``/tmp``) is not a path of this machine: Qwen's vocabulary holds those words as
-tokens. A path must go on past the root.
+A path is absolute only where it starts a word: what follows a letter, digit, dot, colon or slash is a
+relative path, a URL's path (``host/a/b/c``) or a metric name (``critic/score/mean``). A root alone
+(``/home``, ``/tmp``) is not a path: Qwen's vocabulary holds those words as tokens.
 """
 
 from __future__ import annotations
@@ -40,17 +43,25 @@ NAME_FIELDS = frozenset(
 # Fields that name a local file beside the config: dropped (a Hub repo's files are found by name).
 FILE_FIELDS = frozenset({"tokenizer_file", "vocab_file", "merges_file"})
 
-# Top folders of user homes, scratch and data disks, temporary files, mounts, cloud notebooks.
+# Top folders of user homes, scratch and data disks, temporary files, mounts, cloud notebooks, clusters.
 _ROOTS = (
-    "home|Users|root|scratch|localscratch|tmp|ptmp|var|mnt|media|data\\d*|datasets|opt|srv|work|workspace|"
-    "private|Volumes|lustre\\d*|gpfs|beegfs|nfs|net|shared|storage|project|projects|content|kaggle|fsx|efs|dbfs"
+    "home\\d*|homes|Users|root|u|scratch\\d*|pscratch|localscratch|tmp|ptmp|var|mnt|media|data\\d*|datasets|opt|"
+    "srv|work\\d*|workspace|private|Volumes|lustre\\d*|lus|gpfs|beegfs|nfs|net|shared|storage|project\\d*|projects|"
+    "p|content|kaggle|fsx|efs|dbfs|raid\\d*|global|checkpoint|checkpoints|export|cluster|group|groups|ssd|nvme\\d*"
+)
+# Absolute paths that are the same on every machine: the operating system's own files, and web routes
+# (the Hub's /api/..., a Space's /gradio_api/...).
+ALLOWED_ROOTS = frozenset(
+    {"usr", "bin", "sbin", "lib", "lib64", "dev", "etc", "proc", "sys", "run", "api", "gradio_api"}
 )
 # Each pattern starts with a literal, which `re` finds fast; what comes before a match is checked by hand
 # (a look-behind would be tried at every position of a tokenizer's 2.4 million characters).
 _ROOT_RE = re.compile(rf"/(?P<top>{_ROOTS})/[^\s/\"'<>|*?]")
+_SEGMENT = r"[A-Za-z0-9_.~+@%$-]+"
+_DEEP_RE = re.compile(rf"/(?P<top>{_SEGMENT})/{_SEGMENT}/{_SEGMENT}")
 # Not part of a relative path (a/home/x), a URL's path (host/data/x) or a file name (x.tmp/y).
 _NOT_BEFORE_ROOT = "_.~:/-"
-# From the colon after the drive letter: C:\Users\..., C:/Users/..., C:\any folder\.
+# From the colon after the drive letter: C:\\Users\\..., C:/Users/..., C:\\any folder\\.
 _WINDOWS_RE = re.compile(r":(?:(?:\\{1,2}|/)(?:Users|Documents and Settings)(?:\\|/)|\\{1,2}[\w .-]+\\)")
 _UNC_RE = re.compile(r"\\\\[\w.-]+\\[\w$.-]+")
 _FILE_URL_RE = re.compile(r"file:/")
@@ -64,6 +75,14 @@ def _path_under_root(text: str) -> Finding | None:
     for match in _ROOT_RE.finditer(text):
         if not _after_word(text, match.start(), _NOT_BEFORE_ROOT):
             return Finding(f"a path under /{match['top']}", match.start())
+    return None
+
+
+def _deep_path(text: str) -> Finding | None:
+    for match in _DEEP_RE.finditer(text):
+        top = match["top"]
+        if top not in ALLOWED_ROOTS and not _after_word(text, match.start(), _NOT_BEFORE_ROOT):
+            return Finding(f"a path under /{top}", match.start())
     return None
 
 
@@ -89,7 +108,7 @@ def _file_url(text: str) -> Finding | None:
     return None
 
 
-_GENERIC_FINDERS = (_path_under_root, _windows_path, _network_path, _file_url)
+_GENERIC_FINDERS = (_path_under_root, _deep_path, _windows_path, _network_path, _file_url)
 
 
 @dataclass(frozen=True)

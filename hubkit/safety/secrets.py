@@ -4,10 +4,13 @@ The strings scanned are decoded ones: JSON keys and values after parsing (a toke
 ``"hf\\u005f..."`` is found), safetensors metadata, card and template text. Raw bytes are never
 scanned: escapes would hide what a reader of the file gets back.
 
-What is found, and how:
+What is found, and how (each kind in `_PATTERNS`, with the format the field's scanners give it):
 
 - a Hugging Face token: ``hf_`` + at least 30 letters/digits (user tokens are ``hf_`` + 34), and an
-  organization API token ``api_org_`` + at least 30;
+  organization API token ``api_org_`` + at least 30, also glued to the word before;
+- GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), GitLab (``glpat-`` and its
+  other token kinds), Slack (``xoxb-`` and kin, app tokens, webhooks), Google (``AIza`` API keys, ``GOCSPX-``
+  OAuth secrets), Stripe live keys, npm and PyPI tokens, JSON Web Tokens, and any ``Bearer`` credential;
 - the token in use, verbatim, only when it is at least 16 characters long: a short word (the local Hub
   accepts any token, ``HF_TOKEN=test``) occurs in every vocabulary;
 - an AWS access key id: ``AKIA``/``ASIA`` + 16 capitals/digits;
@@ -41,11 +44,28 @@ from dataclasses import dataclass
 MIN_TOKEN_IN_USE = 16
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_ANYWHERE: frozenset[str] = frozenset()
 # (pattern, what it finds, characters it must not follow). Each pattern starts with a literal, which
 # `re` finds fast; what comes before is checked by hand (a look-behind would be tried at every position).
+# Formats as the field's secret scanners define them (gitleaks' rules, GitHub's and GitLab's token
+# documentation). A distinctive prefix is found even glued to the word before it ("tokenhf_..."); a short
+# one (AKIA, sk-) only at the start of a word, since words end in "sk-" ("task-") more often than keys do.
 _PATTERNS: tuple[tuple[re.Pattern[str], str, frozenset[str]], ...] = (
-    (re.compile(r"hf_[A-Za-z0-9]{30,}"), "a Hugging Face token", _ALNUM),
-    (re.compile(r"api_org_[A-Za-z0-9]{30,}"), "a Hugging Face organization API token", _ALNUM),
+    (re.compile(r"hf_[A-Za-z0-9]{30,}"), "a Hugging Face token", _ANYWHERE),
+    (re.compile(r"api_org_[A-Za-z0-9]{30,}"), "a Hugging Face organization API token", _ANYWHERE),
+    (re.compile(r"gh[pousr]_[A-Za-z0-9]{36}"), "a GitHub token", _ANYWHERE),
+    (re.compile(r"github_pat_[A-Za-z0-9_]{82}"), "a GitHub token", _ANYWHERE),
+    (re.compile(r"gl(?:pat|rt|dt|ft|soat|cbt)-[A-Za-z0-9_-]{20,}"), "a GitLab token", _ANYWHERE),
+    (re.compile(r"glptt-[0-9a-f]{40}"), "a GitLab token", _ANYWHERE),
+    (re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}"), "a Slack token", _ANYWHERE),
+    (re.compile(r"xapp-[0-9]-[A-Za-z0-9-]{10,}"), "a Slack token", _ANYWHERE),
+    (
+        re.compile(r"hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/]{20,}"),
+        "a Slack webhook",
+        _ANYWHERE,
+    ),
+    (re.compile(r"AIza[A-Za-z0-9_-]{35}"), "a Google API key", _ANYWHERE),
+    (re.compile(r"GOCSPX-[A-Za-z0-9_-]{28}"), "a Google OAuth client secret", _ANYWHERE),
     (re.compile(r"A[KS]IA[0-9A-Z]{16}(?![0-9A-Z])"), "an AWS access key id", _ALNUM),
     (re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}"), "an Anthropic API key", _ALNUM | {"_", "-"}),
     (
@@ -53,6 +73,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str, frozenset[str]], ...] = (
         "an OpenAI API key",
         _ALNUM | {"_", "-"},
     ),
+    (re.compile(r"[rs]k_live_[A-Za-z0-9]{20,}"), "a Stripe key", _ANYWHERE),
+    (re.compile(r"npm_[A-Za-z0-9]{36}"), "an npm token", _ANYWHERE),
+    (re.compile(r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"), "a PyPI token", _ANYWHERE),
+    (
+        re.compile(r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+        "a JSON Web Token",
+        _ANYWHERE,
+    ),
+    # An Authorization header's credential, whatever its format.
+    (re.compile(r"(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*"), "a bearer token", _ALNUM),
     (
         re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
         "a private key block",
