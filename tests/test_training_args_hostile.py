@@ -1,0 +1,167 @@
+"""A hostile ``training_args.bin``: what hubkit checks must be what torch loads, bounded in size and in the
+values it builds, and every malformed pickle one line of error (nothing executed, no traceback)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import sys
+import types
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from hubkit.errors import TrainingArgsError
+from hubkit.formats.training_args import MAX_BYTES, read_training_args
+
+FAKE_MODULE = "trl.hubkit_test_fake"  # under trl.: a module name the allow-list accepts
+
+
+@pytest.fixture
+def trl_class():
+    """A class that pickles as ``trl.hubkit_test_fake.Config`` (registered only while the test runs)."""
+    module = types.ModuleType(FAKE_MODULE)
+
+    class Config:
+        pass
+
+    Config.__module__, Config.__qualname__ = FAKE_MODULE, "Config"
+    module.Config = Config
+    sys.modules[FAKE_MODULE] = module
+    yield Config
+    del sys.modules[FAKE_MODULE]
+
+
+def _saved(value: object) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _with_pickle(archive_bytes: bytes, data_pkl: bytes) -> bytes:
+    """torch.save's archive with its data.pkl replaced by `data_pkl` (every other record as torch wrote it)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(archive_bytes)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = data_pkl if info.filename.endswith("/data.pkl") else source.read(info)
+            target.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def _refused(tmp_path: Path, data: bytes, *expected: str) -> str:
+    path = tmp_path / "training_args.bin"
+    path.write_bytes(data)
+    with pytest.raises(TrainingArgsError) as error:
+        read_training_args(path)
+    message = str(error.value)
+    assert "\n" not in message and all(part in message for part in expected), message
+    return message
+
+
+def _config(trl_class, **fields: object) -> object:
+    config = trl_class()
+    config.__dict__.update(fields)
+    return config
+
+
+def test_a_legacy_stream_before_a_harmless_archive_is_refused(tmp_path: Path, trl_class) -> None:
+    # torch.load reads the stream at byte 0 (a pre-zip torch.save); zipfile finds the archive after it.
+    legacy = io.BytesIO()
+    torch.save({"learning_rate": 9.9}, legacy, _use_new_zipfile_serialization=False)
+    harmless = _saved(_config(trl_class, learning_rate=5e-6))
+    _refused(tmp_path, legacy.getvalue() + harmless, "does not start with a zip header")
+
+
+def test_a_second_pickle_named_in_another_case_is_refused(tmp_path: Path, trl_class) -> None:
+    # torch's archive reader finds records ignoring case: DATA.PKL could be the one it loads.
+    harmless = _saved(_config(trl_class, learning_rate=5e-6))
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(harmless)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            target.writestr(info.filename, source.read(info))
+        target.writestr("archive/DATA.PKL", pickle.dumps({"learning_rate": 9.9}, protocol=2))
+    _refused(tmp_path, out.getvalue(), "'archive/DATA.PKL'", "torch.save does not write")
+
+
+def test_a_zip_bomb_is_refused_on_its_declared_size(tmp_path: Path, trl_class) -> None:
+    harmless = _saved(_config(trl_class, learning_rate=5e-6))
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(harmless)) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("/version"):
+                data = b"3" + b"\0" * (2 * MAX_BYTES)  # 8 MB of zeros deflate to a few KB
+            target.writestr(info.filename, data)
+    assert len(out.getvalue()) < 100_000
+    _refused(tmp_path, out.getvalue(), f"more than {MAX_BYTES} bytes")
+
+
+def _declare_size(archive: bytes, member: str, size: int) -> bytes:
+    """`archive` with `member`'s uncompressed size given as `size` in its local and central headers."""
+    data = bytearray(archive)
+    with zipfile.ZipFile(io.BytesIO(archive)) as source:
+        local = source.getinfo(member).header_offset
+    data[local + 22 : local + 26] = size.to_bytes(4, "little")
+    start = 0
+    while (central := data.find(b"PK\x01\x02", start)) >= 0:
+        name_length = int.from_bytes(data[central + 28 : central + 30], "little")
+        if data[central + 46 : central + 46 + name_length] == member.encode():
+            data[central + 24 : central + 28] = size.to_bytes(4, "little")
+        start = central + 4
+    return bytes(data)
+
+
+def test_a_member_larger_than_it_declares_is_refused(tmp_path: Path, trl_class) -> None:
+    harmless = _saved(_config(trl_class, learning_rate=5e-6))
+    out = io.BytesIO()
+    with (
+        zipfile.ZipFile(io.BytesIO(harmless)) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
+    ):
+        for info in source.infolist():
+            bomb = info.filename.endswith("/byteorder")
+            target.writestr(info.filename, b"\0" * 1_000_000 if bomb else source.read(info))
+    _refused(tmp_path, _declare_size(out.getvalue(), "archive/byteorder", 6), "archive/byteorder")
+
+
+def test_shared_references_cannot_expand_without_bound(tmp_path: Path, trl_class) -> None:
+    # An 8 KB pickle: six levels of 100 references to the level below, 10^12 values once expanded.
+    nested: object = [0] * 100
+    for _ in range(5):
+        nested = [nested] * 100
+    data = _saved(_config(trl_class, learning_rate=5e-6, notes=nested))
+    assert len(data) < 20_000
+    _refused(tmp_path, data, "holds more than")
+
+
+@pytest.mark.parametrize(
+    ("name", "data_pkl"),
+    [
+        # BUILD with a state that is no dict (trl.hubkit_test_fake.Config, then 5, BUILD).
+        ("build state of the wrong type", b"\x80\x02ctrl.hubkit_test_fake\nConfig\n)\x81K\x05b."),
+        ("STOP on an empty stack", b"\x80\x02."),
+        ("a persistent id that is no storage", b"\x80\x02X\x03\x00\x00\x00abcQ."),
+        ("a truncated pickle", b"\x80\x02}q\x00(X\x0d\x00\x00\x00learning_rate"),
+    ],
+)
+def test_a_malformed_pickle_is_one_line_of_error(
+    tmp_path: Path, trl_class, name: str, data_pkl: bytes
+) -> None:
+    archive = _with_pickle(_saved(_config(trl_class, learning_rate=5e-6)), data_pkl)
+    _refused(tmp_path, archive, "training_args.bin")
+
+
+def test_the_archive_torch_writes_is_read(tmp_path: Path, trl_class) -> None:
+    path = tmp_path / "training_args.bin"
+    path.write_bytes(_saved(_config(trl_class, learning_rate=5e-6, optim="adamw_torch")))
+    assert read_training_args(path) == {"learning_rate": 5e-6, "optim": "adamw_torch"}
+    # Saved to a path, torch names the folder after the file: also torch's own layout.
+    torch.save(_config(trl_class, learning_rate=1e-5), tmp_path / "other.bin")
+    assert read_training_args(tmp_path / "other.bin") == {"learning_rate": 1e-5}
+    assert not os.environ.get("HUBKIT_DEBUG")
