@@ -17,6 +17,7 @@ from hubkit.cli.eval import eval_command
 from hubkit.cli.gguf import gguf
 from hubkit.cli.hub import hub
 from hubkit.cli.merge import merge
+from hubkit.cli.output import echo, log_visibly
 from hubkit.cli.push import push
 from hubkit.cli.reward import reward
 from hubkit.cli.space import space
@@ -37,6 +38,7 @@ for command in (hub, push, merge, gguf, card, reward, space, eval_command):
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, mapping user errors to one line and exit status 1."""
+    log_visibly()
     try:
         cli.main(args=argv, standalone_mode=False)
     except click.exceptions.Abort:
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     except HubkitError as e:
         if os.environ.get("HUBKIT_DEBUG") == "1":
             raise
-        click.echo(f"Error: {e}", err=True)
+        echo(f"Error: {e}", err=True, one_line=True)
         sys.exit(1)
 
 

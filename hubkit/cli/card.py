@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.output import echo
 
 
 @click.command()
@@ -83,11 +84,9 @@ def card(
     )
     if not quiet:
         for path in written:
-            click.echo(str(path))
+            echo(str(path))
         if merged_repo_id and not any(path.parent.name == "merged" for path in written):
-            click.echo(
-                "merged card skipped: the newest checkpoint saved no adapter (a push rebuilds it first)"
-            )
+            echo("merged card skipped: the newest checkpoint saved no adapter (a push rebuilds it first)")
 
 
 def _token_owner(endpoint: str, token: str | None) -> str:

@@ -9,8 +9,10 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
+from hubkit.cli.output import TerminalConsole, visible
 
 if TYPE_CHECKING:
     from hubkit.evaluate.evaluation import EvalPlan
@@ -136,7 +138,7 @@ def eval_command(
 
     from hubkit.evaluate.evaluation import EvalRequest, plan_eval
 
-    console = Console(quiet=quiet, soft_wrap=True)
+    console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     if repo_id:
         run_flags = (("--run-id", run_id), ("--run-dir", run_dir), ("--base-model", base_model))
@@ -277,14 +279,16 @@ def _contamination_line(plan: EvalPlan) -> str:
 
 
 def _table(summary: EvalSummary) -> Table:
-    table = Table(title=f"{summary.metric.name} on {summary.problems.n} problems", title_justify="left")
+    # Text, not str: a metric or model name from a release is shown as written, never as rich markup.
+    title = Text(visible(f"{summary.metric.name} on {summary.problems.n} problems"))
+    table = Table(title=title, title_justify="left")
     table.add_column("model", no_wrap=True)
     for header in ("accuracy", "95% CI", "tokens", "median", "max", "cut"):
         table.add_column(header, justify="right", no_wrap=True)
     for model in summary.models:
         low, high = model.ci95
         table.add_row(
-            model.name,
+            Text(visible(model.name)),
             f"{model.accuracy:.1%}",
             f"{low:.0%}-{high:.0%}",
             f"{model.tokens_mean:.1f}",

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.output import TerminalConsole
 
 if TYPE_CHECKING:
     from hubkit.runs import Run
@@ -70,7 +70,7 @@ def gguf(
 
     if model_dir is not None and (run_id or run_dir):
         raise click.UsageError("give --model-dir or a run (--run-id/--run-dir), not both")
-    console = Console(quiet=quiet, soft_wrap=True)
+    console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     type_names = [part for part in types.split(",") if part.strip()]
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())

@@ -6,10 +6,10 @@ import tempfile
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.output import TerminalConsole
 
 
 @click.command()
@@ -51,7 +51,7 @@ def merge(
     from hubkit.publish.merged_repo import merge_prepared_adapter
     from hubkit.runs import find_run_dir, load_run, select_checkpoints
 
-    console = Console(quiet=quiet, soft_wrap=True)
+    console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
     checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]

@@ -20,6 +20,7 @@ from rich.progress import (
 )
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
+from hubkit.cli.output import TerminalConsole
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress
@@ -174,7 +175,7 @@ def push(
         raise click.UsageError("--dry-run and --watch cannot be combined")
     if watch_timeout is not None and not watch:
         raise click.UsageError("--watch-timeout needs --watch")
-    console = Console(quiet=quiet, soft_wrap=True)
+    console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
     request = PushRequest(
         run_dir=find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch),

@@ -7,6 +7,7 @@ import json
 import click
 
 from hubkit.cli.options import endpoint_option
+from hubkit.cli.output import echo
 
 
 @click.group()
@@ -30,15 +31,13 @@ def show(repo_id: str, revision: str | None, as_json: bool, endpoint: str) -> No
 
     spec = read_release_reward(repo_id, revision, endpoint=endpoint)
     if as_json:
-        click.echo(json.dumps(spec.to_dict(), indent=2))
+        echo(json.dumps(spec.to_dict(), indent=2))
         return
-    click.echo(f"{repo_id}: {spec.formula()}")
-    click.echo(f"aggregation: {spec.aggregation}: {AGGREGATION_MEANINGS[spec.aggregation]}")
+    echo(f"{repo_id}: {spec.formula()}")
+    echo(f"aggregation: {spec.aggregation}: {AGGREGATION_MEANINGS[spec.aggregation]}")
     if spec.batch_whiten:
-        click.echo("  the weighted sum is then whitened over the batch")
-    click.echo("components:")
+        echo("  the weighted sum is then whitened over the batch")
+    echo("components:")
     for component in spec.components:
         params = ", ".join(f"{k}={v}" for k, v in sorted(component.params.items()))
-        click.echo(
-            f"  {component.name:<22} weight {component.weight:g}" + (f"  ({params})" if params else "")
-        )
+        echo(f"  {component.name:<22} weight {component.weight:g}" + (f"  ({params})" if params else ""))

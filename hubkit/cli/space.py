@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hubkit.cli.options import endpoint_option, run_options
+from hubkit.cli.output import echo
 
 
 @click.command()
@@ -54,7 +55,5 @@ def space(
         config = space_config_from_hub(hub_client(endpoint, resolve_token(endpoint, required=False)), repo_id)
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")
-    click.echo(
-        f"Serving {config.app.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)"
-    )
+    echo(f"Serving {config.app.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
     serve_locally(config, port=port, endpoint=endpoint)
