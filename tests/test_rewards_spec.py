@@ -42,13 +42,17 @@ def test_formulas_name_the_mode_and_its_math():
     [
         ({"name": "os.system"}, "unknown reward component"),
         ({"name": "length_penalty", "weight": 0.5}, "needs the parameter 'max_completion_length'"),
-        ({"name": "length_penalty", "params": {"max_completion_length": 0}}, "positive integer"),
+        ({"name": "length_penalty", "params": {"max_completion_length": 0}}, "integer from 1 to"),
+        (
+            {"name": "length_penalty", "params": {"max_completion_length": 10**12}},
+            "integer from 1 to 1048576",
+        ),
         (
             {"name": "length_penalty", "params": {"max_completion_length": 10, "code": "x"}},
             "not \\['code'\\]",
         ),
         ({"name": "math_correctness", "weight": float("nan")}, "finite number"),
-        ({"name": "math_correctness", "params": {"timeout_s": 0.5}}, "positive integer"),
+        ({"name": "math_correctness", "params": {"timeout_s": 0.5}}, "integer from 1 to"),
     ],
 )
 def test_invalid_components_are_refused(component, message):

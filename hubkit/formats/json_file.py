@@ -137,6 +137,8 @@ def _loads(text: str, name: str, line: int | None = None) -> Any:
         raise FileFormatError(f"{name}:{where} not JSON ({e.msg} at {position})") from e
     except RecursionError as e:  # the C parser's own bound, far below the stack's
         raise FileFormatError(f"{name}:{where} nested too deep to parse") from e
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        raise FileFormatError(f"{name}:{where} holds a number too long to read") from e
 
 
 def read_json(path: Path, *, max_bytes: int, max_depth: int = MAX_DEPTH, name: str | None = None) -> Any:

@@ -37,6 +37,7 @@ def read_errors(
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
@@ -46,6 +47,8 @@ def read_errors(
     hub = endpoint or "the Hub"
     try:
         yield
+    except HFValidationError as e:
+        raise error(f"{repo_id!r} is not a repo id: give OWNER/NAME (letters, digits, '-', '_', '.')") from e
     except GatedRepoError as e:
         raise error(f"{repo_id} is gated: accept its terms on the Hub and use a token that has access") from e
     except (RepositoryNotFoundError, RevisionNotFoundError) as e:

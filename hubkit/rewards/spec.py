@@ -16,6 +16,10 @@ from hubkit.errors import RewardSpecError
 Aggregation = Literal["sum_then_normalize", "normalize_then_sum"]
 AGGREGATIONS: tuple[str, ...] = ("sum_then_normalize", "normalize_then_sum")
 SCHEMA_VERSION = 1
+# Bounds a spec read from a release must keep: a few components, integer parameters a model can have
+# (an answer length in tokens).
+MAX_COMPONENTS = 32
+MAX_PARAM = 1_048_576
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,11 @@ class RewardComponent:
                 raise RewardSpecError(f"{self.name!r} needs the parameter {key!r}")
         for key, value in self.params.items():
             if info.params[key] is int and (
-                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+                isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PARAM
             ):
-                raise RewardSpecError(f"{self.name}.{key} must be a positive integer, got {value!r}")
+                raise RewardSpecError(
+                    f"{self.name}.{key} must be an integer from 1 to {MAX_PARAM}, got {value!r}"
+                )
 
     def symbol(self) -> str:
         """How the component appears in `RewardSpec.formula`."""
@@ -113,8 +119,8 @@ class RewardSpec:
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if not self.components:
-            raise RewardSpecError("a reward spec needs at least one component")
+        if not self.components or len(self.components) > MAX_COMPONENTS:
+            raise RewardSpecError(f"a reward spec needs 1 to {MAX_COMPONENTS} components")
         names = [c.name for c in self.components]
         if len(set(names)) != len(names):
             raise RewardSpecError(f"reward component names must be unique, got {names}")
@@ -184,8 +190,13 @@ class RewardSpec:
         """
         if not isinstance(data, dict):
             raise RewardSpecError(f"reward spec must be a JSON object, got {type(data).__name__}")
+        listed = data.get("components")
+        if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed):
+            raise RewardSpecError("reward spec components must be a list of objects")
+        if any(not isinstance(c.get("params", {}), dict) for c in listed):
+            raise RewardSpecError("reward component params must be an object")
         try:
-            components = tuple(RewardComponent(**c) for c in data["components"])
+            components = tuple(RewardComponent(**c) for c in listed)
             rest = {k: v for k, v in data.items() if k != "components"}
             return cls(components=components, **rest)
         except (KeyError, TypeError) as e:

@@ -37,7 +37,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hubkit.errors import ManifestError
+from hubkit.errors import FileFormatError, ManifestError
+from hubkit.formats.json_fields import checked_fields
+from hubkit.formats.json_file import read_json
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.state import write_atomically
 
@@ -49,6 +51,15 @@ FRAMEWORKS: tuple[str, ...] = ("trl", "verl")
 # Hub repo ids: "name" or "owner/name", letters, digits, "-", "_", "." (no "--" or ".." runs).
 _HUB_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 JSONScalar = str | int | float | bool | None
+# A manifest is a few KB; the push publishes it only up to this size, and a release's is read no larger.
+MAX_MANIFEST_BYTES = 1_000_000
+MAX_MANIFEST_DEPTH = 8
+# What a model can have: a LoRA rank, an answer length in tokens, accelerators in one run.
+MAX_LORA_RANK = 65_536
+MAX_LORA_ALPHA = 1e6
+MAX_SEQUENCE_TOKENS = 1_048_576
+MAX_ACCELERATORS = 1_000_000
+_LENGTH_HYPERPARAMETERS = ("max_completion_length", "max_response_length", "max_prompt_length")
 
 
 def is_hub_id(value: str) -> bool:
@@ -90,12 +101,15 @@ class LoraSettings:
     use_rslora: bool = False
 
     def __post_init__(self) -> None:
-        if self.r <= 0:
-            raise ManifestError(f"lora.r must be positive, got {self.r}")
-        if self.alpha <= 0:
+        if not 0 < self.r <= MAX_LORA_RANK:
+            raise ManifestError(f"lora.r must be between 1 and {MAX_LORA_RANK}, got {self.r}")
+        if not 0 < self.alpha <= MAX_LORA_ALPHA:
             raise ManifestError(
-                f"lora.alpha must be positive, got {self.alpha} (alpha 0 makes a no-op adapter)"
+                f"lora.alpha must be positive and at most {MAX_LORA_ALPHA:g}, got {self.alpha} "
+                "(alpha 0 makes a no-op adapter)"
             )
+        if not 0 <= self.dropout < 1:
+            raise ManifestError(f"lora.dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,10 @@ class Hardware:
     accelerator: str = "cpu"
     count: int = 1
     nodes: int = 1
+
+    def __post_init__(self) -> None:
+        if not (0 < self.count <= MAX_ACCELERATORS and 0 < self.nodes <= self.count):
+            raise ManifestError(f"hardware: {self.count} accelerators on {self.nodes} nodes is not a machine")
 
 
 @dataclass(frozen=True)
@@ -153,6 +171,12 @@ class Manifest:
             raise ManifestError(
                 f"push_to must be a Hub repo id like 'me/qwen3-4b-grpo', got {self.push_to!r}"
             )
+        for key in _LENGTH_HYPERPARAMETERS:
+            length = self.hyperparameters.get(key)
+            if isinstance(length, int) and not 0 < length <= MAX_SEQUENCE_TOKENS:
+                raise ManifestError(
+                    f"hyperparameters.{key} must be between 1 and {MAX_SEQUENCE_TOKENS}, got {length}"
+                )
         for rel in (self.checkpoints_dir, self.metrics_file):
             if rel is not None and (os.path.isabs(rel) or ".." in Path(rel).parts):
                 raise ManifestError(
@@ -168,27 +192,42 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        """The manifest `data` describes, every field of its declared type (nested objects included).
+
+        Raises:
+            ManifestError: not an object, an unknown field, a field of the wrong type or out of range.
+        """
         if not isinstance(data, dict):
             raise ManifestError(f"{MANIFEST_NAME} must hold a JSON object")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
-        if unknown and data.get("schema_version", SCHEMA_VERSION) <= SCHEMA_VERSION:
-            raise ManifestError(f"{MANIFEST_NAME} has unknown fields {unknown}")
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if unknown and not (isinstance(version, int) and version > SCHEMA_VERSION):
+            raise ManifestError(f"{MANIFEST_NAME} has unknown fields {unknown[:5]}")
         try:
-            values = {k: v for k, v in data.items() if k in known}
+            values = checked_fields(cls, data, MANIFEST_NAME)
             if values.get("dataset") is not None:
-                values["dataset"] = DatasetInfo(**values["dataset"])
+                values["dataset"] = DatasetInfo(
+                    **checked_fields(DatasetInfo, values["dataset"], f"{MANIFEST_NAME} dataset")
+                )
             if values.get("reward") is not None:
                 values["reward"] = RewardSpec.from_dict(values["reward"])
             if values.get("lora") is not None:
-                lora = dict(values["lora"])
+                lora = checked_fields(LoraSettings, values["lora"], f"{MANIFEST_NAME} lora")
                 lora["target_modules"] = tuple(lora.get("target_modules") or ())
                 values["lora"] = LoraSettings(**lora)
             if values.get("hardware") is not None:
-                values["hardware"] = Hardware(**values["hardware"])
-            values["trackers"] = tuple(Tracker(**t) for t in values.get("trackers") or ())
+                values["hardware"] = Hardware(
+                    **checked_fields(Hardware, values["hardware"], f"{MANIFEST_NAME} hardware")
+                )
+            trackers = values.get("trackers") or ()
+            values["trackers"] = tuple(
+                Tracker(**checked_fields(Tracker, t, f"{MANIFEST_NAME} trackers")) for t in trackers
+            )
             return cls(**values)
-        except TypeError as e:
+        except FileFormatError as e:
+            raise ManifestError(str(e)) from e
+        except TypeError as e:  # a required field missing
             raise ManifestError(f"invalid {MANIFEST_NAME}: {e}") from e
 
     def save(self, run_dir: str | os.PathLike[str]) -> Path:
@@ -202,14 +241,18 @@ class Manifest:
         """Read a ``hubkit.json`` file: a run's own, or one downloaded from a published repo.
 
         Raises:
-            ManifestError: the file is missing, not JSON, from a newer hubkit, or not a valid manifest.
+            ManifestError: the file is missing, larger than `MAX_MANIFEST_BYTES`, not JSON, nested deeper
+                than `MAX_MANIFEST_DEPTH`, from a newer hubkit, or not a valid manifest.
         """
+        path = Path(path)
+        if not path.exists():
+            raise ManifestError(f"no {MANIFEST_NAME} in {path.parent}")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError as e:
-            raise ManifestError(f"no {MANIFEST_NAME} in {Path(path).parent}") from e
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ManifestError(f"{MANIFEST_NAME} is not valid JSON: {e}") from e
+            data = read_json(
+                path, max_bytes=MAX_MANIFEST_BYTES, max_depth=MAX_MANIFEST_DEPTH, name=MANIFEST_NAME
+            )
+        except FileFormatError as e:
+            raise ManifestError(str(e)) from e
         version = data.get("schema_version") if isinstance(data, dict) else None
         if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise ManifestError(

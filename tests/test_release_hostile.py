@@ -1,0 +1,87 @@
+"""A hostile ``hubkit.json``, in a run directory or in a release read back from the Hub: the same reader
+refuses it in one line naming the field, bounded in size and depth, whatever the JSON holds."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from hubkit.errors import HubkitError
+from hubkit.runs.manifest import MAX_MANIFEST_BYTES, Manifest
+
+VALID = {"run_id": "r1", "framework": "trl", "base_model": "Qwen/Qwen3-4B"}
+
+HOSTILE = {
+    "a number as the run id": ({**VALID, "run_id": 5}, "run_id cannot be 5"),
+    "a list as hyperparameters": ({**VALID, "hyperparameters": [1, 2]}, "hyperparameters cannot be"),
+    "a string as the LoRA": ({**VALID, "lora": "x"}, "lora cannot be 'x'"),
+    "Infinity as the rank": ({**VALID, "lora": {"r": "Infinity", "alpha": 16}}, "r cannot be 'Infinity'"),
+    "a rank of 2^21": ({**VALID, "lora": {"r": 2**21, "alpha": 16}}, "lora.r must be between 1 and 65536"),
+    "a string as the GPU count": ({**VALID, "hardware": {"count": "x"}}, "count cannot be 'x'"),
+    "a number as the dataset": ({**VALID, "dataset": 5}, "dataset cannot be 5"),
+    "an answer length of 10^12": (
+        {**VALID, "hyperparameters": {"max_completion_length": 10**12}},
+        "max_completion_length must be between 1 and",
+    ),
+    "a reward of one string": ({**VALID, "reward": {"components": "x"}}, "components must be a list"),
+    "a reward length of 10^12": (
+        {
+            **VALID,
+            "reward": {
+                "components": [{"name": "length_penalty", "params": {"max_completion_length": 10**12}}]
+            },
+        },
+        "max_completion_length must be an integer from 1 to",
+    ),
+    "trackers of numbers": ({**VALID, "trackers": [5]}, "trackers cannot be [5]"),
+}
+RAW = {
+    "nesting 100,000 deep": ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    "a 5000-digit integer": (
+        json.dumps(VALID)[:-1] + ', "hyperparameters": {"x": ' + "9" * 5000 + "}}",
+        "too long",
+    ),
+    "NaN as alpha": (json.dumps({**VALID, "lora": {"r": 16, "alpha": float("nan")}}), "alpha cannot be nan"),
+    "not UTF-8": (b"\xff\xfe{}", "not UTF-8"),
+    "2 MB of spaces": (" " * 2 * MAX_MANIFEST_BYTES + "{}", "more than the 1.0 MB allowed"),
+}
+
+
+def _write(path: Path, body: object) -> None:
+    if isinstance(body, bytes):
+        path.write_bytes(body)
+    elif isinstance(body, str):
+        path.write_text(body)
+    else:
+        path.write_text(json.dumps(body))
+
+
+@pytest.mark.parametrize("name", [*HOSTILE, *RAW])
+def test_a_hostile_manifest_is_one_line_of_error(name: str, tmp_path: Path) -> None:
+    body, expected = HOSTILE[name] if name in HOSTILE else RAW[name]
+    _write(tmp_path / "hubkit.json", body)
+    started = time.monotonic()
+    with pytest.raises(HubkitError) as error:
+        Manifest.load(tmp_path)
+    assert time.monotonic() - started < 5
+    message = str(error.value)
+    assert expected in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("name", ["a rank of 2^21", "a reward length of 10^12", "a number as the run id"])
+def test_a_release_with_a_hostile_manifest_is_refused_in_one_line(
+    name: str, hub_api, new_repo_id, capsys
+) -> None:
+    body, expected = HOSTILE[name]
+    hub_api.create_repo(new_repo_id)
+    hub_api.upload_file(
+        path_or_fileobj=json.dumps(body).encode(), path_in_repo="hubkit.json", repo_id=new_repo_id
+    )
+    for argv in (["reward", "show", new_repo_id], ["eval", "--repo-id", new_repo_id]):
+        assert run_cli(argv) == 1
+        err = capsys.readouterr().err
+        assert expected in err and err.count("\n") == 1 and "Traceback" not in err, err
