@@ -196,8 +196,22 @@ def test_refuses_bad_tensors(
         (_config(peft_type="IA3"), None, "is not LoRA"),
         (_config(target_modules=["q_proj", "v_proj"]), None, r"k_proj has LoRA weights but target_modules"),
         (_config(target_modules=r".*\.q_proj"), None, r"k_proj has LoRA weights but target_modules"),
+        # Read before any tensor is built: PEFT would allocate r x features for every module first.
+        (_config(r=2**21), None, "every rank must be an integer from 1 to 65536"),
+        (_config(rank_pattern={"q_proj": 2**21}), None, "every rank must be an integer from 1 to 65536"),
+        (_config(r=float("inf")), None, "every rank must be an integer"),
+        (_config(lora_alpha=float("nan")), None, "lora_alpha is nan"),
+        (_config(lora_alpha=1e30), None, "lora_alpha 1e\\+30 is beyond"),
+        (_config(peft_type="PROMPT_TUNING"), None, "is not LoRA"),
+        (_config(use_dora=True), None, "uses DoRA"),
+        (_config(layer_replication=[[0, 1]]), None, "uses layer replication"),
+        (_config(target_modules=[1, 2]), None, "target_modules must be a module name"),
     ],
-    ids=["alpha-0", "alpha-disagrees", "rank", "not-lora", "untargeted-list", "untargeted-regex"],
+    ids=[
+        "alpha-0", "alpha-disagrees", "rank", "not-lora", "untargeted-list", "untargeted-regex", "rank-2^21",
+        "rank-pattern-2^21", "rank-inf", "alpha-nan", "alpha-1e30", "prompt-tuning", "dora", "layer-replication",
+        "targets-not-names",
+    ],  # fmt: skip
 )
 def test_refuses_bad_config(tmp_path: Path, config, lora, message: str) -> None:
     _trl_run(tmp_path / "run", config=config, lora=lora)

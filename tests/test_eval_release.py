@@ -110,7 +110,7 @@ def test_eval_of_a_release_says_what_is_wrong_in_one_line(
 ) -> None:
     endpoint = ["--endpoint", local_hub.endpoint, "--problems", str(HELDOUT), "--metric", "gsm8k_correctness"]
     assert run_cli(["eval", "--repo-id", new_repo_id, "--run-dir", str(trl_run_dir)]) == 2
-    assert "either --repo-id (a release) or --run-id/--run-dir" in capsys.readouterr().err
+    assert "--run-dir cannot go with --repo-id" in capsys.readouterr().err
     assert run_cli(["eval", "--run-dir", str(trl_run_dir), "--push"]) == 2
     assert "published by `hubkit push`" in capsys.readouterr().err
 

@@ -46,6 +46,7 @@ from hubkit.formats.peft import (
     read_adapter_config,
     read_saved_adapter_config,
     read_weights_header,
+    unsupported_variant,
 )
 from hubkit.formats.safetensors import SafetensorsHeader
 from hubkit.hub.hashing import FileHashes, FileVersion, hash_file
@@ -149,8 +150,9 @@ def _checked_saved_adapter(
 ) -> _SavedAdapter:
     """Every check a saved adapter's config and safetensors header allow, before any tensor is read."""
     config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
-    if config.get("peft_type", "LORA") != "LORA":
-        raise AdapterError(f"{label}: peft_type {config.get('peft_type')!r} is not LoRA")
+    variant = unsupported_variant(config)
+    if variant is not None:
+        raise AdapterError(f"{label}: the adapter uses {variant}: only plain LoRA adapters are published")
     header = read_weights_header(adapter_dir, label)
     if not header.tensors:
         refuse_empty(label)

@@ -52,9 +52,7 @@ class VisibleFormatter(logging.Formatter):
 
 
 def log_visibly() -> None:
-    """Send this process's warnings to stderr through `VisibleFormatter` (Python's default prints them raw)."""
-    root = logging.getLogger()
-    if not any(isinstance(h.formatter, VisibleFormatter) for h in root.handlers):
-        handler = logging.StreamHandler()
-        handler.setFormatter(VisibleFormatter("%(message)s"))
-        root.addHandler(handler)
+    """Format the warnings this process prints by default (Python's last-resort handler, which writes to the
+    current stderr when nothing else handles a record) through `VisibleFormatter`."""
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(VisibleFormatter("%(message)s"))

@@ -10,6 +10,7 @@ hubkit parses ``adapter_config.json``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,23 @@ LORA_CONFIG_FIELDS = frozenset(
     }
 )  # fmt: skip
 PEFT_PREFIX = "base_model.model."
+# Bounds on what a config may say, checked before any tensor is built from it: a rank and an alpha a
+# model can have (PEFT allocates r x features for each module as it loads the config).
+MAX_RANK = 65_536
+MAX_ALPHA = 1e6
+# The config switches of LoRA variants hubkit's checks and merge do not implement (`unsupported_variant`).
+UNSUPPORTED_VARIANTS = {
+    "use_dora": "DoRA (its magnitude vector rescales each merged weight)",
+    "lora_bias": "LoRA biases",
+    "fan_in_fan_out": "fan_in_fan_out (Conv1D) layers",
+    "modules_to_save": "fully trained modules (modules_to_save)",
+    "trainable_token_indices": "trainable tokens",
+    "target_parameters": "target_parameters (parameter LoRA)",
+    "layer_replication": "layer replication",
+    "alora_invocation_tokens": "activated LoRA",
+    "use_qalora": "QA-LoRA",
+    "use_bdlora": "block-diagonal LoRA",
+}
 # PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
 # `<module>.base_layer.weight`.
 FROZEN_COPY_SUFFIX = ".base_layer.weight"
@@ -91,7 +109,51 @@ def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
         raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e}): re-save the adapter") from e
     if not isinstance(config, dict):
         raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object: re-save the adapter")
+    _check_lora_config(config, label)
     return config
+
+
+def _is_count(value: object, largest: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= largest
+
+
+def _check_lora_config(config: dict[str, Any], label: str) -> None:
+    """Refuse, in one line, a config hubkit cannot load, merge or check: another PEFT method, a variant,
+    a rank or alpha out of bounds, target modules that are not names."""
+    where = f"{label}: {ADAPTER_CONFIG}"
+    peft_type = config.get("peft_type", "LORA")
+    if peft_type != "LORA":
+        raise AdapterError(
+            f"{label}: peft_type {str(peft_type)[:40]!r} is not LoRA: only LoRA adapters are supported"
+        )
+    ranks = [config.get("r"), *_pattern_values(config, "rank_pattern", where)]
+    if not all(_is_count(r, MAX_RANK) for r in ranks):
+        raise AdapterError(f"{where}: every rank must be an integer from 1 to {MAX_RANK}")
+    for alpha in (config.get("lora_alpha"), *_pattern_values(config, "alpha_pattern", where)):
+        if alpha is not None and is_valid_alpha(alpha) and alpha > MAX_ALPHA:
+            raise AdapterError(f"{where}: lora_alpha {alpha!r} is beyond {MAX_ALPHA:g}")
+    targets = config.get("target_modules")
+    if not (
+        targets is None
+        or isinstance(targets, str)
+        or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
+    ):
+        raise AdapterError(f"{where}: target_modules must be a module name, a pattern or a list of names")
+
+
+def unsupported_variant(config: dict[str, Any]) -> str | None:
+    """The LoRA variant `config` switches on that hubkit does not implement (`UNSUPPORTED_VARIANTS`), or None."""
+    for key, variant in UNSUPPORTED_VARIANTS.items():
+        if config.get(key):
+            return variant
+    return None
+
+
+def _pattern_values(config: dict[str, Any], key: str, where: str) -> list[object]:
+    patterns = config.get(key) or {}
+    if not isinstance(patterns, dict):
+        raise AdapterError(f"{where}: {key} must be an object")
+    return list(patterns.values())
 
 
 def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
@@ -107,8 +169,8 @@ def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
 
 
 def is_valid_alpha(alpha: object) -> bool:
-    """Whether `alpha` is a ``lora_alpha`` PEFT can use: a positive number (0 makes a no-op adapter)."""
-    return isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha > 0
+    """Whether `alpha` is a ``lora_alpha`` PEFT can use: a positive finite number (0 makes a no-op adapter)."""
+    return isinstance(alpha, int | float) and not isinstance(alpha, bool) and 0 < alpha < math.inf
 
 
 def checked_alpha(alpha: object, label: str) -> int | float:

@@ -12,22 +12,10 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import AdapterError, MergeError
-from hubkit.formats.peft import lora_pairs, read_adapter_config, read_adapter_weights
+from hubkit.formats.peft import lora_pairs, read_adapter_config, read_adapter_weights, unsupported_variant
 from hubkit.merge.lora import lora_scale
 
 # LoraConfig options that change what a merge must compute; hubkit merges plain LoRA and rsLoRA only.
-_UNSUPPORTED_OPTIONS = {
-    "use_dora": "DoRA (its magnitude vector rescales each merged weight)",
-    "lora_bias": "LoRA biases",
-    "fan_in_fan_out": "fan_in_fan_out (Conv1D) layers",
-    "modules_to_save": "fully trained modules (modules_to_save)",
-    "trainable_token_indices": "trainable tokens",
-    "target_parameters": "target_parameters (parameter LoRA)",
-    "layer_replication": "layer replication",
-    "alora_invocation_tokens": "activated LoRA",
-    "use_qalora": "QA-LoRA",
-    "use_bdlora": "block-diagonal LoRA",
-}
 
 
 @dataclass(frozen=True)
@@ -60,15 +48,9 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
     """
     label = f"adapter {adapter_dir.name}"
     config = read_adapter_config(adapter_dir, label)
-    if config.get("peft_type") != "LORA":
-        raise MergeError(
-            f"the adapter is {config.get('peft_type')!r}, not LoRA; hubkit merges LoRA adapters only"
-        )
-    for option, what in _UNSUPPORTED_OPTIONS.items():
-        if config.get(option):
-            raise MergeError(
-                f"the adapter uses {what}, which hubkit cannot merge; merge it with PEFT instead"
-            )
+    variant = unsupported_variant(config)
+    if variant is not None:
+        raise MergeError(f"the adapter uses {variant}, which hubkit cannot merge; merge it with PEFT instead")
     tensors = read_adapter_weights(adapter_dir, label)
     if any("lora_magnitude_vector" in key for key in tensors):
         raise MergeError("the adapter holds DoRA magnitude vectors, which hubkit cannot merge")
