@@ -208,10 +208,22 @@ def test_refuses_bad_tensors(
         (_config(target_modules=[1, 2]), None, "target_modules must be a module name"),
     ],
     ids=[
-        "alpha-0", "alpha-disagrees", "rank", "not-lora", "untargeted-list", "untargeted-regex", "rank-2^21",
-        "rank-pattern-2^21", "rank-inf", "alpha-nan", "alpha-1e30", "prompt-tuning", "dora", "layer-replication",
+        "alpha-0",
+        "alpha-disagrees",
+        "rank",
+        "not-lora",
+        "untargeted-list",
+        "untargeted-regex",
+        "rank-2^21",
+        "rank-pattern-2^21",
+        "rank-inf",
+        "alpha-nan",
+        "alpha-1e30",
+        "prompt-tuning",
+        "dora",
+        "layer-replication",
         "targets-not-names",
-    ],  # fmt: skip
+    ],
 )
 def test_refuses_bad_config(tmp_path: Path, config, lora, message: str) -> None:
     _trl_run(tmp_path / "run", config=config, lora=lora)

@@ -16,7 +16,7 @@ from fixtures_runs import copy_verl_run
 
 from hubkit.errors import ContaminationError, EvalError
 from hubkit.evaluate import load_eval, save_eval
-from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, prompt_ids, stop_token_ids
+from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, render_prompts, stop_token_ids
 from hubkit.evaluate.generation import GenerationJob, GenerationSettings
 from hubkit.evaluate.metric import metric_for
 from hubkit.evaluate.problems import (
@@ -174,7 +174,9 @@ def test_mixed_adapter_answers_equal_each_checkpoint_loaded_alone(trl_run_dir: P
     base_dir = Path(tiny_qwen3.local_dir)
     adapters = {f"global_step_{s}": trl_run_dir / "checkpoints" / f"checkpoint-{s}" for s in (1, 2, 3)}
     tokenizer = load_tokenizer(adapters["global_step_3"])
-    prompts = tuple(tuple(prompt_ids(tokenizer, r["question"], "Be brief.")) for r in _rows(HELDOUT)[:2])
+    prompts = render_prompts(
+        adapters["global_step_3"], [r["question"] for r in _rows(HELDOUT)[:2]], "Be brief."
+    )
     stop_ids = stop_token_ids(base_dir, tokenizer)
     job = GenerationJob(
         base_dir=base_dir,
@@ -462,7 +464,7 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
         base_dir=base_dir,
         models=("base", *adapters),
         adapters=tuple(adapters.items()),
-        prompts=tuple(tuple(prompt_ids(tokenizer, r["question"], None)) for r in _rows(HELDOUT)[:3]),
+        prompts=render_prompts(base_dir, [r["question"] for r in _rows(HELDOUT)[:3]], None),
         settings=GenerationSettings(max_new_tokens=8, batch_size=2),
         stop_ids=stop_token_ids(base_dir, tokenizer),
         pad_id=tokenizer.pad_token_id,
@@ -478,3 +480,28 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
 
     for name in job.models:
         assert [cut(ids) for ids in answers[name]] == [cut(ids) for ids in expected[name]], name
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "did not render",
+        ),
+        ("{% set x = 'a' * 100000000 %}{% for i in range(1000) %}{{ x }}{% endfor %}", "render"),
+        ("{{ raise_exception('no system prompt') }}", "no system prompt"),
+    ],
+    ids=["loops", "builds", "raises"],
+)
+def test_a_chat_template_that_loops_or_grows_is_stopped_in_one_line(
+    template: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hubkit.demo.tiny import copy_tokenizer
+    from hubkit.evaluate import chat
+
+    copy_tokenizer(tmp_path, chat_template=template)
+    monkeypatch.setattr(chat, "RENDER_SECONDS", 5.0)
+    with pytest.raises(EvalError) as error:
+        render_prompts(tmp_path, ["What is 2 + 3?"], None)
+    assert expected in str(error.value) and "\n" not in str(error.value)

@@ -9,12 +9,19 @@ including the stop token, as the length penalty counts) and whether the token li
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hubkit.errors import EvalError
+
+# A template renders a few prompts a millisecond; these bound one that loops (seconds) or grows (tokens).
+RENDER_SECONDS = 60.0
+RENDER_SECONDS_PER_PROMPT = 0.05
+MAX_PROMPT_TOKENS = 65_536
 
 
 @dataclass(frozen=True)
@@ -57,12 +64,38 @@ def messages(question: str, system_prompt: str | None) -> list[dict[str, str]]:
     return [*turns, {"role": "user", "content": question}]
 
 
-def prompt_ids(tokenizer: Any, question: str, system_prompt: str | None) -> list[int]:
-    """One problem's prompt as token ids, through the tokenizer's chat template."""
-    ids = tokenizer.apply_chat_template(
-        messages(question, system_prompt), tokenize=True, add_generation_prompt=True, return_dict=False
-    )
-    return [int(i) for i in ids]
+def render_prompts(
+    tokenizer_dir: Path, questions: Sequence[str], system_prompt: str | None
+) -> tuple[tuple[int, ...], ...]:
+    """Every problem's prompt as token ids, through the run's chat template, rendered in a bounded process.
+
+    The template is the run's (or the release's) code: `prompt_worker` runs it with a memory limit, for at
+    most `RENDER_SECONDS` plus `RENDER_SECONDS_PER_PROMPT` a prompt, each prompt at most `MAX_PROMPT_TOKENS`.
+
+    Raises:
+        EvalError: the template failed, ran out of time or memory, or rendered a prompt too long.
+    """
+    worker = Path(__file__).with_name("prompt_worker.py")
+    conversations = [messages(question, system_prompt) for question in questions]
+    timeout = RENDER_SECONDS + RENDER_SECONDS_PER_PROMPT * len(questions)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", str(worker), str(tokenizer_dir), str(MAX_PROMPT_TOKENS)],
+            input=json.dumps({"conversations": conversations}),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise EvalError(
+            f"the chat template in {tokenizer_dir.name} did not render {len(questions)} prompts in {timeout:.0f} s: "
+            "it loops or builds too much; fix the template"
+        ) from e
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["it failed"])[-1][:300]
+        raise EvalError(f"the chat template in {tokenizer_dir.name} cannot render the prompts: {reason}")
+    return tuple(tuple(ids) for ids in json.loads(done.stdout)["ids"])
 
 
 def stop_token_ids(model_dir: Path, tokenizer: Any) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from typing import Literal
 
 from hubkit.errors import EvalError
 from hubkit.evaluate import backend_transformers, backend_vllm
-from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, prompt_ids, stop_token_ids
+from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, render_prompts, stop_token_ids
 from hubkit.evaluate.generation import DEFAULT_DTYPE, Dtype, GenerationJob, GenerationSettings, Progress
 from hubkit.evaluate.length import AnswerLength, answer_length
 from hubkit.evaluate.metric import Metric, metric_for
@@ -228,7 +228,7 @@ def execute_eval(
     chat_template_dir = tokenizer_dir(run, base_dir)
     tokenizer = load_tokenizer(chat_template_dir)
     system_prompt = run.manifest.system_prompt
-    prompts = tuple(tuple(prompt_ids(tokenizer, p.question, system_prompt)) for p in plan.problems.problems)
+    prompts = render_prompts(chat_template_dir, [p.question for p in plan.problems.problems], system_prompt)
     stop_ids = stop_token_ids(base_dir, tokenizer)
     with tempfile.TemporaryDirectory(prefix="hubkit-eval-") as staging:
         adapters = adapter_dirs(run, plan.checkpoints, Path(staging), published=plan.published)
