@@ -85,3 +85,22 @@ def test_a_release_with_a_hostile_manifest_is_refused_in_one_line(
         assert run_cli(argv) == 1
         err = capsys.readouterr().err
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_release_file_larger_than_its_kind_is_refused_before_any_download(
+    trl_run_dir: Path, local_hub, hub_api, new_repo_id, capsys
+) -> None:
+    from helpers import push_adapters
+
+    assert push_adapters(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    hub_api.upload_file(
+        path_or_fileobj=b"{# " + b"x" * 2_000_000 + b" #}",
+        path_in_repo="chat_template.jinja",
+        repo_id=new_repo_id,
+    )
+    argv = ["eval", "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint, "--max-new-tokens", "2"]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        "chat_template.jinja is 2000006 bytes, more than such a file may be" in err and err.count("\n") == 1
+    )

@@ -15,6 +15,7 @@ from hubkit.errors import EvalError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.release.read import Release, download_release, read_release
 from hubkit.runs import Run, select_checkpoints
+from hubkit.safety import kinds
 
 
 def open_release(
@@ -44,7 +45,23 @@ def open_release(
     release = read_release(repo_id, endpoint=endpoint, token=token, error=EvalError)
     extra = (TRAIN_PROBLEM_HASHES_NAME,)
     # The listing alone, to choose the steps as for a run directory (same rules, same messages).
-    listed = download_release(release, (), extra=extra, endpoint=endpoint, token=token, error=EvalError)
+    listed = download_release(
+        release,
+        (),
+        extra=extra,
+        endpoint=endpoint,
+        token=token,
+        error=EvalError,
+        max_bytes=kinds.max_bytes_of,
+    )
     chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
-    run = download_release(release, chosen, extra=extra, endpoint=endpoint, token=token, error=EvalError)
+    run = download_release(
+        release,
+        chosen,
+        extra=extra,
+        endpoint=endpoint,
+        token=token,
+        error=EvalError,
+        max_bytes=kinds.max_bytes_of,
+    )
     return release, run

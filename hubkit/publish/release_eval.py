@@ -28,7 +28,7 @@ from hubkit.publish.remote import read_remote
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
-from hubkit.safety import VetContext
+from hubkit.safety import VetContext, kinds
 from hubkit.space.config import default_space_repo_id
 
 
@@ -75,7 +75,13 @@ def push_release_eval(
     now = read_release(repo_id, endpoint=endpoint, token=token, error=PublishError)
     _check_same_adapters(evaluated, now, tuple(m.step for m in results.summary.checkpoints))
     run = download_release(
-        now, (), extra=(TRAIN_PROBLEM_HASHES_NAME,), endpoint=endpoint, token=token, error=PublishError
+        now,
+        (),
+        extra=(TRAIN_PROBLEM_HASHES_NAME,),
+        endpoint=endpoint,
+        token=token,
+        error=PublishError,
+        max_bytes=kinds.max_bytes_of,
     )
     with hub_errors(repo_id, endpoint):
         remote = read_remote(api, repo_id)

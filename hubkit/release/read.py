@@ -13,7 +13,7 @@ root, each chosen step's adapter files, and `extra`. Nothing from the repo is ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,12 +41,14 @@ class Release:
         commit: the commit read (the head of the main branch when it was read).
         manifest: its ``hubkit.json``.
         files: every file at that commit: path → content id (the LFS sha256, else the git blob id).
+        sizes: every file's size in bytes, as the listing gives it.
     """
 
     repo_id: str
     commit: str
     manifest: Manifest
     files: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -77,11 +79,11 @@ def read_release(
 
     with read_errors(repo_id, revision=None, endpoint=endpoint, error=error):
         info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
-    files = {
-        s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in info.siblings or ()
-    }
+    siblings = info.siblings or ()
+    files = {s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings}
+    sizes = {s.rfilename: int(s.size or 0) for s in siblings}
     manifest = read_release_manifest(repo_id, info.sha, endpoint=endpoint, token=token, error=error)
-    release = Release(repo_id=repo_id, commit=str(info.sha), manifest=manifest, files=files)
+    release = Release(repo_id=repo_id, commit=str(info.sha), manifest=manifest, files=files, sizes=sizes)
     if not release.steps:
         raise error(
             f"{repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"
@@ -97,6 +99,7 @@ def download_release(
     endpoint: str | None = None,
     token: str | None = None,
     error: type[HubkitError],
+    max_bytes: Callable[[str], int | None],
 ) -> Run:
     """Download what a command needs of `release` and read it as a `Run`.
 
@@ -104,6 +107,8 @@ def download_release(
         release: from `read_release`.
         steps: the steps whose adapters to download (each one the release publishes).
         extra: other paths to download when the release has them (e.g. ``train_problems.sha256``).
+        max_bytes: the largest size a file at a path may have (None: not downloaded at all); a file the
+            listing says is larger is refused before any byte of the release is downloaded.
         endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
         token: for a private repo.
         error: the `HubkitError` subclass to raise.
@@ -123,6 +128,14 @@ def download_release(
     wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
     wanted += [path for step in steps for path in checkpoint_files(step)]
     paths = [path for path in dict.fromkeys(wanted) if path in release.files]
+    for path in paths:
+        bound = max_bytes(path)
+        if bound is None or release.sizes.get(path, 0) > bound:
+            size = release.sizes.get(path, 0)
+            raise error(
+                f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "
+                "refusing to download it"
+            )
     with read_errors(release.repo_id, revision=None, endpoint=endpoint, error=error):
         # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
         folder = Path(

@@ -108,6 +108,12 @@ _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 _CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_\d+/")
 
 
+def max_bytes_of(path_in_repo: str) -> int | None:
+    """The largest a file at this place of a model repo may be, or None when no known kind goes there."""
+    kind = kind_of(path_in_repo)
+    return kind.max_bytes if kind is not None else None
+
+
 def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
     """The kind of a file by its place in a repo, or None when no known kind goes there.
 
