@@ -7,12 +7,15 @@ under the names the trainer state uses (``train/reward`` → ``reward``), so car
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
 from hubkit.formats.tensorboard import EVENT_FILE_PREFIX, read_scalars
 from hubkit.runs.model import Metrics, TrackerRun
 from hubkit.runs.state import STATE_DIR
+
+logger = logging.getLogger(__name__)
 
 EVENT_FILES = "TensorBoard event files"
 TENSORBOARD = TrackerRun("tensorboard", detail="event files in the run directory (not published)")
@@ -50,10 +53,14 @@ def event_files(run_dir: Path) -> list[Path]:
 
 
 def read_event_metrics(files: list[Path]) -> Metrics:
-    """The scalars of `files` as `Metrics` (later files win on a clash, as a resumed run's do)."""
+    """The scalars of `files` as `Metrics` (later files win on a clash, as a resumed run's do); what the
+    bounded reader skipped is logged (`hubkit.formats.tensorboard`)."""
     entries: list[tuple[int, dict[str, float]]] = []
     for path in files:
-        for tag, points in read_scalars(path).items():
+        history = read_scalars(path)
+        for note in history.notes:
+            logger.warning(note)
+        for tag, points in history.points.items():
             name = tag.removeprefix(_TRAIN_PREFIX)
             entries.extend((step, {name: value}) for step, value in points)
     return Metrics.from_entries(entries)

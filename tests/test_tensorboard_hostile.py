@@ -1,0 +1,75 @@
+"""Hostile TensorBoard event files in a run: read within bounds, bad records skipped or the reading stopped
+with a note, never a traceback, a huge allocation or minutes of parsing."""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+
+from hubkit.formats.tensorboard import MAX_POINTS, MAX_RECORDS, read_scalars
+
+
+def _record(data: bytes, length: int | None = None) -> bytes:
+    # The checksums are not what hubkit's bounds rest on; zeros stand in for them.
+    return struct.pack("<QI", len(data) if length is None else length, 0) + data + b"\0\0\0\0"
+
+
+def _scalar_event(step: int, value: float, tag: str = "train/reward") -> bytes:
+    return Event(
+        step=step, summary=Summary(value=[Summary.Value(tag=tag, simple_value=value)])
+    ).SerializeToString()
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Path:
+    """An event file written by TensorBoard's own writer: three reward scalars."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for step in (1, 2, 3):
+        writer.add_scalar("train/reward", step / 10, step)
+    writer.close()
+    return next((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_tensorboards_own_file_is_read(written: Path) -> None:
+    history = read_scalars(written)
+    assert history.points == {
+        "train/reward": [(1, pytest.approx(0.1)), (2, pytest.approx(0.2)), (3, pytest.approx(0.3))]
+    }
+    assert history.notes == ()
+
+
+def test_a_record_declaring_2_62_bytes_stops_the_file_with_a_note(written: Path) -> None:
+    with written.open("ab") as f:
+        f.write(_record(b"", length=2**62))
+        f.write(_record(_scalar_event(4, 9.9)))
+    history = read_scalars(written)
+    assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3]
+    assert "stopped at a record of 4611686018427387904 bytes" in history.notes[0]
+
+
+def test_records_that_are_not_events_are_skipped_with_a_note(written: Path) -> None:
+    with written.open("ab") as f:
+        f.write(_record(b"\xff" * 40))  # not a protocol buffer
+        f.write(_record(_scalar_event(4, 0.4)))
+    history = read_scalars(written)
+    assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3, 4]
+    assert history.notes == (f"{written.name}: skipped 1 records that are not TensorBoard events",)
+
+
+def test_millions_of_scalars_are_read_within_bounds_and_thinned(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1.host"
+    with path.open("wb") as f:
+        f.write(b"".join(_record(_scalar_event(step, step / 1e6)) for step in range(2_000_000)))
+    started = time.monotonic()
+    history = read_scalars(path)
+    assert time.monotonic() - started < 30
+    points = history.points["train/reward"]
+    assert len(points) == MAX_POINTS and points[0][0] == 0 and points[-1][0] == MAX_RECORDS - 1
+    assert history.notes == (f"{path.name}: read its first {MAX_RECORDS} records only",)
