@@ -104,3 +104,17 @@ def test_a_release_file_larger_than_its_kind_is_refused_before_any_download(
     assert (
         "chat_template.jinja is 2000006 bytes, more than such a file may be" in err and err.count("\n") == 1
     )
+
+
+def test_step_folders_are_named_with_ascii_digits_only(tmp_path: Path) -> None:
+    from hubkit.release.layout import steps_in_paths
+    from hubkit.runs import load_run
+    from hubkit.testing.runs import TINY_SHAPES, make_run
+
+    weights = "adapter_model.safetensors"
+    listed = {f"checkpoints/global_step_{name}/{weights}": "" for name in ("20", "٢٠", "２０", "9" * 5000)}
+    assert steps_in_paths(listed) == (20,)
+    run_dir = make_run(tmp_path / "runs", (20,), base_model="Qwen/Qwen3-4B", shapes=TINY_SHAPES)
+    for name in ("٢٠", "9" * 200):
+        (run_dir / f"checkpoint-{name}").mkdir()
+    assert [c.step for c in load_run(run_dir).checkpoints] == [20]

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 64 << 20
 # host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
-_HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$")
+_HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
 
 
 class HubRequestHandler(BaseHTTPRequestHandler):

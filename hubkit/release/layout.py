@@ -30,7 +30,7 @@ TOKENIZER_FILES = (
     "chat_template.jinja",
     "chat_template.json",
 )
-_STEP_WEIGHTS_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)/adapter_model\.safetensors$")
+_STEP_WEIGHTS_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_([0-9]{{1,9}})/adapter_model\.safetensors$")
 
 
 def checkpoint_dir(step: int) -> str:

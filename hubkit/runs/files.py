@@ -30,7 +30,7 @@ def numbered_dirs(
 
     Args:
         root: the folder to look in.
-        pattern: e.g. ``^checkpoint-(\\d+)$``.
+        pattern: e.g. ``^checkpoint-([0-9]{1,9})$`` (ASCII digits: `\\d` also matches other scripts' digits).
         holding: only folders that contain this sub-folder (verl's ``actor``).
     """
     found = []

@@ -24,7 +24,7 @@ TENSORBOARD = TrackerRun("tensorboard", detail="event files in the run directory
 _MAX_DEPTH = 4
 _TRAIN_PREFIX = "train/"
 # Checkpoint folders hold no event files: not listed (a long run has hundreds).
-_CHECKPOINT_RE = re.compile(r"^(checkpoint-\d+|global_step_\d+)$")
+_CHECKPOINT_RE = re.compile(r"^(checkpoint-[0-9]+|global_step_[0-9]+)$")
 
 
 def event_files(run_dir: Path) -> list[Path]:

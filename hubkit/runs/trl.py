@@ -32,7 +32,7 @@ from hubkit.runs.model import (
 from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
 from hubkit.runs.trl_settings import read_trainer_settings
 
-_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
+_CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
 TRAINER_STATE = "trainer_state.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 

@@ -38,7 +38,7 @@ from hubkit.runs.model import (
 from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
 from hubkit.runs.trl import lora_from_adapter_config
 
-_STEP_RE = re.compile(r"^global_step_(\d+)$")
+_STEP_RE = re.compile(r"^global_step_([0-9]{1,9})$")
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 LORA_META = "lora_train_meta.json"
 DEFAULT_METRICS_FILE = "metrics.jsonl"

@@ -99,13 +99,13 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
     "requirements.txt": REQUIREMENTS,
     "space_config.json": SPACE_CONFIG,
 }
-_SHARD_RE = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
+_SHARD_RE = re.compile(r"^model-[0-9]{5}-of-[0-9]{5}\.safetensors$")
 # NAME-TYPE.gguf at a repo's root (`hubkit.export`); the types llama.cpp's converter writes.
 _GGUF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(BF16|F16|Q8_0)\.gguf$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
 _LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
-_CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_\d+/")
+_CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_[0-9]{1,9}/")
 
 
 def max_bytes_of(path_in_repo: str) -> int | None:
