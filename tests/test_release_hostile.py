@@ -118,3 +118,38 @@ def test_step_folders_are_named_with_ascii_digits_only(tmp_path: Path) -> None:
     for name in ("٢٠", "9" * 200):
         (run_dir / f"checkpoint-{name}").mkdir()
     assert [c.step for c in load_run(run_dir).checkpoints] == [20]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+        ('{"step": 1, "data": {"x": ' + "9" * 5000 + "}}", "too long"),
+        ('{"step": "1", "data": {}}', "has no integer 'step'"),
+        ('{"step": 1000000000000, "data": {}}', "has no integer 'step' from 0 to"),
+        ('{"step": 1, "data": {"a": {"b": {"c": {"d": {"e": 1}}}}}}', "nested deeper than 4 levels"),
+    ],
+    ids=["deep", "digits", "step-text", "step-huge", "nested-data"],
+)
+def test_a_hostile_metrics_line_is_one_line_of_error(line: str, expected: str, tmp_path: Path) -> None:
+    from hubkit.runs.verl import read_metrics_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "data": {"reward": 0.5}}\n' + line + "\n")
+    with pytest.raises(HubkitError) as error:
+        read_metrics_jsonl(path)
+    assert expected in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+
+def test_metrics_keep_finite_numbers_only_and_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
+    from hubkit.runs.verl import MAX_METRICS_BYTES, read_metrics_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 1, "data": {"reward": 0.5, "nan": NaN, "inf": Infinity, "big": 1' + "0" * 400 + "}}\n"
+    )
+    assert read_metrics_jsonl(path).rows[0].values == {"reward": 0.5}
+    with path.open("r+b") as f:
+        f.truncate(MAX_METRICS_BYTES + 1)  # sparse: no memory, no disk
+    with pytest.raises(HubkitError, match=r"more than the 64\.0 MB allowed"):
+        read_metrics_jsonl(path)

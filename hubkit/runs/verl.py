@@ -19,12 +19,13 @@ event files.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from pathlib import Path
 
-from hubkit.errors import ManifestError
+from hubkit.errors import FileFormatError, ManifestError
 from hubkit.formats.fsdp import model_shard_paths, world_size
+from hubkit.formats.json_file import decode_text, parse_json, read_bounded
 from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.runs.files import numbered_dirs, read_json_object
 from hubkit.runs.manifest import LoraSettings, Manifest, is_hub_id
@@ -39,6 +40,9 @@ from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_
 from hubkit.runs.trl import lora_from_adapter_config
 
 _STEP_RE = re.compile(r"^global_step_([0-9]{1,9})$")
+# A metrics file of 64 MB is some 100,000 steps of verl's ~600 bytes a line (the seed's has 200).
+MAX_METRICS_BYTES = 64_000_000
+MAX_STEP = 999_999_999
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 LORA_META = "lora_train_meta.json"
 DEFAULT_METRICS_FILE = "metrics.jsonl"
@@ -91,15 +95,19 @@ def _metrics_path(run_dir: Path, manifest: Manifest) -> Path | None:
 def read_metrics_jsonl(path: Path) -> Metrics:
     """Metrics from verl's file-logger JSONL (``{"step": N, "data": {...}}``) or hubkit's neutral form.
 
-    A last line without its newline is a write in progress and is skipped.
+    A last line without its newline is a write in progress and is skipped. Read within bounds (a run's or
+    a release's file alike): at most `MAX_METRICS_BYTES`, each line a JSON object nested at most a few
+    levels, steps from 0 to `MAX_STEP`; values that are not finite numbers are left out.
 
     Raises:
-        ManifestError: a complete line is not a JSON object with an integer ``step``.
+        ManifestError: the file is too large, or a complete line is not a JSON object with an integer ``step``.
     """
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return Metrics()
+    try:
+        text = decode_text(read_bounded(path, MAX_METRICS_BYTES), path.name)
+    except FileFormatError as e:
+        raise ManifestError(f"metrics file {e}") from e
     lines = text.split("\n")
     if not text.endswith("\n"):
         lines = lines[:-1]  # the logger is still writing this line
@@ -108,19 +116,28 @@ def read_metrics_jsonl(path: Path) -> Metrics:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ManifestError(f"metrics file {path.name} line {number} is not JSON ({e.msg})") from e
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ManifestError(f"metrics file {path.name} line {number} has no integer 'step'")
+            record = parse_json(line.encode(), f"metrics file {path.name} line {number}", max_depth=4)
+        except FileFormatError as e:
+            raise ManifestError(str(e)) from e
+        step = record.get("step") if isinstance(record, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+            raise ManifestError(
+                f"metrics file {path.name} line {number} has no integer 'step' from 0 to {MAX_STEP}"
+            )
         data = record["data"] if isinstance(record.get("data"), dict) else record
-        values = {
-            name: float(value)
-            for name, value in data.items()
-            if name != "step" and isinstance(value, int | float) and not isinstance(value, bool)
-        }
-        entries.append((record["step"], values))
+        values = {name: float(value) for name, value in data.items() if name != "step" and _finite(value)}
+        entries.append((step, values))
     return Metrics.from_entries(entries)
+
+
+def _finite(value: object) -> bool:
+    """Whether `value` is a number a chart can show: not a bool, finite, within float range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer beyond float range
+        return False
 
 
 def read(run_dir: Path, manifest: Manifest) -> RunContents:
