@@ -79,7 +79,7 @@ def test_verl_metrics_file_partial_last_line_and_bad_line(tmp_path: Path) -> Non
     assert [row.step for row in metrics.rows] == [0, 1]
     assert metrics.rows[1].values == {"actor/pg_loss": -0.2, "training/epoch": 0.0}
     path.write_text('{"step": 1, "data": {}}\nnot json\n{"step": 2, "data": {}}\n')
-    with pytest.raises(ManifestError, match=r"m\.jsonl line 2 is not JSON"):
+    with pytest.raises(ManifestError, match=r"m\.jsonl line 2: not JSON"):
         read_metrics_jsonl(path)
 
 
