@@ -153,3 +153,32 @@ def test_metrics_keep_finite_numbers_only_and_a_huge_file_is_refused_unread(tmp_
         f.truncate(MAX_METRICS_BYTES + 1)  # sparse: no memory, no disk
     with pytest.raises(HubkitError, match=r"more than the 64\.0 MB allowed"):
         read_metrics_jsonl(path)
+
+
+@pytest.mark.parametrize(
+    ("results", "samples", "expected"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "", "nested too deep"),
+        ('{"models": [' + "9" * 5000 + "]}", "", "too long"),
+        ('{"run_id": 5}', "", "invalid results.json"),
+        ('{"problems": "x"}', "", "problems must be a JSON object"),
+        (None, '{"model": 5}\n', "line 1 is not a sample"),
+        (None, '{"model": "base", "extra": {"a": {"b": 1}}}\n', "line 1 is not a sample"),
+    ],
+    ids=["deep", "digits", "run-id", "problems", "sample-type", "sample-depth"],
+)
+def test_hostile_eval_files_are_one_line_of_error(
+    results: str | None, samples: str, expected: str, tmp_path: Path
+) -> None:
+    from eval_results import write_eval
+
+    from hubkit.evaluate.results import load_eval
+
+    write_eval(tmp_path, [])  # a valid results.json (an evaluation of nothing), then the hostile files
+    eval_dir = tmp_path / "eval"
+    if results is not None:
+        (eval_dir / "results.json").write_text(results)
+    (eval_dir / "samples.jsonl").write_text(samples)
+    with pytest.raises(HubkitError) as error:
+        load_eval(tmp_path)
+    assert expected in str(error.value) and "\n" not in str(error.value), str(error.value)

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hubkit.errors import EvalError, FileFormatError
-from hubkit.formats.json_file import read_bounded
+from hubkit.formats.json_fields import checked_fields
+from hubkit.formats.json_file import parse_json, read_bounded
 from hubkit.runs.state import write_atomically
 
 # 2 added generation.dtype and generation.chat_template_from. Fields are only ever added: schema 1 files
@@ -355,20 +356,43 @@ def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
     if not isinstance(data, dict):
         raise EvalError(f"{RESULTS_NAME} must hold a JSON object")
     try:
-        problems = dict(data["problems"])
-        problems["contamination"] = Contamination(**problems["contamination"])
-        models = tuple(ModelResult(**{**m, "ci95": tuple(m["ci95"])}) for m in data["models"])
-        return EvalSummary(
-            run_id=data["run_id"],
-            created_at=data["created_at"],
-            metric=MetricInfo(**data["metric"]),
-            problems=ProblemsInfo(**problems),
-            generation=GenerationInfo(**data["generation"]),
-            models=models,
-            schema_version=data.get("schema_version", SCHEMA_VERSION),
+        problems = _typed(ProblemsInfo, data.get("problems"), "problems")
+        problems["contamination"] = Contamination(
+            **_typed(Contamination, problems.get("contamination"), "problems.contamination")
         )
+        models = tuple(
+            ModelResult(**{**(typed := _typed(ModelResult, m, "models")), "ci95": tuple(typed["ci95"])})
+            for m in _listed(data.get("models"), "models")
+        )
+        top = _typed(EvalSummary, data, RESULTS_NAME)
+        return EvalSummary(
+            run_id=top["run_id"],
+            created_at=top["created_at"],
+            metric=MetricInfo(**_typed(MetricInfo, data.get("metric"), "metric")),
+            problems=ProblemsInfo(**problems),
+            generation=GenerationInfo(**_typed(GenerationInfo, data.get("generation"), "generation")),
+            models=models,
+            schema_version=top.get("schema_version", SCHEMA_VERSION),
+        )
+    except FileFormatError as e:
+        raise EvalError(f"invalid {RESULTS_NAME}: {e}: run `hubkit eval` again") from e
     except (KeyError, TypeError, ValueError) as e:
         raise EvalError(f"invalid {RESULTS_NAME} ({e}): run `hubkit eval` again") from e
+
+
+def _typed(cls: type, data: Any, label: str) -> dict[str, Any]:
+    """`data`'s fields checked against `cls` (`checked_fields`), refusing fields `cls` does not have."""
+    values = checked_fields(cls, data, label)
+    unknown = sorted(set(data) - set(values))
+    if unknown:
+        raise FileFormatError(f"{label} has unknown fields {unknown[:5]}")
+    return values
+
+
+def _listed(value: Any, label: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise FileFormatError(f"{label} must be a list")
+    return value
 
 
 def eval_file_bytes(summary: EvalSummary, samples: Iterable[Sample]) -> dict[str, bytes]:
@@ -441,11 +465,9 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
     except FileNotFoundError:
         return None
     try:
-        summary = summary_from_dict(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise EvalError(
-            f"{EVAL_DIR}/{RESULTS_NAME} is not valid JSON ({e.msg}): run `hubkit eval` again"
-        ) from e
+        summary = summary_from_dict(parse_json(text.encode(), f"{EVAL_DIR}/{RESULTS_NAME}", max_depth=6))
+    except FileFormatError as e:
+        raise EvalError(f"{e}: run `hubkit eval` again") from e
     try:
         lines = _read_text(eval_dir / SAMPLES_NAME, _MAX_SAMPLES_BYTES).splitlines()
     except FileNotFoundError as e:
@@ -454,10 +476,9 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        label = f"{EVAL_DIR}/{SAMPLES_NAME} line {number}"
         try:
-            samples.append(Sample(**json.loads(line)))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise EvalError(
-                f"{EVAL_DIR}/{SAMPLES_NAME} line {number} is not a sample ({e}): run `hubkit eval` again"
-            ) from e
+            samples.append(Sample(**_typed(Sample, parse_json(line.encode(), label, max_depth=2), label)))
+        except (FileFormatError, TypeError) as e:
+            raise EvalError(f"{label} is not a sample ({e}): run `hubkit eval` again") from e
     return EvalResults(summary=summary, samples=tuple(samples))
