@@ -233,6 +233,7 @@ def run_verl_recipe(
         **(env or {}),
     }
     run_dir = runs_dir / run_id
+    runs_dir.mkdir(parents=True, exist_ok=True)
     overrides = [
         *verl_cpu.overrides(ranks),
         *VERL_RANDOM_MODEL_OVERRIDES,
@@ -242,6 +243,7 @@ def run_verl_recipe(
     return subprocess.run(
         ["bash", str(VERL_RECIPE / "launch.sh"), *overrides],
         env=environment,
+        cwd=runs_dir.parent,  # Hydra writes its outputs/ folder where verl is started
         capture_output=True,
         text=True,
         timeout=timeout,
