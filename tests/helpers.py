@@ -5,6 +5,7 @@ training runs are fixtures."""
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -84,3 +85,26 @@ def assert_hub_fsck_clean(root: Path) -> int:
     for git_dir in git_dirs:
         assert_fsck_clean(git_dir)
     return len(git_dirs)
+
+
+LLAMA_PYTHON = Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "python"
+
+
+def run_llama_worker(job: dict, out: Path) -> dict:
+    """What llama.cpp computes for `job` (tests/llama_worker.py in .venv-llama): its result.json, with the
+    logits of each of the job's sequences under ``logits``."""
+    import numpy
+
+    (out / "job.json").write_text(json.dumps(job))
+    worker = Path(__file__).with_name("llama_worker.py")
+    process = subprocess.run(
+        [str(LLAMA_PYTHON), "-I", str(worker), str(out / "job.json"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    with numpy.load(out / "logits.npz") as logits:
+        result["logits"] = [logits[str(i)] for i in range(len(job["sequences"]))]
+    return result

@@ -18,11 +18,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy
 import pytest
 import torch
 from gguf_bounds import rounding_bounds, unit
-from helpers import run_cli
+from helpers import run_cli, run_llama_worker
 
 from hubkit.demo.tiny import (
     ENDOFTEXT_ID,
@@ -39,7 +38,6 @@ from hubkit.formats.gguf_vocab import PRE_TOKENIZER_CHECK_TEXT
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LLAMA_ENV = REPO_ROOT / ".venv-llama"
 LLAMA_PYTHON = LLAMA_ENV / "bin" / "python"
-WORKER = Path(__file__).with_name("llama_worker.py")
 CONVERTERS = sorted(LLAMA_ENV.glob("src/*/vendor/llama.cpp/convert_hf_to_gguf.py"))
 needs_llama_cpp = pytest.mark.skipif(
     not LLAMA_PYTHON.exists(), reason="no llama.cpp environment (.venv-llama): run `make venv-llama`"
@@ -160,18 +158,7 @@ def _run_llama_cpp(gguf_file: Path, tokenizer, out: Path) -> dict:
         "sequences": ids,
         "metadata_keys": ["general.architecture", "tokenizer.ggml.pre", "tokenizer.chat_template"],
     }
-    (out / "job.json").write_text(json.dumps(job))
-    process = subprocess.run(
-        [str(LLAMA_PYTHON), "-I", str(WORKER), str(out / "job.json"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
-    result = json.loads((out / "result.json").read_text())
-    with numpy.load(out / "logits.npz") as logits:
-        result["logits"] = [logits[str(i)] for i in range(len(ids))]
-    return result
+    return run_llama_worker(job, out)
 
 
 # --- llama.cpp reads the files as transformers computes the model ---------------------------------

@@ -10,7 +10,6 @@ session (`verl_run_dir`); a second run (GDPO aggregation, `PUSH_TO`) publishes w
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections import defaultdict
 from datetime import datetime
@@ -31,7 +30,7 @@ from fixtures_runs import (
     verl_reference_dir,
 )
 from gguf_bounds import q8_0_error
-from helpers import logits, push_adapters, run_cli
+from helpers import LLAMA_PYTHON, logits, push_adapters, run_cli, run_llama_worker
 from safetensors.torch import load_file
 
 from hubkit.adapters.prepare import prepare_adapters
@@ -40,8 +39,6 @@ from hubkit.runs.manifest import Manifest
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LLAMA_PYTHON = REPO_ROOT / ".venv-llama" / "bin" / "python"
 SEED_TARGET_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 LAMBDA, MAX_COMPLETION_LENGTH = 0.5, 32
 
@@ -217,20 +214,9 @@ def test_gguf_q8_0_is_written_from_the_merged_model(verl_release, hub_api, tmp_p
             "sequences": [[151644, 872, 198, 3838, 374]],
             "metadata_keys": ["general.architecture"],
         }
-        (tmp_path / "job.json").write_text(json.dumps(job))
-        worker = Path(__file__).with_name("llama_worker.py")
-        process = subprocess.run(
-            [str(LLAMA_PYTHON), "-I", str(worker), str(tmp_path / "job.json"), str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert process.returncode == 0, process.stderr[-3000:]
-        assert (
-            json.loads((tmp_path / "result.json").read_text())["metadata"]["general.architecture"] == "qwen3"
-        )
-        with numpy.load(tmp_path / "logits.npz") as computed:
-            assert numpy.isfinite(computed["0"]).all()
+        result = run_llama_worker(job, tmp_path)
+        assert result["metadata"]["general.architecture"] == "qwen3"
+        assert numpy.isfinite(result["logits"][0]).all()
 
 
 def test_the_adapter_rebuilt_from_real_shards_equals_the_one_verl_saved(

@@ -41,13 +41,20 @@ def _saved(value: object) -> bytes:
     return buffer.getvalue()
 
 
-def _with_pickle(archive_bytes: bytes, data_pkl: bytes) -> bytes:
-    """torch.save's archive with its data.pkl replaced by `data_pkl` (every other record as torch wrote it)."""
+def _rewritten(
+    archive: bytes, replaced: dict[str, bytes], added: dict[str, bytes] | None = None, deflate: bool = False
+) -> bytes:
+    """torch.save's `archive` with the members ending in a `replaced` key given its bytes, and `added` ones."""
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(archive_bytes)) as source, zipfile.ZipFile(out, "w") as target:
+    with (
+        zipfile.ZipFile(io.BytesIO(archive)) as source,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as target,
+    ):
         for info in source.infolist():
-            data = data_pkl if info.filename.endswith("/data.pkl") else source.read(info)
-            target.writestr(info.filename, data)
+            ending = next((e for e in replaced if info.filename.endswith(e)), None)
+            target.writestr(info.filename, replaced[ending] if ending else source.read(info))
+        for name, data in (added or {}).items():
+            target.writestr(name, data)
     return out.getvalue()
 
 
@@ -78,28 +85,16 @@ def test_a_legacy_stream_before_a_harmless_archive_is_refused(tmp_path: Path, tr
 def test_a_second_pickle_named_in_another_case_is_refused(tmp_path: Path, trl_class) -> None:
     # torch's archive reader finds records ignoring case: DATA.PKL could be the one it loads.
     harmless = _saved(_config(trl_class, learning_rate=5e-6))
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(harmless)) as source, zipfile.ZipFile(out, "w") as target:
-        for info in source.infolist():
-            target.writestr(info.filename, source.read(info))
-        target.writestr("archive/DATA.PKL", pickle.dumps({"learning_rate": 9.9}, protocol=2))
-    _refused(tmp_path, out.getvalue(), "'archive/DATA.PKL'", "torch.save does not write")
+    second = {"archive/DATA.PKL": pickle.dumps({"learning_rate": 9.9}, protocol=2)}
+    _refused(tmp_path, _rewritten(harmless, {}, second), "'archive/DATA.PKL'", "torch.save does not write")
 
 
 def test_a_zip_bomb_is_refused_on_its_declared_size(tmp_path: Path, trl_class) -> None:
     harmless = _saved(_config(trl_class, learning_rate=5e-6))
-    out = io.BytesIO()
-    with (
-        zipfile.ZipFile(io.BytesIO(harmless)) as source,
-        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
-    ):
-        for info in source.infolist():
-            data = source.read(info)
-            if info.filename.endswith("/version"):
-                data = b"3" + b"\0" * (2 * MAX_BYTES)  # 8 MB of zeros deflate to a few KB
-            target.writestr(info.filename, data)
-    assert len(out.getvalue()) < 100_000
-    _refused(tmp_path, out.getvalue(), f"more than {MAX_BYTES} bytes")
+    # 8 MB of zeros deflate to a few KB.
+    bomb = _rewritten(harmless, {"/version": b"3" + b"\0" * (2 * MAX_BYTES)}, deflate=True)
+    assert len(bomb) < 100_000
+    _refused(tmp_path, bomb, f"more than {MAX_BYTES} bytes")
 
 
 def _declare_size(archive: bytes, member: str, size: int) -> bytes:
@@ -119,15 +114,8 @@ def _declare_size(archive: bytes, member: str, size: int) -> bytes:
 
 def test_a_member_larger_than_it_declares_is_refused(tmp_path: Path, trl_class) -> None:
     harmless = _saved(_config(trl_class, learning_rate=5e-6))
-    out = io.BytesIO()
-    with (
-        zipfile.ZipFile(io.BytesIO(harmless)) as source,
-        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target,
-    ):
-        for info in source.infolist():
-            bomb = info.filename.endswith("/byteorder")
-            target.writestr(info.filename, b"\0" * 1_000_000 if bomb else source.read(info))
-    _refused(tmp_path, _declare_size(out.getvalue(), "archive/byteorder", 6), "archive/byteorder")
+    inflating = _rewritten(harmless, {"/byteorder": b"\0" * 1_000_000}, deflate=True)
+    _refused(tmp_path, _declare_size(inflating, "archive/byteorder", 6), "archive/byteorder")
 
 
 def test_shared_references_cannot_expand_without_bound(tmp_path: Path, trl_class) -> None:
@@ -153,7 +141,7 @@ def test_shared_references_cannot_expand_without_bound(tmp_path: Path, trl_class
 def test_a_malformed_pickle_is_one_line_of_error(
     tmp_path: Path, trl_class, name: str, data_pkl: bytes
 ) -> None:
-    archive = _with_pickle(_saved(_config(trl_class, learning_rate=5e-6)), data_pkl)
+    archive = _rewritten(_saved(_config(trl_class, learning_rate=5e-6)), {"/data.pkl": data_pkl})
     _refused(tmp_path, archive, "training_args.bin")
 
 
