@@ -43,25 +43,9 @@ def open_release(
         CheckpointError: a requested step is not published.
     """
     release = read_release(repo_id, endpoint=endpoint, token=token, error=EvalError)
-    extra = (TRAIN_PROBLEM_HASHES_NAME,)
+    where = {"extra": (TRAIN_PROBLEM_HASHES_NAME,), "endpoint": endpoint, "token": token}
     # The listing alone, to choose the steps as for a run directory (same rules, same messages).
-    listed = download_release(
-        release,
-        (),
-        extra=extra,
-        endpoint=endpoint,
-        token=token,
-        error=EvalError,
-        max_bytes=kinds.max_bytes_of,
-    )
+    listed = download_release(release, (), error=EvalError, max_bytes=kinds.max_bytes_of, **where)
     chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
-    run = download_release(
-        release,
-        chosen,
-        extra=extra,
-        endpoint=endpoint,
-        token=token,
-        error=EvalError,
-        max_bytes=kinds.max_bytes_of,
-    )
+    run = download_release(release, chosen, error=EvalError, max_bytes=kinds.max_bytes_of, **where)
     return release, run
