@@ -182,3 +182,25 @@ def test_hostile_eval_files_are_one_line_of_error(
     with pytest.raises(HubkitError) as error:
         load_eval(tmp_path)
     assert expected in str(error.value) and "\n" not in str(error.value), str(error.value)
+
+
+def test_hubkit_space_refuses_a_release_whose_chat_template_loops(
+    trl_run_dir: Path, local_hub, hub_api, new_repo_id, capsys, monkeypatch
+) -> None:
+    from helpers import push_adapters
+
+    from hubkit.evaluate import chat
+
+    assert push_adapters(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    looping = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    hub_api.upload_file(
+        path_or_fileobj=looping.encode(), path_in_repo="chat_template.jinja", repo_id=new_repo_id
+    )
+    monkeypatch.setattr(chat, "RENDER_SECONDS", 5.0)
+    started = time.monotonic()
+    assert (
+        run_cli(["space", "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint, "--port", "7999"]) == 1
+    )
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "did not render" in err and err.count("\n") == 1, err

@@ -44,6 +44,7 @@ def space(
     from hubkit.runs import find_run_dir, load_run
     from hubkit.space.config import SpaceConfig, space_config_from_hub
     from hubkit.space.serve import serve_locally
+    from hubkit.space.template_check import check_chat_template
 
     if run_id or run_dir:
         run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
@@ -55,5 +56,6 @@ def space(
         config = space_config_from_hub(hub_client(endpoint, resolve_token(endpoint, required=False)), repo_id)
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")
+    check_chat_template(hub_client(endpoint, resolve_token(endpoint, required=False)), config)
     echo(f"Serving {config.app.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
     serve_locally(config, port=port, endpoint=endpoint)
