@@ -15,7 +15,7 @@ The gaps (each met when verl ran here):
 - ``torch.cpu`` lacks the RNG and memory functions verl calls through ``get_torch_device()``;
 - ``topk_reduce_ratio_min_max`` all-gathers a 0-d tensor into shape-(1,) buffers, which gloo refuses;
 - the HF rollout, verl's only rollout without CUDA, is not registered and predates the 3-argument rollout
-  constructor and FSDP2: `_FsdpHFRollout` registers it as ``("hf", "sync")`` and generates with the FSDP2
+  constructor and FSDP2: `FsdpHFRollout` registers it as ``("hf", "sync")`` and generates with the FSDP2
   actor itself.
 
 Only this module imports torch and verl, inside `apply`: the overrides can be read without them.
