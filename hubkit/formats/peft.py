@@ -130,7 +130,7 @@ def _check_lora_config(config: dict[str, Any], label: str) -> None:
     if not all(_is_count(r, MAX_RANK) for r in ranks):
         raise AdapterError(f"{where}: every rank must be an integer from 1 to {MAX_RANK}")
     for alpha in (config.get("lora_alpha"), *_pattern_values(config, "alpha_pattern", where)):
-        if alpha is not None and is_valid_alpha(alpha) and alpha > MAX_ALPHA:
+        if is_valid_alpha(alpha) and alpha > MAX_ALPHA:
             raise AdapterError(f"{where}: lora_alpha {alpha!r} is beyond {MAX_ALPHA:g}")
     targets = config.get("target_modules")
     if not (

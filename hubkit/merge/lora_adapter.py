@@ -15,8 +15,6 @@ from hubkit.errors import AdapterError, MergeError
 from hubkit.formats.peft import lora_pairs, read_adapter_config, read_adapter_weights, unsupported_variant
 from hubkit.merge.lora import lora_scale
 
-# LoraConfig options that change what a merge must compute; hubkit merges plain LoRA and rsLoRA only.
-
 
 @dataclass(frozen=True)
 class LoraModule:
@@ -48,6 +46,10 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
     """
     label = f"adapter {adapter_dir.name}"
     config = read_adapter_config(adapter_dir, label)
+    if config.get("peft_type") != "LORA":  # a config that does not say LoRA is not merged as one
+        raise MergeError(
+            f"the adapter is {config.get('peft_type')!r}, not LoRA; hubkit merges LoRA adapters only"
+        )
     variant = unsupported_variant(config)
     if variant is not None:
         raise MergeError(f"the adapter uses {variant}, which hubkit cannot merge; merge it with PEFT instead")

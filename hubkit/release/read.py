@@ -129,9 +129,8 @@ def download_release(
     wanted += [path for step in steps for path in checkpoint_files(step)]
     paths = [path for path in dict.fromkeys(wanted) if path in release.files]
     for path in paths:
-        bound = max_bytes(path)
-        if bound is None or release.sizes.get(path, 0) > bound:
-            size = release.sizes.get(path, 0)
+        size, bound = release.sizes.get(path, 0), max_bytes(path)
+        if bound is None or size > bound:
             raise error(
                 f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "
                 "refusing to download it"
