@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -65,6 +70,60 @@ def run_cli(argv: list[str]) -> int:
     except SystemExit as exited:
         return exited.code if isinstance(exited.code, int) else 1
     return 0
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """How a process ended: exit status, output, wall seconds and peak resident memory (it and its children)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_bytes: int
+
+
+# A process forked from the test's own keeps the test's resident set as its peak past exec; the command is
+# therefore started by this small launcher, which reports the peak of the children it waited for.
+_LAUNCHER = """
+import json, resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    json.dump({"code": code, "peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}, f)
+"""
+
+
+def run_bounded(args: list[str], cwd: Path, seconds: float = 30.0) -> Bounded:
+    """`python ARGS` in its own process in `cwd`, killed after `seconds`, with its peak resident memory.
+
+    The kernel reports the largest resident set of the command and of every child it waited for, so a
+    bounded worker the command starts (a chat template's renderer) counts too.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        report, out_path, err_path = (Path(scratch) / n for n in ("report.json", "out", "err"))
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            started = time.monotonic()
+            launcher = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCHER, str(report), sys.executable, *args],
+                cwd=cwd,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            try:
+                launcher.wait(seconds)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, 9)
+                launcher.wait()
+            elapsed = time.monotonic() - started
+        ended = json.loads(report.read_text()) if report.is_file() else {"code": -9, "peak_kb": 0}
+        return Bounded(
+            returncode=ended["code"],
+            stdout=out_path.read_text(errors="replace"),
+            stderr=err_path.read_text(errors="replace"),
+            seconds=elapsed,
+            peak_bytes=ended["peak_kb"] * 1024,  # kilobytes on Linux
+        )
 
 
 def assert_fsck_clean(git_dir: Path) -> None:

@@ -200,6 +200,8 @@ def test_refuses_bad_tensors(
         (_config(r=2**21), None, "every rank must be an integer from 1 to 65536"),
         (_config(rank_pattern={"q_proj": 2**21}), None, "every rank must be an integer from 1 to 65536"),
         (_config(r=float("inf")), None, "every rank must be an integer"),
+        # A rank for a module the file holds no weights of: PEFT would allocate it all the same.
+        (_config(rank_pattern={"lm_head": 60_000}), None, "names rank 60000, more than any LoRA weight has"),
         (_config(lora_alpha=float("nan")), None, "lora_alpha is nan"),
         (_config(lora_alpha=1e30), None, "lora_alpha 1e\\+30 is beyond"),
         (_config(peft_type="PROMPT_TUNING"), None, "is not LoRA"),
@@ -217,6 +219,7 @@ def test_refuses_bad_tensors(
         "rank-2^21",
         "rank-pattern-2^21",
         "rank-inf",
+        "rank-without-weights",
         "alpha-nan",
         "alpha-1e30",
         "prompt-tuning",
@@ -452,6 +455,7 @@ def _handmade_adapter(tmp_path: Path, tensors: dict[str, torch.Tensor]) -> Path:
     out = tmp_path / "adapter"
     out.mkdir(parents=True)
     save_file(tensors, out / "adapter_model.safetensors")
+    (out / "adapter_config.json").write_text(json.dumps(_config()))
     return out
 
 

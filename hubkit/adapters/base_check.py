@@ -21,7 +21,13 @@ from importlib.metadata import version as installed_version
 from pathlib import Path
 
 from hubkit.errors import BaseModelMismatchError
-from hubkit.formats.peft import ADAPTER_WEIGHTS, parse_lora_key, read_weights_header
+from hubkit.formats.peft import (
+    ADAPTER_WEIGHTS,
+    lora_pairs,
+    parse_lora_key,
+    read_adapter_config,
+    read_weights_header,
+)
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.hashing import FileVersion
 from hubkit.runs.state import BASE_CHECKS_DIR, BASE_SHAPES_DIR, keep
@@ -184,7 +190,8 @@ def _base_check_record(run_dir: Path, weights: Path, base: BaseConfig) -> Path |
 def check_against_base(
     adapter_dir: Path, base: BaseConfig, *, label: str | None = None, run_dir: Path | None = None
 ) -> None:
-    """Check that every adapted module exists in the base model, with matching shapes.
+    """Check that every adapted module exists in the base model, with matching shapes, and that the adapter's
+    config gives the ranks its weights have (from the files' headers: no tensor is built).
 
     Args:
         adapter_dir: a prepared adapter directory (see `hubkit.adapters.prepare.prepare_adapter`).
@@ -196,7 +203,8 @@ def check_against_base(
 
     Raises:
         BaseModelMismatchError: a module is missing from the base or has other shapes.
-        AdapterError: the adapter weights file is missing or truncated.
+        AdapterError: the adapter weights file is missing or truncated, or its config is out of bounds or
+            does not describe its weights.
     """
     label = label or adapter_dir.name
     base_model = base.base_model
@@ -204,6 +212,7 @@ def check_against_base(
     if record is not None and record.exists():
         return
     header = read_weights_header(Path(adapter_dir), label)
+    lora_pairs(header.by_name(), read_adapter_config(Path(adapter_dir), label), label)
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
     for tensor in header.tensors:
         key = tensor.name

@@ -9,8 +9,10 @@ including the stop token, as the length penalty counts) and whether the token li
 from __future__ import annotations
 
 import json
+import selectors
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +21,9 @@ from typing import Any
 from hubkit.errors import EvalError
 
 # A template renders a few prompts a millisecond; these bound one that loops (seconds) or grows (tokens).
-RENDER_SECONDS = 60.0
-RENDER_SECONDS_PER_PROMPT = 0.05
+RENDER_SECONDS = 10.0
+RENDER_SECONDS_PER_PROMPT = 0.02
+START_SECONDS = 120.0  # the worker's imports and the tokenizer's loading, before the template runs
 MAX_PROMPT_TOKENS = 65_536
 
 
@@ -69,8 +72,9 @@ def render_prompts(
 ) -> tuple[tuple[int, ...], ...]:
     """Every problem's prompt as token ids, through the run's chat template, rendered in a bounded process.
 
-    The template is the run's (or the release's) code: `prompt_worker` runs it with a memory limit, for at
-    most `RENDER_SECONDS` plus `RENDER_SECONDS_PER_PROMPT` a prompt, each prompt at most `MAX_PROMPT_TOKENS`.
+    The template is the run's (or the release's) code: `prompt_worker` runs it within 1 GB of memory, for at
+    most `RENDER_SECONDS` plus `RENDER_SECONDS_PER_PROMPT` a prompt once it has loaded the tokenizer (within
+    `START_SECONDS`), each prompt at most `MAX_PROMPT_TOKENS`.
 
     Raises:
         EvalError: the template failed, ran out of time or memory, or rendered a prompt too long.
@@ -78,24 +82,42 @@ def render_prompts(
     worker = Path(__file__).with_name("prompt_worker.py")
     conversations = [messages(question, system_prompt) for question in questions]
     timeout = RENDER_SECONDS + RENDER_SECONDS_PER_PROMPT * len(questions)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", str(worker), str(tokenizer_dir), str(MAX_PROMPT_TOKENS)],
-            input=json.dumps({"conversations": conversations}),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise EvalError(
-            f"the chat template in {tokenizer_dir.name} did not render {len(questions)} prompts in {timeout:.0f} s: "
-            "it loops or builds too much; fix the template"
-        ) from e
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["it failed"])[-1][:300]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as request:
+        json.dump({"conversations": conversations}, request)
+        request.flush()
+        command = [
+            sys.executable,
+            "-I",
+            str(worker),
+            str(tokenizer_dir),
+            str(MAX_PROMPT_TOKENS),
+            request.name,
+        ]
+        # Unbuffered: the "ready" line is read alone, the rest by communicate().
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0) as process:
+            try:
+                _await_ready(process)
+                out, err = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                process.kill()
+                raise EvalError(
+                    f"the chat template in {tokenizer_dir.name} did not render {len(questions)} prompts in "
+                    f"{timeout:.0f} s: it loops or builds too much; fix the template"
+                ) from e
+    if process.returncode != 0:
+        reason = (err.decode(errors="replace").strip().splitlines() or ["it failed"])[-1][:300]
         raise EvalError(f"the chat template in {tokenizer_dir.name} cannot render the prompts: {reason}")
-    return tuple(tuple(ids) for ids in json.loads(done.stdout)["ids"])
+    return tuple(tuple(ids) for ids in json.loads(out)["ids"])
+
+
+def _await_ready(process: subprocess.Popen) -> None:
+    """Wait for the worker's "ready" line (its imports and the tokenizer loaded), so that the render's time
+    limit counts the template alone, on a slow machine as on a fast one."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(START_SECONDS):
+            raise subprocess.TimeoutExpired(process.args, START_SECONDS)
+    process.stdout.readline()  # "ready", or nothing when the worker ended: communicate() reports it
 
 
 def stop_token_ids(model_dir: Path, tokenizer: Any) -> tuple[int, ...]:

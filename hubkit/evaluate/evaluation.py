@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.errors import EvalError
 from hubkit.evaluate import backend_transformers, backend_vllm
 from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, render_prompts, stop_token_ids
@@ -232,6 +233,10 @@ def execute_eval(
     stop_ids = stop_token_ids(base_dir, tokenizer)
     with tempfile.TemporaryDirectory(prefix="hubkit-eval-") as staging:
         adapters = adapter_dirs(run, plan.checkpoints, Path(staging), published=plan.published)
+        # Before PEFT builds anything from them: a release's or a run's configs are untrusted.
+        base_config = BaseConfig.of(run.manifest.base_model, base_dir / "config.json")
+        for name, adapter_dir in adapters.items():
+            check_against_base(adapter_dir, base_config, label=name)
         job = GenerationJob(
             base_dir=base_dir,
             models=plan.models,

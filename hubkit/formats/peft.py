@@ -285,7 +285,8 @@ def lora_pairs(
 
     Raises:
         AdapterError: a key that is not a plain LoRA weight, a lora_A without its lora_B (or the
-            reverse), shapes that do not form a pair, or a rank other than the config's.
+            reverse), shapes that do not form a pair, a rank other than the config's, or a config rank
+            larger than every weight's.
     """
     halves: dict[str, dict[str, Any]] = {}
     copies = []
@@ -318,4 +319,13 @@ def lora_pairs(
         if rank != a.shape[0]:
             raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={rank}")
         pairs[module] = LoraPair(module, a, b, int(rank), alpha)  # type: ignore[arg-type]
+    # PEFT allocates every target module at the rank the config gives it as it loads the config: a rank no
+    # weight has (a target module the file leaves out) would be memory spent before any weight is read.
+    named = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
+    largest = max((pair.rank for pair in pairs.values()), default=0)
+    if pairs and any(isinstance(r, int) and r > largest for r in named):
+        raise AdapterError(
+            f"{label}: {ADAPTER_CONFIG} names rank {max(r for r in named if isinstance(r, int))}, more than any "
+            f"LoRA weight has ({largest}): re-save the adapter"
+        )
     return pairs

@@ -1,0 +1,185 @@
+"""Each attack on what hubkit reads, run through the real command in a process of its own: it ends in one
+line of error or a clean result within 30 s and 1 GB of memory (peak RSS of the command and its workers,
+from the kernel), prints no control character, and writes nothing outside its output folder.
+
+The finer cases of each reader are tested beside it (test_release_hostile, test_training_args_hostile,
+test_tensorboard_hostile); these are the end-to-end bounds the readers exist for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers import Bounded, push_adapters, run_bounded
+
+HELDOUT = Path(__file__).parent / "data" / "gsm8k_heldout.jsonl"
+SECONDS = 30.0
+PEAK_BYTES = 1024**3
+LOOPING_TEMPLATE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+GROWING_TEMPLATE = "{% set x = 'a' * 100000000 %}{% for i in range(1000) %}{{ x }}{% endfor %}"
+OSC_52 = "\x1b]52;c;aGFja2Vk\x07"  # a clipboard write, as a terminal reads it
+
+
+def _assert_bounded(done: Bounded, workdir: Path, *, refused: str | None) -> None:
+    assert done.seconds < SECONDS, f"ran {done.seconds:.1f} s"
+    assert done.peak_bytes < PEAK_BYTES, f"peak {done.peak_bytes / 2**20:.0f} MiB"
+    printed = done.stdout + done.stderr
+    assert "Traceback" not in printed, printed[-2000:]
+    assert not any((ord(c) < 32 and c not in "\n\t") or c == "\x7f" for c in printed), repr(printed[-500:])
+    if refused is None:
+        assert done.returncode == 0, printed[-2000:]
+    else:
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, printed[-2000:]
+        assert refused in done.stderr, done.stderr
+    assert [p.name for p in workdir.iterdir()] in ([], ["out"]), list(workdir.iterdir())
+
+
+@pytest.fixture
+def release(trl_run_dir: Path, local_hub, new_repo_id: str) -> str:
+    """A release of the tiny TRL run's adapters, to plant hostile files in."""
+    assert push_adapters(trl_run_dir, new_repo_id, local_hub.endpoint) == 0
+    return new_repo_id
+
+
+def _eval(repo_id: str, endpoint: str) -> list[str]:
+    return [
+        "-m",
+        "hubkit",
+        "eval",
+        "--repo-id",
+        repo_id,
+        "--endpoint",
+        endpoint,
+        "--out",
+        "out",
+        "--n",
+        "3",
+        "--metric",
+        "gsm8k_correctness",
+        "--problems",
+        str(HELDOUT),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "refused"),
+    [
+        ("chat_template.jinja", LOOPING_TEMPLATE.encode(), "did not render"),
+        ("chat_template.jinja", GROWING_TEMPLATE.encode(), "cannot render the prompts"),
+        ("hubkit.json", b" " * 150_000_000 + b"{}", "hubkit.json: 150.0 MB, more than the 1.0 MB allowed"),
+        ("adapter_config.json", None, "every rank must be an integer from 1 to"),
+    ],
+    ids=["a looping chat template", "a growing chat template", "a 150 MB manifest", "a rank of 2^21"],
+)
+def test_a_hostile_release_is_refused_within_bounds(
+    path: str, body: bytes | None, refused: str, release: str, local_hub, hub_api, tmp_path: Path
+) -> None:
+    if body is None:  # the rank: in every adapter's config
+        paths = [p for p in hub_api.list_repo_files(release) if p.endswith("adapter_config.json")]
+        for config_path in paths:
+            config = json.loads(Path(hub_api.hf_hub_download(release, config_path)).read_text())
+            hub_api.upload_file(
+                path_or_fileobj=json.dumps({**config, "r": 2**21}).encode(),
+                path_in_repo=config_path,
+                repo_id=release,
+            )
+    else:
+        hub_api.upload_file(path_or_fileobj=body, path_in_repo=path, repo_id=release)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    _assert_bounded(run_bounded(_eval(release, local_hub.endpoint), workdir), workdir, refused=refused)
+
+
+def test_a_release_whose_run_id_writes_to_the_clipboard_is_printed_escaped(
+    release: str, local_hub, hub_api, tmp_path: Path
+) -> None:
+    manifest = json.loads(Path(hub_api.hf_hub_download(release, "hubkit.json")).read_text())
+    manifest["run_id"] = f"run{OSC_52}"
+    hub_api.upload_file(
+        path_or_fileobj=json.dumps(manifest).encode(), path_in_repo="hubkit.json", repo_id=release
+    )
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    argv = [
+        *_eval(release, local_hub.endpoint),
+        "--steps",
+        "3",
+        "--max-new-tokens",
+        "2",
+        "--dtype",
+        "float32",
+    ]
+    done = run_bounded(argv, workdir)
+    _assert_bounded(done, workdir, refused=None)
+    assert "run\\x1b]52;c;aGFja2Vk\\x07" in done.stdout + done.stderr
+
+
+def _zip_bomb(path: Path, inflated: int) -> None:
+    """A torch-layout archive whose data.pkl inflates to `inflated` zero bytes (written in 16 MB pieces)."""
+    piece = b"\0" * (16 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/version", "3\n")
+        with archive.open("archive/data.pkl", "w", force_zip64=True) as member:
+            for _ in range(inflated // len(piece)):
+                member.write(piece)
+
+
+def _shared_references(path: Path) -> None:
+    """A torch.save of six levels of 100 references to the level below: 10^12 values once expanded."""
+    import torch
+
+    nested: object = [0] * 100
+    for _ in range(5):
+        nested = [nested] * 100
+    torch.save({"learning_rate": 5e-6, "notes": nested}, path)
+
+
+@pytest.mark.parametrize(
+    ("plant", "refused"),
+    [(lambda p: _zip_bomb(p, 1536 << 20), "training_args.bin"), (_shared_references, "training_args.bin")],
+    ids=["a 1.5 GB zip bomb", "a pickle of shared references"],
+)
+def test_a_hostile_training_args_bin_is_refused_within_bounds(
+    plant, refused: str, trl_run_dir: Path, tiny_qwen3, local_hub, new_repo_id: str, tmp_path: Path
+) -> None:
+    base = tiny_qwen3.repo_id
+    # A run of someone's own script: TRL's output folder alone, its settings read from training_args.bin.
+    run_dir = tmp_path / "run"
+    shutil.copytree(trl_run_dir / "checkpoints", run_dir)
+    for checkpoint in run_dir.iterdir():
+        if checkpoint.is_dir():
+            plant(checkpoint / "training_args.bin")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    argv = ["-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id, "--base-model", base]
+    done = run_bounded([*argv, "--endpoint", local_hub.endpoint, "--dry-run"], workdir)
+    _assert_bounded(done, workdir, refused=refused)
+
+
+def _record(data: bytes, length: int | None = None) -> bytes:
+    return struct.pack("<QI", len(data) if length is None else length, 0) + data + b"\0\0\0\0"
+
+
+def test_hostile_tensorboard_files_are_read_within_bounds(tmp_path: Path) -> None:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    run_dir = tmp_path / "run" / "tensorboard_log" / "project" / "experiment"
+    run_dir.mkdir(parents=True)
+    event = Event(step=1, summary=Summary(value=[Summary.Value(tag="train/reward", simple_value=0.5)]))
+    (run_dir / "events.out.tfevents.1.a").write_bytes(_record(event.SerializeToString()) * 2_000_000)
+    (run_dir / "events.out.tfevents.2.b").write_bytes(_record(b"", length=2**62))
+    (run_dir / "events.out.tfevents.3.c").write_bytes(_record(b"\x0a\xff\xff\xff\xff") * 1000)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    code = (
+        "import sys; from pathlib import Path; from hubkit.runs.tensorboard import event_files, read_event_metrics;"
+        "m = read_event_metrics(event_files(Path(sys.argv[1]))); print(m.names)"
+    )
+    done = run_bounded(["-c", code, str(tmp_path / "run")], workdir)
+    _assert_bounded(done, workdir, refused=None)
+    assert "reward" in done.stdout
