@@ -33,6 +33,8 @@ def planted_secrets(token_in_use: str) -> dict[str, tuple[str, str]]:
             "a JSON Web Token",
         ),
         "bearer": ("Authorization: Bearer " + "Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6", "a bearer token"),
+        "url_password": ("https://me:" + "s3cretPassw0rd@models.example.org/x", "a password in a URL"),
+        "telegram": ("123456789:" + "AAQa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6Ef9", "a Telegram bot token"),
         "private_key": (
             "-----BEGIN OPENSSH " + "PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n",
             "a private key block",
