@@ -17,7 +17,7 @@ LLAMA_HUB_STAMP := $(LLAMA_VENV)/.installed-hub-client
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl venv-vllm venv-llama test lint format demo bench clean chromium
+.PHONY: venv venv-verl venv-vllm venv-llama environments test lint format demo bench clean chromium
 
 venv: $(STAMP)
 
@@ -84,7 +84,11 @@ $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_HUB_CLIENT)
 	touch $@
 
-test: venv venv-verl venv-vllm venv-llama lint chromium
+# The environments are independent: built side by side (downloads overlap the llama.cpp compile).
+environments:
+	$(MAKE) -j4 venv venv-verl venv-vllm venv-llama chromium
+
+test: environments lint
 	$(VENV)/bin/pytest
 
 # The Space's browser test drives Debian's chromium through playwright (which downloads no browser).
