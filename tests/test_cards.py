@@ -25,7 +25,6 @@ from huggingface_hub import snapshot_download
 from hubkit.cards import (
     BaseModelCard,
     CardInputs,
-    ChartsDrawnAhead,
     adapter_card_files,
     merged_card_files,
     plots,
@@ -387,14 +386,8 @@ def test_images_are_pngs_with_one_curve_per_logged_metric(trl_card, trl_card_run
     assert adapter_card_files(inputs) == files
 
 
-def test_charts_drawn_ahead_are_used_when_they_match_and_redrawn_when_they_do_not(
-    trl_card, trl_card_run: Path, monkeypatch
-):
+def test_charts_are_drawn_once_per_content_and_carry_no_metadata(trl_card, trl_card_run: Path, monkeypatch):
     inputs, files = trl_card
-    run = load_run(trl_card_run)
-    matching = ChartsDrawnAhead(run, inputs.steps)
-    other_steps = ChartsDrawnAhead(run, inputs.steps[:-1])  # the Hub held fewer steps than expected
-    matching.images(), other_steps.images()  # drawn on their own thread: wait before counting
     drawn_here = []
     draw = plots.draw_chart
 
@@ -403,10 +396,52 @@ def test_charts_drawn_ahead_are_used_when_they_match_and_redrawn_when_they_do_no
         return draw(chart)
 
     monkeypatch.setattr(plots, "draw_chart", counted)
-    assert adapter_card_files(inputs, matching) == files
-    assert drawn_here == []
-    assert adapter_card_files(inputs, other_steps) == files  # every chart marks the steps: all redrawn
-    assert sorted(drawn_here) == sorted(c.path for c in matching.images())
+    assert adapter_card_files(inputs) == files
+    assert drawn_here == []  # kept under the hash of what they show: an unchanged push draws nothing
+    fewer = replace(inputs, steps=inputs.steps[:-1])  # other checkpoints marked: every chart drawn again
+    adapter_card_files(fewer)
+    assert sorted(drawn_here) == sorted(p for p in files if p.startswith("assets/") and "accuracy" not in p)
+    for path, data in files.items():
+        if path.endswith(".png"):
+            chunks = _png_chunk_types(data)
+            assert not {b"tEXt", b"iTXt", b"zTXt", b"tIME"} & set(chunks), (path, chunks)
+
+
+def _png_chunk_types(data: bytes) -> list[bytes]:
+    types, at = [], 8
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        types.append(data[at + 4 : at + 8])
+        at += 12 + length
+    return types
+
+
+def test_nothing_covers_the_data_and_no_label_leaves_the_image(trl_card) -> None:
+    from hubkit.evaluate.results import EvalSummary
+
+    inputs, _ = trl_card
+    chart = plots.training_charts(key_metric_series(inputs.run), inputs.steps)[0]
+    long_label = plots.Curve(
+        "a metric with a name far longer than any legend column " * 3, ((1, 0.5), (2, 0.6))
+    )
+    summary: EvalSummary = inputs.eval.summary
+    for figure in (
+        plots.training_figure(replace(chart, curves=(*chart.curves, long_label))),
+        plots.accuracy_figure(summary),
+    ):
+        figure.draw_without_rendering()
+        renderer = figure.canvas.get_renderer()
+        image = figure.bbox
+        axes = figure.axes[0].get_window_extent(renderer)
+        for legend in figure.legends:
+            box = legend.get_window_extent(renderer)
+            assert not box.overlaps(axes), "the legend covers the plot"
+            assert image.x0 <= box.x0 and box.x1 <= image.x1 and image.y0 <= box.y0, (
+                "the legend leaves the image"
+            )
+        for text in figure.axes[0].texts:  # point labels
+            box = text.get_window_extent(renderer)
+            assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1, text
 
 
 # --- base model card ------------------------------------------------------------------------------------

@@ -20,13 +20,12 @@ push publishes).
 from __future__ import annotations
 
 from hubkit.cards.base_card import read_base_model_card
-from hubkit.cards.files import ChartsDrawnAhead, adapter_card_files, gguf_card_files, merged_card_files
+from hubkit.cards.files import adapter_card_files, gguf_card_files, merged_card_files
 from hubkit.cards.inputs import BaseModelCard, CardInputs
 
 __all__ = [
     "BaseModelCard",
     "CardInputs",
-    "ChartsDrawnAhead",
     "adapter_card_files",
     "gguf_card_files",
     "merged_card_files",

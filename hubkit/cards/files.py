@@ -4,9 +4,7 @@ from the network, and the same inputs give the same bytes (so a push with nothin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hubkit.cards import configuration, plots, sections, tables, text, usage
 from hubkit.cards.gguf_record import GGUFRecord
@@ -17,9 +15,7 @@ from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
 from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
-
-if TYPE_CHECKING:
-    from hubkit.runs import Run
+from hubkit.runs.state import CHARTS_DIR
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
 MERGED_TEMPLATE = "merged.md.j2"
@@ -184,35 +180,11 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
     }
 
 
-class ChartsDrawnAhead:
-    """The adapter card's training charts, drawn on a background thread while a push does work that leaves
-    the interpreter free (reading and hashing the adapters, merging, uploading).
-
-    Drawn for the steps the push expects the repo to hold; `adapter_card_files` takes the images whose
-    chart it would draw and draws any other itself (the repo held other steps than expected).
-
-    Args:
-        run: the run whose metrics are drawn.
-        steps: the checkpoint steps marked on the charts.
-    """
-
-    def __init__(self, run: Run, steps: Sequence[int]) -> None:
-        charts = plots.training_charts(key_metric_series(run), steps)
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-charts")
-        self._images = pool.submit(lambda: {chart: plots.draw_chart(chart) for chart in charts})
-        pool.shutdown(wait=False)  # its thread ends when the drawing does
-
-    def images(self) -> dict[plots.Chart, bytes]:
-        """The images by chart, once drawn (the drawing's error, if it failed)."""
-        return self._images.result()
-
-
-def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None) -> dict[str, bytes]:
-    """The adapter repo's card and its images.
+def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
+    """The adapter repo's card and its images (drawn once per content: `plots.cached_png`).
 
     Args:
         inputs: the run, the repo's steps and sizes, the base model's licence, the eval.
-        drawn: charts already being drawn; those that match what the card shows are not drawn again.
 
     Returns:
         ``README.md`` and one ``assets/*.png`` per training chart (reward and components, response
@@ -221,11 +193,15 @@ def adapter_card_files(inputs: CardInputs, drawn: ChartsDrawnAhead | None = None
     """
     series: tuple[MetricSeries, ...] = key_metric_series(inputs.run)
     charts = plots.training_charts(series, inputs.steps)
-    # Waiting first also keeps the drawing on one thread at a time (the fonts are shared).
-    images = drawn.images() if drawn is not None else {}
-    files = {chart.path: images.get(chart) or plots.draw_chart(chart) for chart in charts}
+    cache = inputs.run.run_dir / CHARTS_DIR
+    files = {
+        chart.path: plots.cached_png("training", chart, lambda c=chart: plots.draw_chart(c), cache)
+        for chart in charts
+    }
     if inputs.eval is not None:
-        files[ACCURACY_PLOT] = plots.draw_accuracy_vs_length(inputs.eval.summary)
+        summary = inputs.eval.summary
+        draw = lambda: plots.draw_accuracy_vs_length(summary)  # noqa: E731
+        files[ACCURACY_PLOT] = plots.cached_png("accuracy", summary, draw, cache)
     context = {
         **_common_context(inputs),
         "steps": inputs.steps,

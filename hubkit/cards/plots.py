@@ -1,20 +1,28 @@
 """Training curves and the accuracy-versus-length plot, as PNG bytes for a card's ``assets/`` folder.
 
-What to draw is decided first, as data (`Chart`: one `Curve` per logged metric); `draw_chart` then draws
-it on a `hubkit.cards.canvas.Canvas`. PNGs carry no timestamp or version, so the same run gives the same
-bytes and a push with nothing new uploads nothing.
+What to draw is decided first, as data (`Chart`: one `Curve` per logged metric); matplotlib (Agg,
+imported only when a chart is drawn) draws it. The PNGs carry no timestamp and no version, so the same
+data gives the same bytes and a push with nothing new uploads nothing; `cached_png` keeps each image
+under the hash of what it shows, so such a push draws nothing either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import io
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.cards.metrics import MetricSeries
+from hubkit.runs.state import keep
 
 if TYPE_CHECKING:
-    from hubkit.cards.canvas import Canvas
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from hubkit.evaluate.results import EvalSummary
 
 ASSETS_DIR = "assets"
@@ -22,9 +30,12 @@ ASSETS_DIR = "assets"
 CURVE_COLORS: tuple[str, ...] = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 CHECKPOINT_COLOR = "#BBBBBB"
 _MARKERS_UP_TO = 30  # points drawn as dots too when a curve has at most this many (a 1-step run is visible)
-# Each curve is drawn thinner than the one before (pixels), so a curve equal to an earlier one (TRL's reward
-# and a single component) still shows both colours.
-_LINE_WIDTHS = (5.0, 3.6, 2.4, 1.6)
+# Each curve is drawn thinner than the one before (points), so a curve equal to an earlier one (TRL's
+# reward and a single component) still shows both colours.
+_LINE_WIDTHS = (3.6, 2.6, 1.7, 1.1)
+# 700 x 360 pixels: readable at a model card's width without scaling text down.
+_SIZE_INCHES, _DPI = (7.0, 3.6), 100
+_MAX_LABEL = 60  # legend and point labels longer than this are shortened with "…"
 
 # Chart file name, title, y label, and the card metrics it draws (in this order).
 _TRAINING_CHARTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -95,111 +106,118 @@ def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[in
     return tuple(charts)
 
 
+def cached_png(kind: str, shown: object, draw: Callable[[], bytes], cache_dir: Path | None) -> bytes:
+    """The PNG of `shown` from `cache_dir` when drawn before with this matplotlib, else drawn and kept.
+
+    Args:
+        kind: the chart's kind (part of the key).
+        shown: what the image shows (a `Chart`, an `EvalSummary`): its ``repr`` is the key.
+        draw: draws the image.
+        cache_dir: where images are kept (a run's ``.hubkit/charts``); None draws every time.
+    """
+    if cache_dir is None:
+        return draw()
+    key = hashlib.sha256(f"{kind}\n{version('matplotlib')}\n{shown!r}".encode()).hexdigest()
+    path = cache_dir / f"{key}.png"
+    if path.is_file():
+        return path.read_bytes()
+    data = draw()
+    keep(path, data, "a chart")
+    return data
+
+
 def draw_chart(chart: Chart) -> bytes:
     """Draw one training chart as a PNG.
 
-    Returns:
-        The PNG bytes.
+    Raises:
+        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
+    """
+    return png(training_figure(chart))
+
+
+def training_figure(chart: Chart) -> Figure:
+    """The training chart: its curves, a dashed line at each published checkpoint, the legend below.
 
     Raises:
         ValueError: the chart has more curves than `CURVE_COLORS`, or none.
     """
-    return training_canvas(chart).png()
-
-
-def training_canvas(chart: Chart) -> Canvas:
-    """The training chart drawn: its curves, a dashed line at each published checkpoint, the legend below.
-
-    Raises:
-        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
-    """
-    # Pillow takes 18 ms to import (measured): a push imports it on the thread that draws its charts.
-    from hubkit.cards.canvas import Canvas, LegendEntry, axis_for
+    from matplotlib.ticker import MaxNLocator
 
     if not chart.curves or len(chart.curves) > len(CURVE_COLORS):
         raise ValueError(f"{chart.path}: {len(chart.curves)} curves, 1 to {len(CURVE_COLORS)} colours")
-    steps = [step for curve in chart.curves for step, _ in curve.points] + list(chart.marked_steps)
-    values = [value for curve in chart.curves for _, value in curve.points]
-    legend = []
-    if chart.marked_steps:
-        legend.append(LegendEntry("published checkpoint", CHECKPOINT_COLOR, width=1, dashed=True))
-    widths = [_LINE_WIDTHS[min(index, len(_LINE_WIDTHS) - 1)] for index in range(len(chart.curves))]
-    markers = [
-        w + 3 if len(c.points) <= _MARKERS_UP_TO else 0 for w, c in zip(widths, chart.curves, strict=True)
-    ]
-    for curve, color, width, marker in zip(chart.curves, CURVE_COLORS, widths, markers, strict=False):
-        legend.append(LegendEntry(curve.label, color, width=width, marker=marker))
-    canvas = Canvas(
-        axis_for(steps, integer=True),
-        axis_for(values),
-        title=chart.title,
-        xlabel="training step",
-        ylabel=chart.ylabel,
-        legend=legend,
-    )
+    figure, axes = _figure(chart.title, "training step", chart.ylabel)
     for step in chart.marked_steps:
-        canvas.vline(step, CHECKPOINT_COLOR)
-    for curve, color, width, marker in zip(chart.curves, CURVE_COLORS, widths, markers, strict=False):
-        canvas.line(curve.points, color, width, marker=marker)
-    return canvas
+        axes.axvline(step, color=CHECKPOINT_COLOR, linestyle="--", linewidth=1, zorder=1)
+    for index, (curve, color) in enumerate(zip(chart.curves, CURVE_COLORS, strict=False)):
+        width = _LINE_WIDTHS[min(index, len(_LINE_WIDTHS) - 1)]
+        steps, values = zip(*curve.points, strict=True) if curve.points else ((), ())
+        marker = "o" if len(curve.points) <= _MARKERS_UP_TO else None
+        axes.plot(
+            steps, values, color=color, linewidth=width, marker=marker, markersize=width + 2.5, zorder=2
+        )
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    labels = [_short(curve.label) for curve in chart.curves]
+    if chart.marked_steps:
+        axes.plot([], [], color=CHECKPOINT_COLOR, linestyle="--", linewidth=1)
+        labels.append("published checkpoint")
+    _legend_below(figure, axes, labels)
+    return figure
 
 
 def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
-    """Accuracy (with its 95 % interval) against mean answer length, one point per evaluated model.
-
-    Args:
-        summary: the evaluation's summary (base model and checkpoints).
-
-    Returns:
-        The PNG bytes.
-    """
-    return accuracy_canvas(summary).png()
+    """Accuracy (with its 95 % interval) against mean answer length, one point per evaluated model."""
+    return png(accuracy_figure(summary))
 
 
-def accuracy_canvas(summary: EvalSummary) -> Canvas:
-    """The accuracy-versus-length chart drawn: each model's dot and interval, the checkpoints joined in step
-    order and shaded by step (lighter: earlier), a label beside each point where it overlaps nothing (the
-    base first, then the checkpoints from the last one back; models at one point share a label)."""
-    from hubkit.cards.canvas import Canvas, LegendEntry, axis_for, lighter
+def accuracy_figure(summary: EvalSummary) -> Figure:
+    """Each model's dot and interval, the checkpoints joined in step order and shaded by step (lighter:
+    earlier), a label beside each point where it overlaps nothing (the base first, then the checkpoints
+    from the last one back; models at one point share a label)."""
+    from matplotlib.colors import to_rgb
 
     models = ([summary.base] if summary.base else []) + list(summary.checkpoints)
-    xs = [m.tokens_mean for m in models]
-    # max/min: at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
-    lows = [100 * min(m.accuracy, m.ci95[0]) for m in models]
-    highs = [100 * max(m.accuracy, m.ci95[1]) for m in models]
-    checkpoints = [m for m in models if m.step is not None]
-    legend = [LegendEntry("base model", CURVE_COLORS[1], width=0, marker=8)] if summary.base else []
-    if checkpoints:
-        shading = " (lighter: earlier)" if len(checkpoints) > 1 else ""
-        legend.append(LegendEntry(f"checkpoint{shading}", CURVE_COLORS[0], width=0, marker=8))
-    canvas = Canvas(
-        axis_for(xs, margin=0.15),
-        axis_for(lows + highs, margin=0.1),
-        title=f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})",
-        xlabel="mean answer length (tokens)",
-        ylabel=f"accuracy (%, {summary.metric.name})",
-        legend=legend,
+    figure, axes = _figure(
+        f"Accuracy vs. answer length ({summary.problems.source}, n = {summary.problems.n})",
+        "mean answer length (tokens)",
+        f"accuracy (%, {summary.metric.name})",
     )
-    for model, low, high in zip(models, lows, highs, strict=True):
-        canvas.error_bar(model.tokens_mean, low, high, CHECKPOINT_COLOR)
+    checkpoints = [m for m in models if m.step is not None]
+    for model in models:
+        # min/max: at 0 % or 100 % the Wilson bound equals the accuracy up to rounding, either side.
+        low, high = 100 * min(model.accuracy, model.ci95[0]), 100 * max(model.accuracy, model.ci95[1])
+        axes.plot([model.tokens_mean] * 2, [low, high], color=CHECKPOINT_COLOR, linewidth=1.5, zorder=1)
     if len(checkpoints) > 1:
-        canvas.line(
-            [(m.tokens_mean, 100 * m.accuracy) for m in checkpoints], lighter(CURVE_COLORS[0], 0.5), 1.5
+        axes.plot(
+            [m.tokens_mean for m in checkpoints],
+            [100 * m.accuracy for m in checkpoints],
+            color=_lighter(to_rgb(CURVE_COLORS[0]), 0.5),
+            linewidth=1.2,
+            zorder=2,
         )
-    steps_at: dict[tuple[float, float], list[int | None]] = {}
     last = max(1, len(checkpoints) - 1)  # the first checkpoint 60 % white, the last one full colour
-    shades = {
-        m.step: lighter(CURVE_COLORS[0], 0.6 * (len(checkpoints) - 1 - i) / last)
+    shade = {
+        m.step: _lighter(to_rgb(CURVE_COLORS[0]), 0.6 * (len(checkpoints) - 1 - i) / last)
         for i, m in enumerate(checkpoints)
     }
+    steps_at: dict[tuple[float, float], list[int | None]] = {}
     for model in models:
         point = (model.tokens_mean, 100 * model.accuracy)
-        color = CURVE_COLORS[1] if model.step is None else shades[model.step]
-        canvas.dot(*point, color, 8)
+        color = CURVE_COLORS[1] if model.step is None else shade[model.step]
+        axes.plot(*point, marker="o", markersize=8, color=color, linestyle="none", zorder=3)
         steps_at.setdefault(point, []).append(model.step)
+    axes.margins(x=0.15, y=0.12)
+    axes.set_xlim(left=0)  # lengths: the axis starts at none
+    labels = []
+    if summary.base:
+        axes.plot([], [], marker="o", markersize=8, color=CURVE_COLORS[1], linestyle="none")
+        labels.append("base model")
+    if checkpoints:
+        axes.plot([], [], marker="o", markersize=8, color=CURVE_COLORS[0], linestyle="none")
+        labels.append("checkpoint (lighter: earlier)" if len(checkpoints) > 1 else "checkpoint")
+    _legend_below(figure, axes, labels)
     order = sorted(steps_at.items(), key=lambda item: (None not in item[1], -max(s or 0 for s in item[1])))
-    canvas.label_points([(x, y, point_label(steps)) for (x, y), steps in order])
-    return canvas
+    _label_points(figure, axes, [(x, y, point_label(steps)) for (x, y), steps in order])
+    return figure
 
 
 def point_label(steps: Sequence[int | None]) -> str:
@@ -214,3 +232,96 @@ def point_label(steps: Sequence[int | None]) -> str:
     elif numbers:
         names.append(f"{len(numbers)} steps, {numbers[0]} to {numbers[-1]}")
     return ", ".join(names)
+
+
+def png(figure: Figure) -> bytes:
+    """The figure as PNG bytes, with no metadata (no version, no time): the same chart, the same bytes."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
+    # The object API, not pyplot: no global state, no GUI backend, safe off the main thread.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=_SIZE_INCHES, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.set_title(_short(title, 90), fontsize=12)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(color="#EEEEEE", linewidth=0.8)
+    axes.set_axisbelow(True)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    return figure, axes
+
+
+def _legend_below(figure: Figure, axes: Axes, labels: list[str]) -> None:
+    """The legend under the plot, outside it (nothing covers the data), in as many columns as fit."""
+    if labels:
+        columns = max(1, min(len(labels), 700 // (8 * max(len(label) for label in labels) + 40)))
+        figure.legend(
+            axes.get_lines()[-len(labels) :],
+            labels,
+            loc="outside lower center",
+            ncols=columns,
+            frameon=False,
+            fontsize=9,
+        )
+
+
+# Where a point's label may go, in order: offsets in points and the text's alignment.
+_LABEL_PLACES = (
+    (6, 6, "left", "bottom"),
+    (6, -6, "left", "top"),
+    (-6, 6, "right", "bottom"),
+    (-6, -6, "right", "top"),
+    (0, 9, "center", "bottom"),
+    (0, -9, "center", "top"),
+    (9, 0, "left", "center"),
+    (-9, 0, "right", "center"),
+)
+
+
+def _label_points(figure: Figure, axes: Axes, labelled: list[tuple[float, float, str]]) -> None:
+    """Each label at the first place beside its point that stays inside the plot and overlaps no dot and
+    no label placed before it; a point with no such place stays unnamed."""
+    renderer = figure.canvas.get_renderer()
+    figure.draw_without_rendering()  # the layout, so that positions are final
+    inside = axes.get_window_extent(renderer)
+    dots = [axes.transData.transform((x, y)) for x, y, _ in labelled]
+    taken = [_box(x, y, 5) for x, y in dots]
+    for x, y, text in labelled:
+        for dx, dy, ha, va in _LABEL_PLACES:
+            label = axes.annotate(
+                _short(text), (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=8
+            )
+            box = label.get_window_extent(renderer)
+            if (
+                box.x0 >= inside.x0
+                and box.x1 <= inside.x1
+                and box.y0 >= inside.y0
+                and box.y1 <= inside.y1
+                and not any(box.overlaps(other) for other in taken)
+            ):
+                taken.append(box)
+                break
+            label.remove()
+
+
+def _box(x: float, y: float, radius: float):
+    from matplotlib.transforms import Bbox
+
+    return Bbox([[x - radius, y - radius], [x + radius, y + radius]])
+
+
+def _lighter(rgb: tuple[float, float, float], white: float) -> tuple[float, float, float]:
+    """`rgb` mixed with `white` parts of white (0: itself, 1: white)."""
+    return tuple(channel + (1 - channel) * white for channel in rgb)  # type: ignore[return-value]
+
+
+def _short(text: str, limit: int = _MAX_LABEL) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

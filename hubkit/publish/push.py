@@ -26,7 +26,7 @@ from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
-from hubkit.cards import BaseModelCard, ChartsDrawnAhead, read_base_model_card
+from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalResults, load_eval
 from hubkit.hub.auth import hub_client, resolve_token
@@ -193,7 +193,6 @@ class PushSession:
             ),
         )
         try:
-            charts = self._draw_charts_ahead(run, chosen, published)
             made = self._merge(to_merge, merge_plan, progress)
             merged = made if merging.adapter is not None else None
             record = merging.record_after(merged, run, revision)
@@ -219,7 +218,6 @@ class PushSession:
                 evaluation,
                 space_files,
                 merged=merged,
-                charts=charts,
                 merging=merging,
                 merge_record=record,
                 gguf_files=gguf_files if gguf.writes_repo else None,
@@ -343,18 +341,6 @@ class PushSession:
             create_repo(api, remote.repo_id, "model", private=self.request.private)
             return read_remote(api, remote.repo_id, "model")
 
-    def _draw_charts_ahead(
-        self, run: Run, chosen: tuple[Checkpoint, ...], published: tuple[int, ...]
-    ) -> ChartsDrawnAhead:
-        """Start drawing the adapter card's charts, for the steps the repo will hold (its own and this
-        push's), while the merge runs and the weights upload.
-
-        Not earlier: while the adapters are read and hashed both cores are busy, and the Hub reads and the
-        check against the base wait for the interpreter the drawing holds. During the upload the Hub does
-        the work; a push that drew its charts while reading its adapters measured 5-10 % slower.
-        """
-        return ChartsDrawnAhead(run, sorted({*published, *(c.step for c in chosen)}))
-
     def _merge(
         self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress
     ) -> MergeResult | None:
@@ -382,7 +368,6 @@ class PushSession:
         space_files: tuple[PlannedFile, ...],
         *,
         merged: MergeResult | None = None,
-        charts: ChartsDrawnAhead | None = None,
         merging: MergeDecision | None = None,
         merge_record: MergeRecord | None = None,
         gguf_files: tuple[PlannedFile, ...] | None = None,
@@ -416,7 +401,6 @@ class PushSession:
             gguf_record=gguf_record,
             published_gguf_repo_id=repos.gguf,
             private=self.request.private,
-            charts=charts,
         )
 
     def _dry_run(

@@ -17,7 +17,6 @@ from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import (
     BaseModelCard,
     CardInputs,
-    ChartsDrawnAhead,
     adapter_card_files,
     gguf_card_files,
     merged_card_files,
@@ -73,7 +72,6 @@ class BuildContext:
         gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
         published_gguf_repo_id: the release's GGUF repo, which the cards link while `gguf_record` is set.
         private: create new repos private.
-        charts: the adapter card's charts, drawn while the push did other work.
     """
 
     run: Run
@@ -97,7 +95,6 @@ class BuildContext:
     gguf_record: GGUFRecord | None = None
     published_gguf_repo_id: str | None = None
     private: bool = False
-    charts: ChartsDrawnAhead | None = None
 
     def published_steps(self) -> tuple[int, ...]:
         """The checkpoint steps the adapter repo held before this push."""
@@ -141,7 +138,7 @@ def vet_base_card(card: BaseModelCard, vetter: Vetter) -> BaseModelCard:
 
 
 def build_adapter_repo(context: BuildContext) -> RepoPlan:
-    card = adapter_card_files(context.card_inputs(), context.charts)
+    card = adapter_card_files(context.card_inputs())
     return plan_adapter_repo(
         context.run,
         context.repo_id,

@@ -24,6 +24,7 @@ STATE_DIR = Path(".hubkit")
 ADAPTER_VERDICTS_DIR = STATE_DIR / "adapters"
 BASE_CHECKS_DIR = STATE_DIR / "base-checks"
 BASE_SHAPES_DIR = STATE_DIR / "base-shapes"
+CHARTS_DIR = STATE_DIR / "charts"
 PUSH_RECORDS_DIR = STATE_DIR / "pushes"
 TRAINING_ARGS_DIR = STATE_DIR / "training-args"
 
