@@ -36,7 +36,6 @@ from huggingface_hub.errors import HfHubHTTPError
 from hubkit.errors import AuthError, PublishError
 from hubkit.hub.hashing import FileHashes
 from hubkit.hub.kinds import RepoType
-from hubkit.hub.lfs_upload import classic_lfs, send_lfs_object
 from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
@@ -192,20 +191,23 @@ def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy =
 
 
 def _upload_lfs(
-    api: HfApi, repo_id: str, repo_type: RepoType, addition: CommitOperationAdd, retry: RetryPolicy
+    api: HfApi,
+    repo_id: str,
+    repo_type: RepoType,
+    revision: str,
+    addition: CommitOperationAdd,
+    retry: RetryPolicy,
 ) -> None:
-    """Send one file's LFS object (nothing when the Hub already holds it), retrying transient failures.
+    """Send one file's LFS object (nothing when the Hub already holds it) through huggingface_hub's own
+    transfer (Xet, or classic LFS where the Hub or the client has Xet off), retrying transient failures.
 
-    With Xet, huggingface_hub's own transfer; with classic LFS, hubkit's (`hubkit.hub.lfs_upload`).
+    The revision is the one committed to: the client compares the file with that revision's and drops an
+    addition equal to it from the commit (asked about main, a step branch would lose its adapter).
     """
-
-    def send() -> object:
-        if classic_lfs():
-            return send_lfs_object(api, repo_id, repo_type, addition)
-        return api.preupload_lfs_files(repo_id, additions=[addition], repo_type=repo_type)
-
     with_retries(
-        send,
+        lambda: api.preupload_lfs_files(
+            repo_id, additions=[addition], repo_type=repo_type, revision=revision
+        ),
         retry,
         f"uploading {addition.path_in_repo} to {repo_id}",
         api.endpoint,
@@ -232,7 +234,13 @@ class UploadsAhead:
         self._pool = ThreadPoolExecutor(max_workers=_UPLOAD_THREADS, thread_name_prefix="hubkit-upload")
         self._futures = {
             planned.hashes.sha256: self._pool.submit(
-                _upload_lfs, api, self.repo_id, diff.plan.repo_type, _operation(planned), retry
+                _upload_lfs,
+                api,
+                self.repo_id,
+                diff.plan.repo_type,
+                diff.plan.revision,
+                _operation(planned),
+                retry,
             )
             for planned in _separate_uploads(diff.changed)
         }
@@ -315,7 +323,9 @@ def commit_repo(
 
         def upload_one(planned: PlannedFile) -> None:
             if planned.hashes.sha256 not in sent_ahead:
-                _upload_lfs(api, plan.repo_id, plan.repo_type, operations[planned.path_in_repo], retry)
+                _upload_lfs(
+                    api, plan.repo_id, plan.repo_type, plan.revision, operations[planned.path_in_repo], retry
+                )
             if on_uploaded is not None:
                 on_uploaded(planned)
 
