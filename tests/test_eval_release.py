@@ -16,7 +16,8 @@ from hubkit.evaluate import load_eval
 from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.evaluate.release import open_release
 from hubkit.hub.auth import hub_client
-from hubkit.publish.release_eval import merged_step_on_hub, push_release_eval
+from hubkit.publish.release_eval import linked_repos, push_release_eval
+from hubkit.publish.remote import read_remote
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
 from hubkit.runs.manifest import Manifest
@@ -47,8 +48,11 @@ def test_a_release_evaluates_as_its_run_directory_and_pushes_the_card_a_push_wri
     trl_run_dir: Path, local_hub, hub_api, new_repo_id: str, tmp_path: Path, capsys
 ) -> None:
     run_dir = _gsm8k_run(trl_run_dir, tmp_path / "gsm8k-run")
+    # The merged repo under a name of its own, and GGUF files: the card written again keeps both links.
+    merged_repo_id, gguf_repo_id = f"{new_repo_id}-full", f"{new_repo_id}-GGUF"
     push = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet", "--no-space"]
-    assert run_cli(push) == 0  # the adapter repo and its merged model
+    push += ["--merged-repo-id", merged_repo_id, "--gguf", "q8_0"]
+    assert run_cli(push) == 0  # the adapter repo, its merged model and its GGUF file
     common = ["--problems", str(HELDOUT), "--n", "4", "--steps", "1,3", "--endpoint", local_hub.endpoint]
 
     assert run_cli(["eval", "--run-dir", str(run_dir), *common, "--quiet"]) == 0
@@ -81,7 +85,8 @@ def test_a_release_evaluates_as_its_run_directory_and_pushes_the_card_a_push_wri
         "has not been evaluated yet" not in readme
         and "held-out problems from `gsm8k_heldout.jsonl`" in readme
     )
-    assert f"Step 3 merged into the base model is [{new_repo_id}-merged]" in readme
+    assert f"Step 3 merged into the base model is [{merged_repo_id}]" in readme
+    assert f"Step 3 is also in GGUF files for llama.cpp, Ollama and LM Studio: [{gguf_repo_id}]" in readme
     assert hub_api.model_info(new_repo_id).card_data.eval_results[0].metric_value == round(
         from_release.by_step(3).accuracy, 4
     )
@@ -126,7 +131,8 @@ def test_eval_of_a_release_says_what_is_wrong_in_one_line(
         == 0
     )
     api = hub_client(local_hub.endpoint, local_hub.token)
-    assert merged_step_on_hub(api, new_repo_id) is None  # pushed without a merged model
+    linked = linked_repos(api, read_remote(api, new_repo_id), (1, 2, 3))
+    assert (linked.merged_step, linked.gguf_step) == (None, None)  # pushed without a merged model
     assert run_cli(["eval", "--repo-id", new_repo_id, *endpoint, "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
     assert not list(tmp_path.glob("*-eval")), "nothing was written"

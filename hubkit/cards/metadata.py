@@ -104,7 +104,19 @@ def card_data(
         model_name=repo_id.split("/")[-1] if results else None,  # model-index needs it; nothing else does
         eval_results=results,
         **({METADATA_KEY: record.to_metadata()} if record is not None else {}),
+        **({RELEASE_KEY: release_links(inputs)} if kind == "adapter" and release_links(inputs) else {}),
     )
+
+
+# The adapter card names the release's other repos here, so that a reader of the release (`hubkit eval
+# --repo-id --push`) writes the card again with the same links, whatever the repos were called.
+RELEASE_KEY = "hubkit_release"
+
+
+def release_links(inputs: CardInputs) -> dict[str, str]:
+    """The repos the adapter card links: ``merged``, ``gguf`` and ``space``, those the release has."""
+    links = {"merged": inputs.merged_repo_id, "gguf": inputs.gguf_repo_id, "space": inputs.space_repo_id}
+    return {kind: repo_id for kind, repo_id in links.items() if repo_id is not None}
 
 
 def gguf_card_data(inputs: CardInputs, record: GGUFRecord) -> ModelCardData:

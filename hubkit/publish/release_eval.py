@@ -3,18 +3,24 @@
 publishes (manifest, metrics, steps) with the evaluation, in one commit.
 
 The card is written as a push writes it, from the release read back as a run (`hubkit.release.read`): the
-evaluation table and chart, each step's accuracy, the before/after answers. The merged model's section is
-kept when ``<repo>-merged`` exists and its card's merge record names a step of this repo, and the Space's
-link while ``<repo>-demo`` exists.
-The merged card and the Space are left as they are.
+evaluation table and chart, each step's accuracy, the before/after answers. The release's other repos are
+those its adapter card names (``hubkit_release`` in its metadata; the defaults ``<repo>-merged``,
+``<repo>-GGUF`` and ``<repo>-demo`` for a card that names none): the merged model's and the GGUF files'
+sections are kept while their repo's record names a step of this repo, the Space's link while it exists.
+The merged card, the GGUF card and the Space are left as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from huggingface_hub import HfApi
 
 from hubkit.cards import CardInputs, adapter_card_files, read_base_model_card
+from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
+from hubkit.cards.metadata import RELEASE_KEY
 from hubkit.errors import PublishError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
@@ -24,19 +30,59 @@ from hubkit.publish.commit import CommitResult, commit_repo, hub_errors
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan
-from hubkit.publish.remote import read_remote
+from hubkit.publish.release_repos import default_gguf_repo_id
+from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
+from hubkit.runs.manifest import is_hub_id
 from hubkit.safety import VetContext, kinds
 from hubkit.space.config import default_space_repo_id
 
 
-def merged_step_on_hub(api: HfApi, adapter_repo_id: str) -> int | None:
-    """The step of `adapter_repo_id` its merged repo (``<repo>-merged``) holds, from the merge record in the
-    merged card's metadata; None when there is no merged repo, or it records no merge of this repo."""
-    record = MergeRecord.from_card_data(read_remote(api, default_merged_repo_id(adapter_repo_id)).card_data)
-    return record.step if record is not None and record.adapter_repo == adapter_repo_id else None
+@dataclass(frozen=True)
+class LinkedRepos:
+    """The release's other repos as its adapter card links them, each with the step it holds (None: the
+    repo is absent or holds no merge of this release)."""
+
+    merged: str
+    merged_step: int | None
+    gguf: str
+    gguf_step: int | None
+    space: str
+    space_exists: bool
+
+
+def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> LinkedRepos:
+    """The repos the adapter card names (its ``hubkit_release`` metadata, read as untrusted: a value that is
+    no repo id is ignored), else the default ones, each read to see what it holds of this release."""
+    named = adapter.card_data.get(RELEASE_KEY) if isinstance(adapter.card_data, Mapping) else None
+    named = named if isinstance(named, Mapping) else {}
+
+    def repo(kind: str, default: str) -> str:
+        value = named.get(kind)
+        return value if isinstance(value, str) and value.count("/") == 1 and is_hub_id(value) else default
+
+    repo_id = adapter.repo_id
+    merged, gguf = (
+        repo("merged", default_merged_repo_id(repo_id)),
+        repo("gguf", default_gguf_repo_id(repo_id)),
+    )
+    space = repo("space", default_space_repo_id(repo_id))
+    merge = MergeRecord.from_card_data(read_remote(api, merged).card_data)
+    exported = GGUFRecord.from_card_data(read_remote(api, gguf).card_data)
+    merged_step = merge.step if merge is not None and merge.adapter_repo == repo_id else None
+    gguf_step = (
+        exported.merge.step if exported is not None and exported.merge.adapter_repo == repo_id else None
+    )
+    return LinkedRepos(
+        merged=merged,
+        merged_step=merged_step if merged_step in steps else None,
+        gguf=gguf,
+        gguf_step=gguf_step if gguf_step in steps else None,
+        space=space,
+        space_exists=read_remote(api, space, "space").exists,
+    )
 
 
 def _check_same_adapters(evaluated: Release, now: Release, steps: tuple[int, ...]) -> None:
@@ -85,11 +131,7 @@ def push_release_eval(
     )
     with hub_errors(repo_id, endpoint):
         remote = read_remote(api, repo_id)
-        merged_repo_id = default_merged_repo_id(repo_id)
-        merged_step = merged_step_on_hub(api, repo_id)
-        space = read_remote(api, default_space_repo_id(repo_id), "space")
-    if merged_step not in now.steps:
-        merged_step = None  # the merged repo holds none of this release's steps: not this release's
+        linked = linked_repos(api, remote, now.steps)
     if remote.head_sha != now.commit:
         raise PublishError(f"{repo_id} changed on the Hub while pushing; nothing was committed, run it again")
     manifest = now.manifest
@@ -102,9 +144,11 @@ def push_release_eval(
         ),
         adapter_bytes=adapter_bytes_in_repo(remote.files),
         has_tokenizer=now.has_tokenizer,
-        merged_repo_id=merged_repo_id if merged_step is not None else None,
-        merged_step=merged_step,
-        space_repo_id=space.repo_id if space.exists else None,
+        merged_repo_id=linked.merged if linked.merged_step is not None else None,
+        merged_step=linked.merged_step,
+        gguf_repo_id=linked.gguf if linked.gguf_step is not None else None,
+        gguf_step=linked.gguf_step,
+        space_repo_id=linked.space if linked.space_exists else None,
         eval=results,
     )
     files = {**eval_file_bytes(results.summary, results.samples), **adapter_card_files(inputs)}
