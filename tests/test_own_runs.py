@@ -23,7 +23,7 @@ import hubkit.merge
 from hubkit.cards import CardInputs, adapter_card_files, read_base_model_card
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import TrainingArgsError
-from hubkit.formats.training_args import pickled_globals, read_training_args
+from hubkit.formats.training_args import read_training_args
 from hubkit.runs import load_run
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
 from hubkit.runs.trl_settings import trackers_from_args
@@ -132,11 +132,17 @@ def test_a_training_args_file_naming_another_global_is_refused_unread(tmp_path: 
     with pytest.raises(TrainingArgsError, match=r"names posix\.system, which is not a transformers"):
         read_training_args(path)
     assert not marker.exists()
-    # STACK_GLOBAL (protocol 4) names its class through strings: read statically too.
-    assert pickled_globals(pickle.dumps(Payload(), protocol=4), "p") == ("posix.system",)
-    with zipfile.ZipFile(tmp_path / "other.bin", "w") as archive:
-        archive.writestr("archive/data.pkl", pickle.dumps(Payload(), protocol=4))
-    with pytest.raises(TrainingArgsError, match=r"posix\.system"):
+    # Protocol 4 (STACK_GLOBAL names its class through strings, FRAME ops torch's listing does not read):
+    # refused unread all the same.
+    torch.save({"learning_rate": 1e-5}, tmp_path / "saved.bin")
+    with (
+        zipfile.ZipFile(tmp_path / "saved.bin") as saved,
+        zipfile.ZipFile(tmp_path / "other.bin", "w") as archive,
+    ):
+        for info in saved.infolist():
+            stack_global = pickle.dumps(Payload(), protocol=4)
+            archive.writestr(info, stack_global if info.filename.endswith("/data.pkl") else saved.read(info))
+    with pytest.raises(TrainingArgsError, match=r"other\.bin: not a readable pickle"):
         read_training_args(tmp_path / "other.bin")
     assert not marker.exists()
 

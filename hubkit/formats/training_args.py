@@ -8,10 +8,12 @@ A pickle runs whatever code it names, so the file is never unpickled as it is:
    few bookkeeping records, names as torch writes them (its lookup ignores case: ``DATA.PKL`` would be
    read instead), every member within `MAX_BYTES` by its declared and by its inflated size. So the pickle
    checked below is the pickle torch loads;
-1. the archive's pickle is disassembled (`pickletools`, nothing executed) and every global it names is
-   listed; a global outside transformers, TRL and accelerate (and ``torch.device``) refuses the file;
+1. torch lists the globals the pickle names outside its own safe set, by disassembling it (nothing
+   executed: `torch.serialization.get_unsafe_globals_in_checkpoint`); one outside transformers, TRL and
+   accelerate refuses the file;
 2. ``torch.load(weights_only=True)`` then reads it with each of those globals mapped to `_Recorded`, one
-   stand-in class that only keeps what it is built with: the real classes are never imported or called;
+   stand-in class that only keeps what it is built with: the real classes are never imported or called.
+   A global the listing cannot see (one the pickle builds from strings) is refused by that loader;
 3. what the stand-ins kept becomes plain data: an enum its value, a config object its fields, at most
    `MAX_VALUES` values (shared references would otherwise expand without bound).
 
@@ -23,7 +25,7 @@ torch is imported only by `read_training_args`, and only for a file that is a zi
 from __future__ import annotations
 
 import io
-import pickletools
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -53,9 +55,8 @@ ARCHIVE_RECORDS = frozenset(
         ".storage_alignment",
     }
 )
-_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING"})
-_MEMO_PUT_OPS = frozenset({"BINPUT", "LONG_BINPUT", "PUT"})
-_MEMO_GET_OPS = frozenset({"BINGET", "LONG_BINGET", "GET"})
+# How torch's safe loader names a global it refuses (in its multi-line message).
+_REFUSED_GLOBAL_RE = re.compile(r"GLOBAL ([\w.]+)")
 
 
 class _Recorded:
@@ -73,46 +74,15 @@ class _Recorded:
         pass
 
 
-def pickled_globals(data: bytes, label: str) -> tuple[str, ...]:
-    """Every global (``module.name``) a pickle names, read by disassembling it (nothing is executed).
-
-    ``STACK_GLOBAL`` takes its module and name from the two strings pushed before it (directly or through
-    the memo); one whose operands are not such strings cannot be read statically and is refused.
-
-    Raises:
-        TrainingArgsError: not a pickle, or a global whose name is not written in the pickle.
-    """
-    found: list[str] = []
-    strings: list[str | None] = []  # what each op pushed, when it was a string (None otherwise)
-    memo: dict[int, str | None] = {}
-    try:
-        for op, arg, _ in pickletools.genops(data):
-            name = op.name
-            if name in ("GLOBAL", "INST"):
-                found.append(str(arg).replace(" ", "."))
-                strings.append(None)
-            elif name == "STACK_GLOBAL":
-                if len(strings) < 2 or strings[-1] is None or strings[-2] is None:
-                    raise TrainingArgsError(f"{label}: names a class it computes: refusing to read it")
-                found.append(f"{strings[-2]}.{strings[-1]}")
-                strings.append(None)
-            elif name in _STRING_OPS:
-                strings.append(arg if isinstance(arg, str) else None)
-            elif name in _MEMO_PUT_OPS:
-                memo[int(arg)] = strings[-1] if strings else None
-            elif name == "MEMOIZE":
-                memo[len(memo)] = strings[-1] if strings else None
-            elif name in _MEMO_GET_OPS:
-                strings.append(memo.get(int(arg)))
-            else:
-                strings.append(None)
-    except (ValueError, EOFError) as e:
-        raise TrainingArgsError(f"{label}: not a readable pickle ({e})") from e
-    return tuple(dict.fromkeys(found))
-
-
 def _allowed(name: str) -> bool:
     return name.startswith(TRAINER_MODULES) or name in OTHER_GLOBALS
+
+
+def _refuse_global(label: str, name: str) -> None:
+    raise TrainingArgsError(
+        f"{label} names {name}, which is not a transformers, TRL or accelerate class: refusing to "
+        "read it (delete the file to publish without its hyperparameters)"
+    )
 
 
 class _Budget:
@@ -217,21 +187,25 @@ def read_training_args(path: Path, label: str | None = None) -> dict[str, Any]:
         data = read_bounded(path, MAX_BYTES, label)
     except FileFormatError as e:
         raise TrainingArgsError(str(e)) from e
-    names = pickled_globals(_pickle_of(data, label), label)
-    refused = [name for name in names if not _allowed(name)]
-    if refused:
-        raise TrainingArgsError(
-            f"{label} names {refused[0]}, which is not a transformers, TRL or accelerate class: refusing to "
-            "read it (delete the file to publish without its hyperparameters)"
-        )
+    _pickle_of(data, label)  # the archive's layout and sizes, checked before torch reads it
     import torch  # imported here: 1 s, paid only by a run that saved its training arguments
 
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+    except Exception as e:
+        raise TrainingArgsError(f"{label}: not a readable pickle ({type(e).__name__})") from e
+    for name in sorted(names):
+        if not _allowed(name):
+            _refuse_global(label, name)
     try:
         with torch.serialization.safe_globals([(_Recorded, name) for name in names]):
             loaded = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     # Any failure of the safe loader on a hostile pickle (a BUILD of the wrong type, STOP on an empty
     # stack, a persistent id that is no storage) is this file's fault, whatever torch raises for it.
     except Exception as e:
+        refused = _REFUSED_GLOBAL_RE.search(str(e))
+        if refused:
+            _refuse_global(label, refused[1])
         raise TrainingArgsError(f"{label}: torch refused to read it ({type(e).__name__})") from e
     fields = _plain(loaded, _Budget(label))
     if not isinstance(fields, dict):
