@@ -54,15 +54,39 @@ class MergeError(HubkitError):
     """The base shards or the adapter cannot be merged (missing/corrupt shard, tied lm_head LoRA, ...)."""
 
 
-# --- Hub ----------------------------------------------------------------------------------------
+# --- Hub, by condition (`hubkit.hub.failures.hub_errors` maps the client's failures to these) ---------
 
 
-class AuthError(HubkitError):
-    """No token, or the Hub refused the token."""
+class HubError(HubkitError):
+    """The Hub could not do what was asked; the subclass names the condition."""
+
+
+class RepoNotFoundError(HubError):
+    """A repo or its revision is not on the Hub (or is private to another account), or the id is no repo id."""
+
+
+class AuthError(HubError):
+    """No token, or the Hub refused it: access to a repo denied, a gated repo's terms not accepted."""
+
+
+class HubUnreachableError(HubError):
+    """The Hub cannot be reached, or kept failing after retries."""
+
+
+class HubRefusedError(HubError):
+    """The Hub answered a request with an error other than the conditions above."""
 
 
 class PublishError(HubkitError):
-    """The Hub refused a repo operation, or the remote moved while pushing."""
+    """A push cannot publish what it was asked to (the subclasses say why)."""
+
+
+class RepoChangedError(HubError, PublishError):
+    """A repo moved on the Hub while a push was writing it: nothing was committed."""
+
+
+class ReleaseError(HubkitError):
+    """A repo read back is not a release `hubkit push` published (no hubkit.json, a step it lacks)."""
 
 
 class UnsafeFileError(PublishError):

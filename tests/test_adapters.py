@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.adapters.prepare import prepare_adapter, prepare_adapters
 from hubkit.adapters.scan import scan_weights
-from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError
+from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError, RepoNotFoundError
 from hubkit.formats.fsdp import load_lora_tensors
 from hubkit.formats.peft import normalize_key
 from hubkit.formats.safetensors import read_header
@@ -535,7 +535,7 @@ def test_check_against_base_refuses_unknown_module(tmp_path: Path, tiny_qwen3) -
 
 def test_check_against_base_refuses_missing_base(tmp_path: Path, local_hub) -> None:
     adapter = _handmade_adapter(tmp_path, _tensors())
-    with pytest.raises(BaseModelMismatchError, match=r"hubkit-test/no-such-model is not on the Hub"):
+    with pytest.raises(RepoNotFoundError, match=r"hubkit-test/no-such-model is not on the Hub"):
         check_against_base(adapter, _base("hubkit-test/no-such-model"))
 
 

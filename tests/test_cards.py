@@ -32,7 +32,7 @@ from hubkit.cards import (
 )
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metrics import key_metric_series
-from hubkit.errors import PublishError, RewardSpecError
+from hubkit.errors import RepoNotFoundError, RewardSpecError
 from hubkit.evaluate.results import (
     Contamination,
     Sample,
@@ -452,7 +452,7 @@ def test_a_base_without_a_card_gives_no_licence_and_a_warning(tiny_qwen3, local_
         base = read_base_model_card(tiny_qwen3.repo_id, endpoint=local_hub.endpoint)
     assert base == BaseModelCard(repo_id=tiny_qwen3.repo_id)
     assert f"{tiny_qwen3.repo_id} has no model card" in caplog.text
-    with pytest.raises(PublishError, match="is not on"):
+    with pytest.raises(RepoNotFoundError, match="is not on"):
         read_base_model_card("hubkit-test/no-such-base", endpoint=local_hub.endpoint)
 
 

@@ -138,15 +138,12 @@ class BaseConfig:
         """The base's ``config.json``, downloaded into the client's cache.
 
         Raises:
-            BaseModelMismatchError: the base model, its revision or its config is not on the Hub.
+            RepoNotFoundError: the base model or its revision is not on the Hub (other Hub failures as
+                `hubkit.hub.failures` names them).
+            BaseModelMismatchError: the base has no config.json.
         """
         path = download_repo_file(
-            base_model,
-            "config.json",
-            revision=revision,
-            endpoint=endpoint,
-            token=token,
-            error=BaseModelMismatchError,
+            base_model, "config.json", revision=revision, endpoint=endpoint, token=token
         )
         if path is None:
             at = f" at revision {revision}" if revision else ""

@@ -10,7 +10,6 @@ import logging
 from urllib.parse import quote
 
 from hubkit.cards.inputs import BaseModelCard
-from hubkit.errors import PublishError
 from hubkit.hub.download import download_repo_file
 
 logger = logging.getLogger(__name__)
@@ -53,9 +52,7 @@ def read_base_model_card(
     """
     from huggingface_hub import ModelCard
 
-    readme = download_repo_file(
-        base_model, "README.md", revision=revision, endpoint=endpoint, token=token, error=PublishError
-    )
+    readme = download_repo_file(base_model, "README.md", revision=revision, endpoint=endpoint, token=token)
     if readme is None:
         logger.warning("%s has no model card: the card states no licence", _where(base_model, revision))
         return BaseModelCard(repo_id=base_model)

@@ -53,9 +53,7 @@ def adapted_modules(checkpoint: Checkpoint) -> int | None:
 
 def base_dtype(base_model: str, revision: str | None, *, endpoint: str | None, token: str | None) -> str:
     """The dtype the base config names (``dtype``, or the older ``torch_dtype``); ``float32`` when it names none."""
-    path = download_repo_file(
-        base_model, "config.json", revision=revision, endpoint=endpoint, token=token, error=PublishError
-    )
+    path = download_repo_file(base_model, "config.json", revision=revision, endpoint=endpoint, token=token)
     if path is None:
         raise PublishError(f"base model {base_model} has no config.json: check the manifest's base_model")
     config = json.loads(path.read_text())

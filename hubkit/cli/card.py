@@ -92,7 +92,7 @@ def card(
 def _token_owner(endpoint: str, token: str | None) -> str:
     """Who the token belongs to, asked as `hubkit push` asks it (the owner of the repo it publishes)."""
     from hubkit.hub.auth import hub_client
-    from hubkit.publish.commit import hub_errors
+    from hubkit.hub.failures import hub_errors
 
     api = hub_client(endpoint, token)
     with hub_errors("your account", api.endpoint):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hubkit.errors import EvalError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.release.read import Release, download_release, read_release
 from hubkit.runs import Run, select_checkpoints
@@ -39,13 +38,14 @@ def open_release(
         The release (the commit read) and the run read back from it; the chosen steps have their adapters.
 
     Raises:
-        EvalError: the repo cannot be read, or is not a release of `hubkit push`.
+        HubError: the repo cannot be read (`hubkit.hub.failures`).
+        ReleaseError: it is not a release of `hubkit push`.
         CheckpointError: a requested step is not published.
     """
-    release = read_release(repo_id, endpoint=endpoint, token=token, error=EvalError)
+    release = read_release(repo_id, endpoint=endpoint, token=token)
     where = {"extra": (TRAIN_PROBLEM_HASHES_NAME,), "endpoint": endpoint, "token": token}
     # The listing alone, to choose the steps as for a run directory (same rules, same messages).
-    listed = download_release(release, (), error=EvalError, max_bytes=kinds.max_bytes_of, **where)
+    listed = download_release(release, (), max_bytes=kinds.max_bytes_of, **where)
     chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
-    run = download_release(release, chosen, error=EvalError, max_bytes=kinds.max_bytes_of, **where)
+    run = download_release(release, chosen, max_bytes=kinds.max_bytes_of, **where)
     return release, run

@@ -18,7 +18,7 @@ from typing import TypeVar
 import httpx2
 from huggingface_hub.errors import HfHubHTTPError
 
-from hubkit.errors import PublishError
+from hubkit.errors import HubUnreachableError
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,9 @@ def describe(error: BaseException) -> str:
     return type(error).__name__
 
 
-def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> PublishError:
+def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> HubUnreachableError:
     """The one-line error of a push whose retries ran out."""
-    return PublishError(
+    return HubUnreachableError(
         f"{endpoint} kept failing while {what} ({describe(error)}, {attempts} tries): nothing half-done is "
         "visible on the Hub; run the push again, it sends only what the Hub does not have yet"
     )
@@ -106,7 +106,7 @@ def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint
         What `call` returned.
 
     Raises:
-        PublishError: the failures were transient and the tries ran out.
+        HubUnreachableError: the failures were transient and the tries ran out.
         Exception: a failure that is not transient, as `call` raised it.
     """
     delays = policy.delays()

@@ -21,19 +21,18 @@ each in the run directory.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx2
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from hubkit.errors import AuthError, PublishError
+from hubkit.errors import PublishError
+from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
 from hubkit.hub.kinds import RepoType
 from hubkit.hub.retry import (
@@ -42,7 +41,6 @@ from hubkit.hub.retry import (
     RetryPolicy,
     describe,
     gave_up,
-    hub_failure,
     transient_cause,
     with_retries,
 )
@@ -73,36 +71,6 @@ class CommitResult:
     uploaded_bytes: int
     steps: tuple[int, ...]
     summary: str | None = None
-
-
-@contextlib.contextmanager
-def hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
-    """Map the client's HTTP failures to one-line `HubkitError`s that say what to do."""
-    try:
-        yield
-    except PublishError:
-        raise
-    except Exception as error:
-        e = hub_failure(error)
-        if e is None:
-            raise
-        if isinstance(e, httpx2.TransportError):
-            raise PublishError(
-                f"cannot reach {endpoint} ({type(e).__name__}): check --endpoint / HF_ENDPOINT"
-            ) from error
-        status = e.response.status_code if e.response is not None else None
-        if status in (401, 403):
-            raise AuthError(
-                f"{endpoint} refused access to {repo_id} (HTTP {status}): set HF_TOKEN or run `hf auth login` "
-                "with a token that can write to it"
-            ) from error
-        if status == 412:
-            raise PublishError(
-                f"{repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
-            ) from error
-        raise PublishError(
-            f"the Hub refused the push to {repo_id} (HTTP {status}): {e.server_message or e}"
-        ) from error
 
 
 def commit_message(diff: RepoDiff) -> tuple[str, str]:

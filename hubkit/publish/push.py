@@ -30,6 +30,7 @@ from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalResults, load_eval
 from hubkit.hub.auth import hub_client, resolve_token
+from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import (
     RunFiles,
@@ -40,7 +41,7 @@ from hubkit.publish.adapter_repo import (
     published_forms,
     refuse_no_checkpoint,
 )
-from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, hub_errors
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub

@@ -24,9 +24,10 @@ from hubkit.cards.metadata import RELEASE_KEY
 from hubkit.errors import PublishError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
+from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
-from hubkit.publish.commit import CommitResult, commit_repo, hub_errors
+from hubkit.publish.commit import CommitResult, commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan
@@ -118,7 +119,7 @@ def push_release_eval(
     """
     endpoint = api.endpoint
     repo_id = evaluated.repo_id
-    now = read_release(repo_id, endpoint=endpoint, token=token, error=PublishError)
+    now = read_release(repo_id, endpoint=endpoint, token=token)
     _check_same_adapters(evaluated, now, tuple(m.step for m in results.summary.checkpoints))
     run = download_release(
         now,
@@ -126,7 +127,6 @@ def push_release_eval(
         extra=(TRAIN_PROBLEM_HASHES_NAME,),
         endpoint=endpoint,
         token=token,
-        error=PublishError,
         max_bytes=kinds.max_bytes_of,
     )
     with hub_errors(repo_id, endpoint):

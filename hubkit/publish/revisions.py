@@ -22,9 +22,10 @@ from huggingface_hub import HfApi
 
 from hubkit.cards.revision import revision_card
 from hubkit.formats.peft import ADAPTER_FILES
+from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import RunFiles
-from hubkit.publish.commit import commit_repo, hub_errors
+from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import RemoteRepo, read_remote

@@ -3,7 +3,7 @@ reward it was trained with. Nothing from the repo is executed."""
 
 from __future__ import annotations
 
-from hubkit.errors import HubkitError, ManifestError, RewardSpecError
+from hubkit.errors import ManifestError, ReleaseError, RewardSpecError
 from hubkit.hub.download import download_repo_file
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
@@ -15,7 +15,6 @@ def read_release_manifest(
     *,
     endpoint: str | None = None,
     token: str | None = None,
-    error: type[HubkitError] = ManifestError,
 ) -> Manifest:
     """The manifest `hubkit push` published to `repo_id`.
 
@@ -24,22 +23,20 @@ def read_release_manifest(
         revision: a branch, tag or commit; default the main branch.
         endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
         token: for a private repo.
-        error: the `HubkitError` subclass to raise, so that callers keep their own error kind.
 
     Raises:
-        error: the repo or revision is missing, the repo has no ``hubkit.json`` (not published by hubkit),
-            or the manifest is invalid or from a newer hubkit.
+        HubError: the repo or revision is missing, or the Hub failed (`hubkit.hub.failures`).
+        ReleaseError: the repo has no ``hubkit.json`` (not published by hubkit), or the manifest is invalid
+            or from a newer hubkit.
     """
     where = repo_id + (f" at revision {revision}" if revision else "")
-    path = download_repo_file(
-        repo_id, MANIFEST_NAME, revision=revision, endpoint=endpoint, token=token, error=error
-    )
+    path = download_repo_file(repo_id, MANIFEST_NAME, revision=revision, endpoint=endpoint, token=token)
     if path is None:
-        raise error(f"{where} has no {MANIFEST_NAME}: it was not published by `hubkit push`")
+        raise ReleaseError(f"{where} has no {MANIFEST_NAME}: it was not published by `hubkit push`")
     try:
         return Manifest.from_file(path)
     except ManifestError as e:
-        raise error(f"{where}: {e}") from e
+        raise ReleaseError(f"{where}: {e}") from e
 
 
 def read_release_reward(
@@ -48,9 +45,10 @@ def read_release_reward(
     """The reward spec a run published to `repo_id` was trained with, equal to the run's own.
 
     Raises:
-        RewardSpecError: as `read_release_manifest`, or the manifest records no reward.
+        HubError, ReleaseError: as `read_release_manifest`.
+        RewardSpecError: the manifest records no reward.
     """
-    manifest = read_release_manifest(repo_id, revision, endpoint=endpoint, token=token, error=RewardSpecError)
+    manifest = read_release_manifest(repo_id, revision, endpoint=endpoint, token=token)
     if manifest.reward is None:
         where = repo_id + (f" at revision {revision}" if revision else "")
         raise RewardSpecError(f"{where}'s {MANIFEST_NAME} records no reward spec")

@@ -1,6 +1,6 @@
 """A published release read back as a `Run`: its listing at one commit, then the files a command needs.
 
-    release = read_release("me/qwen3-4b-grpo", endpoint=..., token=..., error=EvalError)
+    release = read_release("me/qwen3-4b-grpo", endpoint=..., token=...)
     run = download_release(release, steps=(100, 200), extra=("train_problems.sha256",), ...)
     run.checkpoints   # every published step; the downloaded ones have their adapter_dir
     run.run_dir       # the client's cache folder of that commit, laid out as the repo
@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hubkit.errors import HubkitError, ManifestError
-from hubkit.hub.download import read_errors
+from hubkit.errors import ManifestError, ReleaseError
+from hubkit.hub.failures import hub_errors
 from hubkit.release.layout import (
     METRICS_NAME,
     TOKENIZER_FILES,
@@ -61,31 +61,29 @@ class Release:
         return "tokenizer_config.json" in self.files
 
 
-def read_release(
-    repo_id: str, *, endpoint: str | None = None, token: str | None = None, error: type[HubkitError]
-) -> Release:
+def read_release(repo_id: str, *, endpoint: str | None = None, token: str | None = None) -> Release:
     """The release at the head of `repo_id`'s main branch: its files and its manifest.
 
     Args:
         repo_id: the adapter repo `hubkit push` published, "owner/name".
         endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
         token: for a private repo.
-        error: the `HubkitError` subclass to raise, so that callers keep their own error kind.
 
     Raises:
-        error: the repo cannot be read, has no ``hubkit.json`` or no checkpoint.
+        HubError: the repo cannot be read (`hubkit.hub.failures`).
+        ReleaseError: it has no ``hubkit.json`` or no checkpoint.
     """
     from huggingface_hub import HfApi
 
-    with read_errors(repo_id, revision=None, endpoint=endpoint, error=error):
+    with hub_errors(repo_id, endpoint):
         info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
     siblings = info.siblings or ()
     files = {s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings}
     sizes = {s.rfilename: int(s.size or 0) for s in siblings}
-    manifest = read_release_manifest(repo_id, info.sha, endpoint=endpoint, token=token, error=error)
+    manifest = read_release_manifest(repo_id, info.sha, endpoint=endpoint, token=token)
     release = Release(repo_id=repo_id, commit=str(info.sha), manifest=manifest, files=files, sizes=sizes)
     if not release.steps:
-        raise error(
+        raise ReleaseError(
             f"{repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"
         )
     return release
@@ -98,7 +96,6 @@ def download_release(
     extra: Sequence[str] = (),
     endpoint: str | None = None,
     token: str | None = None,
-    error: type[HubkitError],
     max_bytes: Callable[[str], int | None],
 ) -> Run:
     """Download what a command needs of `release` and read it as a `Run`.
@@ -111,31 +108,31 @@ def download_release(
             listing says is larger is refused before any byte of the release is downloaded.
         endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
         token: for a private repo.
-        error: the `HubkitError` subclass to raise.
 
     Returns:
         The run: every published step as a complete checkpoint (`adapter_dir` set for the downloaded
         ones), the published metrics, `run_dir` the downloaded folder; `finished` as the manifest records.
 
     Raises:
-        error: a step the release does not publish, or the download failed.
+        ReleaseError: a step the release does not publish, a file larger than its kind, bad metrics.
+        HubError: the download failed (`hubkit.hub.failures`).
     """
     from huggingface_hub import snapshot_download
 
     missing = sorted(set(steps) - set(release.steps))
     if missing:
-        raise error(f"{release.repo_id} publishes no step {', '.join(map(str, missing))}")
+        raise ReleaseError(f"{release.repo_id} publishes no step {', '.join(map(str, missing))}")
     wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
     wanted += [path for step in steps for path in checkpoint_files(step)]
     paths = [path for path in dict.fromkeys(wanted) if path in release.files]
     for path in paths:
         size, bound = release.sizes.get(path, 0), max_bytes(path)
         if bound is None or size > bound:
-            raise error(
+            raise ReleaseError(
                 f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "
                 "refusing to download it"
             )
-    with read_errors(release.repo_id, revision=None, endpoint=endpoint, error=error):
+    with hub_errors(release.repo_id, endpoint):
         # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
         folder = Path(
             snapshot_download(
@@ -156,7 +153,7 @@ def download_release(
     try:
         metrics = read_metrics_jsonl(folder / METRICS_NAME) if METRICS_NAME in release.files else Metrics()
     except ManifestError as e:
-        raise error(f"{release.repo_id}: {e}") from e
+        raise ReleaseError(f"{release.repo_id}: {e}") from e
     return Run(
         run_dir=folder,
         manifest=release.manifest,

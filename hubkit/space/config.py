@@ -19,6 +19,7 @@ from hubkit.errors import SpaceError
 from hubkit.evaluate.length import answer_length, manifest_length
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
+from hubkit.hub.failures import hub_errors
 from hubkit.release.manifest import read_release_manifest
 from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
@@ -251,34 +252,19 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
         The configuration.
 
     Raises:
-        SpaceError: no such repo, or a repo without `hubkit.json`.
+        HubError: no such repo, or the Hub failed (`hubkit.hub.failures`).
+        ReleaseError: a repo without `hubkit.json`.
     """
-    from huggingface_hub.errors import RepositoryNotFoundError
-
-    try:
+    with hub_errors(repo_id, api.endpoint):
         root = {entry.path for entry in api.list_repo_tree(repo_id)}
-    except RepositoryNotFoundError as e:
-        raise SpaceError(
-            f"no repo {repo_id} on {api.endpoint}: check --repo-id (and the token, if private)"
-        ) from e
-    manifest = read_release_manifest(repo_id, endpoint=api.endpoint, token=api.token, error=SpaceError)
+    manifest = read_release_manifest(repo_id, endpoint=api.endpoint, token=api.token)
     examples: tuple[tuple[str, str], ...] = ()
     if EVAL_DIR in root:
         results = download_repo_file(
-            repo_id,
-            f"{EVAL_DIR}/{RESULTS_NAME}",
-            revision=None,
-            endpoint=api.endpoint,
-            token=api.token,
-            error=SpaceError,
+            repo_id, f"{EVAL_DIR}/{RESULTS_NAME}", revision=None, endpoint=api.endpoint, token=api.token
         )
         download_repo_file(
-            repo_id,
-            f"{EVAL_DIR}/{SAMPLES_NAME}",
-            revision=None,
-            endpoint=api.endpoint,
-            token=api.token,
-            error=SpaceError,
+            repo_id, f"{EVAL_DIR}/{SAMPLES_NAME}", revision=None, endpoint=api.endpoint, token=api.token
         )
         if results is not None:
             # The client's cache lays a revision's files out as in the repo: its folder reads as a run's.

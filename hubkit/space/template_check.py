@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from hubkit.errors import EvalError, SpaceError
 from hubkit.evaluate.chat import render_prompts
-from hubkit.hub.download import download_repo_file, read_errors
+from hubkit.hub.download import download_repo_file
+from hubkit.hub.failures import hub_errors
 from hubkit.release.layout import TOKENIZER_FILES
 from hubkit.safety import kinds
 
@@ -37,7 +38,7 @@ def check_chat_template(api: HfApi, config: SpaceConfig) -> None:
     if app.chat_template != "adapter":
         return  # the base model's own template
     repo, revision = app.adapter_repo, app.adapter_revision
-    with read_errors(repo, revision=revision, endpoint=api.endpoint, error=SpaceError):
+    with hub_errors(repo, api.endpoint, revision=revision):
         listed = {e.path: getattr(e, "size", 0) or 0 for e in api.list_repo_tree(repo, revision=revision)}
     present = [name for name in TOKENIZER_FILES if name in listed]
     if "tokenizer_config.json" not in present:
@@ -50,9 +51,7 @@ def check_chat_template(api: HfApi, config: SpaceConfig) -> None:
             )
     folder: Path | None = None
     for name in present:
-        path = download_repo_file(
-            repo, name, revision=revision, endpoint=api.endpoint, token=api.token, error=SpaceError
-        )
+        path = download_repo_file(repo, name, revision=revision, endpoint=api.endpoint, token=api.token)
         folder = path.parent if path is not None else folder
     if folder is None:
         return
