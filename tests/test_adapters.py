@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.adapters.prepare import prepare_adapter, prepare_adapters
-from hubkit.adapters.scan import scan_weights
+from hubkit.adapters.weights_read import scan_weights
 from hubkit.errors import AdapterError, BaseModelMismatchError, CheckpointError, RepoNotFoundError
 from hubkit.formats.fsdp import load_lora_tensors
 from hubkit.formats.peft import normalize_key
@@ -380,8 +380,8 @@ def test_finite_values_whose_sum_overflows_are_not_taken_for_inf(tmp_path: Path)
 def test_reading_an_adapter_holds_two_chunks_whatever_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alongside_others: bool
 ) -> None:
-    monkeypatch.setattr("hubkit.adapters.scan.CHUNK_BYTES", 64 * 1024)
-    monkeypatch.setattr("hubkit.adapters.scan.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.weights_read.CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr("hubkit.adapters.weights_read.SAME_THREAD_CHUNK_BYTES", 64 * 1024)
     generator = torch.Generator().manual_seed(0)
     tensors = {}
     for layer in range(16):  # 32 tensors of 64 KiB: a 2 MiB file

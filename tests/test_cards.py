@@ -38,7 +38,7 @@ from hubkit.evaluate.results import (
     Sample,
     load_eval,
 )
-from hubkit.release.manifest import read_release_reward
+from hubkit.release.read import read_release_reward
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty, gsm8k_seed
 from hubkit.runs import load_run

@@ -1,7 +1,7 @@
 """The checks every adapter passes before it is published, whichever way it was read.
 
 A saved adapter is checked from its config and safetensors header (`hubkit.adapters.prepare`) and its
-tensor data in one read (`hubkit.adapters.scan`); one rebuilt from verl's FSDP shards is checked in
+tensor data in one read (`hubkit.adapters.weights_read`); one rebuilt from verl's FSDP shards is checked in
 memory (`checked_tensors`). Both refuse with the same messages.
 """
 

@@ -6,7 +6,7 @@ form, and refuses adapters that would not load or would load as a no-op. `check_
 its module names and shapes against the base model's Linear layers, from the base's ``config.json``
 alone (`hubkit.adapters.base_check`; no weights downloaded).
 
-A saved adapter is read once (`hubkit.adapters.scan.scan_weights`: every tensor checked, the file
+A saved adapter is read once (`hubkit.adapters.weights_read.scan_weights`: every tensor checked, the file
 hashed) and only its config is rewritten: the weights file itself is published (linked into the
 output directory) unless its keys are not PEFT's or its header is not the one vetting writes (metadata
 other than ``format`` dropped), and a later push of the same file reads none of its tensors again (the
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.adapters.checks import check_alpha, check_targets, refuse_empty
-from hubkit.adapters.scan import Verdict, VerdictCache, rewritten_header, scan_weights
+from hubkit.adapters.weights_read import Verdict, VerdictCache, rewritten_header, scan_weights
 from hubkit.errors import AdapterError, CheckpointError
 from hubkit.formats.peft import (
     ADAPTER_CONFIG,

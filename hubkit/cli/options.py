@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from hubkit.hub.kinds import HUB_ENDPOINT
+from hubkit.hub.repo_types import HUB_ENDPOINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -27,7 +27,7 @@ def show(repo_id: str, revision: str | None, as_json: bool, endpoint: str) -> No
     $ hubkit reward show me/qwen3-4b-gdpo
     """
     from hubkit.cards.sections import AGGREGATION_MEANINGS
-    from hubkit.release.manifest import read_release_reward
+    from hubkit.release.read import read_release_reward
 
     spec = read_release_reward(repo_id, revision, endpoint=endpoint)
     if as_json:

@@ -34,7 +34,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from hubkit.errors import PublishError
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
-from hubkit.hub.kinds import RepoType
+from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
@@ -46,7 +46,7 @@ from hubkit.hub.retry import (
 )
 from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
 from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
-from hubkit.publish.record import save_record
+from hubkit.publish.push_record import save_record
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import PushProgress, RepoReport
 
@@ -419,7 +419,7 @@ def commit_plan(
         api: the push's client.
         plan: every repo's desired files.
         remotes: each repo's state before the push.
-        run_dir: where the push is recorded (`hubkit.publish.record`).
+        run_dir: where the push is recorded (`hubkit.publish.push_record`).
         notes: gets a note for a repo that is public though the push asked for private ones.
         progress: told the bytes to upload, then each file uploaded.
         ahead: uploads started before the plan was whole (the adapter repo's new weights).

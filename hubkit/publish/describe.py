@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hubkit.publish.adapter_repo import LeftOutOf
-from hubkit.publish.record import FileStatus
+from hubkit.publish.push_record import FileStatus
 from hubkit.publish.request import PushReport, RepoReport
 
 

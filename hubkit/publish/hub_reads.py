@@ -12,7 +12,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.cards import BaseModelCard
 from hubkit.hub.failures import hub_errors
-from hubkit.hub.kinds import RepoType
+from hubkit.hub.repo_types import RepoType
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.runs import Run
 

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from hubkit.errors import PublishError
 from hubkit.hub.hashing import FileHashCache, FileHashes, hash_bytes
-from hubkit.hub.kinds import RepoType
+from hubkit.hub.repo_types import RepoType
 from hubkit.runs.manifest import is_hub_id
 from hubkit.safety import Kind, VettedFile, kind_of
 

@@ -48,8 +48,8 @@ from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
 from hubkit.publish.merged_repo import plan_prepared_merge, vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
+from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.record import PushRecord, load_record, remote_from_record
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card

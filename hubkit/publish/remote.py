@@ -8,7 +8,7 @@ from typing import Any
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
-from hubkit.hub.kinds import RepoType
+from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
 
 

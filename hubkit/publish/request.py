@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubkit.errors import PublishError
-from hubkit.hub.kinds import HUB_ENDPOINT
+from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan
-from hubkit.publish.record import PushRecord
+from hubkit.publish.push_record import PushRecord
 
 # What `--gguf` may ask for: the types llama.cpp's converter writes without llama-quantize.
 GGUF_TYPES = ("bf16", "f16", "q8_0")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hubkit.errors import PublishError
 from hubkit.hub.hashing import FileHashCache, FileVersion
-from hubkit.hub.kinds import RepoType
+from hubkit.hub.repo_types import RepoType
 from hubkit.publish.plan import PlannedFile
 from hubkit.safety import Kind, VetContext, VettedFile, kind_of, vet_bytes, vet_file
 

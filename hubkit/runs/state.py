@@ -1,10 +1,10 @@
 """What hubkit keeps in a run directory about the run, under ``.hubkit/`` (never published), and the one
 way such a file is written.
 
-    .hubkit/adapters/      each saved adapter's passing check (`hubkit.adapters.scan.VerdictCache`)
+    .hubkit/adapters/      each saved adapter's passing check (`hubkit.adapters.weights_read.VerdictCache`)
     .hubkit/base-checks/   adapter files that passed the check against a base config
     .hubkit/base-shapes/   a base config's Linear shapes (built by transformers when not read off it)
-    .hubkit/pushes/        the last push to each repo (`hubkit.publish.record`)
+    .hubkit/pushes/        the last push to each repo (`hubkit.publish.push_record`)
     .hubkit/training-args/ the settings read from a checkpoint's training_args.bin, by file version
 
 Every file there is a cache or a record: losing one costs a re-read, never a wrong push. A run directory

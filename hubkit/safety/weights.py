@@ -1,6 +1,6 @@
 """Safetensors files vetted by their header only: its strings scanned, its metadata cut to known keys.
 
-The tensor data are not read here (they are checked and hashed in the one read `hubkit.adapters.scan`
+The tensor data are not read here (they are checked and hashed in the one read `hubkit.adapters.weights_read`
 makes of an adapter): the push bench reads ten 132 MB adapters, and each must be read once. What is
 vetted is the header, and what is published is a header written from what was read: when the saved
 header equals it byte for byte (what `safetensors` writes, with only known metadata), the saved file is

@@ -20,7 +20,7 @@ from hubkit.evaluate.length import answer_length, manifest_length
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
-from hubkit.release.manifest import read_release_manifest
+from hubkit.release.read import read_release_manifest
 from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
 
