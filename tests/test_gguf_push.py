@@ -248,13 +248,10 @@ def test_the_exported_folder_holds_the_run_tokenizer_set_whole(tmp_path: Path) -
     }
 
 
-def test_the_types_push_accepts_are_the_types_the_writer_writes_and_the_vetting_knows() -> None:
-    # `--gguf`'s names live beside the request (which must not import torch), the writer's in
-    # hubkit.formats.gguf: they are held equal here, and each file name is a GGUF file to the vetting.
+def test_every_type_push_accepts_is_written_and_vetted_as_gguf() -> None:
     from hubkit.export import FILE_TYPES
-    from hubkit.publish.request import GGUF_TYPES, gguf_type_names
+    from hubkit.formats.gguf_types import GGUF_TYPES
 
-    assert set(GGUF_TYPES) == set(FILE_TYPES)
-    for name in gguf_type_names(GGUF_TYPES):
-        assert name == FILE_TYPES[name.lower()].name
-        assert kinds.kind_of(f"run-{name}.gguf") is kinds.GGUF_WEIGHTS
+    for gguf_type in GGUF_TYPES:
+        assert FILE_TYPES[gguf_type.name.lower()].name == gguf_type.name
+        assert kinds.kind_of(f"run-{gguf_type.name}.gguf") is kinds.GGUF_WEIGHTS

@@ -15,6 +15,7 @@ from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
 from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
+from hubkit.formats import gguf_types
 from hubkit.runs.state import CHARTS_DIR
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
@@ -291,7 +292,7 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
     """
     if inputs.merged_repo_id is None or not record.files:
         raise PublishError(f"no GGUF files to write a card for ({gguf_repo_id})")
-    types = sorted(record.files, key=lambda t: _GGUF_ORDER.index(t) if t in _GGUF_ORDER else len(_GGUF_ORDER))
+    types = sorted(record.files, key=gguf_types.listing_order)
     default = "Q8_0" if "Q8_0" in record.files else types[0]
     same_bits = record.merge.dtype == "bfloat16"  # a bf16 base (Qwen3-4B's) merges to bf16
     context = {
@@ -303,7 +304,7 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
                 "name": record.files[t].name,
                 "type": t,
                 "size": text.size(record.files[t].size),
-                "description": _GGUF_WEIGHTS.get(t, t) if t != "BF16" or same_bits else "bfloat16",
+                "description": gguf_types.weights_of(t) if t != "BF16" or same_bits else "bfloat16",
             }
             for t in types
         ],
@@ -316,12 +317,3 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
         "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),
     }
     return {"README.md": render_card(gguf_card_data(inputs, record), GGUF_TEMPLATE, context).encode()}
-
-
-# Smallest first, as GGUF repos list their files; and what each type stores its 2-D weights as.
-_GGUF_ORDER = ("Q8_0", "F16", "BF16")
-_GGUF_WEIGHTS = {
-    "Q8_0": "8-bit blocks of 32 with a float16 scale",
-    "F16": "float16",
-    "BF16": "bfloat16, the merged weights' own bits",
-}

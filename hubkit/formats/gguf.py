@@ -28,6 +28,7 @@ import torch
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from hubkit.errors import FileFormatError, GGUFExportError
+from hubkit.formats.gguf_types import GGUF_TYPES, choose_types
 
 # --- file types ---------------------------------------------------------------------------------
 
@@ -47,11 +48,10 @@ class FileType:
     file_type: LlamaFileType
 
 
-# The types llama.cpp's converter writes without its compiled llama-quantize (its --outtype choices).
+# `hubkit.formats.gguf_types`' table with gguf-py's enums for each type, found by llama.cpp's names.
 FILE_TYPES: dict[str, FileType] = {
-    "bf16": FileType("BF16", GGMLQuantizationType.BF16, LlamaFileType.MOSTLY_BF16),
-    "f16": FileType("F16", GGMLQuantizationType.F16, LlamaFileType.MOSTLY_F16),
-    "q8_0": FileType("Q8_0", GGMLQuantizationType.Q8_0, LlamaFileType.MOSTLY_Q8_0),
+    t.name.lower(): FileType(t.name, GGMLQuantizationType[t.name], LlamaFileType[f"MOSTLY_{t.name}"])
+    for t in GGUF_TYPES
 }
 
 
@@ -61,18 +61,13 @@ def file_types(names: Iterable[str]) -> tuple[FileType, ...]:
     Raises:
         GGUFExportError: none named, or a name that is not one of `FILE_TYPES`.
     """
-    chosen: dict[str, FileType] = {}
-    for name in names:
-        key = name.strip().lower()
-        if key not in FILE_TYPES:
-            raise GGUFExportError(
-                f"unknown GGUF type {name!r}: choose from {', '.join(FILE_TYPES)} "
-                "(the types llama.cpp's converter writes without llama-quantize)"
-            )
-        chosen.setdefault(key, FILE_TYPES[key])
+    try:
+        chosen = choose_types(list(names))
+    except ValueError as e:
+        raise GGUFExportError(str(e)) from e
     if not chosen:
         raise GGUFExportError(f"no GGUF type given: choose from {', '.join(FILE_TYPES)}")
-    return tuple(chosen.values())
+    return tuple(FILE_TYPES[t.name.lower()] for t in chosen)
 
 
 # --- metadata -----------------------------------------------------------------------------------

@@ -9,13 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubkit.errors import PublishError
+from hubkit.formats.gguf_types import choose_types
 from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.push_record import PushRecord
-
-# What `--gguf` may ask for: the types llama.cpp's converter writes without llama-quantize.
-GGUF_TYPES = ("bf16", "f16", "q8_0")
 
 
 def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
@@ -24,14 +22,10 @@ def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
     Raises:
         PublishError: a type hubkit does not write.
     """
-    names: list[str] = []
-    for asked in types:
-        lowered = asked.strip().lower()
-        if lowered not in GGUF_TYPES:
-            raise PublishError(f"unknown GGUF type {asked!r}: use one or more of {', '.join(GGUF_TYPES)}")
-        if lowered.upper() not in names:
-            names.append(lowered.upper())
-    return tuple(names)
+    try:
+        return tuple(t.name for t in choose_types(types))
+    except ValueError as e:
+        raise PublishError(str(e)) from e
 
 
 @dataclass(frozen=True)

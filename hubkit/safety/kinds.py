@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hubkit.formats import tokenizer
+from hubkit.formats import gguf_types, tokenizer
 from hubkit.safety.links import pseudo_file_system
 
 MB = 1_000_000
@@ -100,8 +100,6 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
     "space_config.json": SPACE_CONFIG,
 }
 _SHARD_RE = re.compile(r"^model-[0-9]{5}-of-[0-9]{5}\.safetensors$")
-# NAME-TYPE.gguf at a repo's root (`hubkit.export`); the types llama.cpp's converter writes.
-_GGUF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*-(BF16|F16|Q8_0)\.gguf$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
 _LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
@@ -131,7 +129,7 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
         return _MODEL_REPO_KINDS[path_in_repo]
     if _SHARD_RE.match(path_in_repo):
         return MODEL_WEIGHTS
-    if _GGUF_RE.match(path_in_repo):
+    if gguf_types.FILE_NAME_RE.match(path_in_repo):
         return GGUF_WEIGHTS
     if _LICENSE_RE.match(path_in_repo):
         return LICENSE
