@@ -1,24 +1,25 @@
-"""The push, as one library call: `push_run(PushRequest(...)) -> PushReport`.
+"""The push, as one library call: `push_run(PushRequest(...)) -> PushReport`, in four named stages, each
+handing plain data to the next:
 
-One direction, each step handing plain data to the next:
+    prepare locally   load the run, choose checkpoints, vet and prepare the adapters and every other file
+                      the run gives (every refusal that needs no network)
+    read the remote   every repo of the release at once, the base model's config and card
+    decide            the adapters against the base, the merge and GGUF decisions, the Space's files, the
+                      merge's plan (the base fetched and its files vetted), the step branches: every check
+                      passes before any repo exists
+    execute           create the adapter repo if new and upload its weights while merging and exporting,
+                      build each repo's files, one commit per repo, then one per step branch
 
-    load the run → choose checkpoints (inside the run, one folder per step) → vet and prepare the
-    adapters, vet every other file the run gives (every local refusal happens here)
-    → read every repo at once, and the base model's config and card → check against the base
-    → the Space's files, vetted → plan the merge (the base fetched and its files vetted; every
-    refusal of the merge) → create the adapter repo if it is new, and start uploading its new weights
-    → merge (an explicit step, with its own progress; the weights upload meanwhile) → with ``--gguf``,
-    the merged model written as GGUF files (checked before any repo was created)
-    → build each repo's desired files (one builder per repo) → diff → one commit per repo → record
-
-A dry run stops after the builders and compares with the last recorded push instead of the remote:
-it opens no connection. `PushSession` keeps what one push (or one watch, or one training run's
-callback) has already done: prepared adapters, merges, steps checked against the base.
+A dry run is the first stage and a plan built against the last recorded push instead of the remote: it
+opens no connection. `PushSession` keeps what one push (or one watch, or one training run's callback) has
+already done: prepared adapters, merges, steps checked against the base.
 """
 
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,11 +44,11 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.gguf_repo import SessionExports, decide_gguf
+from hubkit.publish.gguf_repo import GGUFDecision, SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
 from hubkit.publish.merged_repo import plan_prepared_merge, vet_base_files
-from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseRepos
@@ -64,6 +65,46 @@ if TYPE_CHECKING:
     from hubkit.cards.gguf_record import GGUFRecord
     from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
+
+
+@dataclass(frozen=True)
+class _Local:
+    """What the push read and prepared on this machine (`PushSession._prepare_locally`)."""
+
+    run: Run
+    chosen: tuple[Checkpoint, ...]
+    tree: CheckpointsTree
+    token: str | None
+    vetter: Vetter
+    adapters: list[PreparedAdapter]
+    run_files: RunFiles
+    evaluation: EvalResults | None
+
+
+@dataclass(frozen=True)
+class _Remote:
+    """The release's repos as the Hub holds them, and the base model's config and card (`_read_remote`)."""
+
+    api: HfApi
+    repos: ReleaseRepos
+    remotes: dict[str, RemoteRepo]
+    base_config: BaseConfig
+    base_card: Future[BaseModelCard]
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """Every decision of the push, taken before any repo is created (`_decide`)."""
+
+    notes: list[str]
+    base_revision: str | None
+    merging: MergeDecision
+    gguf: GGUFDecision
+    space_files: tuple[PlannedFile, ...]
+    to_merge: PreparedAdapter | None
+    merge_plan: MergePlan | None
+    base_card: BaseModelCard
+    branches: tuple[RepoPlan, ...]
 
 
 class PushSession:
@@ -127,6 +168,17 @@ class PushSession:
             HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
         """
         progress = progress or PushProgress()
+        local = self._prepare_locally(progress, allow_missing_steps)
+        if self.request.dry_run:
+            return self._dry_run(local)
+        remote = self._read_remote(local)
+        decided = self._decide(local, remote, progress, may_merge=may_merge)
+        return self._execute(local, remote, decided, progress)
+
+    # --- the stages, in order --------------------------------------------------------------------
+
+    def _prepare_locally(self, progress: PushProgress, allow_missing_steps: bool) -> _Local:
+        """Load, choose, vet and prepare: every refusal that needs no network."""
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
@@ -137,103 +189,110 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress, vetter)
         run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
         evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
-        if request.dry_run:
-            return self._dry_run(run, adapters, run_files, vetter, tree, evaluation)
-        api = self._client(token)
-        repo_id = self._adapter_repo_id(run, api)
-        repos = ReleaseRepos.of(request, repo_id)
-        notes: list[str] = list(repos.notes)
-        # Every repo of the release is read, also those this push does not write: the cards link them
-        # while they exist.
+        return _Local(run, chosen, tree, token, vetter, adapters, run_files, evaluation)
+
+    def _read_remote(self, local: _Local) -> _Remote:
+        """Every repo of the release read at once (also those this push does not write: the cards link
+        them while they exist), with the base model's config and card."""
+        api = self._client(local.token)
+        repo_id = self._adapter_repo_id(local.run, api)
+        repos = ReleaseRepos.of(self.request, repo_id)
         reads = [
             (repo_id, "model"),
             (repos.merged, "model"),
             (repos.gguf, "model"),
             (repos.linked_space, "space"),
         ]
-        hub = read_hub(api, run, reads, self._base_card)
-        remotes = hub.remotes
-        base_config = hub.base_config.result()
+        hub = read_hub(api, local.run, reads, self._base_card)
+        return _Remote(api, repos, hub.remotes, hub.base_config.result(), hub.base_card)
+
+    def _decide(self, local: _Local, remote: _Remote, progress: PushProgress, *, may_merge: bool) -> _Decided:
+        """Every decision and every remaining check, before any repo is created: the adapters against the
+        base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card."""
+        request, run, vetter, repos = self.request, local.run, local.vetter, remote.repos
+        notes = [*repos.notes]
         notes += check_quantized_base(
-            run, base_config.path, merging=request.merged, space=repos.space is not None
+            run, remote.base_config.path, merging=request.merged, space=repos.space is not None
         )
-        self._check_against_base(run, adapters, base_config)
-        revision = base_revision(base_config.path)
+        self._check_against_base(run, local.adapters, remote.base_config)
+        revision = base_revision(remote.base_config.path)
         merging = decide_merge(
-            adapters,
-            remotes[repo_id],
-            remotes[repos.merged],
+            local.adapters,
+            remote.remotes[repos.adapter],
+            remote.remotes[repos.merged],
             run,
             merging=request.merged,
             may_merge=may_merge,
             revision=revision,
         )
-        gguf = decide_gguf(request.gguf, merging, adapters[-1], remotes[repos.gguf])
+        gguf = decide_gguf(request.gguf, merging, local.adapters[-1], remote.remotes[repos.gguf])
         notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
         space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None
-        space_files = self._space_files(run, repo_id, space_merged, repos.space, vetter)
+        space_files = self._space_files(run, repos.adapter, space_merged, repos.space, vetter)
         # The GGUF files are written from the newest merge: this push's, or one made for them when the
         # merged repo holds it already.
         to_merge = merging.adapter or gguf.export
-        merge_plan = self._plan_merge(run, to_merge, token, progress)
+        merge_plan = self._plan_merge(run, to_merge, local.token, progress)
         if merge_plan is not None:
-            notes += vet_base_files(merge_plan, run.manifest.base_model, run_files, vetter)
-        base_card = vet_base_card(hub.base_card.result(), vetter)  # the cards' one input not from the run
+            notes += vet_base_files(merge_plan, run.manifest.base_model, local.run_files, vetter)
+        base_card = vet_base_card(remote.base_card.result(), vetter)  # the cards' one input not from the run
         if gguf.export is not None:
             source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
             self.gguf_exports.check(gguf, source, repos, base_card)
-        revision_plans = plan_revisions(run, repo_id, run_files, vetter=vetter, hashes=self.hashes)
-        # Every check has passed: the adapter repo is created if it is new, and its weights start uploading.
-        remotes[repo_id] = self._create_if_new(api, remotes[repo_id])
-        published = steps_in_paths(remotes[repo_id].files)
-        ahead = UploadsAhead(
-            api,
-            diff_repo(
-                plan_adapter_repo(run, repo_id, run_files, published_steps=published), remotes[repo_id]
-            ),
+        branches = plan_revisions(run, repos.adapter, local.run_files, vetter=vetter, hashes=self.hashes)
+        return _Decided(
+            notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches
         )
+
+    def _execute(
+        self, local: _Local, remote: _Remote, decided: _Decided, progress: PushProgress
+    ) -> PushReport:
+        """Create the adapter repo if it is new and start its weights uploading, merge and export meanwhile,
+        then one commit per repo, and one per step branch."""
+        run, repos, remotes, api = local.run, remote.repos, remote.remotes, remote.api
+        remotes[repos.adapter] = self._create_if_new(api, remotes[repos.adapter])
+        published = steps_in_paths(remotes[repos.adapter].files)
+        adapter_plan = plan_adapter_repo(run, repos.adapter, local.run_files, published_steps=published)
+        ahead = UploadsAhead(api, diff_repo(adapter_plan, remotes[repos.adapter]))
         try:
-            made = self._merge(to_merge, merge_plan, progress)
-            merged = made if merging.adapter is not None else None
-            record = merging.record_after(merged, run, revision)
+            made = self._merge(decided.to_merge, decided.merge_plan, progress)
+            merged = made if decided.merging.adapter is not None else None
+            record = decided.merging.record_after(merged, run, decided.base_revision)
             gguf_files, gguf_after = self.gguf_exports.publish(
-                gguf,
+                decided.gguf,
                 made,
                 record,
                 repos=repos,
-                base=base_card,
-                run_files=run_files,
-                vetter=vetter,
+                base=decided.base_card,
+                run_files=local.run_files,
+                vetter=local.vetter,
                 hashes=self.hashes,
                 progress=progress.gguf,
             )
             context = self._context(
-                run,
+                local,
                 repos,
-                adapters,
-                run_files,
                 remotes,
-                base_card,
-                vetter,
-                evaluation,
-                space_files,
+                decided.base_card,
+                decided.space_files,
                 merged=merged,
-                merging=merging,
+                merging=decided.merging,
                 merge_record=record,
-                gguf_files=gguf_files if gguf.writes_repo else None,
+                gguf_files=gguf_files if decided.gguf.writes_repo else None,
                 gguf_record=gguf_after,
             )
             plan = PushPlan(repos=build_repos(context))
-            repo_reports = commit_plan(api, plan, remotes, request.run_dir, notes, progress, ahead)
+            notes = list(decided.notes)
+            repo_reports = commit_plan(api, plan, remotes, self.request.run_dir, notes, progress, ahead)
         finally:
             ahead.close()
         # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
-        revisions = commit_revisions(api, revision_plans)
+        revisions = commit_revisions(api, decided.branches)
         return PushReport(
             run_id=run.manifest.run_id,
-            repo_id=repo_id,
-            steps=tuple(a.step for a in adapters),
+            repo_id=repos.adapter,
+            steps=tuple(a.step for a in local.adapters),
             repos=repo_reports,
             revisions=revisions,
             plan=plan,
@@ -358,14 +417,10 @@ class PushSession:
 
     def _context(
         self,
-        run: Run,
+        local: _Local,
         repos: ReleaseRepos,
-        adapters: list[PreparedAdapter],
-        run_files: RunFiles,
         remotes: dict[str, RemoteRepo],
         base_card: BaseModelCard,
-        vetter: Vetter,
-        evaluation: EvalResults | None,
         space_files: tuple[PlannedFile, ...],
         *,
         merged: MergeResult | None = None,
@@ -380,15 +435,15 @@ class PushSession:
         writes_merged = merged is not None or (merging is not None and merging.card_only)
         linked_space = remotes.get(repos.linked_space)
         return BuildContext(
-            run=run,
+            run=local.run,
             repo_id=repos.adapter,
-            adapters=tuple(adapters),
-            run_files=run_files,
+            adapters=tuple(local.adapters),
+            run_files=local.run_files,
             remotes=remotes,
             base_card=base_card,
             hashes=self.hashes,
-            vetter=vetter,
-            eval=evaluation,
+            vetter=local.vetter,
+            eval=local.evaluation,
             merged_repo_id=repos.merged if writes_merged else None,
             merged=merged,
             merge_record=merge_record,
@@ -404,17 +459,10 @@ class PushSession:
             private=self.request.private,
         )
 
-    def _dry_run(
-        self,
-        run: Run,
-        adapters: list[PreparedAdapter],
-        run_files: RunFiles,
-        vetter: Vetter,
-        tree: CheckpointsTree,
-        evaluation: EvalResults | None,
-    ) -> PushReport:
+    def _dry_run(self, local: _Local) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push, with
         what is left out and what vetting changed; it opens no connection."""
+        run, adapters, run_files = local.run, local.adapters, local.run_files
         repo_id = self._adapter_repo_id(run, None)
         repos = ReleaseRepos.of(self.request, repo_id)
         notes = [*repos.notes]
@@ -439,10 +487,8 @@ class PushSession:
         # A dry run opens no connection: the card it plans states no licence (the push reads it).
         base_card = BaseModelCard(repo_id=run.manifest.base_model)
         space_merged = repos.merged if self.request.merged else None
-        space_files = self._space_files(run, repo_id, space_merged, repos.space, vetter)
-        context = self._context(
-            run, repos, adapters, run_files, remotes, base_card, vetter, evaluation, space_files
-        )
+        space_files = self._space_files(run, repo_id, space_merged, repos.space, local.vetter)
+        context = self._context(local, repos, remotes, base_card, space_files)
         plan = PushPlan(repos=build_repos(context))
         records: dict[str, PushRecord | None] = {
             r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos
@@ -457,7 +503,7 @@ class PushSession:
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
-            checkpoints_from=tree.describe(),
+            checkpoints_from=local.tree.describe(),
             left_out=run_files.left_out,
             changes=run_files.changes,
         )
