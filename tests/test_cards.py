@@ -32,7 +32,7 @@ from hubkit.cards import (
 )
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metrics import key_metric_series
-from hubkit.errors import RepoNotFoundError, RewardSpecError
+from hubkit.errors import ReleaseError, RepoNotFoundError
 from hubkit.evaluate.results import (
     Contamination,
     Sample,
@@ -597,9 +597,9 @@ def test_the_reward_travels_with_the_published_model(
     hub_api.upload_file(
         path_or_fileobj=json.dumps(newer).encode(), path_in_repo="hubkit.json", repo_id=repo_id
     )
-    with pytest.raises(RewardSpecError, match=r"has schema 99, newer than this hubkit .*: upgrade hubkit"):
+    with pytest.raises(ReleaseError, match=r"has schema 99, newer than this hubkit .*: upgrade hubkit"):
         read_release_reward(repo_id, endpoint=local_hub.endpoint)
-    with pytest.raises(RewardSpecError, match=r"has no hubkit\.json"):
+    with pytest.raises(ReleaseError, match=r"has no hubkit\.json"):
         read_release_reward(
             repo_id, endpoint=local_hub.endpoint, revision=hub_api.list_repo_commits(repo_id)[-1].commit_id
         )

@@ -28,7 +28,7 @@ from fixtures_hub import TEST_NAMESPACE
 from helpers import push_argv, run_cli
 from packaging.requirements import Requirement
 
-from hubkit.errors import SpaceError
+from hubkit.errors import ReleaseError, RepoNotFoundError
 from hubkit.evaluate.results import (
     Contamination,
     MetricInfo,
@@ -438,12 +438,12 @@ def test_the_config_read_back_from_the_hub_is_the_runs(published, hub_api, make_
     from_run = SpaceConfig.from_run(load_run(published.run_dir), published.repo_id)
     from_hub = space_config_from_hub(hub_api, published.repo_id)
     assert from_hub == from_run  # the run has no evaluation: the same fallback examples
-    with pytest.raises(SpaceError, match="no repo"):
+    with pytest.raises(RepoNotFoundError, match="is not on"):
         space_config_from_hub(hub_api, make_repo_id("missing"))
     not_hubkit = make_repo_id("plain")
     hub_api.create_repo(not_hubkit)
     hub_api.upload_file(path_or_fileobj=b"{}", path_in_repo="adapter_config.json", repo_id=not_hubkit)
-    with pytest.raises(SpaceError, match=r"has no hubkit\.json"):
+    with pytest.raises(ReleaseError, match=r"has no hubkit\.json"):
         space_config_from_hub(hub_api, not_hubkit)
 
 
