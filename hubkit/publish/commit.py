@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
@@ -59,18 +58,6 @@ _WEIGHT_SUFFIXES = (".safetensors", ".gguf")
 _UPLOAD_THREADS = 4
 
 UploadCallback = Callable[[PlannedFile], None]
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What one repo's push did. `commit_sha` is None when nothing had changed."""
-
-    repo_id: str
-    commit_sha: str | None
-    uploaded_files: int
-    uploaded_bytes: int
-    steps: tuple[int, ...]
-    summary: str | None = None
 
 
 def commit_message(diff: RepoDiff) -> tuple[str, str]:
@@ -250,7 +237,7 @@ def commit_repo(
     on_uploaded: UploadCallback | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     ahead: UploadsAhead | None = None,
-) -> CommitResult:
+) -> RepoReport:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
     Args:
@@ -269,7 +256,7 @@ def commit_repo(
     """
     plan = diff.plan
     if diff.is_empty:
-        return CommitResult(plan.repo_id, None, 0, 0, ())
+        return _report(api.endpoint, plan, None, 0, 0, ())
     endpoint = api.endpoint
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
@@ -320,13 +307,23 @@ def commit_repo(
         for planned in diff.changed:
             if planned.path_in_repo not in uploaded_first:
                 on_uploaded(planned)
-    return CommitResult(
+    return _report(endpoint, plan, commit_sha, len(diff.changed), diff.upload_size, diff.changed_steps)
+
+
+def _report(
+    endpoint: str, plan: RepoPlan, commit_sha: str | None, files: int, size: int, steps: tuple[int, ...]
+) -> RepoReport:
+    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
+    url = f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+    return RepoReport(
         repo_id=plan.repo_id,
+        repo_type=plan.repo_type,
+        url=url if plan.revision == "main" else f"{url}/tree/{plan.revision}",
         commit_sha=commit_sha,
-        uploaded_files=len(diff.changed),
-        uploaded_bytes=diff.upload_size,
-        steps=diff.changed_steps,
-        summary=summary,
+        files_uploaded=files,
+        bytes_uploaded=size,
+        steps=steps,
+        revision=plan.revision,
     )
 
 
@@ -399,11 +396,6 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
     )
 
 
-def _repo_url(endpoint: str, plan: RepoPlan) -> str:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    return f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
-
-
 def commit_plan(
     api: HfApi,
     plan: PushPlan,
@@ -440,18 +432,7 @@ def commit_plan(
     progress.upload_started(sum(d.upload_size for d in diffs))
     reports = []
     for diff in diffs:
-        result = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
-        head = result.commit_sha or diff.remote.head_sha or ""
-        save_record(run_dir, api.endpoint, diff.plan, head)
-        reports.append(
-            RepoReport(
-                repo_id=diff.plan.repo_id,
-                repo_type=diff.plan.repo_type,
-                url=_repo_url(api.endpoint, diff.plan),
-                commit_sha=result.commit_sha,
-                files_uploaded=result.uploaded_files,
-                bytes_uploaded=result.uploaded_bytes,
-                steps=result.steps,
-            )
-        )
+        report = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
+        save_record(run_dir, api.endpoint, diff.plan, report.commit_sha or diff.remote.head_sha or "")
+        reports.append(report)
     return tuple(reports)

@@ -4,7 +4,7 @@ A `PushPlan` is a list of `RepoPlan`s (the adapter repo, the merged model's, the
 `PlannedFile`s with the hashes the Hub uses to name content: the sha256 of LFS files and the git blob
 sha1 of regular files (`hubkit.hub.hashing`: each version of a file is read once; adapters are hashed
 in the read that checks them). Everything here is frozen: uploading never mutates the plan (the upload
-state lives in `hubkit.publish.commit.CommitResult`).
+state lives in `hubkit.publish.request.RepoReport`).
 
 A planned file is made from what vetting wrote (`PlannedFile.from_vetted`, `hubkit.safety`), and carries
 the kind it was vetted as: a repo plan refuses a file whose place in the repo is not of that kind, so

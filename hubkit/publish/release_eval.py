@@ -27,12 +27,13 @@ from hubkit.evaluate.results import EvalResults, eval_file_bytes
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
-from hubkit.publish.commit import CommitResult, commit_repo
+from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan
 from hubkit.publish.release_repos import default_gguf_repo_id
 from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
@@ -99,7 +100,7 @@ def _check_same_adapters(evaluated: Release, now: Release, steps: tuple[int, ...
 
 def push_release_eval(
     api: HfApi, evaluated: Release, results: EvalResults, *, token: str | None
-) -> CommitResult:
+) -> RepoReport:
     """Commit `results` and the card rendered again with them to the release's adapter repo.
 
     Args:

@@ -113,17 +113,6 @@ def commit_revisions(api: HfApi, plans: Sequence[RepoPlan]) -> tuple[RepoReport,
     remotes = read_revisions(api, plans)
     reports = []
     for plan in plans:
-        result = commit_repo(api, diff_repo(plan, remotes[plan.revision]))
-        reports.append(
-            RepoReport(
-                repo_id=plan.repo_id,
-                repo_type=plan.repo_type,
-                url=f"{api.endpoint.rstrip('/')}/{plan.repo_id}/tree/{plan.revision}",
-                commit_sha=result.commit_sha,
-                files_uploaded=result.uploaded_files,
-                bytes_uploaded=result.uploaded_bytes,
-                steps=plan.steps,
-                revision=plan.revision,
-            )
-        )
+        report = commit_repo(api, diff_repo(plan, remotes[plan.revision]))
+        reports.append(replace(report, steps=plan.steps))  # the branch's step, whatever of it changed
     return tuple(reports)
