@@ -105,22 +105,22 @@ def _merge_checkpoint(
 ) -> Path:
     """Merge the run's checkpoint into `staging` once the export is known to be possible from the base
     (the merged model has the base's architecture, tokenizer and tensor names); returns the merged folder."""
-    from hubkit.adapters.prepare import prepare_adapters
     from hubkit.export import GGUFMetadata, plan_gguf_export
     from hubkit.hub.auth import resolve_token
-    from hubkit.merge import execute_plan
-    from hubkit.publish.adapter_repo import refuse_no_checkpoint
-    from hubkit.publish.merged_repo import plan_prepared_merge
-    from hubkit.runs import select_checkpoints
+    from hubkit.merge.checkpoint import merge_checkpoint
 
-    checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]
-    if not checkpoint:
-        refuse_no_checkpoint(run)
-    (adapter,) = prepare_adapters(run, checkpoint, staging / "adapters")
-    token = resolve_token(endpoint, required=False)
-    merge_plan = plan_prepared_merge(run, adapter, endpoint=endpoint, token=token)
-    plan_gguf_export(merge_plan.base_dir, out, type_names, GGUFMetadata(name=name))  # refuses before merging
-    return execute_plan(merge_plan, staging / "merged", bar(f"merging step {adapter.step}")).out_dir
+    _, result = merge_checkpoint(
+        run,
+        step,
+        staging / "adapters",
+        staging / "merged",
+        endpoint=endpoint,
+        token=resolve_token(endpoint, required=False),
+        # Every refusal of the export, from the base (same architecture, tokenizer and names), first.
+        check=lambda plan: plan_gguf_export(plan.base_dir, out, type_names, GGUFMetadata(name=name)),
+        progress=bar("merging"),
+    )
+    return result.out_dir
 
 
 def _hub_id(base_model: str | None) -> str | None:

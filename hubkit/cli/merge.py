@@ -45,34 +45,29 @@ def merge(
     """
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.adapters.prepare import prepare_adapters
     from hubkit.hub.auth import resolve_token
-    from hubkit.publish.adapter_repo import refuse_no_checkpoint
-    from hubkit.publish.merged_repo import merge_prepared_adapter
-    from hubkit.runs import find_run_dir, load_run, select_checkpoints
+    from hubkit.merge.checkpoint import merge_checkpoint
+    from hubkit.runs import find_run_dir, load_run
 
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
-    checkpoint = select_checkpoints(run, None if step is None else [step], option="--step")[-1:]
-    if not checkpoint:
-        refuse_no_checkpoint(run)
     token = resolve_token(endpoint, required=False)
     with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:
-        (adapter,) = prepare_adapters(run, checkpoint, Path(staging))
         columns = (TextColumn("merging"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
         with Progress(*columns, console=console, disable=quiet) as progress:
             task = progress.add_task("merge", total=None)
-            result = merge_prepared_adapter(
+            merged_step, result = merge_checkpoint(
                 run,
-                adapter,
+                step,
+                Path(staging),
                 out,
                 endpoint=endpoint,
                 token=token,
                 progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
     console.print(
-        f"Merged step {adapter.step} of {run.manifest.run_id} into {run.manifest.base_model}: "
+        f"Merged step {merged_step} of {run.manifest.run_id} into {run.manifest.base_model}: "
         f"{result.merged_modules} modules, {len(result.shards)} shard(s), {result.dtype} -> {result.out_dir}",
         highlight=False,
     )

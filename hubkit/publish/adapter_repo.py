@@ -18,11 +18,9 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import NoReturn
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.adapters.prepare import PreparedAdapter, PublishedForm
-from hubkit.errors import CheckpointError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
 from hubkit.formats import tokenizer
@@ -32,7 +30,7 @@ from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import CHECKPOINTS_DIR, METRICS_NAME, checkpoint_dir, steps_in_paths
-from hubkit.runs import Checkpoint, Run
+from hubkit.runs import Checkpoint, Run, refuse_no_checkpoint
 from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.safety import (
     CheckpointsTree,
@@ -48,25 +46,6 @@ from hubkit.safety.kinds import TOKENIZER_KINDS, classify_folder
 
 # Without one of these a tokenizer folder holds no tokenizer transformers can load: none is published.
 _TOKENIZER_DEFINITIONS = (tokenizer.TOKENIZER_JSON, tokenizer.VOCAB_JSON)
-
-
-def refuse_no_checkpoint(run: Run) -> NoReturn:
-    """Refuse a run with nothing to publish, saying why each checkpoint folder is not complete.
-
-    Raises:
-        CheckpointError: always.
-    """
-    run_id = run.manifest.run_id
-    if not run.pending:
-        raise CheckpointError(
-            f"run {run_id} has no complete checkpoint to publish yet: it has no checkpoint folder "
-            "(wait for the first save, or check --run-dir)"
-        )
-    reasons = "; ".join(f"{c.path.name}: {c.incomplete_reason or 'not complete'}" for c in run.pending)
-    raise CheckpointError(
-        f"run {run_id} has no complete checkpoint to publish yet ({reasons}): wait for the save to finish, "
-        "or publish a run whose saves completed"
-    )
 
 
 def checked_checkpoints_tree(

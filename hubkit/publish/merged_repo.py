@@ -28,9 +28,7 @@ from hubkit.safety import Kind, kind_of, kinds
 from hubkit.safety.kinds import TOKENIZER_KINDS
 
 if TYPE_CHECKING:
-    from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.merge import MergePlan, MergeResult
-    from hubkit.merge.stream import ProgressCallback
 
 MERGED_SUFFIX = "-merged"
 
@@ -38,63 +36,6 @@ MERGED_SUFFIX = "-merged"
 def default_merged_repo_id(adapter_repo_id: str) -> str:
     """The default merged repo beside an adapter repo: `<repo_id>-merged`."""
     return adapter_repo_id + MERGED_SUFFIX
-
-
-def plan_prepared_merge(
-    run: Run, adapter: PreparedAdapter, *, endpoint: str | None = None, token: str | None = None
-) -> MergePlan:
-    """Every check of merging a prepared adapter into the run's base model (fetched from the Hub cache),
-    made before anything is written.
-
-    Args:
-        run: the run (its manifest names the base model and revision).
-        adapter: from `hubkit.adapters.prepare_adapter`.
-        endpoint: the Hub to fetch the base from; default `HF_ENDPOINT`, else huggingface.co.
-        token: the Hub token, for a private or gated base.
-
-    Returns:
-        The plan, for `hubkit.merge.execute_plan`.
-
-    Raises:
-        MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.plan_merge`.
-    """
-    from hubkit.merge import fetch_base_snapshot, load_lora_adapter, plan_merge
-
-    manifest = run.manifest
-    base_dir = fetch_base_snapshot(
-        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
-    )
-    return plan_merge(base_dir, load_lora_adapter(adapter.dir))
-
-
-def merge_prepared_adapter(
-    run: Run,
-    adapter: PreparedAdapter,
-    out_dir: Path,
-    *,
-    endpoint: str | None = None,
-    token: str | None = None,
-    progress: ProgressCallback | None = None,
-) -> MergeResult:
-    """Merge a prepared adapter into the run's base model (fetched from the Hub cache) in `out_dir`.
-
-    Args:
-        run: the run (its manifest names the base model and revision).
-        adapter: from `hubkit.adapters.prepare_adapter`.
-        out_dir: must not exist or be empty.
-        endpoint: the Hub to fetch the base from; default `HF_ENDPOINT`, else huggingface.co.
-        token: the Hub token, for a private or gated base.
-        progress: called with (bytes done, total bytes).
-
-    Returns:
-        The merge result.
-
-    Raises:
-        MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.merge_adapter`.
-    """
-    from hubkit.merge import execute_plan
-
-    return execute_plan(plan_prepared_merge(run, adapter, endpoint=endpoint, token=token), out_dir, progress)
 
 
 def _published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tuple[str, Kind]], list[str]]:
@@ -178,7 +119,7 @@ def plan_merged_repo(
         run: the run the merged checkpoint comes from.
         repo_id: the merged repo, "owner/name".
         step: the merged checkpoint's step.
-        result: the merge, from `merge_prepared_adapter` (its folder must live until the push ends).
+        result: the merge, from `hubkit.merge.execute_plan` (its folder must live until the push ends).
         card: the card (`hubkit.cards.merged_card_files`, vetted by `Vetter.generated`).
         run_files: the run's files, vetted (its tokenizer is the merged repo's when it has one).
         vetter: the push's vetting (each file of the merged folder is vetted as what it is).

@@ -40,14 +40,13 @@ from hubkit.publish.adapter_repo import (
     plan_adapter_repo,
     plan_run_files,
     published_forms,
-    refuse_no_checkpoint,
 )
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import GGUFDecision, SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
-from hubkit.publish.merged_repo import plan_prepared_merge, vet_base_files
+from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.quantized_base import check_quantized_base
@@ -58,7 +57,7 @@ from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_n
 from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
-from hubkit.runs import Checkpoint, Run, load_run, select_checkpoints
+from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
 from hubkit.safety import CheckpointsTree, VetContext
 
 if TYPE_CHECKING:
@@ -388,7 +387,9 @@ class PushSession:
         if adapter is None or adapter.step in self._merges:
             return None
         progress.stage(f"Merging step {adapter.step} into {run.manifest.base_model}")
-        return plan_prepared_merge(run, adapter, endpoint=self.request.endpoint, token=token)
+        from hubkit.merge.checkpoint import plan_checkpoint_merge
+
+        return plan_checkpoint_merge(run, adapter, endpoint=self.request.endpoint, token=token)
 
     def _create_if_new(self, api: HfApi, remote: RemoteRepo) -> RemoteRepo:
         """The adapter repo, created when it does not exist yet (then read again: its first commit).

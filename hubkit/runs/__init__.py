@@ -30,7 +30,7 @@ from hubkit.runs.model import (
     TrackerRun,
     TrainerSettings,
 )
-from hubkit.runs.select import select_checkpoints
+from hubkit.runs.select import refuse_no_checkpoint, select_checkpoints
 
 READERS: dict[str, FrameworkReader] = {reader.name: reader for reader in (trl.READER, verl.READER)}
 
@@ -46,6 +46,7 @@ __all__ = [
     "default_runs_dir",
     "find_run_dir",
     "load_run",
+    "refuse_no_checkpoint",
     "select_checkpoints",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from hubkit.errors import CheckpointError
 from hubkit.runs.model import Checkpoint, Run
@@ -47,3 +48,22 @@ def select_checkpoints(
     else:
         chosen = list(run.checkpoints)
     return tuple(c for c in chosen if every is None or c.step % every == 0)
+
+
+def refuse_no_checkpoint(run: Run) -> NoReturn:
+    """Refuse a run with nothing to publish, saying why each checkpoint folder is not complete.
+
+    Raises:
+        CheckpointError: always.
+    """
+    run_id = run.manifest.run_id
+    if not run.pending:
+        raise CheckpointError(
+            f"run {run_id} has no complete checkpoint to publish yet: it has no checkpoint folder "
+            "(wait for the first save, or check --run-dir)"
+        )
+    reasons = "; ".join(f"{c.path.name}: {c.incomplete_reason or 'not complete'}" for c in run.pending)
+    raise CheckpointError(
+        f"run {run_id} has no complete checkpoint to publish yet ({reasons}): wait for the save to finish, "
+        "or publish a run whose saves completed"
+    )
