@@ -21,7 +21,8 @@ does once its imports are done. Between first pushes the run's `.hubkit/` cache 
     first push      push_run to a fresh repo vs upload_folder to a fresh repo
     re-push         push_run again, nothing changed (the run's cache kept) vs upload_folder again
     add one         a new checkpoint saved; push_run vs upload_folder of that checkpoint folder alone
-    ... command line  adding one, and a first push of the first checkpoints to new repos, as a user runs them:
+    ... command line  adding one, an unchanged re-push, and a first push of the first checkpoints to new repos,
+                    as a user runs them (and how much of hubkit's time is Python starting and importing):
                     `hubkit push --no-merged --no-space` vs `hf upload` of the folder(s), each a new process
                     (interpreter start and imports included; no target)
     peak RSS        VmHWM of the first push's child (from /proc/self/status), minus that of the same push
@@ -292,6 +293,20 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
         )
         hf["add one, command line"].append(hf_seconds)
         hubkit["add one, command line"].append(hubkit_seconds)
+    # Nothing changed since, as a user runs it; and of hubkit's time, starting Python and importing the push.
+    every_adapter = [
+        a for c in sorted(run_dir.glob("checkpoint-*")) for a in ("--include", f"{c.name}/adapter_*")
+    ]
+    for i in range(max(1, rounds // 2)):
+        hf_seconds, hubkit_seconds = both(
+            i,
+            partial(run_command, [bin_dir / "hf", "upload", hf_repo, run_dir, "--quiet", *every_adapter]),
+            partial(run_command, [*push_command, "--quiet", "--no-merged", "--no-space"]),
+        )
+        hf["re-push, command line"].append(hf_seconds)
+        hubkit["re-push, command line"].append(hubkit_seconds)
+        imports = run_command([sys.executable, "-c", "import hubkit.cli.push, hubkit.publish.push"])
+        hubkit["starting and importing the push"].append(imports)
     # And the first push of the first checkpoints, to new repos, as a user runs it.
     first_steps = [(i + 1) * 10 for i in range(scale.checkpoints)]
     for i in range(max(1, rounds // 2)):
@@ -344,7 +359,11 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
             f"hubkit {runs(hubkit_time[kind], hubkit[kind])}, "
             f"of which the card {median(card[kind]):.2f} s"
         )
-    for kind in ("add one, command line", "first push, command line"):
+    print(
+        f"[{name}] of `hubkit push`'s time, starting Python and importing the push: "
+        f"{median(hubkit['starting and importing the push']):.2f} s"
+    )
+    for kind in ("add one, command line", "first push, command line", "re-push, command line"):
         print(
             f"[{name}] {kind}: `hf upload` {runs(hf_time[kind], hf[kind])}; "
             f"`hubkit push` {runs(hubkit_time[kind], hubkit[kind])}"
@@ -365,6 +384,7 @@ def bench_scale(scale: Scale, endpoint: str, workdir: Path, rounds: int) -> None
     for label, kind in (
         ("add one checkpoint, command line / hf upload of it", "add one, command line"),
         ("first push, command line / hf upload", "first push, command line"),
+        ("unchanged re-push, command line / hf upload", "re-push, command line"),
     ):
         print(f"[{name}] ratio {label}: {hubkit_time[kind] / hf_time[kind]:.2f}x")
     print(
