@@ -18,7 +18,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "resources"}),
     frozenset({"formats", "rewards", "hub", "localhub"}),
     frozenset({"runs"}),
-    frozenset({"adapters", "merge", "release", "safety"}),
+    frozenset({"adapters", "release", "safety"}),
+    frozenset({"merge"}),  # merging a run's checkpoint prepares its adapter first (merge/checkpoint.py)
     frozenset({"evaluate", "export"}),
     frozenset({"cards"}),
     frozenset({"space"}),

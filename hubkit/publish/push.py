@@ -18,8 +18,6 @@ already done: prepared adapters, merges, steps checked against the base.
 from __future__ import annotations
 
 import tempfile
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,12 +27,11 @@ from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import PublishError
-from hubkit.evaluate.results import EvalResults, load_eval
+from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import (
-    RunFiles,
     check_adapters_against_base,
     checked_checkpoints_tree,
     plan_adapter_repo,
@@ -43,12 +40,13 @@ from hubkit.publish.adapter_repo import (
 )
 from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.gguf_repo import GGUFDecision, SessionExports, decide_gguf
+from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
-from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan, check_repo_id
+from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
+from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo, read_remote
@@ -58,52 +56,12 @@ from hubkit.publish.revisions import commit_revisions, plan_revisions
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
-from hubkit.safety import CheckpointsTree, VetContext
+from hubkit.safety import VetContext
 
 if TYPE_CHECKING:
     from hubkit.cards.gguf_record import GGUFRecord
     from hubkit.cards.merge_record import MergeRecord
     from hubkit.merge import MergePlan, MergeResult
-
-
-@dataclass(frozen=True)
-class _Local:
-    """What the push read and prepared on this machine (`PushSession._prepare_locally`)."""
-
-    run: Run
-    chosen: tuple[Checkpoint, ...]
-    tree: CheckpointsTree
-    token: str | None
-    vetter: Vetter
-    adapters: list[PreparedAdapter]
-    run_files: RunFiles
-    evaluation: EvalResults | None
-
-
-@dataclass(frozen=True)
-class _Remote:
-    """The release's repos as the Hub holds them, and the base model's config and card (`_read_remote`)."""
-
-    api: HfApi
-    repos: ReleaseRepos
-    remotes: dict[str, RemoteRepo]
-    base_config: BaseConfig
-    base_card: Future[BaseModelCard]
-
-
-@dataclass(frozen=True)
-class _Decided:
-    """Every decision of the push, taken before any repo is created (`_decide`)."""
-
-    notes: list[str]
-    base_revision: str | None
-    merging: MergeDecision
-    gguf: GGUFDecision
-    space_files: tuple[PlannedFile, ...]
-    to_merge: PreparedAdapter | None
-    merge_plan: MergePlan | None
-    base_card: BaseModelCard
-    branches: tuple[RepoPlan, ...]
 
 
 class PushSession:
@@ -176,7 +134,7 @@ class PushSession:
 
     # --- the stages, in order --------------------------------------------------------------------
 
-    def _prepare_locally(self, progress: PushProgress, allow_missing_steps: bool) -> _Local:
+    def _prepare_locally(self, progress: PushProgress, allow_missing_steps: bool) -> Prepared:
         """Load, choose, vet and prepare: every refusal that needs no network."""
         request = self.request
         run = load_run(request.run_dir, base_model=request.base_model)
@@ -188,9 +146,9 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress, vetter)
         run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
         evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
-        return _Local(run, chosen, tree, token, vetter, adapters, run_files, evaluation)
+        return Prepared(run, chosen, tree, token, vetter, adapters, run_files, evaluation)
 
-    def _read_remote(self, local: _Local) -> _Remote:
+    def _read_remote(self, local: Prepared) -> Remote:
         """Every repo of the release read at once (also those this push does not write: the cards link
         them while they exist), with the base model's config and card."""
         api = self._client(local.token)
@@ -203,9 +161,9 @@ class PushSession:
             (repos.linked_space, "space"),
         ]
         hub = read_hub(api, local.run, reads, self._base_card)
-        return _Remote(api, repos, hub.remotes, hub.base_config.result(), hub.base_card)
+        return Remote(api, repos, hub.remotes, hub.base_config.result(), hub.base_card)
 
-    def _decide(self, local: _Local, remote: _Remote, progress: PushProgress, *, may_merge: bool) -> _Decided:
+    def _decide(self, local: Prepared, remote: Remote, progress: PushProgress, *, may_merge: bool) -> Decided:
         """Every decision and every remaining check, before any repo is created: the adapters against the
         base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card."""
         request, run, vetter, repos = self.request, local.run, local.vetter, remote.repos
@@ -240,12 +198,10 @@ class PushSession:
             source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
             self.gguf_exports.check(gguf, source, repos, base_card)
         branches = plan_revisions(run, repos.adapter, local.run_files, vetter=vetter, hashes=self.hashes)
-        return _Decided(
-            notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches
-        )
+        return Decided(notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches)
 
     def _execute(
-        self, local: _Local, remote: _Remote, decided: _Decided, progress: PushProgress
+        self, local: Prepared, remote: Remote, decided: Decided, progress: PushProgress
     ) -> PushReport:
         """Create the adapter repo if it is new and start its weights uploading, merge and export meanwhile,
         then one commit per repo, and one per step branch."""
@@ -418,7 +374,7 @@ class PushSession:
 
     def _context(
         self,
-        local: _Local,
+        local: Prepared,
         repos: ReleaseRepos,
         remotes: dict[str, RemoteRepo],
         base_card: BaseModelCard,
@@ -460,7 +416,7 @@ class PushSession:
             private=self.request.private,
         )
 
-    def _dry_run(self, local: _Local) -> PushReport:
+    def _dry_run(self, local: Prepared) -> PushReport:
         """The plan as far as it can be built without the Hub, compared with the last recorded push, with
         what is left out and what vetting changed; it opens no connection."""
         run, adapters, run_files = local.run, local.adapters, local.run_files
