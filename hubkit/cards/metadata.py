@@ -104,7 +104,7 @@ def card_data(
         model_name=repo_id.split("/")[-1] if results else None,  # model-index needs it; nothing else does
         eval_results=results,
         **({METADATA_KEY: record.to_metadata()} if record is not None else {}),
-        **({RELEASE_KEY: links} if (links := release_links(inputs)) and kind == "adapter" else {}),
+        **({RELEASE_KEY: links} if kind == "adapter" and (links := release_links(inputs)) else {}),
     )
 
 

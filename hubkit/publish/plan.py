@@ -35,13 +35,18 @@ def _check_path_in_repo(path_in_repo: str) -> None:
         raise PublishError(f"invalid path in repo {path_in_repo!r}: use a relative POSIX path")
 
 
+def is_repo_id(value: object) -> bool:
+    """Whether `value` is OWNER/NAME (a repo without a namespace would need a network call to resolve)."""
+    return isinstance(value, str) and value.count("/") == 1 and is_hub_id(value)
+
+
 def check_repo_id(repo_id: str) -> None:
-    """Refuse anything but OWNER/NAME (a repo without a namespace would need a network call to resolve).
+    """Refuse anything but OWNER/NAME (`is_repo_id`).
 
     Raises:
         PublishError: naming the bad id.
     """
-    if repo_id.count("/") != 1 or not is_hub_id(repo_id):
+    if not is_repo_id(repo_id):
         raise PublishError(f"invalid repo id {repo_id!r}: use OWNER/NAME, e.g. me/qwen3-4b-grpo")
 
 

@@ -146,7 +146,7 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress, vetter)
         run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
         evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
-        return Prepared(run, chosen, tree, token, vetter, adapters, run_files, evaluation)
+        return Prepared(run, tree, token, vetter, adapters, run_files, evaluation)
 
     def _read_remote(self, local: Prepared) -> Remote:
         """Every repo of the release read at once (also those this push does not write: the cards link

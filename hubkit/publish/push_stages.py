@@ -20,7 +20,7 @@ from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
-from hubkit.runs import Checkpoint, Run
+from hubkit.runs import Run
 from hubkit.safety import CheckpointsTree
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ class Prepared:
     """What the push read and prepared on this machine (`PushSession._prepare_locally`)."""
 
     run: Run
-    chosen: tuple[Checkpoint, ...]
     tree: CheckpointsTree
     token: str | None
     vetter: Vetter

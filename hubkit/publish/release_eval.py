@@ -30,14 +30,13 @@ from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
-from hubkit.publish.plan import RepoPlan
+from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.release_repos import default_gguf_repo_id
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
-from hubkit.runs.manifest import is_hub_id
 from hubkit.safety import VetContext, kinds
 from hubkit.space.config import default_space_repo_id
 
@@ -63,7 +62,7 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Lin
 
     def repo(kind: str, default: str) -> str:
         value = named.get(kind)
-        return value if isinstance(value, str) and value.count("/") == 1 and is_hub_id(value) else default
+        return value if is_repo_id(value) else default
 
     repo_id = adapter.repo_id
     merged, gguf = (
