@@ -11,7 +11,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
 from hubkit.publish import PushRequest, push_run
-from hubkit.publish.describe import describe_revisions
+from hubkit.publish.describe import describe_dry_run, describe_revisions
 from hubkit.release.layout import revision_name
 from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
 
@@ -82,3 +82,38 @@ def test_each_step_is_a_branch_that_loads_as_its_subfolder_and_costs_no_upload(
         n: h for n, h in heads.items() if n != "main"
     }
     assert "step-4" in after
+
+
+def _outline(plan) -> list[tuple[str, str, str, str]]:
+    """Every planned file of every repo and branch, by where it goes and what it holds."""
+    return sorted(
+        (repo.repo_id, repo.revision, f.path_in_repo, f.hashes.sha256)
+        for repo in (*plan.repos, *plan.branches)
+        for f in repo.files
+    )
+
+
+def test_the_dry_run_plans_what_the_push_then_does_branches_included(
+    tmp_path: Path, tiny_qwen3, local_hub, hub_api, new_repo_id
+) -> None:
+    """The dry run is the push's own prepare and decide, against the recorded remote: its plan is the plan
+    the push then executes, file for file. (Its cards state no licence, which only the Hub tells: the test's
+    base model declares none.)"""
+    run_dir = make_run(tmp_path, (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+    def request(**kwargs) -> PushRequest:
+        return PushRequest(run_dir, repo_id=new_repo_id, merged=False, endpoint=local_hub.endpoint, **kwargs)
+
+    dry = push_run(request(dry_run=True))
+    assert [b.revision for b in dry.plan.branches] == ["step-1", "step-2"]
+    assert {r.repo_type for r in dry.plan.repos} == {"model", "space"}
+    pushed = push_run(request())
+    assert _outline(dry.plan) == _outline(pushed.plan)
+    assert [r.revision for r in pushed.revisions] == ["step-1", "step-2"]
+
+    # Once pushed, the records say so: a dry run then finds every file and branch unchanged.
+    again = push_run(request(dry_run=True))
+    assert _outline(again.plan) == _outline(pushed.plan)
+    listing = describe_dry_run(again)
+    assert "  new " not in listing and "  changed " not in listing
+    assert f"  step-1       {len(again.plan.branches[0].files)} files, unchanged" in listing

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
@@ -400,29 +401,34 @@ def commit_plan(
     api: HfApi,
     plan: PushPlan,
     remotes: dict[str, RemoteRepo],
+    branches: dict[str, RemoteRepo],
     run_dir: Path,
     notes: list[str],
     progress: PushProgress,
     ahead: UploadsAhead | None = None,
-) -> tuple[RepoReport, ...]:
-    """One commit per repo of the plan, in its order, each recorded in the run directory.
+) -> tuple[tuple[RepoReport, ...], tuple[RepoReport, ...]]:
+    """One commit per repo of the plan, in its order, then one per checkpoint branch, each recorded in the
+    run directory. The branches come last: their weights are the main branch's LFS objects, on the Hub by
+    then, so a branch's commit sends none of them again.
 
     Args:
         api: the push's client.
-        plan: every repo's desired files.
+        plan: every repo's and branch's desired files.
         remotes: each repo's state before the push.
+        branches: each checkpoint branch's state before the push, by name.
         run_dir: where the push is recorded (`hubkit.publish.push_record`).
         notes: gets a note for a repo that is public though the push asked for private ones.
         progress: told the bytes to upload, then each file uploaded.
         ahead: uploads started before the plan was whole (the adapter repo's new weights).
 
     Returns:
-        One report per repo.
+        One report per repo, and one per branch (a branch's `steps` are its step, whatever of it changed).
 
     Raises:
-        PublishError, AuthError: as `commit_repo`.
+        HubkitError: as `commit_repo`.
     """
     diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
+    branch_diffs = [diff_repo(branch, branches[branch.revision]) for branch in plan.branches]
     for diff in diffs:
         if diff.plan.private and diff.remote.private is False:
             notes.append(
@@ -431,8 +437,11 @@ def commit_plan(
             )
     progress.upload_started(sum(d.upload_size for d in diffs))
     reports = []
-    for diff in diffs:
-        report = commit_repo(api, diff, on_uploaded=lambda f: progress.uploaded(f.size), ahead=ahead)
+    for diff in [*diffs, *branch_diffs]:
+        on_uploaded = (lambda f: progress.uploaded(f.size)) if diff.plan.revision == "main" else None
+        report = commit_repo(api, diff, on_uploaded=on_uploaded, ahead=ahead)
         save_record(run_dir, api.endpoint, diff.plan, report.commit_sha or diff.remote.head_sha or "")
+        if diff.plan.revision != "main":
+            report = replace(report, steps=diff.plan.steps)
         reports.append(report)
-    return tuple(reports)
+    return tuple(reports[: len(diffs)]), tuple(reports[len(diffs) :])

@@ -48,6 +48,13 @@ def describe_dry_run(report: PushReport) -> str:
             new_bytes += planned.size if status is not FileStatus.UNCHANGED else 0
             lines.append(f"  {status.value:<9} {planned.path_in_repo:<60} {human_size(planned.size):>10}")
         lines.append(f"  to upload: {human_size(new_bytes)}")
+    if report.plan.branches:
+        lines.append(f"{report.repo_id} branches (each a checkpoint's adapter at the root, and a card):")
+    for branch in report.plan.branches:
+        record = report.records.get(f"{branch.repo_id}@{branch.revision}")
+        statuses = {record.status(f) if record else FileStatus.NEW for f in branch.files}
+        state = "unchanged" if statuses == {FileStatus.UNCHANGED} else "new" if record is None else "changed"
+        lines.append(f"  {branch.revision:<12} {len(branch.files)} files, {state}")
     if report.checkpoints_from:
         lines.append(report.checkpoints_from[:1].upper() + report.checkpoints_from[1:])
     lines.extend(describe_left_out(report.left_out))

@@ -1,16 +1,16 @@
-"""What a push reads from the Hub before it builds anything: every repo's state (one request each, all at
-once), and the base model's config (for the check against the base) and card (its licence)."""
+"""What a push reads from the Hub before it builds anything: every repo's state and every checkpoint
+branch's (one request each, all at once), and the base model's config (for the check against the base)
+and card (its licence)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
-from hubkit.cards import BaseModelCard
+from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.remote import RemoteRepo, read_remote
@@ -19,9 +19,10 @@ from hubkit.runs import Run
 
 @dataclass(frozen=True)
 class HubReads:
-    """Every repo's state, and the base model's config and card, those two still arriving."""
+    """Every repo's and branch's state, and the base model's config and card, those two still arriving."""
 
     remotes: dict[str, RemoteRepo]
+    branches: dict[str, RemoteRepo]  # the adapter repo's checkpoint branches, by name
     base_card: Future[BaseModelCard]
     base_config: Future[BaseConfig]
 
@@ -30,7 +31,8 @@ def read_hub(
     api: HfApi,
     run: Run,
     repos: list[tuple[str, RepoType]],
-    base_card: Callable[[Run, str | None], BaseModelCard],
+    branches: list[str],
+    known_base_card: BaseModelCard | None = None,
 ) -> HubReads:
     """Each repo's state, read at once (one request each), with the base model's config and card; the
     card's read goes on while the adapters are checked against the base.
@@ -38,24 +40,38 @@ def read_hub(
     Args:
         api: the push's client.
         run: the run (its manifest names the base model).
-        repos: (repo id, type) of each repo the push may write.
-        base_card: reads the base's card (run, token), the session keeping it.
+        repos: (repo id, type) of each repo the push may write; the first is the adapter repo.
+        branches: the adapter repo's branches the push may write.
+        known_base_card: the base's card when an earlier push of the same session read it.
 
     Returns:
         The reads; the base's config and card as futures.
 
     Raises:
-        PublishError, AuthError: a repo cannot be read (as `hubkit.publish.commit.hub_errors` says).
+        HubkitError: a repo cannot be read (as `hubkit.hub.failures.hub_errors` says).
     """
 
-    def read(repo_id: str, repo_type: RepoType) -> RemoteRepo:
+    def read(repo_id: str, repo_type: RepoType, revision: str = "main") -> RemoteRepo:
         with hub_errors(repo_id, api.endpoint):
-            return read_remote(api, repo_id, repo_type)
+            return read_remote(api, repo_id, repo_type, revision)
 
     manifest = run.manifest
-    pool = ThreadPoolExecutor(max_workers=len(repos) + 2, thread_name_prefix="hubkit-read")
+    adapter_repo = repos[0][0]
+    pool = ThreadPoolExecutor(
+        max_workers=min(len(repos) + len(branches) + 2, 16), thread_name_prefix="hubkit-read"
+    )
     try:
-        card = pool.submit(base_card, run, api.token)
+        card: Future[BaseModelCard] = Future()
+        if known_base_card is not None:
+            card.set_result(known_base_card)
+        else:
+            card = pool.submit(
+                read_base_model_card,
+                manifest.base_model,
+                manifest.base_model_revision,
+                endpoint=api.endpoint,
+                token=api.token,
+            )
         config = pool.submit(
             BaseConfig.download,
             manifest.base_model,
@@ -64,7 +80,12 @@ def read_hub(
             token=api.token,
         )
         reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-        remotes = {repo_id: future.result() for repo_id, future in reads.items()}
-        return HubReads(remotes=remotes, base_card=card, base_config=config)
+        branch_reads = {name: pool.submit(read, adapter_repo, "model", name) for name in branches}
+        return HubReads(
+            remotes={repo_id: future.result() for repo_id, future in reads.items()},
+            branches={name: future.result() for name, future in branch_reads.items()},
+            base_card=card,
+            base_config=config,
+        )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

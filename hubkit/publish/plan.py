@@ -119,9 +119,7 @@ class RepoPlan:
     private: bool = False
     title: str = "hubkit push"  # first words of the commit message
     space_sdk: str | None = None  # a Space's SDK ("gradio"), which the Hub needs to create the repo
-    revision: str = (
-        "main"  # the branch the files go to (a checkpoint's own branch: `hubkit.publish.revisions`)
-    )
+    revision: str = "main"  # the branch the files go to (a checkpoint's: `hubkit.publish.revisions`)
 
     def __post_init__(self) -> None:
         check_repo_id(self.repo_id)
@@ -149,9 +147,11 @@ class RepoPlan:
 
 @dataclass(frozen=True)
 class PushPlan:
-    """Everything one `hubkit push` wants to publish, one `RepoPlan` per repo."""
+    """Everything one `hubkit push` wants to publish: one `RepoPlan` per repo, and one per checkpoint
+    branch of the adapter repo (`hubkit.publish.revisions`)."""
 
     repos: tuple[RepoPlan, ...]
+    branches: tuple[RepoPlan, ...] = ()
 
     def __post_init__(self) -> None:
         ids = [r.repo_id for r in self.repos]

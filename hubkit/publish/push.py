@@ -3,21 +3,24 @@ handing plain data to the next:
 
     prepare locally   load the run, choose checkpoints, vet and prepare the adapters and every other file
                       the run gives (every refusal that needs no network)
-    read the remote   every repo of the release at once, the base model's config and card
+    read the remote   every repo and checkpoint branch of the release at once, the base model's config
+                      and card
     decide            the adapters against the base, the merge and GGUF decisions, the Space's files, the
-                      merge's plan (the base fetched and its files vetted), the step branches: every check
-                      passes before any repo exists
+                      merge's plan (the base fetched and its files vetted), the checkpoint branches: every
+                      check passes before any repo exists
     execute           create the adapter repo if new and upload its weights while merging and exporting,
-                      build each repo's files, one commit per repo, then one per step branch
+                      plan each repo's files, one commit per repo, then one per checkpoint branch
 
-A dry run is the first stage and a plan built against the last recorded push instead of the remote: it
-opens no connection. `PushSession` keeps what one push (or one watch, or one training run's callback) has
+A dry run is the same prepare and decide, against the last recorded push instead of the Hub (it opens no
+connection, so what needs the Hub, the base's checks and the merge, is left to the push), and the plan
+without execute. `PushSession` keeps what one push (or one watch, or one training run's callback) has
 already done: prepared adapters, merges, steps checked against the base.
 """
 
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +28,7 @@ from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
-from hubkit.cards import BaseModelCard, read_base_model_card
+from hubkit.cards import BaseModelCard
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
@@ -42,7 +45,7 @@ from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
-from hubkit.publish.merge_decision import MergeDecision, base_revision, decide_merge
+from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
@@ -52,7 +55,7 @@ from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
-from hubkit.publish.revisions import commit_revisions, plan_revisions
+from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -106,6 +109,7 @@ class PushSession:
         self,
         progress: PushProgress | None = None,
         *,
+        run: Run | None = None,
         may_merge: bool = True,
         allow_missing_steps: bool = False,
     ) -> PushReport:
@@ -113,31 +117,34 @@ class PushSession:
 
         Args:
             progress: callbacks for stages, merge and upload progress.
+            run: the run, when the caller has loaded it already (a watch); else it is loaded.
             may_merge: whether this push may merge when the request asks for a merged model (a watching
                 push merges only once the run has finished).
             allow_missing_steps: listed `steps` the run has not saved yet are skipped, not refused
                 (a watching push waits for them).
 
         Returns:
-            The report: one entry per repo with its commit (or none when unchanged).
+            The report: one entry per repo and branch with its commit (or none when unchanged).
 
         Raises:
             HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
         """
         progress = progress or PushProgress()
-        local = self._prepare_locally(progress, allow_missing_steps)
-        if self.request.dry_run:
-            return self._dry_run(local)
-        remote = self._read_remote(local)
+        local = self._prepare_locally(run, progress, allow_missing_steps)
+        remote = self._recorded_remote(local) if self.request.dry_run else self._read_remote(local)
         decided = self._decide(local, remote, progress, may_merge=may_merge)
+        if remote.api is None:
+            return self._dry_run_report(local, remote, decided)
         return self._execute(local, remote, decided, progress)
 
     # --- the stages, in order --------------------------------------------------------------------
 
-    def _prepare_locally(self, progress: PushProgress, allow_missing_steps: bool) -> Prepared:
+    def _prepare_locally(
+        self, run: Run | None, progress: PushProgress, allow_missing_steps: bool
+    ) -> Prepared:
         """Load, choose, vet and prepare: every refusal that needs no network."""
         request = self.request
-        run = load_run(request.run_dir, base_model=request.base_model)
+        run = run or load_run(request.run_dir, base_model=request.base_model)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
         tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
         # The token is resolved first: every file is checked not to contain it.
@@ -149,30 +156,47 @@ class PushSession:
         return Prepared(run, tree, token, vetter, adapters, run_files, evaluation)
 
     def _read_remote(self, local: Prepared) -> Remote:
-        """Every repo of the release read at once (also those this push does not write: the cards link
-        them while they exist), with the base model's config and card."""
+        """Every repo and branch of the release read at once (also the repos this push does not write: the
+        cards link them while they exist), with the base model's config and card."""
         api = self._client(local.token)
-        repo_id = self._adapter_repo_id(local.run, api)
-        repos = ReleaseRepos.of(self.request, repo_id)
-        reads = [
-            (repo_id, "model"),
-            (repos.merged, "model"),
-            (repos.gguf, "model"),
-            (repos.linked_space, "space"),
-        ]
-        hub = read_hub(api, local.run, reads, self._base_card)
-        return Remote(api, repos, hub.remotes, hub.base_config.result(), hub.base_card)
+        repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api))
+        reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
+        reads.append((repos.linked_space, "space"))
+        branches = [revision_name(a.step) for a in local.adapters]
+        hub = read_hub(api, local.run, reads, branches, self._base)
+        self._base = hub.base_card.result() if self._base is None and hub.base_card.done() else self._base
+        return Remote(api, repos, hub.remotes, hub.branches, hub.base_config.result(), hub.base_card)
+
+    def _recorded_remote(self, local: Prepared) -> Remote:
+        """The release as this run directory's records say the last push left it (a dry run's remote): no
+        connection, so no base config, and a base card that states no licence."""
+        request, endpoint = self.request, self.request.endpoint
+        repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None))
+        ids = [repos.adapter, repos.merged, repos.gguf, repos.linked_space]
+        remotes = {r: remote_from_record(load_record(request.run_dir, endpoint, r), r) for r in ids}
+        branches = {}
+        for adapter in local.adapters:
+            name = revision_name(adapter.step)
+            record = load_record(request.run_dir, endpoint, repos.adapter, name)
+            branches[name] = remote_from_record(record, repos.adapter)
+        base_card: Future[BaseModelCard] = Future()
+        base_card.set_result(BaseModelCard(repo_id=local.run.manifest.base_model))
+        return Remote(None, repos, remotes, branches, None, base_card)
 
     def _decide(self, local: Prepared, remote: Remote, progress: PushProgress, *, may_merge: bool) -> Decided:
         """Every decision and every remaining check, before any repo is created: the adapters against the
-        base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card."""
+        base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card,
+        the checkpoint branches. Against a recorded remote (a dry run) the checks that need the base and
+        the merge's plan are left to the push."""
         request, run, vetter, repos = self.request, local.run, local.vetter, remote.repos
+        config = remote.base_config
         notes = [*repos.notes]
         notes += check_quantized_base(
-            run, remote.base_config.path, merging=request.merged, space=repos.space is not None
+            run, config.path if config else None, merging=request.merged, space=repos.space is not None
         )
-        self._check_against_base(run, local.adapters, remote.base_config)
-        revision = base_revision(remote.base_config.path)
+        if config is not None:
+            self._check_against_base(run, local.adapters, config)
+        revision = base_revision(config.path) if config else None
         merging = decide_merge(
             local.adapters,
             remote.remotes[repos.adapter],
@@ -190,11 +214,13 @@ class PushSession:
         # The GGUF files are written from the newest merge: this push's, or one made for them when the
         # merged repo holds it already.
         to_merge = merging.adapter or gguf.export
-        merge_plan = self._plan_merge(run, to_merge, local.token, progress)
+        merge_plan = None
+        if remote.api is not None:
+            merge_plan = self._plan_merge(run, to_merge, local.token, progress)
         if merge_plan is not None:
             notes += vet_base_files(merge_plan, run.manifest.base_model, local.run_files, vetter)
         base_card = vet_base_card(remote.base_card.result(), vetter)  # the cards' one input not from the run
-        if gguf.export is not None:
+        if gguf.export is not None and remote.api is not None:
             source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
             self.gguf_exports.check(gguf, source, repos, base_card)
         branches = plan_revisions(run, repos.adapter, local.run_files, vetter=vetter, hashes=self.hashes)
@@ -204,8 +230,9 @@ class PushSession:
         self, local: Prepared, remote: Remote, decided: Decided, progress: PushProgress
     ) -> PushReport:
         """Create the adapter repo if it is new and start its weights uploading, merge and export meanwhile,
-        then one commit per repo, and one per step branch."""
+        then one commit per repo, and one per checkpoint branch."""
         run, repos, remotes, api = local.run, remote.repos, remote.remotes, remote.api
+        assert api is not None  # a recorded remote is a dry run's, which executes nothing
         remotes[repos.adapter] = self._create_if_new(api, remotes[repos.adapter])
         published = steps_in_paths(remotes[repos.adapter].files)
         adapter_plan = plan_adapter_repo(run, repos.adapter, local.run_files, published_steps=published)
@@ -225,34 +252,59 @@ class PushSession:
                 hashes=self.hashes,
                 progress=progress.gguf,
             )
-            context = self._context(
-                local,
-                repos,
-                remotes,
-                decided.base_card,
-                decided.space_files,
-                merged=merged,
-                merging=decided.merging,
-                merge_record=record,
-                gguf_files=gguf_files if decided.gguf.writes_repo else None,
-                gguf_record=gguf_after,
-            )
-            plan = PushPlan(repos=build_repos(context))
+            gguf_written = gguf_files if decided.gguf.writes_repo else None
+            plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
             notes = list(decided.notes)
-            repo_reports = commit_plan(api, plan, remotes, self.request.run_dir, notes, progress, ahead)
+            repo_reports, branch_reports = commit_plan(
+                api, plan, remotes, remote.branches, self.request.run_dir, notes, progress, ahead
+            )
         finally:
             ahead.close()
-        # After the main branch's commit: its LFS objects are what the branches hold, so none is sent again.
-        revisions = commit_revisions(api, decided.branches)
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repos.adapter,
             steps=tuple(a.step for a in local.adapters),
             repos=repo_reports,
-            revisions=revisions,
+            revisions=branch_reports,
             plan=plan,
             notes=tuple(notes),
             finished=run.finished and not run.pending,
+        )
+
+    def _dry_run_report(self, local: Prepared, remote: Remote, decided: Decided) -> PushReport:
+        """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
+        left out and what vetting changed."""
+        run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
+        notes = list(decided.notes)
+        if decided.to_merge is not None:
+            gguf = (
+                f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""
+            )
+            notes.append(
+                f"{repos.merged}: step {decided.to_merge.step} would be merged into "
+                f"{run.manifest.base_model} and pushed{gguf} (a dry run does not merge)"
+            )
+        plan = self._plan(local, remote, decided)
+        records: dict[str, PushRecord | None] = {
+            r.repo_id: load_record(request.run_dir, request.endpoint, r.repo_id) for r in plan.repos
+        }
+        for branch in plan.branches:
+            records[f"{branch.repo_id}@{branch.revision}"] = load_record(
+                request.run_dir, request.endpoint, branch.repo_id, branch.revision
+            )
+        return PushReport(
+            run_id=run.manifest.run_id,
+            repo_id=repos.adapter,
+            steps=tuple(a.step for a in adapters),
+            repos=(),
+            plan=plan,
+            records=records,
+            notes=tuple(notes),
+            finished=run.finished and not run.pending,
+            dry_run=True,
+            checkpoints_from=local.tree.describe(),
+            left_out=local.run_files.left_out,
+            changes=local.run_files.changes,
         )
 
     # --- the steps, in order ---------------------------------------------------------------------
@@ -300,14 +352,6 @@ class PushSession:
             )
         with hub_errors("your account", api.endpoint):
             return api.whoami()["name"]
-
-    def _base_card(self, run: Run, token: str | None) -> BaseModelCard:
-        if self._base is None:
-            manifest = run.manifest
-            self._base = read_base_model_card(
-                manifest.base_model, manifest.base_model_revision, endpoint=self.request.endpoint, token=token
-            )
-        return self._base
 
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
         unchecked = [a for a in adapters if a.step not in self._checked]
@@ -372,32 +416,30 @@ class PushSession:
             self._merges[adapter.step] = execute_plan(plan, out_dir, progress.merge)
         return self._merges[adapter.step]
 
-    def _context(
+    def _plan(
         self,
         local: Prepared,
-        repos: ReleaseRepos,
-        remotes: dict[str, RemoteRepo],
-        base_card: BaseModelCard,
-        space_files: tuple[PlannedFile, ...],
-        *,
+        remote: Remote,
+        decided: Decided,
         merged: MergeResult | None = None,
-        merging: MergeDecision | None = None,
         merge_record: MergeRecord | None = None,
         gguf_files: tuple[PlannedFile, ...] | None = None,
         gguf_record: GGUFRecord | None = None,
-    ) -> BuildContext:
-        """What the builders read, built once per push (or dry run). `gguf_files` is None when this push
-        does not write the GGUF repo, empty when it refreshes only its card."""
+    ) -> PushPlan:
+        """Every repo's and branch's planned files, from the decisions and what executing them made (a dry
+        run: nothing made). `gguf_files` is None when this push does not write the GGUF repo, empty when it
+        refreshes only its card."""
+        repos = remote.repos
         # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
-        writes_merged = merged is not None or (merging is not None and merging.card_only)
-        linked_space = remotes.get(repos.linked_space)
-        return BuildContext(
+        writes_merged = merged is not None or decided.merging.card_only
+        linked_space = remote.remotes.get(repos.linked_space)
+        context = BuildContext(
             run=local.run,
             repo_id=repos.adapter,
             adapters=tuple(local.adapters),
             run_files=local.run_files,
-            remotes=remotes,
-            base_card=base_card,
+            remotes=remote.remotes,
+            base_card=decided.base_card,
             hashes=self.hashes,
             vetter=local.vetter,
             eval=local.evaluation,
@@ -408,62 +450,14 @@ class PushSession:
             linked_space_id=repos.space
             or (repos.linked_space if linked_space and linked_space.exists else None),
             published_merged_repo_id=repos.merged if self.request.merged or merge_record else None,
-            space_files=space_files,
+            space_files=decided.space_files,
             gguf_repo_id=repos.gguf if gguf_files is not None else None,
             gguf_files=gguf_files or (),
             gguf_record=gguf_record,
             published_gguf_repo_id=repos.gguf,
             private=self.request.private,
         )
-
-    def _dry_run(self, local: Prepared) -> PushReport:
-        """The plan as far as it can be built without the Hub, compared with the last recorded push, with
-        what is left out and what vetting changed; it opens no connection."""
-        run, adapters, run_files = local.run, local.adapters, local.run_files
-        repo_id = self._adapter_repo_id(run, None)
-        repos = ReleaseRepos.of(self.request, repo_id)
-        notes = [*repos.notes]
-        notes += check_quantized_base(run, None, merging=self.request.merged, space=repos.space is not None)
-        endpoint = self.request.endpoint
-        remotes = {
-            r: remote_from_record(load_record(self.request.run_dir, endpoint, r), r)
-            for r in (repo_id, repos.space)
-            if r is not None
-        }
-        if self.request.merged:
-            newest_published = max(steps_in_paths(remotes[repo_id].files), default=-1)
-            if adapters[-1].step >= newest_published:
-                gguf = f", and written as GGUF ({', '.join(self.request.gguf)}) to {repos.gguf}"
-                notes.append(
-                    f"{repos.merged}: step {adapters[-1].step} would be merged into "
-                    f"{run.manifest.base_model} and pushed{gguf if self.request.gguf else ''} "
-                    "(a dry run does not merge)"
-                )
-        branches = ", ".join(revision_name(a.step) for a in adapters)
-        notes.append(f"{repo_id}: each step also on its own branch ({branches}), its adapter at the root")
-        # A dry run opens no connection: the card it plans states no licence (the push reads it).
-        base_card = BaseModelCard(repo_id=run.manifest.base_model)
-        space_merged = repos.merged if self.request.merged else None
-        space_files = self._space_files(run, repo_id, space_merged, repos.space, local.vetter)
-        context = self._context(local, repos, remotes, base_card, space_files)
-        plan = PushPlan(repos=build_repos(context))
-        records: dict[str, PushRecord | None] = {
-            r.repo_id: load_record(self.request.run_dir, endpoint, r.repo_id) for r in plan.repos
-        }
-        return PushReport(
-            run_id=run.manifest.run_id,
-            repo_id=repo_id,
-            steps=tuple(a.step for a in adapters),
-            repos=(),
-            plan=plan,
-            records=records,
-            notes=tuple(notes),
-            finished=run.finished and not run.pending,
-            dry_run=True,
-            checkpoints_from=local.tree.describe(),
-            left_out=run_files.left_out,
-            changes=run_files.changes,
-        )
+        return PushPlan(repos=build_repos(context), branches=decided.branches)
 
 
 def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:

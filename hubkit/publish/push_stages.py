@@ -42,12 +42,15 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Remote:
-    """The release's repos as the Hub holds them, and the base model's config and card (`_read_remote`)."""
+    """The release's repos and checkpoint branches as the Hub holds them, and the base model's config and
+    card (`_read_remote`); or, for a dry run, as the run directory's push records say (`_recorded_remote`:
+    no client, no base config, a base card without a licence)."""
 
-    api: HfApi
+    api: HfApi | None
     repos: ReleaseRepos
     remotes: dict[str, RemoteRepo]
-    base_config: BaseConfig
+    branches: dict[str, RemoteRepo]  # by branch name
+    base_config: BaseConfig | None
     base_card: Future[BaseModelCard]
 
 

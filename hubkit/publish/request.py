@@ -109,7 +109,8 @@ class PushReport:
         repos: one report per repo that was pushed (empty for a dry run).
         plan: the desired files of every repo.
         revisions: one report per checkpoint branch (`step-N`) this push brought up to date.
-        records: for a dry run, the last recorded push to each repo from this run directory.
+        records: for a dry run, the last recorded push to each repo (by repo id) and branch
+            (`REPO@BRANCH`) from this run directory.
         notes: things the user should know that are not errors (a repo already public, a merge skipped).
         finished: whether the run had finished training when it was read.
         dry_run: whether this was a dry run (the rest is filled by dry runs only).

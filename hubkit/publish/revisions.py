@@ -14,27 +14,16 @@ makes no commit on any branch).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-
-from huggingface_hub import HfApi
 
 from hubkit.cards.revision import revision_card
 from hubkit.formats.peft import ADAPTER_FILES
-from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import RunFiles
-from hubkit.publish.commit import commit_repo
-from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs import Run
-
-_READERS = 8
 
 
 def plan_revisions(
@@ -81,38 +70,3 @@ def plan_revisions(
             )
         )
     return tuple(plans)
-
-
-def read_revisions(api: HfApi, plans: Sequence[RepoPlan]) -> dict[str, RemoteRepo]:
-    """Each planned branch as the Hub holds it now (head None: not created yet), read at once."""
-
-    def read(plan: RepoPlan) -> RemoteRepo:
-        with hub_errors(plan.repo_id, api.endpoint):
-            return read_remote(api, plan.repo_id, revision=plan.revision)
-
-    if not plans:
-        return {}
-    with ThreadPoolExecutor(
-        max_workers=min(_READERS, len(plans)), thread_name_prefix="hubkit-revisions"
-    ) as pool:
-        return dict(zip((p.revision for p in plans), pool.map(read, plans), strict=True))
-
-
-def commit_revisions(api: HfApi, plans: Sequence[RepoPlan]) -> tuple[RepoReport, ...]:
-    """Bring every planned branch up to date: one commit each where it differs, none where it does not.
-
-    Call it once the main branch's commit has landed: the weights' LFS objects are then on the Hub, and
-    the branches' commits send none of them again.
-
-    Returns:
-        One report per branch (`commit_sha` None when it was up to date).
-
-    Raises:
-        AuthError, PublishError: as `hubkit.publish.commit.commit_repo`.
-    """
-    remotes = read_revisions(api, plans)
-    reports = []
-    for plan in plans:
-        report = commit_repo(api, diff_repo(plan, remotes[plan.revision]))
-        reports.append(replace(report, steps=plan.steps))  # the branch's step, whatever of it changed
-    return tuple(reports)

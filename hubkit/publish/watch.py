@@ -78,7 +78,7 @@ def watch_run(
                 due = select_checkpoints(run, request.steps, request.every, allow_missing=True)
                 # A look that finds nothing new since the last push sends nothing (not even a remote read).
                 if due and (saved, done) != pushed:
-                    last = session.push(progress, may_merge=done, allow_missing_steps=True)
+                    last = session.push(progress, run=run, may_merge=done, allow_missing_steps=True)
                     pushed = (saved, done)
                     if on_report is not None:
                         on_report(last)
