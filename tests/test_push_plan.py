@@ -21,8 +21,10 @@ from hubkit.publish.adapter_repo import plan_run_files, published_forms
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
+from hubkit.publish.request import PushRequest
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import load_run, select_checkpoints
 from hubkit.safety import VetContext, kinds, vet_bytes
@@ -75,13 +77,14 @@ def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run
     hashes = FileHashCache()
     context = BuildContext(
         run=run,
-        repo_id=repo_id,
+        repos=ReleaseRepos.of(PushRequest(run_dir, space=False), repo_id),
         adapters=tuple(adapters),
         run_files=plan_run_files(run, adapters, vetter=vetter, hashes=hashes),
         remotes={repo_id: RemoteRepo(repo_id, head_sha=None)},
         base_card=BaseModelCard(repo_id=BASE, license="apache-2.0"),
         hashes=hashes,
         vetter=vetter,
+        links=ReleaseLinks(),
     )
     return build_adapter_repo(context)
 

@@ -97,8 +97,8 @@ def test_the_dry_run_plans_what_the_push_then_does_branches_included(
     tmp_path: Path, tiny_qwen3, local_hub, hub_api, new_repo_id
 ) -> None:
     """The dry run is the push's own prepare and decide, against the recorded remote: its plan is the plan
-    the push then executes, file for file. (Its cards state no licence, which only the Hub tells: the test's
-    base model declares none.)"""
+    the push then executes, file for file (the base's card, its one input from the Hub, is read from the
+    client's cache by the dry run)."""
     run_dir = make_run(tmp_path, (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
 
     def request(**kwargs) -> PushRequest:

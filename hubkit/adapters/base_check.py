@@ -28,7 +28,7 @@ from hubkit.formats.peft import (
     read_adapter_config,
     read_weights_header,
 )
-from hubkit.hub.download import download_repo_file
+from hubkit.hub.download import cached_repo_file, download_repo_file
 from hubkit.hub.hashing import FileVersion
 from hubkit.runs.state import BASE_CHECKS_DIR, BASE_SHAPES_DIR, keep
 
@@ -153,12 +153,30 @@ class BaseConfig:
         return cls.of(base_model, path)
 
     @classmethod
+    def cached(cls, base_model: str, revision: str | None) -> BaseConfig | None:
+        """The base's ``config.json`` as the client's cache holds it from an earlier download, or None; opens
+        no connection (a dry run)."""
+        path = cached_repo_file(base_model, "config.json", revision=revision)
+        return cls.of(base_model, path) if path is not None else None
+
+    @classmethod
     def of(cls, base_model: str, path: Path) -> BaseConfig:
         """A config already on disk (a local base model folder)."""
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         return cls(
             base_model=base_model, path=Path(path), key=f"{digest}\n{installed_version('transformers')}"
         )
+
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype the config names (``dtype``, or the older ``torch_dtype``); ``float32`` when it
+        names none or is unreadable (transformers' default)."""
+        try:
+            config = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return "float32"
+        dtype = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+        return dtype if isinstance(dtype, str) else "float32"
 
 
 def _remembered_linear_shapes(run_dir: Path, base: BaseConfig) -> dict[str, tuple[int, int]]:

@@ -10,7 +10,7 @@ import logging
 from urllib.parse import quote
 
 from hubkit.cards.inputs import BaseModelCard
-from hubkit.hub.download import download_repo_file
+from hubkit.hub.download import cached_repo_file, download_repo_file
 
 logger = logging.getLogger(__name__)
 HUB_URL = "https://huggingface.co"
@@ -31,7 +31,12 @@ def _where(base_model: str, revision: str | None) -> str:
 
 
 def read_base_model_card(
-    base_model: str, revision: str | None = None, *, endpoint: str | None = None, token: str | None = None
+    base_model: str,
+    revision: str | None = None,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    cached_only: bool = False,
 ) -> BaseModelCard:
     """The licence fields of `base_model`'s card (``README.md``).
 
@@ -43,6 +48,8 @@ def read_base_model_card(
         revision: the base revision the run pinned, if any.
         endpoint: the Hub to read from (the push's); default ``HF_ENDPOINT``, else huggingface.co.
         token: the token for that Hub.
+        cached_only: read the card from the client's cache only, opening no connection (a dry run); a card
+            not in the cache gives a `BaseModelCard` without a licence and no warning.
 
     Returns:
         The base card's licence, name and link (the link made absolute).
@@ -52,7 +59,14 @@ def read_base_model_card(
     """
     from huggingface_hub import ModelCard
 
-    readme = download_repo_file(base_model, "README.md", revision=revision, endpoint=endpoint, token=token)
+    if cached_only:
+        readme = cached_repo_file(base_model, "README.md", revision=revision)
+        if readme is None:
+            return BaseModelCard(repo_id=base_model)
+    else:
+        readme = download_repo_file(
+            base_model, "README.md", revision=revision, endpoint=endpoint, token=token
+        )
     if readme is None:
         logger.warning("%s has no model card: the card states no licence", _where(base_model, revision))
         return BaseModelCard(repo_id=base_model)

@@ -1,4 +1,5 @@
-"""`hubkit card`: render a run's cards and images into a local folder, for preview before a push."""
+"""`hubkit card`: the cards and images a push would publish for a run, written to a local folder for
+preview: the push's own dry run, whose plan holds them."""
 
 from __future__ import annotations
 
@@ -56,44 +57,48 @@ def card(
     \b
     $ hubkit card --run-id RUN --repo-id me/qwen3-4b-gdpo --out card-preview/
     """
-    from hubkit.cards.preview import render_preview
-    from hubkit.hub.auth import resolve_token
-    from hubkit.publish.merged_repo import default_merged_repo_id
-    from hubkit.publish.plan import check_repo_id
+    from hubkit.adapters.base_check import BaseConfig
+    from hubkit.cards import read_base_model_card
+    from hubkit.hub.auth import hub_client, resolve_token, token_owner
+    from hubkit.publish import PushRequest
+    from hubkit.publish.push import PushSession
+    from hubkit.publish.release_repos import ReleaseRepos
     from hubkit.publish.request import repo_name_for_run
     from hubkit.runs import find_run_dir, load_run
-    from hubkit.space.config import default_space_repo_id
 
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
     token = resolve_token(endpoint, required=False)
     if repo_id is None and run.manifest.push_to is None:
-        repo_id = f"{_token_owner(endpoint, token)}/{repo_name_for_run(run.manifest.run_id)}"
-    repo_id = repo_id or run.manifest.push_to
-    merged_repo_id = (merged_repo_id or default_merged_repo_id(repo_id)) if merged else None
-    space_repo_id = default_space_repo_id(repo_id) if space else None
-    for repo in filter(None, (repo_id, merged_repo_id, space_repo_id)):
-        check_repo_id(repo)
-    written = render_preview(
-        run,
-        repo_id,
-        out,
+        repo_id = f"{token_owner(hub_client(endpoint, token))}/{repo_name_for_run(run.manifest.run_id)}"
+    # The dry run reads the base model's card and config from the client's cache: fetched into it here.
+    manifest = run.manifest
+    revision = manifest.base_model_revision
+    read_base_model_card(manifest.base_model, revision, endpoint=endpoint, token=token)
+    BaseConfig.download(manifest.base_model, revision, endpoint=endpoint, token=token)
+    request = PushRequest(
+        run_dir=run.run_dir,
+        repo_id=repo_id,
+        base_model=base_model,
+        merged=merged,
         merged_repo_id=merged_repo_id,
+        space=space,
         endpoint=endpoint,
         token=token,
-        space_repo_id=space_repo_id,
+        dry_run=True,
     )
+    with PushSession(request) as session:
+        report = session.push(run=run)
+    repos = ReleaseRepos.of(request, report.repo_id)
+    folders = {repos.adapter: "", repos.merged: "merged", repos.gguf: "gguf"}
+    written = []
+    for repo in report.plan.repos:
+        folder = folders.get(repo.repo_id)
+        for planned in repo.files if folder is not None else ():
+            if planned.path_in_repo == "README.md" or planned.path_in_repo.startswith("assets/"):
+                path = out / folder / planned.path_in_repo
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(planned.read_bytes())
+                written.append(path)
     if not quiet:
         for path in written:
             echo(str(path))
-        if merged_repo_id and not any(path.parent.name == "merged" for path in written):
-            echo("merged card skipped: the newest checkpoint saved no adapter (a push rebuilds it first)")
-
-
-def _token_owner(endpoint: str, token: str | None) -> str:
-    """Who the token belongs to, asked as `hubkit push` asks it (the owner of the repo it publishes)."""
-    from hubkit.hub.auth import hub_client
-    from hubkit.hub.failures import hub_errors
-
-    api = hub_client(endpoint, token)
-    with hub_errors("your account", api.endpoint):
-        return api.whoami()["name"]

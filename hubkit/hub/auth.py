@@ -61,3 +61,15 @@ def hub_client(endpoint: str, token: str | None) -> HfApi:
         constants.HF_HUB_DISABLE_XET = True
     threading.Thread(target=get_session, name="hubkit-http-session", daemon=True).start()
     return HfApi(endpoint=endpoint, token=token if token is not None else False)
+
+
+def token_owner(api: HfApi) -> str:
+    """The account the client's token belongs to (the default owner of a release's repos).
+
+    Raises:
+        HubkitError: the Hub refuses the token or cannot be reached (`hubkit.hub.failures`).
+    """
+    from hubkit.hub.failures import hub_errors
+
+    with hub_errors("your account", api.endpoint):
+        return api.whoami()["name"]

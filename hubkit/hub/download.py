@@ -1,6 +1,6 @@
 """Reading one file of a Hub repo (the base model's card and config, a published run's hubkit.json), with
-the client's failures as one-line errors by condition (`hubkit.hub.failures`). Imports huggingface_hub
-when called."""
+the client's failures as one-line errors by condition (`hubkit.hub.failures`), or from the client's cache
+alone. Imports huggingface_hub when called."""
 
 from __future__ import annotations
 
@@ -40,3 +40,12 @@ def download_repo_file(
             return Path(hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, token=token))
         except RemoteEntryNotFoundError:
             return None
+
+
+def cached_repo_file(repo_id: str, filename: str, *, revision: str | None) -> Path | None:
+    """`filename` of a model repo as the client's cache holds it from an earlier download, or None; opens no
+    connection (a dry run's view of the base model)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(repo_id, filename, revision=revision)
+    return Path(path) if isinstance(path, str) else None

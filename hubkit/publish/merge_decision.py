@@ -51,6 +51,20 @@ class MergeDecision:
     card_only: bool = False
     adapter_repo: str = ""
 
+    def record_planned(self, run: Run, revision: str | None, dtype: str) -> MergeRecord | None:
+        """What the merged repo would hold after the merge this push decided, before it is made (a dry run):
+        every module the adapter adapts merged, in the base's dtype; else the merge kept."""
+        if self.adapter is None:
+            return self.kept
+        return merge_record(
+            self.adapter,
+            self.adapter_repo,
+            run,
+            revision,
+            dtype=dtype,
+            merged_modules=self.adapter.num_modules,
+        )
+
     def record_after(self, merged: MergeResult | None, run: Run, revision: str | None) -> MergeRecord | None:
         """What the merged repo holds after the push: the merge it made (`merged`), else the one kept."""
         if self.adapter is None or merged is None:

@@ -28,10 +28,10 @@ from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
-from hubkit.cards import BaseModelCard
+from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import load_eval
-from hubkit.hub.auth import hub_client, resolve_token
+from hubkit.hub.auth import hub_client, resolve_token, token_owner
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import (
@@ -51,7 +51,7 @@ from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.release_repos import ReleaseRepos
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
@@ -168,9 +168,10 @@ class PushSession:
         return Remote(api, repos, hub.remotes, hub.branches, hub.base_config.result(), hub.base_card)
 
     def _recorded_remote(self, local: Prepared) -> Remote:
-        """The release as this run directory's records say the last push left it (a dry run's remote): no
-        connection, so no base config, and a base card that states no licence."""
-        request, endpoint = self.request, self.request.endpoint
+        """The release as this run directory's records say the last push left it (a dry run's remote), and
+        the base model's config and card as the client's cache holds them: no connection (a base never
+        downloaded here has no config to check against and a card without a licence)."""
+        request, endpoint, manifest = self.request, self.request.endpoint, local.run.manifest
         repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None))
         ids = [repos.adapter, repos.merged, repos.gguf, repos.linked_space]
         remotes = {r: remote_from_record(load_record(request.run_dir, endpoint, r), r) for r in ids}
@@ -180,21 +181,24 @@ class PushSession:
             record = load_record(request.run_dir, endpoint, repos.adapter, name)
             branches[name] = remote_from_record(record, repos.adapter)
         base_card: Future[BaseModelCard] = Future()
-        base_card.set_result(BaseModelCard(repo_id=local.run.manifest.base_model))
-        return Remote(None, repos, remotes, branches, None, base_card)
+        base_card.set_result(
+            read_base_model_card(manifest.base_model, manifest.base_model_revision, cached_only=True)
+        )
+        config = BaseConfig.cached(manifest.base_model, manifest.base_model_revision)
+        return Remote(None, repos, remotes, branches, config, base_card)
 
     def _decide(self, local: Prepared, remote: Remote, progress: PushProgress, *, may_merge: bool) -> Decided:
         """Every decision and every remaining check, before any repo is created: the adapters against the
         base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card,
-        the checkpoint branches. Against a recorded remote (a dry run) the checks that need the base and
-        the merge's plan are left to the push."""
+        the checkpoint branches. Against a recorded remote (a dry run) the check against the base and the
+        merge's plan are left to the push."""
         request, run, vetter, repos = self.request, local.run, local.vetter, remote.repos
         config = remote.base_config
         notes = [*repos.notes]
         notes += check_quantized_base(
             run, config.path if config else None, merging=request.merged, space=repos.space is not None
         )
-        if config is not None:
+        if config is not None and remote.api is not None:  # a cached config may be stale: the push checks
             self._check_against_base(run, local.adapters, config)
         revision = base_revision(config.path) if config else None
         merging = decide_merge(
@@ -284,7 +288,12 @@ class PushSession:
                 f"{repos.merged}: step {decided.to_merge.step} would be merged into "
                 f"{run.manifest.base_model} and pushed{gguf} (a dry run does not merge)"
             )
-        plan = self._plan(local, remote, decided)
+        merge_record = decided.merging.kept
+        if decided.merging.adapter is not None and remote.base_config is not None:
+            # The merged card as the merge would make it (its weights are not planned: nothing is merged).
+            dtype = remote.base_config.dtype
+            merge_record = decided.merging.record_planned(run, decided.base_revision, dtype)
+        plan = self._plan(local, remote, decided, merge_record=merge_record)
         records: dict[str, PushRecord | None] = {
             r.repo_id: load_record(request.run_dir, request.endpoint, r.repo_id) for r in plan.repos
         }
@@ -338,20 +347,16 @@ class PushSession:
         """The adapter repo: the request's, else the recorded one, else `<token owner>/<run id>`."""
         if self._repo_id is None:
             repo_id = self.request.repo_id or run.manifest.push_to
+            if repo_id is None and api is None:
+                raise PublishError(
+                    "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
+                    "(or record one with the recipe's --push-to)"
+                )
             if repo_id is None:
-                repo_id = f"{self._token_owner(api)}/{repo_name_for_run(run.manifest.run_id)}"
+                repo_id = f"{token_owner(api)}/{repo_name_for_run(run.manifest.run_id)}"
             check_repo_id(repo_id)
             self._repo_id = repo_id
         return self._repo_id
-
-    def _token_owner(self, api: HfApi | None) -> str:
-        if api is None:
-            raise PublishError(
-                "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
-                "(or record one with the recipe's --push-to)"
-            )
-        with hub_errors("your account", api.endpoint):
-            return api.whoami()["name"]
 
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:
         unchecked = [a for a in adapters if a.step not in self._checked]
@@ -430,31 +435,34 @@ class PushSession:
         run: nothing made). `gguf_files` is None when this push does not write the GGUF repo, empty when it
         refreshes only its card."""
         repos = remote.repos
-        # The merged repo is written when this push merged, or to refresh the card of the merge it holds.
-        writes_merged = merged is not None or decided.merging.card_only
         linked_space = remote.remotes.get(repos.linked_space)
+        links = ReleaseLinks(
+            merged=repos.merged if merge_record is not None else None,
+            merged_step=merge_record.step if merge_record is not None else None,
+            gguf=repos.gguf if gguf_record is not None else None,
+            gguf_step=gguf_record.merge.step if gguf_record is not None else None,
+            space=repos.space or (repos.linked_space if linked_space and linked_space.exists else None),
+        )
         context = BuildContext(
             run=local.run,
-            repo_id=repos.adapter,
+            repos=repos,
             adapters=tuple(local.adapters),
             run_files=local.run_files,
             remotes=remote.remotes,
             base_card=decided.base_card,
             hashes=self.hashes,
             vetter=local.vetter,
+            links=links,
             eval=local.evaluation,
-            merged_repo_id=repos.merged if writes_merged else None,
+            # The merged repo is written when this push merges, or to refresh the card of the merge it holds.
+            writes_merged=decided.merging.card_only
+            or (decided.merging.adapter is not None and merge_record is not None),
             merged=merged,
             merge_record=merge_record,
-            space_repo_id=repos.space,
-            linked_space_id=repos.space
-            or (repos.linked_space if linked_space and linked_space.exists else None),
-            published_merged_repo_id=repos.merged if self.request.merged or merge_record else None,
             space_files=decided.space_files,
-            gguf_repo_id=repos.gguf if gguf_files is not None else None,
+            writes_gguf=gguf_files is not None,
             gguf_files=gguf_files or (),
             gguf_record=gguf_record,
-            published_gguf_repo_id=repos.gguf,
             private=self.request.private,
         )
         return PushPlan(repos=build_repos(context), branches=decided.branches)

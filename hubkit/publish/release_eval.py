@@ -13,11 +13,10 @@ The merged card, the GGUF card and the Space are left as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from huggingface_hub import HfApi
 
-from hubkit.cards import CardInputs, adapter_card_files, read_base_model_card
+from hubkit.cards import adapter_card_files, read_base_model_card
 from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metadata import RELEASE_KEY
@@ -26,12 +25,11 @@ from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan, is_repo_id
-from hubkit.publish.release_repos import default_gguf_repo_id
+from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, release_card_inputs
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
@@ -41,20 +39,7 @@ from hubkit.safety import VetContext, kinds
 from hubkit.space.config import default_space_repo_id
 
 
-@dataclass(frozen=True)
-class LinkedRepos:
-    """The release's other repos as its adapter card links them, each with the step it holds (None: the
-    repo is absent or holds no merge of this release)."""
-
-    merged: str
-    merged_step: int | None
-    gguf: str
-    gguf_step: int | None
-    space: str
-    space_exists: bool
-
-
-def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> LinkedRepos:
+def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> ReleaseLinks:
     """The repos the adapter card names (its ``hubkit_release`` metadata, read as untrusted: a value that is
     no repo id is ignored), else the default ones, each read to see what it holds of this release."""
     named = adapter.card_data.get(RELEASE_KEY) if isinstance(adapter.card_data, Mapping) else None
@@ -76,13 +61,14 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Lin
     gguf_step = (
         exported.merge.step if exported is not None and exported.merge.adapter_repo == repo_id else None
     )
-    return LinkedRepos(
-        merged=merged,
-        merged_step=merged_step if merged_step in steps else None,
-        gguf=gguf,
-        gguf_step=gguf_step if gguf_step in steps else None,
-        space=space,
-        space_exists=read_remote(api, space, "space").exists,
+    merged_step = merged_step if merged_step in steps else None
+    gguf_step = gguf_step if gguf_step in steps else None
+    return ReleaseLinks(
+        merged=merged if merged_step is not None else None,
+        merged_step=merged_step,
+        gguf=gguf if gguf_step is not None else None,
+        gguf_step=gguf_step,
+        space=space if read_remote(api, space, "space").exists else None,
     )
 
 
@@ -135,21 +121,11 @@ def push_release_eval(
     if remote.head_sha != now.commit:
         raise PublishError(f"{repo_id} changed on the Hub while pushing; nothing was committed, run it again")
     manifest = now.manifest
-    inputs = CardInputs(
-        run=run,
-        repo_id=repo_id,
-        steps=now.steps,
-        base=read_base_model_card(
-            manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
-        ),
-        adapter_bytes=adapter_bytes_in_repo(remote.files),
-        has_tokenizer=now.has_tokenizer,
-        merged_repo_id=linked.merged if linked.merged_step is not None else None,
-        merged_step=linked.merged_step,
-        gguf_repo_id=linked.gguf if linked.gguf_step is not None else None,
-        gguf_step=linked.gguf_step,
-        space_repo_id=linked.space if linked.space_exists else None,
-        eval=results,
+    base = read_base_model_card(
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+    )
+    inputs = release_card_inputs(
+        run, repo_id, remote.files, base=base, has_tokenizer=now.has_tokenizer, links=linked, eval=results
     )
     files = {**eval_file_bytes(results.summary, results.samples), **adapter_card_files(inputs)}
     vetter = Vetter(VetContext.for_run(run.run_dir, manifest.base_model, token))

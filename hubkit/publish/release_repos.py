@@ -10,12 +10,22 @@ the GGUF files', and the Space.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from hubkit.cards import BaseModelCard, CardInputs
+from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
+from hubkit.publish.remote import RemoteFile
 from hubkit.publish.request import PushRequest
+from hubkit.runs import Run
 from hubkit.space.config import default_space_repo_id
+
+if TYPE_CHECKING:
+    from hubkit.adapters.prepare import PreparedAdapter
+    from hubkit.evaluate.results import EvalResults
 
 GGUF_SUFFIX = "-GGUF"
 
@@ -69,3 +79,57 @@ class ReleaseRepos:
                 check_repo_id(repo_id)
         linked = space or request.space_repo_id or default_space_repo_id(adapter_repo_id)
         return cls(adapter_repo_id, merged, gguf, space, linked, notes)
+
+
+@dataclass(frozen=True)
+class ReleaseLinks:
+    """What the cards link of the release's other repos: each one while it holds something of this release
+    (the merged model and the GGUF files with the step they hold), else None."""
+
+    merged: str | None = None
+    merged_step: int | None = None
+    gguf: str | None = None
+    gguf_step: int | None = None
+    space: str | None = None
+
+
+def release_card_inputs(
+    run: Run,
+    repo_id: str,
+    published: Mapping[str, RemoteFile],
+    *,
+    base: BaseModelCard,
+    has_tokenizer: bool,
+    links: ReleaseLinks,
+    eval: EvalResults | None,
+    adapters: Sequence[PreparedAdapter] = (),
+) -> CardInputs:
+    """What the cards say of a release (the one builder: a push, an evaluation pushed back, `hubkit card`):
+    every step the adapter repo holds afterwards, with its size.
+
+    Args:
+        run: the run (or a release read back as one).
+        repo_id: the adapter repo.
+        published: the adapter repo's files on the Hub before this commit.
+        base: the base model's licence.
+        has_tokenizer: whether the adapter repo's root holds the run's tokenizer.
+        links: the release's other repos the cards link.
+        eval: the evaluation the cards show, if any.
+        adapters: the adapters this commit adds or replaces.
+    """
+    sizes = adapter_bytes_in_repo(published)
+    sizes.update({a.step: a.size for a in adapters})
+    return CardInputs(
+        run=run,
+        repo_id=repo_id,
+        steps=tuple(sorted(sizes)),
+        base=base,
+        adapter_bytes=sizes,
+        has_tokenizer=has_tokenizer,
+        merged_repo_id=links.merged,
+        merged_step=links.merged_step,
+        gguf_repo_id=links.gguf,
+        gguf_step=links.gguf_step,
+        eval=eval,
+        space_repo_id=links.space,
+    )

@@ -25,11 +25,12 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.adapter_repo import RunFiles, adapter_bytes_in_repo, plan_adapter_repo
+from hubkit.publish.adapter_repo import RunFiles, plan_adapter_repo
 from hubkit.publish.gguf_repo import plan_gguf_repo
 from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, release_card_inputs
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import steps_in_paths
@@ -48,78 +49,63 @@ class BuildContext:
 
     Args:
         run: the run.
-        repo_id: the adapter repo.
+        repos: the release's repo ids.
         adapters: the prepared adapters this push publishes, by step.
         run_files: the files the adapter repo takes from the run, planned and vetted.
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
         hashes: the push's hash cache.
         vetter: the push's vetting (the cards are vetted as they are planned).
+        links: what the cards link of the release's other repos after this push.
         eval: the run's evaluation (`hubkit eval`), if any.
-        merged_repo_id: the merged repo, when this push writes to it (a new merge, or the card of the merge
-            it holds).
+        writes_merged: this push writes the merged repo (a new merge, or the card of the merge it holds).
         merged: the merge this push made, if it made one.
         merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
             None when the release has no merged repo.
-        space_repo_id: the Space repo, when the push publishes one.
-        linked_space_id: the release's Space, which the cards link: the one this push publishes, or one
-            already on the Hub.
-        published_merged_repo_id: the merged repo the release has (or gets), whether or not this push
-            merges (the Space names it).
-        space_files: the Space's files, vetted before any repo was created (`plan_space_files`).
-        gguf_repo_id: the GGUF repo, when this push writes to it (new files, or the card of those it holds).
+        space_files: the Space's files, vetted before any repo was created (`plan_space_files`); the Space
+            is written when the push publishes one (`repos.space`).
+        writes_gguf: this push writes the GGUF repo (new files, or the card of those it holds).
         gguf_files: the GGUF files this push exported, vetted (`plan_gguf_files`).
         gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
-        published_gguf_repo_id: the release's GGUF repo, which the cards link while `gguf_record` is set.
         private: create new repos private.
     """
 
     run: Run
-    repo_id: str
+    repos: ReleaseRepos
     adapters: tuple[PreparedAdapter, ...]
     run_files: RunFiles
     remotes: dict[str, RemoteRepo]
     base_card: BaseModelCard
     hashes: FileHashCache
     vetter: Vetter
+    links: ReleaseLinks
     eval: EvalResults | None = None
-    merged_repo_id: str | None = None
+    writes_merged: bool = False
     merged: MergeResult | None = None
     merge_record: MergeRecord | None = None
-    space_repo_id: str | None = None
-    linked_space_id: str | None = None
-    published_merged_repo_id: str | None = None
     space_files: tuple[PlannedFile, ...] = ()
-    gguf_repo_id: str | None = None
+    writes_gguf: bool = False
     gguf_files: tuple[PlannedFile, ...] = ()
     gguf_record: GGUFRecord | None = None
-    published_gguf_repo_id: str | None = None
     private: bool = False
 
     def published_steps(self) -> tuple[int, ...]:
         """The checkpoint steps the adapter repo held before this push."""
-        remote = self.remotes.get(self.repo_id)
+        remote = self.remotes.get(self.repos.adapter)
         return steps_in_paths(remote.files) if remote is not None else ()
 
     def card_inputs(self) -> CardInputs:
         """What the cards say about this push: every step in the repo afterwards, with its size."""
-        remote = self.remotes.get(self.repo_id)
-        sizes = adapter_bytes_in_repo(remote.files) if remote is not None else {}
-        sizes.update({a.step: a.size for a in self.adapters})
-        record, gguf = self.merge_record, self.gguf_record
-        return CardInputs(
-            run=self.run,
-            repo_id=self.repo_id,
-            steps=tuple(sorted(sizes)),
+        remote = self.remotes.get(self.repos.adapter)
+        return release_card_inputs(
+            self.run,
+            self.repos.adapter,
+            remote.files if remote is not None else {},
             base=self.base_card,
-            adapter_bytes=sizes,
             has_tokenizer=bool(self.run_files.tokenizer),
-            merged_repo_id=self.published_merged_repo_id if record is not None else None,
-            merged_step=record.step if record is not None else None,
-            gguf_repo_id=self.published_gguf_repo_id if gguf is not None else None,
-            gguf_step=gguf.merge.step if gguf is not None else None,
+            links=self.links,
             eval=self.eval,
-            space_repo_id=self.linked_space_id,
+            adapters=self.adapters,
         )
 
 
@@ -141,7 +127,7 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
     card = adapter_card_files(context.card_inputs())
     return plan_adapter_repo(
         context.run,
-        context.repo_id,
+        context.repos.adapter,
         context.run_files,
         private=context.private,
         published_steps=context.published_steps(),
@@ -151,14 +137,15 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:
     record = context.merge_record
-    if context.merged_repo_id is None or record is None:
+    if not context.writes_merged or record is None:
         return None
+    repo_id = context.repos.merged
     card = context.vetter.generated(merged_card_files(context.card_inputs(), record), "model", context.hashes)
     if context.merged is None:  # it holds this merge already: only its card is refreshed
-        return plan_merged_card(context.run, context.merged_repo_id, card, private=context.private)
+        return plan_merged_card(context.run, repo_id, card, private=context.private)
     return plan_merged_repo(
         context.run,
-        context.merged_repo_id,
+        repo_id,
         record.step,
         context.merged,
         card,
@@ -172,12 +159,12 @@ def build_merged_repo(context: BuildContext) -> RepoPlan | None:
 def build_gguf_repo(context: BuildContext) -> RepoPlan | None:
     """The GGUF files of the merged model and their card, when this push exports or refreshes them."""
     record = context.gguf_record
-    if context.gguf_repo_id is None or record is None:
+    if not context.writes_gguf or record is None:
         return None
-    card = gguf_card_files(context.card_inputs(), record, context.gguf_repo_id)
+    card = gguf_card_files(context.card_inputs(), record, context.repos.gguf)
     return plan_gguf_repo(
         context.run,
-        context.gguf_repo_id,
+        context.repos.gguf,
         context.gguf_files,
         context.vetter.generated(card, "model", context.hashes),
         private=context.private,
@@ -222,10 +209,10 @@ def plan_space_files(
 
 def build_space_repo(context: BuildContext) -> RepoPlan | None:
     """The Space comparing the base model with every checkpoint, from its files vetted earlier."""
-    if context.space_repo_id is None:
+    if context.repos.space is None:
         return None
     return RepoPlan(
-        repo_id=context.space_repo_id,
+        repo_id=context.repos.space,
         files=context.space_files,
         repo_type="space",
         space_sdk="gradio",
