@@ -33,11 +33,6 @@ _HEADER = struct.Struct("<QI")
 _FOOTER_BYTES = 4
 
 
-def is_event_file(path: Path) -> bool:
-    """Whether `path` is named as TensorBoard names its event files."""
-    return path.name.startswith(EVENT_FILE_PREFIX) and path.is_file()
-
-
 @dataclass(frozen=True)
 class ScalarHistory:
     """The scalars of one event file: tag → (step, value) in step order, and what was skipped, in words."""

@@ -213,11 +213,6 @@ def parse_generation_config(data: bytes, name: str) -> dict[str, Any]:
     return _json_object(data, name)
 
 
-def config_bytes(value: dict[str, Any], name: str) -> bytes:
-    """A tokenizer or generation config written back (two-space indent, trailing newline)."""
-    return dump_json(value, name)
-
-
 class _GenerationTag(jinja2.ext.Extension):
     """transformers' ``{% generation %}...{% endgeneration %}`` (assistant-token tracking), parsed only."""
 

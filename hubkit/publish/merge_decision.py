@@ -51,31 +51,21 @@ class MergeDecision:
     card_only: bool = False
     adapter_repo: str = ""
 
-    def record_planned(self, run: Run, revision: str | None, dtype: str) -> MergeRecord | None:
-        """What the merged repo would hold after the merge this push decided, before it is made (a dry run):
-        every module the adapter adapts merged, in the base's dtype; else the merge kept."""
-        if self.adapter is None:
+    def record_after(
+        self, merged: MergeResult | None, run: Run, revision: str | None, *, dtype: str | None = None
+    ) -> MergeRecord | None:
+        """What the merged repo holds after the push: the merge it made (`merged`), else the one kept. A dry
+        run, which makes no merge, gives the base's `dtype` instead: the record the merge would make, every
+        module the adapter adapts merged."""
+        if self.adapter is None or (merged is None and dtype is None):
             return self.kept
         return merge_record(
             self.adapter,
             self.adapter_repo,
             run,
             revision,
-            dtype=dtype,
-            merged_modules=self.adapter.num_modules,
-        )
-
-    def record_after(self, merged: MergeResult | None, run: Run, revision: str | None) -> MergeRecord | None:
-        """What the merged repo holds after the push: the merge it made (`merged`), else the one kept."""
-        if self.adapter is None or merged is None:
-            return self.kept
-        return merge_record(
-            self.adapter,
-            self.adapter_repo,
-            run,
-            revision,
-            dtype=merged.dtype,
-            merged_modules=merged.merged_modules,
+            dtype=merged.dtype if merged is not None else dtype,  # type: ignore[arg-type]
+            merged_modules=merged.merged_modules if merged is not None else self.adapter.num_modules,
         )
 
 

@@ -292,7 +292,7 @@ class PushSession:
         if decided.merging.adapter is not None and remote.base_config is not None:
             # The merged card as the merge would make it (its weights are not planned: nothing is merged).
             dtype = remote.base_config.dtype
-            merge_record = decided.merging.record_planned(run, decided.base_revision, dtype)
+            merge_record = decided.merging.record_after(None, run, decided.base_revision, dtype=dtype)
         plan = self._plan(local, remote, decided, merge_record=merge_record)
         records: dict[str, PushRecord | None] = {
             r.repo_id: load_record(request.run_dir, request.endpoint, r.repo_id) for r in plan.repos
