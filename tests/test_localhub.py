@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import sha256_of
 
 
@@ -200,6 +201,31 @@ def test_model_card_with_eval_results_round_trips(hub_api, new_repo_id):
     loaded = ModelCard.load(new_repo_id)
     assert loaded.data.eval_results[0].metric_value == 0.5
     assert hub_api.model_info(new_repo_id).card_data.eval_results[0].dataset_type == "gsm8k"
+
+
+def test_eval_results_files_on_main_are_listed_as_the_hub_lists_them(local_hub, hub_api, new_repo_id):
+    import httpx
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    entry = EvalResultEntry(dataset_id="openai/gsm8k", task_id="main", value=0.5, notes="greedy")
+    good = yaml.safe_dump(eval_result_entries_to_yaml([entry])).encode()
+    hub_api.create_repo(new_repo_id)
+    hub_api.upload_file(path_or_fileobj=good, path_in_repo=".eval_results/gsm8k.yaml", repo_id=new_repo_id)
+    hub_api.upload_file(
+        path_or_fileobj=b"- value: 1\n", path_in_repo=".eval_results/bad.yaml", repo_id=new_repo_id
+    )
+    hub_api.create_branch(new_repo_id, branch="step-1")
+    # Read from main only; the client skips a file the Hub reports as invalid.
+    assert hub_api.model_info(new_repo_id, expand=["evalResults"]).eval_results == [entry]
+    assert hub_api.model_info(new_repo_id, revision="step-1", expand=["evalResults"]).eval_results == [entry]
+    raw = httpx.get(
+        f"{local_hub.endpoint}/api/models/{new_repo_id}", params={"expand[]": "evalResults"}
+    ).json()
+    assert [item["filename"] for item in raw["evalResults"]] == [
+        ".eval_results/bad.yaml",
+        ".eval_results/gsm8k.yaml",
+    ]
+    assert "error" in raw["evalResults"][0] and raw["evalResults"][1]["verified"] is False
 
 
 def test_head_metadata_and_range_requests(local_hub, hub_api, new_repo_id, checkpoint_folder):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import logging
+import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -88,11 +91,36 @@ def test_trl_run_is_published_and_every_step_loads(
     } <= files
     _assert_nothing_private_published(hub_api, new_repo_id, trl_run_dir, tiny_qwen3.local_dir)
     _assert_every_step_loads(trl_run_dir, new_repo_id, tiny_qwen3, tmp_path)
+    _assert_training_metrics_read_back(hub_api, new_repo_id, run, tmp_path)
     # The one commit lists the steps.
     commits = hub_api.list_repo_commits(new_repo_id)
     steps = ", ".join(str(c.step) for c in run.checkpoints)
     assert commits[0].title == f"hubkit push {run.manifest.run_id}: steps {steps}"
     assert len(commits) == 2  # the repo's initial commit, then the push
+
+
+def _assert_training_metrics_read_back(hub_api, repo_id: str, run, tmp_path: Path) -> None:
+    """TensorBoard's own reader reads the published event file back to the run's metrics (as float32, the
+    precision of a TensorBoard scalar); the file's name and bytes say nothing of this machine."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    event_files = [f for f in hub_api.list_repo_files(repo_id) if "tfevents" in f]
+    assert event_files == ["runs/events.out.tfevents.hubkit"]
+    local = Path(hub_api.hf_hub_download(repo_id, event_files[0], local_dir=tmp_path / "events"))
+    accumulator = EventAccumulator(str(local.parent), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    assert sorted(accumulator.Tags()["scalars"]) == sorted(run.metrics.names)
+    for name in run.metrics.names:
+        got = [(e.step, e.value) for e in accumulator.Scalars(name)]
+        expected = run.metrics.series(name)
+        assert [step for step, _ in got] == [step for step, _ in expected]
+        for (_, value), (_, want) in zip(got, expected, strict=True):
+            assert value == pytest.approx(want, rel=2**-23, abs=1e-38) or (
+                math.isnan(value) and math.isnan(want)
+            )
+    data = local.read_bytes()
+    for private in (socket.gethostname(), getpass.getuser(), str(Path.home())):
+        assert private.encode() not in data and private not in local.name
 
 
 def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, base_model) -> None:

@@ -105,6 +105,7 @@ def test_plan_lays_out_checkpoints_root_adapter_and_metadata(run_dir: Path, tmp_
         "chat_template.jinja",
         "hubkit.json",
         "metrics.jsonl",
+        "runs/events.out.tfevents.hubkit",
         "README.md",
         "assets/reward.png",  # the one curve this run logged (its metrics have a reward only)
     }

@@ -9,6 +9,7 @@ the decoded output. The push-level tests (no repo created) come with the push's 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 from planted import HF_TOKEN, planted_secrets
 
 from hubkit.errors import (
@@ -31,6 +33,7 @@ from hubkit.errors import (
     UnsafeLinkError,
 )
 from hubkit.formats.peft import LORA_CONFIG_FIELDS
+from hubkit.formats.tensorboard import write_scalars
 from hubkit.safety import (
     VetContext,
     check_checkpoint_folder,
@@ -588,6 +591,58 @@ def test_metrics_lines_are_scanned_and_rewritten(context):
     with pytest.raises(SecretInFileError) as error:
         vet_bytes("metrics.jsonl", kinds.METRICS, planted, context)
     assert "metrics.jsonl record 3: it holds a Hugging Face token (in a top-level key)" in _one_line(error)
+
+
+def test_training_events_are_read_scanned_and_written_again(context):
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def event_file(*events: Event | bytes) -> bytes:
+        out = io.BytesIO()
+        writer = RecordWriter(out)
+        for event in events:
+            writer.write(event if isinstance(event, bytes) else event.SerializeToString())
+        return out.getvalue()
+
+    def scalar(tag: str, step: int, value: float, wall_time: float = 1.7e9) -> Event:
+        return Event(
+            wall_time=wall_time,
+            step=step,
+            summary=Summary(value=[Summary.Value(tag=tag, simple_value=value)]),
+        )
+
+    name = "runs/events.out.tfevents.hubkit"
+    # Written the way TensorBoard writes, read and written again: the wall times are gone, the scalars stay.
+    written = event_file(Event(wall_time=1.7e9, file_version="brain.Event:2"), scalar("reward", 1, 0.5))
+    vetted = vet_bytes(name, kinds.TRAINING_EVENTS, written, context).data
+    assert vetted == write_scalars({"reward": [(1, 0.5)]}) and vetted != written
+    with pytest.raises(SecretInFileError) as error:
+        vet_bytes(name, kinds.TRAINING_EVENTS, event_file(scalar(f"rewards/{HF_TOKEN}", 1, 1.0)), context)
+    assert f"{name}: it holds a Hugging Face token" in _one_line(error)
+    with pytest.raises(LocalPathInFileError):
+        vet_bytes(name, kinds.TRAINING_EVENTS, event_file(scalar("/home/alice/run/loss", 1, 1.0)), context)
+    with pytest.raises(MalformedFileError, match="not TensorBoard events"):
+        vet_bytes(name, kinds.TRAINING_EVENTS, event_file(scalar("reward", 1, 0.5), b"\xff" * 8), context)
+
+
+def test_benchmark_results_are_read_as_the_hub_reads_them_and_written_again(context):
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    name = ".eval_results/gsm8k.yaml"
+    entry = EvalResultEntry(dataset_id="openai/gsm8k", task_id="main", value=0.5, date="2026-12-01")
+    data = ("# a comment\n" + yaml.safe_dump(eval_result_entries_to_yaml([entry]))).encode()
+    vetted = vet_bytes(name, kinds.BENCHMARK_RESULTS, data, context).data
+    assert yaml.safe_load(vetted) == eval_result_entries_to_yaml([entry]) and b"comment" not in vetted
+    planted = yaml.safe_dump(
+        eval_result_entries_to_yaml([EvalResultEntry(**{**entry.__dict__, "notes": HF_TOKEN})])
+    )
+    with pytest.raises(SecretInFileError):
+        vet_bytes(name, kinds.BENCHMARK_RESULTS, planted.encode(), context)
+    for bad in (b"value: 1\n", b"- value: 1\n", b"- dataset: {id: a/b}\n  value: 1\n"):
+        with pytest.raises(MalformedFileError):
+            vet_bytes(name, kinds.BENCHMARK_RESULTS, bad, context)
+    assert kinds.kind_of(name) is kinds.BENCHMARK_RESULTS and kinds.kind_of(".eval_results/../x.yaml") is None
 
 
 def test_the_context_from_the_environment_knows_the_caches(run_dir, tmp_path):

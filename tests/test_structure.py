@@ -16,8 +16,8 @@ MAX_LINES = 500
 # import each other.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "resources"}),
-    frozenset({"formats", "rewards", "hub", "localhub"}),
-    frozenset({"runs"}),
+    frozenset({"formats", "rewards", "hub"}),
+    frozenset({"runs", "localhub"}),  # the local Hub reads YAML with formats' bounded reader
     frozenset({"adapters", "release", "safety"}),
     frozenset({"merge"}),  # merging a run's checkpoint prepares its adapter first (merge/checkpoint.py)
     frozenset({"evaluate", "export"}),

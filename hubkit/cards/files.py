@@ -160,9 +160,18 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
         if not generation.do_sample
         else f"sampling (temperature {generation.temperature:g}, top-p {generation.top_p:g})"
     )
+    if problems.whole and problems.split:
+        extent = f"the whole {problems.split} split"
+    elif problems.split:
+        extent = (
+            f"a sample of its {problems.split} split (the first {problems.n} problems with an answer): not the "
+            "benchmark's own score, which takes the whole split"
+        )
+    else:
+        extent = "a problem file"
     description = (
-        f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision}, scored with "
-        f"`{summary.metric.name}` ({text.prose(summary.metric.description)}); {sampling}, at most "
+        f"{problems.n} held-out problems from {text.code(problems.source)}{split}{revision} ({extent}), scored "
+        f"with `{summary.metric.name}` ({text.prose(summary.metric.description)}); {sampling}, at most "
         f"{generation.max_new_tokens} new tokens, {generation.backend} backend, seed {generation.seed}, "
         f"{generation.prompt_description()}. Accuracy intervals are Wilson 95 % intervals."
     )
@@ -211,6 +220,8 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
         "key_metrics": tables.key_metrics_table(series),
         "key_metrics_note": _key_metrics_note(inputs),
         "charts": tuple({"path": c.path, "title": c.title} for c in charts),
+        # The Hub's tab for the TensorBoard event file the adapter repo holds (`runs/`).
+        "metrics_tab_url": f"https://huggingface.co/{inputs.repo_id}/tensorboard",
         "checkpoints": tables.checkpoint_table(inputs, series),
         "evaluation": _evaluation(inputs),
         "examples": tables.before_after(inputs),

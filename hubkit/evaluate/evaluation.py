@@ -313,6 +313,8 @@ def _problems_info(problems: ProblemSet, report: ContaminationReport) -> Problem
         revision=problems.revision,
         n=len(problems.problems),
         sha256=problems.sha256,
+        config=problems.config,
+        whole=problems.whole,
         contamination=Contamination(
             checked=report.checked, overlap=len(report.overlapping), train_problems=report.train_problems
         ),

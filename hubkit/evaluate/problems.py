@@ -110,6 +110,9 @@ class ProblemSet:
         revision: the Hub commit the problems were read at.
         problems: the problems, in the source's order.
         skipped: rows left out because they have no reference answer.
+        config: the Hub dataset's config (subset), when it names one.
+        whole: every row of the source is a problem of the set (none cut by a limit, none skipped): for a
+            Hub dataset, the whole split as the benchmark defines it.
     """
 
     source: str
@@ -117,6 +120,8 @@ class ProblemSet:
     revision: str | None
     problems: tuple[Problem, ...]
     skipped: int = 0
+    config: str | None = None
+    whole: bool = False
 
     @property
     def sha256(self) -> str:
@@ -201,6 +206,7 @@ def problem_set_from_rows(
     split: str | None = None,
     revision: str | None = None,
     limit: int | None = None,
+    config: str | None = None,
 ) -> ProblemSet:
     """Problems from table rows, the first `limit` of those with an answer.
 
@@ -209,8 +215,10 @@ def problem_set_from_rows(
     """
     problems: list[Problem] = []
     skipped = 0
+    cut = False
     for row in rows:
         if limit is not None and len(problems) >= limit:
+            cut = True
             break
         problem = _problem_from_row(row, source)
         if problem is None:
@@ -219,7 +227,7 @@ def problem_set_from_rows(
             problems.append(problem)
     if not problems:
         raise EvalError(f"{source} holds no problem with an answer")
-    return ProblemSet(source, split, revision, tuple(problems), skipped)
+    return ProblemSet(source, split, revision, tuple(problems), skipped, config, not cut and not skipped)
 
 
 def load_local_problems(path: str | os.PathLike[str], *, limit: int | None = None) -> ProblemSet:
@@ -290,7 +298,9 @@ def load_hub_problems(
             + (f" in config {source.config!r}" if source.config else "")
             + f" ({str(e).splitlines()[0][:120]}): check --split, or name a config as ID:CONFIG"
         ) from e
-    return problem_set_from_rows(rows, source.dataset, split=source.split, revision=commit, limit=limit)
+    return problem_set_from_rows(
+        rows, source.dataset, split=source.split, revision=commit, limit=limit, config=source.config
+    )
 
 
 def problem_source(spec: str, split: str | None) -> Path | HubSource:

@@ -6,7 +6,8 @@ Space's example prompts). ``results.json``::
     {"schema_version": 1, "run_id": "...", "created_at": "2026-03-01T12:00:00Z",
      "metric": {"name": "gsm8k_correctness", "description": "..."},
      "problems": {"source": "openai/gsm8k", "split": "test", "revision": "...", "n": 200, "sha256": "...",
-                  "contamination": {"checked": true, "overlap": 0, "train_problems": 7473}},
+                  "contamination": {"checked": true, "overlap": 0, "train_problems": 7473},
+                  "config": "main", "whole": false},
      "generation": {"backend": "transformers", "max_new_tokens": 768, "temperature": 0.0, "top_p": 1.0,
                     "do_sample": false, "seed": 0, "batch_size": 16, "chat_template": "...",
                     "system_prompt": "...", "dtype": "bfloat16", "chat_template_from": "run"},
@@ -39,9 +40,9 @@ from hubkit.formats.json_fields import checked_fields
 from hubkit.formats.json_file import parse_json, read_bounded
 from hubkit.runs.state import write_atomically
 
-# 2 added generation.dtype and generation.chat_template_from. Fields are only ever added: schema 1 files
-# still load (those two read as None: not recorded).
-SCHEMA_VERSION = 2
+# 2 added generation.dtype and generation.chat_template_from, 3 problems.config and problems.whole. Fields
+# are only ever added: older files still load (the new fields read as not recorded: None, False).
+SCHEMA_VERSION = 3
 EVAL_DIR = "eval"
 RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
@@ -129,7 +130,8 @@ class Contamination:
 
 @dataclass(frozen=True)
 class ProblemsInfo:
-    """The problem set: where it came from (a Hub dataset id or a file name, never a local path)."""
+    """The problem set: where it came from (a Hub dataset id or a file name, never a local path), and
+    whether it is the whole of it (`ProblemSet.whole`: not recorded before schema 3, then taken as not)."""
 
     source: str
     split: str | None
@@ -137,6 +139,8 @@ class ProblemsInfo:
     n: int
     sha256: str
     contamination: Contamination
+    config: str | None = None
+    whole: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""TensorBoard event files (``events.out.tfevents.*``): their scalars, read record by record within bounds.
+"""TensorBoard event files (``events.out.tfevents.*``): their scalars, read record by record within bounds,
+and written with TensorBoard's own record writer.
 
 An event file is a sequence of TFRecords (a little-endian 8-byte length, a 4-byte checksum of it, the data,
 a 4-byte checksum of the data), each data an ``Event`` protocol buffer. The records are framed here and each
@@ -12,15 +13,22 @@ Bounds: a record of more than `MAX_RECORD_BYTES` (a scalar event is ~50 bytes) o
 match ends the file's reading with a note; a record that does not decode is skipped with a note; at most
 `MAX_RECORDS` records and `MAX_BYTES` bytes are read; each tag keeps at most `MAX_POINTS` points, thinned evenly over the steps.
 
-`tensorboard` is an extra (``pip install 'hubkit[trackers]'``): it is imported only when a run has event
-files to read.
+Written (`write_scalars`, the release's Training metrics tab), a file holds one event per step with every
+scalar of that step, after TensorBoard's ``brain.Event:2`` header; every wall time is 0, so the same
+scalars give the same bytes and the file says nothing of the machine or the hour it was written on.
+
+`tensorboard` comes with ``hubkit[hub]`` (and ``hubkit[trackers]``); it is imported only when an event
+file is read or written.
 """
 
 from __future__ import annotations
 
+import io
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from hubkit.errors import FileFormatError
 
@@ -73,46 +81,81 @@ def read_scalars(path: Path) -> ScalarHistory:
         FileFormatError: `tensorboard` is not installed, or the file cannot be opened.
     """
     try:
+        with path.open("rb") as f:
+            return _read_scalars(f, path.name)
+    except OSError as e:
+        raise FileFormatError(f"{path.name}: cannot be read ({e.strerror})") from e
+
+
+def read_scalars_bytes(data: bytes, name: str) -> ScalarHistory:
+    """`read_scalars` of an event file's bytes; `name` labels its notes."""
+    return _read_scalars(io.BytesIO(data), name)
+
+
+def _read_scalars(f: BinaryIO, name: str) -> ScalarHistory:
+    try:
         from google.protobuf.message import DecodeError
         from tensorboard.compat.proto.event_pb2 import Event
     except ImportError as e:
         raise FileFormatError(
-            f"{path.name} is a TensorBoard event file: pip install 'hubkit[trackers]' to read its metrics"
+            f"{name} is a TensorBoard event file: pip install 'hubkit[trackers]' to read its metrics"
         ) from e
     points: dict[str, list[tuple[int, float]]] = {}
     notes: list[str] = []
     skipped = read = 0
-    try:
-        with path.open("rb") as f:
-            for number in range(MAX_RECORDS + 1):
-                header = f.read(_HEADER.size)
-                if len(header) < _HEADER.size:
-                    break  # the end, or a record cut short while written (TensorBoard skips it too)
-                if number == MAX_RECORDS or read > MAX_BYTES:
-                    notes.append(f"{path.name}: read its first {number} records only")
-                    break
-                length, _ = _HEADER.unpack(header)
-                if length > MAX_RECORD_BYTES:
-                    notes.append(
-                        f"{path.name}: stopped at a record of {length} bytes (more than a metric needs)"
-                    )
-                    break
-                data = f.read(length)
-                read += _HEADER.size + length + _FOOTER_BYTES
-                if len(data) < length or len(f.read(_FOOTER_BYTES)) < _FOOTER_BYTES:
-                    break
-                event = Event()
-                try:
-                    event.ParseFromString(data)
-                except DecodeError:
-                    skipped += 1
-                    continue
-                for value in event.summary.value:
-                    scalar = _scalar(value)
-                    if scalar is not None:
-                        points.setdefault(value.tag, []).append((int(event.step), scalar))
-    except OSError as e:
-        raise FileFormatError(f"{path.name}: cannot be read ({e.strerror})") from e
+    for number in range(MAX_RECORDS + 1):
+        header = f.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            break  # the end, or a record cut short while written (TensorBoard skips it too)
+        if number == MAX_RECORDS or read > MAX_BYTES:
+            notes.append(f"{name}: read its first {number} records only")
+            break
+        length, _ = _HEADER.unpack(header)
+        if length > MAX_RECORD_BYTES:
+            notes.append(f"{name}: stopped at a record of {length} bytes (more than a metric needs)")
+            break
+        data = f.read(length)
+        read += _HEADER.size + length + _FOOTER_BYTES
+        if len(data) < length or len(f.read(_FOOTER_BYTES)) < _FOOTER_BYTES:
+            break
+        event = Event()
+        try:
+            event.ParseFromString(data)
+        except DecodeError:
+            skipped += 1
+            continue
+        for value in event.summary.value:
+            scalar = _scalar(value)
+            if scalar is not None:
+                points.setdefault(value.tag, []).append((int(event.step), scalar))
     if skipped:
-        notes.append(f"{path.name}: skipped {skipped} records that are not TensorBoard events")
+        notes.append(f"{name}: skipped {skipped} records that are not TensorBoard events")
     return ScalarHistory({tag: _thinned(series) for tag, series in points.items()}, tuple(notes))
+
+
+def write_scalars(points: Mapping[str, Sequence[tuple[int, float]]]) -> bytes:
+    """An event file holding `points` (tag → (step, value)): one event per step, its tags sorted, every
+    wall time 0 (see the module docstring).
+
+    Raises:
+        FileFormatError: `tensorboard` is not installed.
+    """
+    try:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.record_writer import RecordWriter
+    except ImportError as e:
+        raise FileFormatError(
+            "writing TensorBoard event files needs tensorboard: pip install 'hubkit[hub]'"
+        ) from e
+    by_step: dict[int, dict[str, float]] = {}
+    for tag, series in points.items():
+        for step, value in series:
+            by_step.setdefault(step, {})[tag] = value
+    out = io.BytesIO()
+    writer = RecordWriter(out)
+    writer.write(Event(wall_time=0.0, file_version="brain.Event:2").SerializeToString())
+    for step in sorted(by_step):
+        values = [Summary.Value(tag=tag, simple_value=by_step[step][tag]) for tag in sorted(by_step[step])]
+        writer.write(Event(wall_time=0.0, step=step, summary=Summary(value=values)).SerializeToString())
+    return out.getvalue()

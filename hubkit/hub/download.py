@@ -16,8 +16,9 @@ def download_repo_file(
     revision: str | None,
     endpoint: str | None,
     token: str | None,
+    repo_type: str = "model",
 ) -> Path | None:
-    """Download `filename` from a model repo into the client's cache.
+    """Download `filename` from a repo (a model's unless `repo_type` says otherwise) into the client's cache.
 
     Args:
         repo_id: "owner/name".
@@ -37,7 +38,11 @@ def download_repo_file(
 
     with hub_errors(repo_id, endpoint, revision=revision, what=filename):
         try:
-            return Path(hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, token=token))
+            return Path(
+                hf_hub_download(
+                    repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, token=token
+                )
+            )
         except RemoteEntryNotFoundError:
             return None
 

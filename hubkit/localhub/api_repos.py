@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from hubkit.localhub import errors
-from hubkit.localhub.cards import card_data
+from hubkit.localhub.cards import EVAL_RESULTS_DIR, MAX_METADATA_CHARS, card_data, eval_results_items
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import (
@@ -149,6 +149,18 @@ def repo_info(
         data = card_data(repo.read(files["README.md"]).decode("utf-8", "replace"))
         if data is not None:
             info["cardData"] = data
+    expand = req.query.get("expand", []) + req.query.get("expand[]", [])
+    if repo_type == "model" and "evalResults" in expand:
+        # As the Hub: the results files on the main branch, whatever revision was asked for.
+        on_main = repo.files(repo.resolve("main"))
+        info["evalResults"] = [
+            item
+            for path, entry in sorted(on_main.items())
+            if path.startswith(EVAL_RESULTS_DIR)
+            and path.endswith(".yaml")
+            and entry.size <= MAX_METADATA_CHARS
+            for item in eval_results_items(path, repo.read(entry).decode("utf-8", "replace"))
+        ]
     return json_response(info)
 
 

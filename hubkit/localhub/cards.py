@@ -1,4 +1,5 @@
-"""README metadata: the YAML front matter the Hub parses into `cardData` and checks in `validate-yaml`.
+"""README metadata: the YAML front matter the Hub parses into `cardData` and checks in `validate-yaml`;
+and a model's evaluation results (``.eval_results/*.yaml``), which it lists under ``evalResults``.
 
 PyYAML is used when it is installed (huggingface_hub depends on it); without it the metadata is
 neither parsed nor checked, and the server still runs on the standard library alone.
@@ -9,51 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-try:
-    import yaml
-except ImportError:  # the server itself needs only the standard library
-    yaml = None
+from hubkit.formats.yaml_file import MAX_CHARS, YAMLError, load_yaml, yaml_available
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
-# PyYAML keeps every node of a document, each with its position marks (some 500 bytes), and aliases
-# let a few lines stand for an exponentially large value: metadata is read only within these bounds,
-# far above any model card's.
-MAX_METADATA_CHARS = 256 * 1024
-MAX_METADATA_NODES = 50_000
-MAX_METADATA_DEPTH = 64
-
-
-if yaml is not None:
-
-    class _BoundedLoader(yaml.SafeLoader):
-        """yaml.SafeLoader with no aliases, and at most MAX_METADATA_NODES nodes MAX_METADATA_DEPTH deep."""
-
-        def __init__(self, stream: str) -> None:
-            super().__init__(stream)
-            self._nodes = 0
-            self._depth = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                raise yaml.YAMLError("aliases (*name) are not accepted in README metadata")
-            self._nodes += 1
-            if self._nodes > MAX_METADATA_NODES or self._depth >= MAX_METADATA_DEPTH:
-                raise yaml.YAMLError(
-                    f"README metadata is too large (at most {MAX_METADATA_NODES} values, "
-                    f"{MAX_METADATA_DEPTH} levels deep)"
-                )
-            self._depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-
-
-def _load(text: str) -> Any:
-    """The metadata's value. Raises yaml.YAMLError for invalid YAML or YAML beyond the bounds."""
-    if len(text) > MAX_METADATA_CHARS:
-        raise yaml.YAMLError(f"README metadata is too large (over {MAX_METADATA_CHARS} characters)")
-    return yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader: builds plain values only
+# Metadata is read within the YAML reader's bounds (`hubkit.formats.yaml_file`), far above any card's.
+MAX_METADATA_CHARS = MAX_CHARS
 
 
 # Keys the Hub expects to be a string or a list of strings.
@@ -69,11 +30,11 @@ def front_matter(readme: str) -> str | None:
 def card_data(readme: str) -> dict[str, Any] | None:
     """The parsed metadata of a README, or None when absent, unparsable, or PyYAML is missing."""
     text = front_matter(readme)
-    if text is None or yaml is None:
+    if text is None or not yaml_available():
         return None
     try:
-        data = _load(text)
-    except yaml.YAMLError:
+        data = load_yaml(text)
+    except YAMLError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -81,11 +42,11 @@ def card_data(readme: str) -> dict[str, Any] | None:
 def metadata_errors(readme: str) -> list[str]:
     """What the Hub would refuse in a README's metadata (empty when it is fine)."""
     text = front_matter(readme)
-    if text is None or yaml is None:
+    if text is None or not yaml_available():
         return []
     try:
-        data = _load(text)
-    except yaml.YAMLError as e:
+        data = load_yaml(text)
+    except YAMLError as e:
         return [f"Invalid YAML in the README metadata: {e}"]
     if data is None:
         return []
@@ -124,3 +85,29 @@ def _model_index_errors(model_index: Any) -> list[str]:
             ):
                 problems.append('each "model-index" metric needs "type" and "value"')
     return problems
+
+
+EVAL_RESULTS_DIR = ".eval_results/"
+
+
+def eval_results_items(filename: str, text: str) -> list[dict[str, Any]]:
+    """What the Hub lists under a model's ``evalResults`` for one ``.eval_results/*.yaml`` file: an item per
+    entry (``filename``, ``verified``, ``data``), or one item with an ``error`` when the file is not a YAML
+    list of entries each naming a dataset id, a task id and a value."""
+    if not yaml_available():
+        return []
+    try:
+        data = load_yaml(text)
+    except YAMLError as e:
+        return [{"filename": filename, "error": f"Invalid YAML: {str(e)[:200]}"}]
+    valid = isinstance(data, list) and all(
+        isinstance(entry, dict)
+        and isinstance(entry.get("dataset"), dict)
+        and isinstance(entry["dataset"].get("id"), str)
+        and isinstance(entry["dataset"].get("task_id"), str)
+        and "value" in entry
+        for entry in data
+    )
+    if not valid:
+        return [{"filename": filename, "error": "Each entry needs dataset.id, dataset.task_id and value."}]
+    return [{"filename": filename, "verified": False, "data": entry} for entry in data]

@@ -4,7 +4,7 @@ the newest one (and the tokenizer) at the root, the manifest, the metrics, the e
     checkpoints/global_step_20/{adapter_model.safetensors, adapter_config.json}
     checkpoints/global_step_40/{...}
     adapter_model.safetensors, adapter_config.json, tokenizer files   (= step 40)
-    hubkit.json, metrics.jsonl, eval/, train_problems.sha256, README.md, assets/
+    hubkit.json, metrics.jsonl, runs/ (the metrics for TensorBoard), eval/, train_problems.sha256, README.md, assets/
 
 Adapters are validated (and verl's rebuilt) and vetted by `hubkit.adapters.prepare_adapters`, and every
 other file the run gives is vetted by `plan_run_files` (`hubkit.safety`: known kinds only, each read
@@ -25,11 +25,18 @@ from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
 from hubkit.formats import tokenizer
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
+from hubkit.formats.tensorboard import write_scalars
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
-from hubkit.release.layout import CHECKPOINTS_DIR, METRICS_NAME, checkpoint_dir, steps_in_paths
+from hubkit.release.layout import (
+    CHECKPOINTS_DIR,
+    METRICS_NAME,
+    TRAINING_EVENTS_NAME,
+    checkpoint_dir,
+    steps_in_paths,
+)
 from hubkit.runs import Checkpoint, Run, refuse_no_checkpoint
 from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.safety import (
@@ -290,6 +297,9 @@ def _run_files(run: Run, planning: _Planning) -> list[PlannedFile]:
     files = [planning.data(MANIFEST_NAME, kinds.MANIFEST, published_manifest(run, has_metrics))]
     if has_metrics:
         files.append(planning.data(METRICS_NAME, kinds.METRICS, run.metrics.to_jsonl().encode()))
+        points = {name: run.metrics.series(name) for name in run.metrics.names}
+        events = write_scalars(points)
+        files.append(planning.data(TRAINING_EVENTS_NAME, kinds.TRAINING_EVENTS, events))
     results = f"{EVAL_DIR}/{RESULTS_NAME}"
     evaluated = _exists(run.run_dir / results)
     for path, kind in (

@@ -13,6 +13,7 @@ from hubkit.adapters.base_check import BaseConfig
 from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
+from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.runs import Run
 
@@ -25,6 +26,7 @@ class HubReads:
     branches: dict[str, RemoteRepo]  # the adapter repo's checkpoint branches, by name
     base_card: Future[BaseModelCard]
     base_config: Future[BaseConfig]
+    benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # of the benchmark the run was evaluated on
 
 
 def read_hub(
@@ -33,6 +35,7 @@ def read_hub(
     repos: list[tuple[str, RepoType]],
     branches: list[str],
     known_base_card: BaseModelCard | None = None,
+    benchmark: str | None = None,
 ) -> HubReads:
     """Each repo's state, read at once (one request each), with the base model's config and card; the
     card's read goes on while the adapters are checked against the base.
@@ -43,6 +46,7 @@ def read_hub(
         repos: (repo id, type) of each repo the push may write; the first is the adapter repo.
         branches: the adapter repo's branches the push may write.
         known_base_card: the base's card when an earlier push of the same session read it.
+        benchmark: the dataset the run was evaluated on, when its whole split was: its ``eval.yaml`` is read.
 
     Returns:
         The reads; the base's config and card as futures.
@@ -81,11 +85,17 @@ def read_hub(
         )
         reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
         branch_reads = {name: pool.submit(read, adapter_repo, "model", name) for name in branches}
+        tasks = (
+            pool.submit(read_benchmark_tasks, benchmark, endpoint=api.endpoint, token=api.token)
+            if benchmark is not None
+            else None
+        )
         return HubReads(
             remotes={repo_id: future.result() for repo_id, future in reads.items()},
             branches={name: future.result() for name, future in branch_reads.items()},
             base_card=card,
             base_config=config,
+            benchmark_tasks=tasks.result() if tasks is not None else (),
         )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -163,9 +163,12 @@ class PushSession:
         reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
         reads.append((repos.linked_space, "space"))
         branches = [revision_name(a.step) for a in local.adapters]
-        hub = read_hub(api, local.run, reads, branches, self._base)
+        problems = local.evaluation.summary.problems if local.evaluation is not None else None
+        benchmark = problems.source if problems is not None and problems.whole else None
+        hub = read_hub(api, local.run, reads, branches, self._base, benchmark)
         self._base = hub.base_card.result() if self._base is None and hub.base_card.done() else self._base
-        return Remote(api, repos, hub.remotes, hub.branches, hub.base_config.result(), hub.base_card)
+        config = hub.base_config.result()
+        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, hub.benchmark_tasks)
 
     def _recorded_remote(self, local: Prepared) -> Remote:
         """The release as this run directory's records say the last push left it (a dry run's remote), and
@@ -454,6 +457,7 @@ class PushSession:
             vetter=local.vetter,
             links=links,
             eval=local.evaluation,
+            benchmark_tasks=remote.benchmark_tasks,
             # The merged repo is written when this push merges, or to refresh the card of the merge it holds.
             writes_merged=decided.merging.card_only
             or (decided.merging.adapter is not None and merge_record is not None),

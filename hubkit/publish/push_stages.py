@@ -14,6 +14,7 @@ from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard
 from hubkit.evaluate.results import EvalResults
 from hubkit.publish.adapter_repo import RunFiles
+from hubkit.publish.benchmark_results import BenchmarkTask
 from hubkit.publish.gguf_repo import GGUFDecision
 from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -52,6 +53,7 @@ class Remote:
     branches: dict[str, RemoteRepo]  # by branch name
     base_config: BaseConfig | None
     base_card: Future[BaseModelCard]
+    benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # the evaluation's benchmark, read from the Hub
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """An evaluation of a published release, pushed back into its adapter repo (`hubkit eval --repo-id --push`):
 ``eval/results.json`` and ``eval/samples.jsonl``, and the adapter card rendered again from what the release
-publishes (manifest, metrics, steps) with the evaluation, in one commit.
+publishes (manifest, metrics, steps) with the evaluation, and the Hub's record of a registered benchmark's
+score (`hubkit.publish.benchmark_results`), in one commit.
 
 The card is written as a push writes it, from the release read back as a run (`hubkit.release.read`): the
 evaluation table and chart, each step's accuracy, the before/after answers. The release's other repos are
@@ -25,6 +26,7 @@ from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.benchmark_results import eval_results_files, read_benchmark_tasks
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
@@ -127,7 +129,14 @@ def push_release_eval(
     inputs = release_card_inputs(
         run, repo_id, remote.files, base=base, has_tokenizer=now.has_tokenizer, links=linked, eval=results
     )
-    files = {**eval_file_bytes(results.summary, results.samples), **adapter_card_files(inputs)}
+    problems = results.summary.problems
+    tasks = read_benchmark_tasks(problems.source, endpoint=endpoint, token=token) if problems.whole else ()
+    results_url = f"https://huggingface.co/{repo_id}/blob/main/eval/results.json"
+    files = {
+        **eval_file_bytes(results.summary, results.samples),
+        **adapter_card_files(inputs),
+        **eval_results_files(results, tasks, step_on_main=inputs.root_step, source_url=results_url),
+    }
     vetter = Vetter(VetContext.for_run(run.run_dir, manifest.base_model, token))
     planned = vetter.generated(files, "model", FileHashCache())
     plan = RepoPlan(repo_id=repo_id, files=planned, title=f"hubkit eval {manifest.run_id}")

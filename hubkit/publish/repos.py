@@ -26,6 +26,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.adapter_repo import RunFiles, plan_adapter_repo
+from hubkit.publish.benchmark_results import BenchmarkTask, eval_results_files
 from hubkit.publish.gguf_repo import plan_gguf_repo
 from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
@@ -58,6 +59,7 @@ class BuildContext:
         vetter: the push's vetting (the cards are vetted as they are planned).
         links: what the cards link of the release's other repos after this push.
         eval: the run's evaluation (`hubkit eval`), if any.
+        benchmark_tasks: the tasks of the benchmark it was evaluated on (`hubkit.publish.benchmark_results`).
         writes_merged: this push writes the merged repo (a new merge, or the card of the merge it holds).
         merged: the merge this push made, if it made one.
         merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
@@ -80,6 +82,7 @@ class BuildContext:
     vetter: Vetter
     links: ReleaseLinks
     eval: EvalResults | None = None
+    benchmark_tasks: tuple[BenchmarkTask, ...] = ()
     writes_merged: bool = False
     merged: MergeResult | None = None
     merge_record: MergeRecord | None = None
@@ -124,7 +127,12 @@ def vet_base_card(card: BaseModelCard, vetter: Vetter) -> BaseModelCard:
 
 
 def build_adapter_repo(context: BuildContext) -> RepoPlan:
-    card = adapter_card_files(context.card_inputs())
+    inputs = context.card_inputs()
+    card = adapter_card_files(inputs)
+    results_url = f"https://huggingface.co/{context.repos.adapter}/blob/main/eval/results.json"
+    card |= eval_results_files(
+        context.eval, context.benchmark_tasks, step_on_main=inputs.root_step, source_url=results_url
+    )
     return plan_adapter_repo(
         context.run,
         context.repos.adapter,

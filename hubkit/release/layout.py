@@ -1,6 +1,7 @@
 """Where a release published by `hubkit push` keeps what, in its adapter repo:
 
 hubkit.json, metrics.jsonl, train_problems.sha256, README.md, assets/*.png
+runs/events.out.tfevents.hubkit                                          (the metrics, for the Hub's Training metrics tab)
 adapter_model.safetensors, adapter_config.json, tokenizer files      (the newest step, at the root)
 checkpoints/global_step_N/{adapter_model.safetensors, adapter_config.json}
 eval/results.json, eval/samples.jsonl                                   (once evaluated)
@@ -18,6 +19,9 @@ from hubkit.formats.peft import ADAPTER_FILES
 CHECKPOINTS_DIR = "checkpoints"
 REVISION_PREFIX = "step-"
 METRICS_NAME = "metrics.jsonl"
+# The metrics as a TensorBoard event file: a repo holding one gets the Hub's "Training metrics" tab (any file
+# name holding "tfevents"; TensorBoard's and TRL's convention puts them under runs/).
+TRAINING_EVENTS_NAME = "runs/events.out.tfevents.hubkit"
 # What `AutoTokenizer.from_pretrained(repo_id)` reads; a release has them at its root when the run saved them.
 TOKENIZER_FILES = (
     "tokenizer.json",

@@ -54,7 +54,11 @@ GGUF_WEIGHTS = Kind("GGUF file", 64 * GB)
 WEIGHTS_INDEX = Kind("weights index", 10 * MB)
 MANIFEST = Kind("run manifest", 1 * MB)
 METRICS = Kind("metrics file", 64 * MB)
+# Two thousand points of each of a hundred metrics take ~10 MB.
+TRAINING_EVENTS = Kind("TensorBoard event file", 64 * MB)
 EVAL_RESULTS = Kind("eval results file", 16 * MB)
+# The Hub's record of a score on a registered benchmark (`.eval_results/<benchmark>.yaml`): a few entries.
+BENCHMARK_RESULTS = Kind("benchmark results file", 1 * MB)
 EVAL_SAMPLES = Kind("eval samples file", 256 * MB)
 TRAIN_PROBLEM_HASHES = Kind("training-problem hashes file", 64 * MB)
 CARD = Kind("model card", 1 * MB)
@@ -89,6 +93,7 @@ _MODEL_REPO_KINDS: dict[str, Kind] = {
     "model.safetensors.index.json": WEIGHTS_INDEX,
     "hubkit.json": MANIFEST,
     "metrics.jsonl": METRICS,
+    "runs/events.out.tfevents.hubkit": TRAINING_EVENTS,
     "README.md": CARD,
     "train_problems.sha256": TRAIN_PROBLEM_HASHES,
     "eval/results.json": EVAL_RESULTS,
@@ -102,6 +107,7 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
 _SHARD_RE = re.compile(r"^model-[0-9]{5}-of-[0-9]{5}\.safetensors$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
 _LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
+_BENCHMARK_RESULTS_RE = re.compile(r"^\.eval_results/[A-Za-z0-9_.-]+\.yaml$")
 _SPACE_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
 _CHECKPOINT_PREFIX_RE = re.compile(r"^checkpoints/global_step_[0-9]{1,9}/")
 
@@ -133,6 +139,8 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
         return GGUF_WEIGHTS
     if _LICENSE_RE.match(path_in_repo):
         return LICENSE
+    if _BENCHMARK_RESULTS_RE.match(path_in_repo):
+        return BENCHMARK_RESULTS
     return IMAGE if _IMAGE_RE.match(path_in_repo) else None
 
 

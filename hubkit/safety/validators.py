@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
-from hubkit.formats import png, tokenizer
+from hubkit.formats import png, tensorboard, tokenizer
 from hubkit.formats.json_file import decode_text, dump_json, dump_jsonl, parse_json, parse_jsonl
 from hubkit.formats.peft import LORA_CONFIG_FIELDS
+from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
 from hubkit.runs.manifest import Manifest
 from hubkit.safety import kinds
 from hubkit.safety.local_paths import rewrite_local_fields
@@ -160,6 +161,29 @@ def _json_lines(data: bytes, vetting: Vetting) -> Written:
     return Written(dump_jsonl(records, vetting.label))
 
 
+def _training_events(data: bytes, vetting: Vetting) -> Written:
+    history = tensorboard.read_scalars_bytes(data, vetting.label)
+    if history.notes:
+        raise FileFormatError(history.notes[0])
+    vetting.scanner.check_value(sorted(history.points), vetting.label)  # the tags: the only strings it holds
+    return Written(tensorboard.write_scalars(history.points))
+
+
+def _benchmark_results(data: bytes, vetting: Vetting) -> Written:
+    from huggingface_hub import eval_result_entries_to_yaml, parse_eval_result_entries
+
+    try:
+        entries = load_yaml(decode_text(data, vetting.label))
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise FileFormatError(f"{vetting.label}: not a YAML list of evaluation results")
+        parsed = parse_eval_result_entries(entries)
+    except (YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise FileFormatError(f"{vetting.label}: not evaluation results the Hub reads ({e})") from e
+    written = eval_result_entries_to_yaml(parsed)
+    vetting.scanner.check_value(written, vetting.label)
+    return Written(dump_yaml(written).encode("utf-8"))
+
+
 def _problem_hashes(data: bytes, vetting: Vetting) -> Written:
     lines = [line for line in decode_text(data, vetting.label).split("\n") if line]
     bad = next((n for n, line in enumerate(lines, start=1) if not _HEX_DIGEST_RE.match(line)), None)
@@ -191,8 +215,10 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.WEIGHTS_INDEX: _json_document(_weights_index),
     kinds.MANIFEST: _json_document(_manifest),
     kinds.METRICS: _json_lines,
+    kinds.TRAINING_EVENTS: _training_events,
     kinds.EVAL_RESULTS: _json_document(_json_object),
     kinds.EVAL_SAMPLES: _json_lines,
+    kinds.BENCHMARK_RESULTS: _benchmark_results,
     kinds.TRAIN_PROBLEM_HASHES: _problem_hashes,
     kinds.CARD: _text,
     kinds.LICENSE: _text,
