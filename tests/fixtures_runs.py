@@ -138,6 +138,8 @@ def make_trl_run(
         learning_rate=hyperparameters["learning_rate"],
         report_to="none",
         seed=seed,
+        log_completions=True,  # checkpoints/completions/completions_N.parquet, as the TRL recipe saves them
+        num_completions_to_print=1,
         **TINY_GRPO_ARGS,
     )
     trainer = GRPOTrainer(
@@ -232,14 +234,9 @@ def run_verl_recipe(
         "N_GPUS_PER_NODE": str(ranks),
         **(env or {}),
     }
-    run_dir = runs_dir / run_id
     runs_dir.mkdir(parents=True, exist_ok=True)
-    overrides = [
-        *verl_cpu.overrides(ranks),
-        *VERL_RANDOM_MODEL_OVERRIDES,
-        # Every rollout of every step, to read the lengths within each group (verl's own dump).
-        f"trainer.rollout_data_dir={run_dir / 'rollouts'}",
-    ]
+    # The recipe has verl dump every rollout of every step to the run's rollouts/ (read by the tests too).
+    overrides = [*verl_cpu.overrides(ranks), *VERL_RANDOM_MODEL_OVERRIDES]
     return subprocess.run(
         ["bash", str(VERL_RECIPE / "launch.sh"), *overrides],
         env=environment,

@@ -127,7 +127,10 @@ def trl_card_run(tmp_path_factory, trl_run_dir: Path, licensed_base: str) -> Pat
         dataset=GSM8K,
         reward=gsm8k_seed(),
         system_prompt=gsm8k.SYSTEM_PROMPT,
-        trackers=(Tracker("wandb", "https://wandb.ai/hubkit/tiny-trl"),),
+        trackers=(
+            Tracker("wandb", "https://wandb.ai/hubkit/tiny-trl"),
+            Tracker("trackio", "https://me-trackio.hf.space?project=tiny-trl"),
+        ),
     ).save(run_dir)
     (run_dir / "train_problems.sha256").write_text("".join(h + "\n" for h in TRAIN_HASHES))
     _write_eval(run_dir, manifest.run_id, (1, 3))
@@ -174,6 +177,8 @@ def test_trl_card_metadata_comes_from_the_run_the_base_card_and_the_eval(trl_car
     assert data.license_link == f"{local_hub.endpoint}/{tiny_qwen3.repo_id}/blob/{LICENSED_REVISION}/LICENSE"
     assert data.datasets == ["openai/gsm8k"]
     assert {"trl", "grpo", "lora", "math"} <= set(data.tags) and "gdpo" not in data.tags
+    # The trackio dashboard, embedded in the Hub's Training metrics tab as transformers tags it.
+    assert {"trackio", "trackio:https://me-trackio.hf.space?project=tiny-trl"} <= set(data.tags)
     # model-index: the root adapter's (step 3) accuracy on the eval's problems.
     (result,) = data.eval_results
     step3 = inputs.eval.by_step(3)

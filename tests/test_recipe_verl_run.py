@@ -152,6 +152,25 @@ def test_every_step_loads_by_subfolder_and_by_branch_as_verl_saved_it(verl_relea
     assert (logits(verl_base(), reference["input_ids"]) - reference["logits"]).abs().max() > 1e-4
 
 
+def test_the_rollouts_verl_dumped_load_back_from_the_samples_dataset(verl_release) -> None:
+    from datasets import load_dataset
+
+    from hubkit.runs.completions import MAX_ROWS_PER_STEP
+
+    repo_id, run_dir = verl_release
+    dumped = _rollouts(run_dir)
+    kept = [
+        r
+        for step in sorted({r["step"] for r in dumped})
+        for r in [d for d in dumped if d["step"] == step][:MAX_ROWS_PER_STEP]
+    ]
+    rows = load_dataset(f"{repo_id}-samples", "rollouts", split="train")
+    assert [(r["step"], r["prompt"], r["completion"]) for r in rows] == [
+        (r["step"], r["input"], r["output"]) for r in kept
+    ]
+    assert [json.loads(r["rewards"])["score"] for r in rows] == pytest.approx([r["score"] for r in kept])
+
+
 def test_the_card_shows_verls_metrics_as_verl_named_them(verl_release, hub_api) -> None:
     repo_id, _ = verl_release
     card = Path(hub_api.hf_hub_download(repo_id, "README.md")).read_text()

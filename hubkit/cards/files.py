@@ -222,6 +222,7 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
         "charts": tuple({"path": c.path, "title": c.title} for c in charts),
         # The Hub's tab for the TensorBoard event file the adapter repo holds (`runs/`).
         "metrics_tab_url": f"https://huggingface.co/{inputs.repo_id}/tensorboard",
+        "samples_repo_id": inputs.samples_repo_id,
         "checkpoints": tables.checkpoint_table(inputs, series),
         "evaluation": _evaluation(inputs),
         "examples": tables.before_after(inputs),

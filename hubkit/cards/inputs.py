@@ -47,6 +47,7 @@ class CardInputs:
         gguf_repo_id: the release's GGUF repo (``<repo>-GGUF``) while it has one, else None.
         gguf_step: the step whose merge `gguf_repo_id` holds.
         space_repo_id: the release's Space (``<repo>-demo``), when it has one.
+        samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
         eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
 
@@ -66,6 +67,7 @@ class CardInputs:
     gguf_step: int | None = None
     eval: EvalResults | None = None
     space_repo_id: str | None = None
+    samples_repo_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.steps:

@@ -3,6 +3,7 @@ library, the base's licence, Hub datasets, tags, and ``model-index`` from the ev
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Literal
 
 from hubkit.cards.gguf_record import METADATA_KEY as GGUF_METADATA_KEY
@@ -19,9 +20,14 @@ if TYPE_CHECKING:
 _MATH_COMPONENTS = ("math_correctness", "gsm8k_correctness")
 
 
+_TRACKIO_SPACE_RE = re.compile(
+    r"^https://(huggingface\.co/spaces/[\w.-]+/[\w.-]+|[\w-]+\.hf\.space)([/?][^\s]*)?$"
+)
+
+
 def tags(run: Run, *extra: str) -> list[str]:
-    """hubkit, lora, the framework, grpo or gdpo, qlora for a 4-bit base, and math when the reward checks
-    math answers."""
+    """hubkit, lora, the framework, grpo or gdpo, qlora for a 4-bit base, math when the reward checks math
+    answers, and the trackio tags of a dashboard on a Space."""
     manifest = run.manifest
     found = ["hubkit", "lora", *extra, manifest.framework, run_algorithm(run).lower()]
     if run.quantized_base is not None:
@@ -29,6 +35,10 @@ def tags(run: Run, *extra: str) -> list[str]:
     reward = manifest.reward
     if reward is not None and any(c.name in _MATH_COMPONENTS for c in reward.components):
         found.append("math")
+    # A trackio dashboard on a Space: the tags transformers writes, which embed it in the Training metrics tab.
+    for tracker in manifest.trackers:
+        if tracker.name == "trackio" and _TRACKIO_SPACE_RE.match(tracker.url):
+            found += ["trackio", f"trackio:{tracker.url}"]
     return found
 
 

@@ -122,6 +122,16 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
 )
 @click.option(
+    "--samples/--no-samples",
+    default=True,
+    show_default=True,
+    help="Also publish the samples dataset: every evaluated answer and the training completions the "
+    "framework saved (when the run has any).",
+)
+@click.option(
+    "--samples-repo-id", metavar="OWNER/NAME", help="The samples dataset.  [default: <repo-id>-samples]"
+)
+@click.option(
     "--checkpoints-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
@@ -149,6 +159,8 @@ def push(
     space: bool,
     space_repo_id: str | None,
     space_hardware: str | None,
+    samples: bool,
+    samples_repo_id: str | None,
     checkpoints_dir: Path | None,
     endpoint: str,
     quiet: bool,
@@ -191,6 +203,8 @@ def push(
         space=space,
         space_repo_id=space_repo_id,
         space_hardware=space_hardware,
+        samples=samples,
+        samples_repo_id=samples_repo_id,
         endpoint=endpoint,
         dry_run=dry_run,
         checkpoints_dir=checkpoints_dir,

@@ -56,9 +56,11 @@ from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import plan_revisions
+from hubkit.publish.samples_repo import plan_samples_files
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
+from hubkit.runs.completions import Completions, read_completions
 from hubkit.safety import VetContext
 
 if TYPE_CHECKING:
@@ -153,7 +155,10 @@ class PushSession:
         adapters = self._prepare(run, chosen, progress, vetter)
         run_files = plan_run_files(run, adapters, vetter=vetter, hashes=self.hashes)
         evaluation = load_eval(run.run_dir)  # its files were vetted with the run's
-        return Prepared(run, tree, token, vetter, adapters, run_files, evaluation)
+        completions = Completions()
+        if request.samples:
+            completions = read_completions(run.run_dir, run.manifest.framework, run.manifest.checkpoints_dir)
+        return Prepared(run, tree, token, vetter, adapters, run_files, evaluation, completions)
 
     def _read_remote(self, local: Prepared) -> Remote:
         """Every repo and branch of the release read at once (also the repos this push does not write: the
@@ -162,6 +167,8 @@ class PushSession:
         repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api))
         reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
         reads.append((repos.linked_space, "space"))
+        if repos.samples is not None:
+            reads.append((repos.samples, "dataset"))
         branches = [revision_name(a.step) for a in local.adapters]
         problems = local.evaluation.summary.problems if local.evaluation is not None else None
         benchmark = problems.source if problems is not None and problems.whole else None
@@ -177,6 +184,7 @@ class PushSession:
         request, endpoint, manifest = self.request, self.request.endpoint, local.run.manifest
         repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None))
         ids = [repos.adapter, repos.merged, repos.gguf, repos.linked_space]
+        ids += [repos.samples] if repos.samples is not None else []
         remotes = {r: remote_from_record(load_record(request.run_dir, endpoint, r), r) for r in ids}
         branches = {}
         for adapter in local.adapters:
@@ -217,7 +225,17 @@ class PushSession:
         notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
         space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None
-        space_files = self._space_files(run, repos.adapter, space_merged, repos.space, vetter)
+        space_files = ()  # vetted now: everything the Space's files say is known before any repo exists
+        if repos.space is not None:
+            space_files = plan_space_files(
+                run,
+                repos.adapter,
+                merged_repo_id=space_merged,
+                space_repo_id=repos.space,
+                hardware=request.space_hardware,
+                vetter=vetter,
+                hashes=self.hashes,
+            )
         # The GGUF files are written from the newest merge: this push's, or one made for them when the
         # merged repo holds it already.
         to_merge = merging.adapter or gguf.export
@@ -231,7 +249,14 @@ class PushSession:
             source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
             self.gguf_exports.check(gguf, source, repos, base_card)
         branches = plan_revisions(run, repos.adapter, local.run_files, vetter=vetter, hashes=self.hashes)
-        return Decided(notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches)
+        samples = ()
+        if repos.samples is not None:
+            samples = plan_samples_files(
+                repos.samples, repos.adapter, run, local.evaluation, local.completions, vetter, self.hashes
+            )
+        return Decided(
+            notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches, samples
+        )
 
     def _execute(
         self, local: Prepared, remote: Remote, decided: Decided, progress: PushProgress
@@ -365,28 +390,6 @@ class PushSession:
         unchecked = [a for a in adapters if a.step not in self._checked]
         self._checked.update(check_adapters_against_base(run, unchecked, base))
 
-    def _space_files(
-        self,
-        run: Run,
-        repo_id: str,
-        merged_repo_id: str | None,
-        space_repo_id: str | None,
-        vetter: Vetter,
-    ) -> tuple[PlannedFile, ...]:
-        """The Space's files, vetted (none without a Space): everything they say is known before any repo
-        is created, so a refusal of them creates none."""
-        if space_repo_id is None:
-            return ()
-        return plan_space_files(
-            run,
-            repo_id,
-            merged_repo_id=merged_repo_id,
-            space_repo_id=space_repo_id,
-            hardware=self.request.space_hardware,
-            vetter=vetter,
-            hashes=self.hashes,
-        )
-
     def _plan_merge(
         self, run: Run, adapter: PreparedAdapter | None, token: str | None, progress: PushProgress
     ) -> MergePlan | None:
@@ -445,6 +448,7 @@ class PushSession:
             gguf=repos.gguf if gguf_record is not None else None,
             gguf_step=gguf_record.merge.step if gguf_record is not None else None,
             space=repos.space or (repos.linked_space if linked_space and linked_space.exists else None),
+            samples=repos.samples if decided.samples_files else None,
         )
         context = BuildContext(
             run=local.run,
@@ -464,6 +468,7 @@ class PushSession:
             merged=merged,
             merge_record=merge_record,
             space_files=decided.space_files,
+            samples_files=decided.samples_files,
             writes_gguf=gguf_files is not None,
             gguf_files=gguf_files or (),
             gguf_record=gguf_record,

@@ -22,6 +22,7 @@ from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
+from hubkit.runs.completions import Completions
 from hubkit.safety import CheckpointsTree
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class Prepared:
     adapters: list[PreparedAdapter]
     run_files: RunFiles
     evaluation: EvalResults | None
+    completions: Completions  # the training completions the framework saved (none with --no-samples)
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,4 @@ class Decided:
     merge_plan: MergePlan | None
     base_card: BaseModelCard
     branches: tuple[RepoPlan, ...]
+    samples_files: tuple[PlannedFile, ...] = ()  # the samples dataset's, vetted

@@ -5,6 +5,7 @@ the GGUF files', and the Space.
     me/run-merged   the newest checkpoint merged into the base
     me/run-GGUF     the merged model as GGUF files (`--gguf`)
     me/run-demo     the Space comparing the base with any checkpoint
+    me/run-samples  every answer its models wrote (a dataset)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.request import PushRequest
+from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.runs import Run
 from hubkit.space.config import default_space_repo_id
 
@@ -47,6 +49,7 @@ class ReleaseRepos:
         linked_space: the Space the cards may link: this push's, else the release's default one (linked
             only when it exists).
         notes: why there is no Space, when the user should know.
+        samples: the samples dataset this push may write; None with ``--no-samples``.
     """
 
     adapter: str
@@ -55,6 +58,7 @@ class ReleaseRepos:
     space: str | None
     linked_space: str
     notes: tuple[str, ...] = ()
+    samples: str | None = None
 
     @classmethod
     def of(cls, request: PushRequest, adapter_repo_id: str) -> ReleaseRepos:
@@ -74,11 +78,14 @@ class ReleaseRepos:
             )
         elif request.space:
             space = request.space_repo_id or default_space_repo_id(adapter_repo_id)
-        for repo_id in (adapter_repo_id, merged, gguf, space):
+        samples = (
+            (request.samples_repo_id or default_samples_repo_id(adapter_repo_id)) if request.samples else None
+        )
+        for repo_id in (adapter_repo_id, merged, gguf, space, samples):
             if repo_id is not None:
                 check_repo_id(repo_id)
         linked = space or request.space_repo_id or default_space_repo_id(adapter_repo_id)
-        return cls(adapter_repo_id, merged, gguf, space, linked, notes)
+        return cls(adapter_repo_id, merged, gguf, space, linked, notes, samples)
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class ReleaseLinks:
     gguf: str | None = None
     gguf_step: int | None = None
     space: str | None = None
+    samples: str | None = None
 
 
 def release_card_inputs(
@@ -132,4 +140,5 @@ def release_card_inputs(
         gguf_step=links.gguf_step,
         eval=eval,
         space_repo_id=links.space,
+        samples_repo_id=links.samples,
     )

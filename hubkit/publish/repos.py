@@ -69,6 +69,7 @@ class BuildContext:
         writes_gguf: this push writes the GGUF repo (new files, or the card of those it holds).
         gguf_files: the GGUF files this push exported, vetted (`plan_gguf_files`).
         gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
+        samples_files: the samples dataset's files, vetted (none: the push does not write it).
         private: create new repos private.
     """
 
@@ -90,6 +91,7 @@ class BuildContext:
     writes_gguf: bool = False
     gguf_files: tuple[PlannedFile, ...] = ()
     gguf_record: GGUFRecord | None = None
+    samples_files: tuple[PlannedFile, ...] = ()
     private: bool = False
 
     def published_steps(self) -> tuple[int, ...]:
@@ -229,9 +231,28 @@ def build_space_repo(context: BuildContext) -> RepoPlan | None:
     )
 
 
+def build_samples_repo(context: BuildContext) -> RepoPlan | None:
+    """The samples dataset (every evaluated answer, the training completions), from its files vetted earlier."""
+    if context.repos.samples is None or not context.samples_files:
+        return None
+    return RepoPlan(
+        repo_id=context.repos.samples,
+        files=context.samples_files,
+        repo_type="dataset",
+        private=context.private,
+        title=f"hubkit push {context.run.manifest.run_id} (samples)",
+    )
+
+
 RepoBuilder = Callable[[BuildContext], RepoPlan | None]
 # In commit order: the adapter repo first, so that the repos the others name exist when they arrive.
-BUILDERS: tuple[RepoBuilder, ...] = (build_adapter_repo, build_merged_repo, build_gguf_repo, build_space_repo)
+BUILDERS: tuple[RepoBuilder, ...] = (
+    build_adapter_repo,
+    build_merged_repo,
+    build_gguf_repo,
+    build_space_repo,
+    build_samples_repo,
+)
 
 
 def build_repos(context: BuildContext) -> tuple[RepoPlan, ...]:

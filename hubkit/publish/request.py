@@ -48,6 +48,9 @@ class PushRequest:
         space: also create or update the Gradio Space that compares base and checkpoints.
         space_repo_id: the Space repo; default `<repo_id>-demo`.
         space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
+        samples: also publish the samples dataset (every evaluated answer, the training completions the
+            framework saved), when the run has any.
+        samples_repo_id: the samples dataset; default `<repo_id>-samples`.
         endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
         dry_run: build the plan and compare it with the last recorded push; send nothing.
@@ -69,6 +72,8 @@ class PushRequest:
     space: bool = True
     space_repo_id: str | None = None
     space_hardware: str | None = None
+    samples: bool = True
+    samples_repo_id: str | None = None
     endpoint: str = HUB_ENDPOINT
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False

@@ -68,6 +68,8 @@ IMAGE = Kind("card image", 10 * MB)
 SPACE_MODULE = Kind("Space module", 1 * MB)
 SPACE_CONFIG = Kind("Space config", 16 * MB)
 REQUIREMENTS = Kind("requirements file", 64_000)
+# A release's samples dataset (`<repo>-samples`): every evaluated answer, the training completions kept.
+SAMPLES_TABLE = Kind("samples table", 256 * MB)
 
 TOKENIZER_KINDS: dict[str, Kind] = {
     tokenizer.TOKENIZER_JSON: TOKENIZER,
@@ -104,6 +106,7 @@ _SPACE_REPO_KINDS: dict[str, Kind] = {
     "requirements.txt": REQUIREMENTS,
     "space_config.json": SPACE_CONFIG,
 }
+_SAMPLES_TABLE_RE = re.compile(r"^(eval|rollouts)/[A-Za-z0-9_.-]+\.parquet$")
 _SHARD_RE = re.compile(r"^model-[0-9]{5}-of-[0-9]{5}\.safetensors$")
 _IMAGE_RE = re.compile(r"^assets/[A-Za-z0-9_.-]+\.png$")
 _LICENSE_RE = re.compile(r"^LICENSE(\.[A-Za-z]+)?$")
@@ -123,8 +126,12 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
 
     Args:
         path_in_repo: e.g. ``checkpoints/global_step_20/adapter_config.json``, ``assets/kl.png``.
-        repo_type: "model" (adapter and merged repos) or "space".
+        repo_type: "model" (adapter and merged repos), "dataset" (the samples) or "space".
     """
+    if repo_type == "dataset":
+        if path_in_repo == "README.md":
+            return CARD
+        return SAMPLES_TABLE if _SAMPLES_TABLE_RE.match(path_in_repo) else None
     if repo_type == "space":
         if path_in_repo in _SPACE_REPO_KINDS:
             return _SPACE_REPO_KINDS[path_in_repo]

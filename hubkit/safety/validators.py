@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
-from hubkit.formats import png, tensorboard, tokenizer
+from hubkit.formats import parquet, png, tensorboard, tokenizer
 from hubkit.formats.json_file import decode_text, dump_json, dump_jsonl, parse_json, parse_jsonl
 from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
@@ -184,6 +184,19 @@ def _benchmark_results(data: bytes, vetting: Vetting) -> Written:
     return Written(dump_yaml(written).encode("utf-8"))
 
 
+def _samples_table(data: bytes, vetting: Vetting) -> Written:
+    table = parquet.read_table(data, vetting.label)
+    texts = parquet.string_cells(table)
+    try:
+        vetting.scanner.check_value(texts, vetting.label)
+    except (SecretInFileError, LocalPathInFileError):
+        # One scan of every cell at once; on a refusal, the row that holds it is found and named.
+        for number, row in enumerate(parquet.string_rows(table), start=1):
+            vetting.scanner.check_value(row, f"{vetting.label} row {number}")
+        raise
+    return Written(parquet.write_table(table))
+
+
 def _problem_hashes(data: bytes, vetting: Vetting) -> Written:
     lines = [line for line in decode_text(data, vetting.label).split("\n") if line]
     bad = next((n for n, line in enumerate(lines, start=1) if not _HEX_DIGEST_RE.match(line)), None)
@@ -226,4 +239,5 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.SPACE_MODULE: _text,
     kinds.SPACE_CONFIG: _json_document(_json_object),
     kinds.REQUIREMENTS: _text,
+    kinds.SAMPLES_TABLE: _samples_table,
 }

@@ -241,6 +241,10 @@ def grpo_config_kwargs(config: RecipeConfig, output_dir: Path, world: int) -> di
         "save_steps": config.save_steps,
         "logging_steps": 1,
         "report_to": "none",
+        # Each step's completions saved as <output_dir>/completions/completions_<step>.parquet: `hubkit push`
+        # publishes the first 64 of each step in the <repo>-samples dataset (config "rollouts").
+        "log_completions": True,
+        "num_completions_to_print": 1,
         # Keep the `answer` column: the correctness reward reads it.
         "remove_unused_columns": False,
     }

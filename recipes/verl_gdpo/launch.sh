@@ -156,6 +156,9 @@ OVERRIDES=(
   "trainer.experiment_name=$RUN_ID"
   # Checkpoints land in the run directory itself: global_step_N/actor/..., as `hubkit push` reads them.
   "trainer.default_local_dir=$RUN_DIR"
+  # verl's dump of each step's rollouts (<step>.jsonl): `hubkit push` publishes the first 64 of each step
+  # in the <repo>-samples dataset (config "rollouts").
+  "trainer.rollout_data_dir=$RUN_DIR/rollouts"
   # The file logger runs inside a Ray actor, possibly on another node: hand it the path through Ray.
   "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$RUN_DIR/metrics.jsonl"
   "$@"
