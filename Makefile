@@ -88,9 +88,9 @@ $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 environments:
 	$(MAKE) -j4 venv venv-verl venv-vllm venv-llama chromium
 
-# Two workers (tests/conftest.py groups the tests of each costly fixture on one of them).
+# Two workers, each module whole on one (tests/conftest.py hands out the longest first).
 test: environments lint
-	$(VENV)/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 # The Space's browser test drives Debian's chromium through playwright (which downloads no browser).
 chromium:

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,11 +162,33 @@ def make_trl_run(
     return run_dir
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """`build(folder)`'s result, built once for the whole test session, however many pytest-xdist workers
+    ask: the first builds it in a folder they all share while the others wait, then all read it. (Each
+    worker's tiny models are built from the same seed, so a run trained on one worker's is the same run.)"""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return build(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent / name  # the session's, above every worker's own
+    built = root.with_name(f"{name}.built")
+    with FileLock(f"{root}.lock"):
+        if not built.is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            built.write_text(str(build(root).relative_to(root)))
+    return root / built.read_text()
+
+
 @pytest.fixture(scope="session")
 def trl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3) -> Path:
     """A real 3-step TRL GRPO run (checkpoint every step) on the tiny Qwen3, manifest naming its Hub id."""
-    run_dir = tmp_path_factory.mktemp("trl-runs") / "tiny-qwen3-trl-grpo"
-    return make_trl_run(run_dir, Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)
+
+    def train(root: Path) -> Path:
+        return make_trl_run(root / "tiny-qwen3-trl-grpo", Path(tiny_qwen3.local_dir), tiny_qwen3.repo_id)
+
+    return built_once(tmp_path_factory, "trl-runs", train)
 
 
 def verl_available() -> bool:
@@ -274,18 +297,21 @@ def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3_tied) -> P
     """
     if not verl_available():
         pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
-    root = tmp_path_factory.mktemp("verl-runs")
-    data_dir = prepare_verl_data(root / "data")
-    started = time.monotonic()
-    result = run_verl_recipe(root / "runs", VERL_RUN_ID, tiny_qwen3_tied, data_dir)
-    run_dir = root / "runs" / VERL_RUN_ID
-    if result.returncode != 0:
-        raise RuntimeError(f"the verl recipe failed ({result.returncode}):\n{result.stderr[-6000:]}")
-    (root / "launch.log").write_text(
-        f"wall seconds: {time.monotonic() - started:.1f}\n{result.stdout}\n{result.stderr}"
-    )
-    record_verl_reference(run_dir, Path(tiny_qwen3_tied.local_dir))
-    return run_dir
+
+    def train(root: Path) -> Path:
+        data_dir = prepare_verl_data(root / "data")
+        started = time.monotonic()
+        result = run_verl_recipe(root / "runs", VERL_RUN_ID, tiny_qwen3_tied, data_dir)
+        run_dir = root / "runs" / VERL_RUN_ID
+        if result.returncode != 0:
+            raise RuntimeError(f"the verl recipe failed ({result.returncode}):\n{result.stderr[-6000:]}")
+        (root / "launch.log").write_text(
+            f"wall seconds: {time.monotonic() - started:.1f}\n{result.stdout}\n{result.stderr}"
+        )
+        record_verl_reference(run_dir, Path(tiny_qwen3_tied.local_dir))
+        return run_dir
+
+    return built_once(tmp_path_factory, "verl-runs", train)
 
 
 @pytest.fixture(scope="session")

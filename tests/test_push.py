@@ -392,7 +392,9 @@ def test_dry_run_after_a_push_shows_what_is_new_without_contacting_the_hub(
                 "--endpoint",
                 local_hub.endpoint,
                 "--dry-run",
-                "--no-space",  # the adapter repo's listing only (the Space has a README.md too)
+                # The adapter repo's listing only (the Space and the merged repo's card have a README.md too).
+                "--no-space",
+                "--no-merged",
             ]
         )
         == 0
