@@ -262,6 +262,15 @@ def test_trl_card_eval_table_and_before_after_answers_come_from_the_samples(trl_
     assert "### Problem 1 (reference answer: `5`)" in card
     assert f"Base model (wrong, {before.tokens} tokens):\n\n```\n{before.answer}\n```" in card
     assert f"Step 3 (correct, {after.tokens} tokens):\n\n```\n{after.answer}\n```" in card
+    # Beside the pair, every evaluated model's answer to that problem (the eval holds steps 1 and 3).
+    table = card.split(f"{after.answer}\n```\n\nEvery evaluated model on this problem:\n\n", 1)[1].split(
+        "\n\n"
+    )[0]
+    rows = [line for line in table.splitlines() if line.startswith("|")][2:]
+    models = [row.split(" | ")[0].strip("| ") for row in rows]
+    assert models == ["base", "step 1", "step 3"]
+    step1 = next(s for s in inputs.eval.samples_of(1) if s.problem_index == 0)
+    assert f"| step 1 | {step1.tokens:,} | {'correct' if step1.correct else 'wrong'}" in table
 
 
 def test_a_run_still_training_says_which_step_of_how_many(trl_card_run: Path, local_hub):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import logging
 import math
@@ -22,6 +21,7 @@ from helpers import commit_ids, logits, push_adapters, push_argv, run_cli, write
 
 from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
+from hubkit.formats.tensorboard import write_scalars
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
 from hubkit.runs import load_run
@@ -66,6 +66,8 @@ def _assert_every_step_loads(run_dir: Path, repo_id: str, tiny_qwen3, tmp_path: 
 def _assert_nothing_private_published(hub_api, repo_id: str, run_dir: Path, model_dir: Path) -> None:
     files = hub_api.list_repo_files(repo_id)
     assert not [f for f in files if f.endswith((".pt", ".pth", ".bin", ".pkl")) or "optimizer" in f]
+    # TensorBoard names its event files events.out.tfevents.<time>.<host name>.<pid>.<n>: hubkit's names none.
+    assert not [name for name in files if f".{socket.gethostname()}." in name]
     for name in files:
         if name.endswith((".json", ".jsonl", ".md", ".jinja", ".txt")):
             text = Path(hub_api.hf_hub_download(repo_id, name)).read_text()
@@ -118,9 +120,8 @@ def _assert_training_metrics_read_back(hub_api, repo_id: str, run, tmp_path: Pat
             assert value == pytest.approx(want, rel=2**-23, abs=1e-38) or (
                 math.isnan(value) and math.isnan(want)
             )
-    data = local.read_bytes()
-    for private in (socket.gethostname(), getpass.getuser(), str(Path.home())):
-        assert private.encode() not in data and private not in local.name
+    # The file holds the scalars and their tags, nothing else: no wall time, no host, no path.
+    assert local.read_bytes() == write_scalars({name: run.metrics.series(name) for name in run.metrics.names})
 
 
 def _assert_steps_match_verl_reference(run_dir: Path, repo_id: str, base_model) -> None:
@@ -191,11 +192,12 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     new_commits = commit_ids(hub_api, new_repo_id)
     assert new_commits[1:] == commits and len(new_commits) == len(commits) + 1
     puts = [r[1].rsplit("/", 1)[-1] for r in local_hub.request_log[start:] if r[0] == "PUT"]
-    paths = [p for p in hub_api.list_repo_files(new_repo_id) if p.startswith("assets/")]
+    paths = [p for p in hub_api.list_repo_files(new_repo_id) if p.startswith(("assets/", "runs/"))]
     paths.append("checkpoints/global_step_3/adapter_model.safetensors")
-    *charts, adapter = [info.lfs.sha256 for info in hub_api.get_paths_info(new_repo_id, paths)]
-    # Step 3's adapter, once (the root copy dedupes); besides it only the curves, which now mark step 3.
-    assert puts.count(adapter) == 1 and set(puts) - {adapter} <= set(charts)
+    *drawn, adapter = [info.lfs.sha256 for info in hub_api.get_paths_info(new_repo_id, paths)]
+    # Step 3's adapter, once (the root copy dedupes); besides it only what the metrics make: the curves,
+    # which now mark step 3, and the TensorBoard file, which holds step 3's metrics.
+    assert puts.count(adapter) == 1 and set(puts) - {adapter} <= set(drawn)
     assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 3"
 
 

@@ -35,6 +35,8 @@ from hubkit.errors import (
     SecretInFileError,
     UnsafeLinkError,
 )
+from hubkit.formats.parquet import read_table, string_cells
+from hubkit.formats.tensorboard import read_scalars
 from hubkit.localhub import LocalHub
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.vetted import Vetter
@@ -135,6 +137,10 @@ def _decoded(path: Path) -> Iterator[str]:
     elif path.suffix == ".jsonl":
         for line in data.decode().splitlines():
             yield from _strings(json.loads(line))
+    elif "tfevents" in path.name:
+        yield from read_scalars(path).points  # the tags, TensorBoard's only strings
+    elif path.suffix == ".parquet":
+        yield from string_cells(read_table(data, path.name))
     elif path.suffix != ".png":
         yield data.decode("utf-8")
 
@@ -593,7 +599,12 @@ def test_a_real_trl_run_pushes_with_a_short_token_and_publishes_no_local_path(
     assert get_token() == "test"  # what the push finds, and looks for in every file it publishes
     repo_id = make_repo_id("trl")
     report = push_run(PushRequest(run_dir=trl_run_dir, repo_id=repo_id, endpoint=open_hub.endpoint))
-    assert [r.repo_id for r in report.repos] == [repo_id, f"{repo_id}-merged", f"{repo_id}-demo"]
+    assert [r.repo_id for r in report.repos] == [
+        repo_id,
+        f"{repo_id}-merged",
+        f"{repo_id}-demo",
+        f"{repo_id}-samples",  # the completions TRL saved: what a random model wrote, vetted too
+    ]
     local = [str(trl_run_dir), str(trl_run_dir.resolve()), str(tiny_qwen3.local_dir), str(Path.home()) + "/"]
     local.append(tempfile.gettempdir().rstrip("/") + "/")
     published = {
@@ -602,6 +613,7 @@ def test_a_real_trl_run_pushes_with_a_short_token_and_publishes_no_local_path(
             (repo_id, "model"),
             (f"{repo_id}-merged", "model"),
             (f"{repo_id}-demo", "space"),
+            (f"{repo_id}-samples", "dataset"),
         )
     }
     for files in published.values():

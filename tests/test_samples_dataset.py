@@ -77,7 +77,7 @@ def test_every_answer_and_the_training_completions_load_back_with_datasets(
     assert hub_api.dataset_info(samples_repo).sha == head  # unchanged: no commit
 
 
-def test_a_secret_in_a_completion_is_refused_naming_its_row_and_nothing_is_published(
+def test_a_token_in_a_completion_is_refused_naming_its_row_and_nothing_is_published(
     trl_run_dir: Path, tmp_path: Path, local_hub, hub_api, make_repo_id, capsys
 ) -> None:
     run_dir = _run_copy(trl_run_dir, tmp_path / "run")
@@ -85,7 +85,7 @@ def test_a_secret_in_a_completion_is_refused_naming_its_row_and_nothing_is_publi
     frame = pd.read_parquet(table)
     frame.loc[1, "completion"] = f"my token is {HF_TOKEN}"
     frame.to_parquet(table)
-    repo = make_repo_id("secret")
+    repo = make_repo_id("planted")
     assert run_cli([*push_argv(run_dir, repo, local_hub.endpoint), "--no-merged", "--no-space", "-q"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and HF_TOKEN not in err

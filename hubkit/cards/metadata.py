@@ -124,8 +124,13 @@ RELEASE_KEY = "hubkit_release"
 
 
 def release_links(inputs: CardInputs) -> dict[str, str]:
-    """The repos the adapter card links: ``merged``, ``gguf`` and ``space``, those the release has."""
-    links = {"merged": inputs.merged_repo_id, "gguf": inputs.gguf_repo_id, "space": inputs.space_repo_id}
+    """The repos the adapter card links: ``merged``, ``gguf``, ``space`` and ``samples``, those the release has."""
+    links = {
+        "merged": inputs.merged_repo_id,
+        "gguf": inputs.gguf_repo_id,
+        "space": inputs.space_repo_id,
+        "samples": inputs.samples_repo_id,
+    }
     return {kind: repo_id for kind, repo_id in links.items() if repo_id is not None}
 
 

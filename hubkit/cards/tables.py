@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # The metrics the checkpoint table shows at each step, when logged (components: every `component:*`).
 _CHECKPOINT_COLUMNS = ("reward", "component:*", "length_mean", "kl")
 _SHORT_LABELS = {"reward": "reward", "length_mean": "length (mean)", "kl": "KL"}
+STEP_ANSWER_CHARS = 80  # an answer's start in the every-step table
 ANSWER_CHARS = 1500  # a before/after answer is shown up to this many characters
 
 
@@ -151,6 +152,9 @@ class AnswerPair:
     before_verdict: str
     after: str
     after_verdict: str
+    every_step: (
+        Table  # the base and every evaluated checkpoint on this problem: tokens, verdict, the answer's start
+    )
 
 
 def _shown(answer: str) -> str:
@@ -177,6 +181,30 @@ def before_after(inputs: CardInputs, limit: int = 3) -> tuple[AnswerPair, ...]:
             before_verdict=_verdict(before),
             after=text.fence(_shown(after.answer)),
             after_verdict=_verdict(after),
+            every_step=_every_step(inputs.eval, before.problem_index),
         )
         for before, after in inputs.eval.before_after(step, limit=limit)
     )
+
+
+def _start(answer: str) -> str:
+    flat = " ".join(answer.split())
+    return flat if len(flat) <= STEP_ANSWER_CHARS else flat[:STEP_ANSWER_CHARS] + "…"
+
+
+def _every_step(evaluation: EvalResults, problem_index: int) -> Table:
+    """One row per evaluated model (the base first, then by step): its answer's length, verdict and start."""
+    answers = sorted(
+        (s for s in evaluation.samples if s.problem_index == problem_index),
+        key=lambda s: (s.step is not None, s.step or 0),
+    )
+    rows = tuple(
+        (
+            "base" if s.step is None else f"step {s.step}",
+            f"{s.tokens:,}",
+            ("correct" if s.correct else "wrong") + (", cut" if s.truncated else ""),
+            text.cell(text.prose(_start(s.answer))),
+        )
+        for s in answers
+    )
+    return Table(("model", "tokens", "verdict", "answer (start)"), rows, (False, True, False, False))

@@ -34,6 +34,7 @@ from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, release_card_inputs
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
+from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
@@ -57,6 +58,7 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Rel
         repo("gguf", default_gguf_repo_id(repo_id)),
     )
     space = repo("space", default_space_repo_id(repo_id))
+    samples = repo("samples", default_samples_repo_id(repo_id))
     merge = MergeRecord.from_card_data(read_remote(api, merged).card_data)
     exported = GGUFRecord.from_card_data(read_remote(api, gguf).card_data)
     merged_step = merge.step if merge is not None and merge.adapter_repo == repo_id else None
@@ -71,6 +73,7 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Rel
         gguf=gguf if gguf_step is not None else None,
         gguf_step=gguf_step,
         space=space if read_remote(api, space, "space").exists else None,
+        samples=samples if read_remote(api, samples, "dataset").exists else None,
     )
 
 
