@@ -170,3 +170,29 @@ def test_reward_kwargs_give_the_spec_or_a_clear_error(verl_results):
     assert "cannot read the reward spec file" in errors["missing_file"]
     assert "not valid JSON" in errors["bad_json"]
     assert "unknown reward component 'eval'" in errors["unknown_component"]
+
+
+def test_the_recipes_rollout_dump_keeps_the_first_rows_of_each_step(tmp_path: Path) -> None:
+    """What the reward file installs in verl's trainer: its dump of a step's rollouts (the recipe's
+    rollouts/<step>.jsonl) keeps the first rows only, in verl's own format (verl's own writer, run in its
+    environment)."""
+    code = (
+        "import sys, types\n"
+        "from verl.trainer.ppo.ray_trainer import RayPPOTrainer\n"
+        "from hubkit.integrations.verl_rollouts import first_rows\n"
+        "first_rows(3)\n"
+        "first_rows(3)\n"  # installed once, whatever the number of reward managers
+        "RayPPOTrainer._dump_generations(types.SimpleNamespace(global_steps=7), [f'p{i}' for i in range(5)],"
+        " [f'o{i}' for i in range(5)], ['g'] * 5, [0.5 * i for i in range(5)], {'acc': [1, 0, 1, 0, 1]},"
+        " sys.argv[1])\n"
+    )
+    proc = subprocess.run(
+        [str(VERL_PYTHON), "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "7.jsonl").read_text().splitlines()]
+    assert [(r["input"], r["output"], r["score"], r["acc"], r["step"]) for r in rows] == [
+        ("p0", "o0", 0.0, 1, 7),
+        ("p1", "o1", 0.5, 0, 7),
+        ("p2", "o2", 1.0, 1, 7),
+    ]

@@ -8,7 +8,8 @@ reward manager, so importing it registers:
   what verl reports as ``response_length``), and returns each component's scores as
   ``reward_extra_info`` (plus ``num_tokens`` and ``acc`` when the spec checks math answers);
 - advantage estimator ``hubkit`` (`hubkit_advantage`): the spec's exact aggregation;
-and it makes verl 0.6.1's file logger keep every step of ``metrics.jsonl`` (`verl_file_logger`).
+and it makes verl 0.6.1's file logger keep every step of ``metrics.jsonl`` (`verl_file_logger`) and its
+rollout dump keep a bounded sample of each step (`verl_rollouts`).
 
 verl 0.6.1's estimators see only the summed token rewards and the group ids, not the components, so the
 work is split at the point where the components are still visible:
@@ -52,6 +53,7 @@ from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
 
 from hubkit.errors import ManifestError, RewardSpecError
 from hubkit.integrations.verl_file_logger import keep_every_line
+from hubkit.integrations.verl_rollouts import first_rows
 from hubkit.rewards.aggregate import group_normalize
 from hubkit.rewards.build import BuiltReward, RewardInputs, build
 from hubkit.rewards.spec import RewardSpec
@@ -248,5 +250,7 @@ if NAME not in REWARD_MANAGER_REGISTRY:
     register(NAME)(HubkitRewardManager)
 if NAME not in ADV_ESTIMATOR_REGISTRY:
     register_adv_est(NAME)(hubkit_advantage)
-# verl runs this file in the process that trains and logs: its metrics.jsonl keeps every step from here on.
+# verl runs this file in the process that trains and logs: its metrics.jsonl keeps every step from here on,
+# and its rollout dump (the recipe's rollouts/) the first rows of each step only.
 keep_every_line()
+first_rows()
