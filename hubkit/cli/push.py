@@ -62,6 +62,19 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
         )
 
 
+def _also_to_its_repo(name: str, help: str, repo: str, suffix: str | None = None) -> Callable:
+    """``--NAME/--no-NAME`` (on by default) and ``--NAME-repo-id``: one more repo of the release."""
+
+    def decorate(command: Callable) -> Callable:
+        default = f"<repo-id>-{suffix or name}"
+        command = click.option(
+            f"--{name}-repo-id", metavar="OWNER/NAME", help=f"{repo}.  [default: {default}]"
+        )(command)
+        return click.option(f"--{name}/--no-{name}", default=True, show_default=True, help=help)(command)
+
+    return decorate
+
+
 @click.command()
 @run_options
 @click.option(
@@ -92,15 +105,11 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     help="With --watch: give up (exit 1) after SECONDS without a new checkpoint, the first one included.  "
     "[default: wait as long as the run takes]",
 )
-@click.option(
-    "--merged/--no-merged",
-    default=True,
-    show_default=True,
-    help="Also merge the newest pushed checkpoint into the base model and push it to its own repo "
+@_also_to_its_repo(
+    "merged",
+    "Also merge the newest pushed checkpoint into the base model and push it to its own repo "
     "(with --watch: once the run has finished).",
-)
-@click.option(
-    "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
+    "The merged model's repo",
 )
 @click.option(
     "--gguf",
@@ -109,27 +118,22 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
     "and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
 )
 @click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF files' repo.  [default: <repo-id>-GGUF]")
-@click.option(
-    "--space/--no-space",
-    default=True,
-    show_default=True,
-    help="Also create or update the Gradio Space comparing the base model with every checkpoint.",
+@_also_to_its_repo(
+    "space",
+    "Also create or update the Gradio Space comparing the base model with every checkpoint.",
+    "The Space's repo",
+    suffix="demo",
 )
-@click.option("--space-repo-id", metavar="OWNER/NAME", help="The Space's repo.  [default: <repo-id>-demo]")
 @click.option(
     "--space-hardware",
     metavar="FLAVOR",
     help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
 )
-@click.option(
-    "--samples/--no-samples",
-    default=True,
-    show_default=True,
-    help="Also publish the samples dataset: every evaluated answer and the training completions the "
+@_also_to_its_repo(
+    "samples",
+    "Also publish the samples dataset: every evaluated answer and the training completions the "
     "framework saved (when the run has any).",
-)
-@click.option(
-    "--samples-repo-id", metavar="OWNER/NAME", help="The samples dataset.  [default: <repo-id>-samples]"
+    "The samples dataset",
 )
 @click.option(
     "--checkpoints-dir",

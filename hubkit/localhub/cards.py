@@ -27,27 +27,28 @@ def front_matter(readme: str) -> str | None:
     return match.group(1) if match else None
 
 
-def card_data(readme: str) -> dict[str, Any] | None:
-    """The parsed metadata of a README, or None when absent, unparsable, or PyYAML is missing."""
+def _metadata(readme: str) -> tuple[Any, str | None]:
+    """A README's metadata value and why it cannot be read ((None, None) without metadata or PyYAML)."""
     text = front_matter(readme)
     if text is None or not yaml_available():
-        return None
+        return None, None
     try:
-        data = load_yaml(text)
-    except YAMLError:
-        return None
+        return load_yaml(text), None
+    except YAMLError as e:
+        return None, str(e)
+
+
+def card_data(readme: str) -> dict[str, Any] | None:
+    """The parsed metadata of a README, or None when absent, unparsable, or PyYAML is missing."""
+    data, _ = _metadata(readme)
     return data if isinstance(data, dict) else None
 
 
 def metadata_errors(readme: str) -> list[str]:
     """What the Hub would refuse in a README's metadata (empty when it is fine)."""
-    text = front_matter(readme)
-    if text is None or not yaml_available():
-        return []
-    try:
-        data = load_yaml(text)
-    except YAMLError as e:
-        return [f"Invalid YAML in the README metadata: {e}"]
+    data, error = _metadata(readme)
+    if error is not None:
+        return [f"Invalid YAML in the README metadata: {error}"]
     if data is None:
         return []
     if not isinstance(data, dict):
