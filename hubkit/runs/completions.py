@@ -73,20 +73,18 @@ def _rewards(row: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _trl_rows(path: Path, step: int) -> list[dict[str, Any]]:
+def _trl_rows(path: Path) -> list[dict[str, Any]]:
+    """The first rows of TRL's table (read in one batch of that size)."""
     import pyarrow.parquet as pq
 
     if path.stat().st_size > MAX_FILE_BYTES:
         raise FileFormatError(f"{path.name} is larger than {MAX_FILE_BYTES} bytes")
-    table = pq.ParquetFile(path)
-    rows: list[dict[str, Any]] = []
-    for batch in table.iter_batches(batch_size=MAX_ROWS_PER_STEP):
-        rows += batch.to_pylist()
-        break  # the first rows only
-    return rows
+    first = next(pq.ParquetFile(path).iter_batches(batch_size=MAX_ROWS_PER_STEP), None)
+    return first.to_pylist() if first is not None else []
 
 
-def _verl_rows(path: Path, step: int) -> list[dict[str, Any]]:
+def _verl_rows(path: Path) -> list[dict[str, Any]]:
+    """The first lines of verl's dump."""
     rows = []
     for line in read_bounded(path, MAX_FILE_BYTES).decode("utf-8").splitlines()[:MAX_ROWS_PER_STEP]:
         value = json.loads(line)
@@ -119,7 +117,7 @@ def read_completions(run_dir: Path, framework: str, checkpoints_dir: str = ".") 
     notes: list[str] = []
     for step, path in completion_files(run_dir, framework, checkpoints_dir):
         try:
-            raw = reader(path, step)
+            raw = reader(path)
         except (OSError, ValueError, FileFormatError) as e:  # pyarrow's errors are ValueErrors (ArrowInvalid)
             notes.append(
                 f"{path.name}: left out ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})"
