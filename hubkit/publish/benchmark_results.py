@@ -91,7 +91,7 @@ def eval_results_files(
     tasks: tuple[BenchmarkTask, ...],
     *,
     step_on_main: int,
-    source_url: str,
+    repo_id: str,
 ) -> dict[str, bytes]:
     """``.eval_results/<benchmark>.yaml`` for the model on main, or nothing when the evaluation is not one
     of the benchmark's tasks or did not evaluate that model."""
@@ -118,7 +118,7 @@ def eval_results_files(
         value=round(model.accuracy, 6),
         dataset_revision=summary.problems.revision,
         date=summary.created_at,
-        source_url=source_url,
+        source_url=f"https://huggingface.co/{repo_id}/blob/main/eval/results.json",  # what it is read from
         source_name="hubkit eval (eval/results.json)",
         notes=notes,
     )

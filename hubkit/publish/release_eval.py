@@ -134,11 +134,10 @@ def push_release_eval(
     )
     problems = results.summary.problems
     tasks = read_benchmark_tasks(problems.source, endpoint=endpoint, token=token) if problems.whole else ()
-    results_url = f"https://huggingface.co/{repo_id}/blob/main/eval/results.json"
     files = {
         **eval_file_bytes(results.summary, results.samples),
         **adapter_card_files(inputs),
-        **eval_results_files(results, tasks, step_on_main=inputs.root_step, source_url=results_url),
+        **eval_results_files(results, tasks, step_on_main=inputs.root_step, repo_id=repo_id),
     }
     vetter = Vetter(VetContext.for_run(run.run_dir, manifest.base_model, token))
     planned = vetter.generated(files, "model", FileHashCache())

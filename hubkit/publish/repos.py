@@ -131,9 +131,8 @@ def vet_base_card(card: BaseModelCard, vetter: Vetter) -> BaseModelCard:
 def build_adapter_repo(context: BuildContext) -> RepoPlan:
     inputs = context.card_inputs()
     card = adapter_card_files(inputs)
-    results_url = f"https://huggingface.co/{context.repos.adapter}/blob/main/eval/results.json"
     card |= eval_results_files(
-        context.eval, context.benchmark_tasks, step_on_main=inputs.root_step, source_url=results_url
+        context.eval, context.benchmark_tasks, step_on_main=inputs.root_step, repo_id=context.repos.adapter
     )
     return plan_adapter_repo(
         context.run,
