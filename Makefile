@@ -100,7 +100,7 @@ demo: venv
 	$(VENV)/bin/python -m hubkit.demo
 
 # The benchmarks (bench/throttle.py and bench/push_runs.py are helpers they import or start).
-BENCHES := bench/push.py bench/repush_merged.py bench/merge.py bench/eval.py bench/space.py \
+BENCHES := bench/push.py bench/repush_small.py bench/repush_merged.py bench/merge.py bench/eval.py bench/space.py \
 	bench/gguf_export.py bench/localhub.py bench/rewards.py
 bench: venv venv-llama
 	for b in $(BENCHES); do $(PY) $$b || exit 1; done

@@ -3,20 +3,34 @@ with a note, never a traceback, a huge allocation or minutes of parsing."""
 
 from __future__ import annotations
 
+import io
 import struct
 import time
 from pathlib import Path
 
 import pytest
+from google_crc32c import value as crc32c
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-from hubkit.formats.tensorboard import MAX_POINTS, MAX_RECORDS, read_scalars
+from hubkit.formats.tensorboard import (
+    MAX_POINTS,
+    MAX_RECORDS,
+    read_scalars,
+    read_scalars_bytes,
+    write_scalars,
+)
+
+
+def _masked(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def _record(data: bytes, length: int | None = None) -> bytes:
-    # The checksums are not what hubkit's bounds rest on; zeros stand in for them.
-    return struct.pack("<QI", len(data) if length is None else length, 0) + data + b"\0\0\0\0"
+    """A TFRecord as TensorBoard frames one (`length` to declare another length than the data's)."""
+    header = struct.pack("<Q", len(data) if length is None else length)
+    return header + struct.pack("<I", _masked(header)) + data + struct.pack("<I", _masked(data))
 
 
 def _scalar_event(step: int, value: float, tag: str = "train/reward") -> bytes:
@@ -43,6 +57,32 @@ def test_tensorboards_own_file_is_read(written: Path) -> None:
         "train/reward": [(1, pytest.approx(0.1)), (2, pytest.approx(0.2)), (3, pytest.approx(0.3))]
     }
     assert history.notes == ()
+
+
+def test_written_scalars_are_what_tensorboards_own_writer_frames() -> None:
+    from tensorboard.summary.writer.record_writer import RecordWriter  # its checksum is pure Python
+
+    points = {"train/reward": [(1, 0.25), (2, 0.5)], "train/loss": [(1, 2.0)]}
+    out = io.BytesIO()
+    writer = RecordWriter(out)
+    writer.write(Event(wall_time=0.0, file_version="brain.Event:2").SerializeToString())
+    for step, values in ((1, (("train/loss", 2.0), ("train/reward", 0.25))), (2, (("train/reward", 0.5),))):
+        summary = Summary(value=[Summary.Value(tag=tag, simple_value=value) for tag, value in values])
+        writer.write(Event(wall_time=0.0, step=step, summary=summary).SerializeToString())
+    assert write_scalars(points) == out.getvalue()
+    assert read_scalars_bytes(out.getvalue(), "x").points == points
+
+
+@pytest.mark.parametrize("where", ["length", "data"])
+def test_a_record_failing_its_checksum_stops_the_file_with_a_note(written: Path, where: str) -> None:
+    record = bytearray(_record(_scalar_event(4, 0.4)))
+    record[3 if where == "length" else 20] ^= 0x10  # one bit of the length's high bytes, or of the data
+    with written.open("ab") as f:
+        f.write(bytes(record))
+        f.write(_record(_scalar_event(5, 0.5)))
+    history = read_scalars(written)
+    assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3]
+    assert history.notes == (f"{written.name}: stopped at a record whose {where} fails its checksum",)
 
 
 def test_a_record_declaring_2_62_bytes_stops_the_file_with_a_note(written: Path) -> None:

@@ -17,6 +17,7 @@ checkpoint reads neither its tensors nor its header. `.hubkit/` is never publish
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -28,8 +29,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
-
-import numpy as np
 
 from hubkit.adapters.checks import refuse_non_finite, refuse_untrained
 from hubkit.errors import AdapterError
@@ -50,16 +49,25 @@ _CACHE_FORMAT = 2
 # when another thread hashes them, one when the reading thread does.
 CHUNK_BYTES = 4 * 1024 * 1024
 SAME_THREAD_CHUNK_BYTES = 1024 * 1024
-# numpy's views of the float dtypes an adapter may hold (their layouts: `FLOAT_LAYOUTS`).
-_FLOATS: dict[str, tuple[type | None, type, int, int]] = {
-    name: (
-        getattr(np, layout.numpy_name) if layout.numpy_name else None,
-        getattr(np, layout.bits),
-        layout.exponent_mask,
-        layout.sign_bit,
-    )
-    for name, layout in FLOAT_LAYOUTS.items()
-}
+
+
+@functools.cache
+def _float_views() -> dict[str, tuple[type | None, type, int, int]]:
+    """numpy's views of the float dtypes an adapter may hold (their layouts: `FLOAT_LAYOUTS`).
+
+    numpy is imported on the first tensor read: a push whose adapters are all known reads none.
+    """
+    import numpy as np
+
+    return {
+        name: (
+            getattr(np, layout.numpy_name) if layout.numpy_name else None,
+            getattr(np, layout.bits),
+            layout.exponent_mask,
+            layout.sign_bit,
+        )
+        for name, layout in FLOAT_LAYOUTS.items()
+    }
 
 
 def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> bytes:
@@ -114,7 +122,9 @@ def _all_finite(buffer: bytearray, dtype: str, offset: int, count: int) -> bool:
 
     numpy, on this thread only: torch's thread pool would spin against the hashing thread.
     """
-    float_type, bits_type, exponent, _ = _FLOATS[dtype]
+    import numpy as np
+
+    float_type, bits_type, exponent, _ = _float_views()[dtype]
     if float_type is not None:
         # A finite sum means every value is finite: NaN and ±Inf propagate through addition. The exact
         # check runs only when the sum is not finite (a diverged adapter, or finite values overflowing).
@@ -127,7 +137,9 @@ def _all_finite(buffer: bytearray, dtype: str, offset: int, count: int) -> bool:
 
 def _any_nonzero(buffer: bytearray, dtype: str, offset: int, count: int) -> bool:
     """Whether any of the values holds something other than +0 or -0."""
-    _, bits_type, _, sign = _FLOATS[dtype]
+    import numpy as np
+
+    _, bits_type, _, sign = _float_views()[dtype]
     return bool((np.frombuffer(buffer, bits_type, count, offset) & bits_type(sign - 1)).any())
 
 
@@ -171,7 +183,7 @@ def scan_weights(
         AdapterError: a dtype hubkit does not check, a tensor holding NaN or Inf, every lora_B zero, or a
             file that changed or shrank while it was read.
     """
-    unknown = sorted({t.dtype for t in header.tensors} - set(_FLOATS))
+    unknown = sorted({t.dtype for t in header.tensors} - set(FLOAT_LAYOUTS))
     if unknown:
         raise AdapterError(
             f"{label}: the adapter holds {', '.join(unknown)} tensors; LoRA weights are F32, BF16, F16 or F64: "

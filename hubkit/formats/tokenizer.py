@@ -21,7 +21,6 @@ from typing import Any
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from tokenizers import Tokenizer
 
 from hubkit.errors import FileFormatError
 from hubkit.formats.json_file import decode_text, dump_json, parse_json
@@ -59,6 +58,8 @@ def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
     Raises:
         FileFormatError: not UTF-8, or not a tokenizer `tokenizers` loads.
     """
+    from tokenizers import Tokenizer  # imported when a tokenizer is vetted (a push of known files vets none)
+
     text = decode_text(data, name)
     try:
         tokenizer = Tokenizer.from_str(text)
