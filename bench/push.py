@@ -413,6 +413,25 @@ def start_link(upstream: str, megabytes_per_second: float) -> tuple[str, subproc
     return process.stdout.readline().strip(), process
 
 
+def add_link_rate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--link-rate",
+        type=float,
+        default=None,
+        help="reach the Hub through a link of this many MB/s each way (default: loopback, unlimited)",
+    )
+
+
+def start_hub(root: Path, link_rate: float | None) -> tuple[str, list[subprocess.Popen], str]:
+    """The local Hub in its own process, behind bench/throttle.py when `link_rate` is given: its endpoint,
+    the processes (the Hub first), and the link in words."""
+    endpoint, server = start_server(root)
+    if link_rate is None:
+        return endpoint, [server], "loopback"
+    endpoint, link = start_link(endpoint, link_rate)
+    return endpoint, [server, link], f"a {link_rate:g} MB/s link (bench/throttle.py)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -422,12 +441,7 @@ def main() -> None:
     parser.add_argument(
         "--workdir", type=Path, default=None, help="where the runs and the Hub go (default: a temp dir)"
     )
-    parser.add_argument(
-        "--link-rate",
-        type=float,
-        default=None,
-        help="reach the Hub through a link of this many MB/s each way (default: loopback, unlimited)",
-    )
+    add_link_rate(parser)
     args = parser.parse_args()
     scales = {"seed": [seed_scale()], "small": [small_scale()], "both": [small_scale(), seed_scale()]}[
         args.scale
@@ -439,11 +453,7 @@ def main() -> None:
         raise SystemExit(
             f"{workdir} has {free / 1e9:.1f} GB free; this benchmark needs about {needed / 1e9:.1f} GB"
         )
-    endpoint, server = start_server(workdir / "hub")
-    processes = [server]
-    if args.link_rate is not None:
-        endpoint, link = start_link(endpoint, args.link_rate)
-        processes.append(link)
+    endpoint, processes, link = start_hub(workdir / "hub", args.link_rate)
     try:
         from hubkit.localhub.client_env import use_local_hub
 
@@ -457,7 +467,6 @@ def main() -> None:
         publish_base(endpoint, warm)
         warm_imports(listed_modules(lambda: hubkit_push(endpoint, warm_run, "bench/warm-hubkit")))
         warm_imports(listed_modules(lambda: hf_upload(endpoint, "bench/warm-hf", warm_run, create=True)))
-        link = "loopback" if args.link_rate is None else f"a {args.link_rate:g} MB/s link (bench/throttle.py)"
         print(
             f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process), through {link}; "
             f"workdir free: {free / 1e9:.0f} GB"

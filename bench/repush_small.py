@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from push import TOKEN, start_link, start_server
+from push import TOKEN, add_link_rate, start_hub
 
 from hubkit.testing.runs import TINY_SHAPES, make_run
 
@@ -104,20 +104,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=10, help="an even number: each goes first as often")
-    parser.add_argument(
-        "--link-rate",
-        type=float,
-        default=None,
-        help="reach the Hub through a link of this many MB/s each way",
-    )
+    add_link_rate(parser)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-repush-small-"))
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # both commands start from compiled bytecode
-    endpoint, server = start_server(workdir / "hub")
-    processes = [server]
-    if args.link_rate is not None:
-        endpoint, link = start_link(endpoint, args.link_rate)
-        processes.append(link)
+    endpoint, processes, link = start_hub(workdir / "hub", args.link_rate)
     # The local Hub speaks classic LFS only: `hf upload` is told so (hubkit tells its own client itself).
     os.environ.update(
         HF_ENDPOINT=endpoint, HF_TOKEN=TOKEN, HF_HOME=str(workdir / "hf_home"), HF_HUB_DISABLE_XET="1"
@@ -146,7 +137,6 @@ def main() -> None:
         ]
         run_command([bin_dir / "hubkit", "push", *push_args])  # the first push
         run_command(hf_command)  # the first upload
-        link = "loopback" if args.link_rate is None else f"a {args.link_rate:g} MB/s link (bench/throttle.py)"
         print(
             f"CPUs: {os.cpu_count()}; Hub: hubkit hub serve (own process), through {link}; {args.rounds} rounds"
         )
