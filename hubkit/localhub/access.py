@@ -135,12 +135,10 @@ class AccessPolicy:
         # On an open Hub, a request without an Authorization header reads everything and writes nothing:
         # a web page's no-cors request cannot send one, the huggingface_hub client always does.
         self._open_reader = Caller(admin_name, admin=True)
-        self._callers = {
-            self._credential(a.digest): Caller(
-                a.user, a.orgs, a.can_write, credential=self._credential(a.digest)
-            )
-            for a in accounts
-        }
+        callers = [
+            Caller(a.user, a.orgs, a.can_write, credential=self._credential(a.digest)) for a in accounts
+        ]
+        self._callers = {caller.credential: caller for caller in callers}
 
     def _credential(self, digest: bytes | None) -> str:
         if digest is None:

@@ -85,7 +85,7 @@ def _file_response(
     return Response(status, headers, data[start : start + length])
 
 
-def _cdn_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
+def cdn_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
     return f"/lfs-objects/{repo_type}s/{namespace}/{name}/{oid}"
 
 
@@ -100,25 +100,20 @@ def resolve(
     if entry.lfs is None:
         headers["ETag"] = f'"{entry.blob_sha}"'
         return _file_response(req, headers, entry.size, None, repo.read(entry))
-    headers.update(
-        {
-            "ETag": f'"{entry.lfs.oid}"',
-            "X-Linked-Etag": f'"{entry.lfs.oid}"',
-            "X-Linked-Size": str(entry.size),
-        }
-    )
+    oid = entry.lfs.oid
+    headers.update({"ETag": f'"{oid}"', "X-Linked-Etag": f'"{oid}"', "X-Linked-Size": str(entry.size)})
     if ctx.cdn_endpoint:
-        cdn_path = _cdn_path(repo_type, namespace, name, entry.lfs.oid)
-        headers["Location"] = ctx.signed_url(ctx.cdn_endpoint, cdn_path, req.caller)
+        url_path = cdn_path(repo_type, namespace, name, oid)
+        headers["Location"] = ctx.signed_url(ctx.cdn_endpoint, url_path, req.caller)
         return Response(302, headers)
-    return _file_response(req, headers, entry.size, repo.lfs.path(entry.lfs.oid), b"")
+    return _file_response(req, headers, entry.size, repo.lfs.path(oid), b"")
 
 
 def cdn_object(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, oid: str
 ) -> Response:
     """An LFS object by signed URL (no token: the URL stands for its signer, who must still see the repo)."""
-    path = _cdn_path(repo_type, namespace, name, oid)
+    path = cdn_path(repo_type, namespace, name, oid)
     repo, _ = ctx.signed_repo(req, path, repo_type, namespace, name, upload=False)
     size = repo.lfs.size(oid)
     if size is None:

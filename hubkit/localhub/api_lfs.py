@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from hubkit.localhub import errors
-from hubkit.localhub.context import URL_PREFIXES, HubContext
+from hubkit.localhub.api_files import cdn_path
+from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.messages import Request, Response, json_response, list_field
+from hubkit.localhub.repos import Repo, RepoRef
 
 LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 # The most upload URLs one batch answer holds (some 6 MB of JSON): 20,000 parts of 16 MiB are 320 GiB.
 MAX_BATCH_URLS = 20_000
 _PART = re.compile(r"^[0-9]{1,9}$")
+T = TypeVar("T")
 
 
 def _upload_path(repo_type: str, namespace: str, name: str, oid: str) -> str:
@@ -31,19 +34,10 @@ def _is_multipart(ctx: HubContext, size: int, multipart: bool) -> bool:
 
 
 def _upload_actions(
-    ctx: HubContext,
-    req: Request,
-    repo_type: str,
-    namespace: str,
-    name: str,
-    oid: str,
-    size: int,
-    multipart: bool,
+    ctx: HubContext, req: Request, ref: RepoRef, oid: str, size: int, multipart: bool
 ) -> dict:
-    path = _upload_path(repo_type, namespace, name, oid)
-    verify = {
-        "href": f"{req.base_url}/{URL_PREFIXES[repo_type]}{namespace}/{name}.git/info/lfs/objects/verify"
-    }
+    path = _upload_path(ref.repo_type, ref.namespace, ref.name, oid)
+    verify = {"href": f"{ctx.repo_url(req, ref)}.git/info/lfs/objects/verify"}
     href = ctx.signed_url(req.base_url, path, req.caller, size)
     if not _is_multipart(ctx, size, multipart):
         return {"upload": {"href": href}, "verify": verify}
@@ -76,68 +70,58 @@ def _check_upload_batch(ctx: HubContext, objects: list[dict], multipart: bool) -
         )
 
 
+def _batch_object(
+    ctx: HubContext, req: Request, repo: Repo, obj: dict, upload: bool, multipart: bool
+) -> dict:
+    """One object's answer: an error, its download or upload actions, or none (already stored)."""
+    oid, size = obj.get("oid"), obj.get("size")
+    try:
+        check_oid(oid)
+    except InvalidInputError as e:
+        return {"oid": str(oid), "size": size, "error": {"code": 422, "message": str(e)}}
+    if not isinstance(size, int) or size < 0:
+        return {"oid": oid, "size": size, "error": {"code": 422, "message": "Invalid size."}}
+    stored = repo.lfs.size(oid)
+    if not upload:
+        if stored is None:
+            return {"oid": oid, "size": size, "error": {"code": 404, "message": "Object not found."}}
+        path = cdn_path(repo.ref.repo_type, repo.ref.namespace, repo.ref.name, oid)
+        href = ctx.signed_url(ctx.cdn_endpoint or req.base_url, path, req.caller)
+        return {"oid": oid, "size": stored, "actions": {"download": {"href": href}}}
+    if stored == size:
+        return {"oid": oid, "size": size}  # already here: no actions, the client skips it
+    return {"oid": oid, "size": size, "actions": _upload_actions(ctx, req, repo.ref, oid, size, multipart)}
+
+
 def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
     """The git-lfs batch API: which objects to send (with signed URLs) and which are already here."""
     data = req.body.json()
     operation = data.get("operation")
     if operation not in ("upload", "download"):
         raise errors.bad_request("LFS batch operation must be 'upload' or 'download'.")
-    repo = ctx.repo(req, repo_type, namespace, name, write=operation == "upload")
+    upload = operation == "upload"
+    repo = ctx.repo(req, repo_type, namespace, name, write=upload)
     multipart = "multipart" in (data.get("transfers") or [])
     requested = list_field(data, "objects")
-    if operation == "upload":
+    if upload:
         _check_upload_batch(ctx, requested, multipart)
-    objects = []
-    for obj in requested:
-        oid, size = obj.get("oid"), obj.get("size")
-        try:
-            check_oid(oid)
-        except InvalidInputError as e:
-            objects.append({"oid": str(oid), "size": size, "error": {"code": 422, "message": str(e)}})
-            continue
-        if not isinstance(size, int) or size < 0:
-            objects.append({"oid": oid, "size": size, "error": {"code": 422, "message": "Invalid size."}})
-            continue
-        stored = repo.lfs.size(oid)
-        if operation == "download":
-            if stored is None:
-                objects.append(
-                    {"oid": oid, "size": size, "error": {"code": 404, "message": "Object not found."}}
-                )
-            else:
-                cdn_path = f"/lfs-objects/{repo_type}s/{namespace}/{name}/{oid}"
-                href = ctx.signed_url(ctx.cdn_endpoint or req.base_url, cdn_path, req.caller)
-                objects.append({"oid": oid, "size": stored, "actions": {"download": {"href": href}}})
-        elif stored == size:
-            objects.append({"oid": oid, "size": size})  # already here: no actions, the client skips it
-        else:
-            objects.append(
-                {
-                    "oid": oid,
-                    "size": size,
-                    "actions": _upload_actions(ctx, req, repo_type, namespace, name, oid, size, multipart),
-                }
-            )
+    objects = [_batch_object(ctx, req, repo, obj, upload, multipart) for obj in requested]
     return json_response({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=LFS_JSON)
 
 
-def _upload_body(ctx: HubContext, req: Request, size: int) -> Iterator[bytes]:
-    """The body of an LFS upload, through the fault mode: a 503/429 instead, or a body cut halfway."""
+def _store_upload(ctx: HubContext, req: Request, size: int, write: Callable[[Iterator[bytes]], T]) -> T:
+    """Store an LFS upload's body with `write`, through the fault mode (a 503/429 instead, or a body cut
+    halfway)."""
     refusal = ctx.faults.upload_status()
     if refusal is not None:
         for _ in req.body.chunks():  # read it all, so that the client sees the answer, not a reset
             pass
         status, headers = refusal
         raise errors.HubHTTPError(status, f"Fault injected by the local Hub: {status}.", headers=headers)
-    return ctx.faults.upload_body(req.body.chunks(), size)
-
-
-@contextlib.contextmanager
-def _drained_on_error(body: Iterator[bytes]) -> Iterator[None]:
-    """When storing fails (a full disk), read the rest of the body, so that the client gets the answer."""
+    body = ctx.faults.upload_body(req.body.chunks(), size)
     try:
-        yield
-    except OSError:
+        return write(body)
+    except OSError:  # a full disk: read the rest of the body too
         for _ in body:
             pass
         raise
@@ -148,9 +132,7 @@ def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name:
     repo, grant = ctx.signed_repo(req, path, repo_type, namespace, name, upload=True)
     size = grant.size or 0
     req.body.limit_to(size, f"The upload of LFS object {oid}")
-    body = _upload_body(ctx, req, size)
-    with _drained_on_error(body):
-        repo.lfs.write(oid, size, body)
+    _store_upload(ctx, req, size, lambda body: repo.lfs.write(oid, size, body))
     return json_response({})
 
 
@@ -165,9 +147,7 @@ def lfs_put_part(
     offset = (int(part) - 1) * chunk
     length = min(chunk, size - offset)
     req.body.limit_to(length, f"Part {part} of LFS object {oid}")
-    body = _upload_body(ctx, req, length)
-    with _drained_on_error(body):
-        etag = repo.lfs.write_part(oid, int(part), offset, body)
+    etag = _store_upload(ctx, req, length, lambda body: repo.lfs.write_part(oid, int(part), offset, body))
     return json_response({}, headers={"ETag": etag})
 
 

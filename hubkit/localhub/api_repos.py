@@ -8,13 +8,7 @@ from hubkit.localhub import errors
 from hubkit.localhub.cards import EVAL_RESULTS_DIR, MAX_METADATA_CHARS, card_data, eval_results_items
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import (
-    SPACE_SDKS,
-    FileEntry,
-    RepoMeta,
-    RepoRef,
-    default_initial_files,
-)
+from hubkit.localhub.repos import SPACE_SDKS, FileEntry, RepoMeta, RepoRef, default_initial_files
 
 
 def iso_time(timestamp: int) -> str:
@@ -121,7 +115,7 @@ def repo_info(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str = "main"
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
-    commit = repo.commit_info(repo.resolve(revision))
+    commit = repo.git.read_commit(repo.resolve(revision))
     files = repo.files(commit.sha)
     meta = repo.meta
     info: dict = {
@@ -172,12 +166,13 @@ def space_runtime(ctx: HubContext, req: Request, namespace: str, name: str) -> R
 def list_refs(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
 
-    def refs(kind: str, names: dict[str, str]) -> list[dict]:
+    def refs(kind: str) -> list[dict]:
+        names = repo.git.list_refs(f"refs/{kind}/")
         return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": sha} for n, sha in names.items()]
 
-    answer = {"branches": refs("heads", repo.branches()), "converts": [], "tags": refs("tags", repo.tags())}
+    answer = {"branches": refs("heads"), "converts": [], "tags": refs("tags")}
     if req.flag("include_prs"):
-        answer["pullRequests"] = refs("pr", repo.pull_requests())
+        answer["pullRequests"] = refs("pr")
     return json_response(answer)
 
 

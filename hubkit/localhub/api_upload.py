@@ -163,7 +163,7 @@ def commit(
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
     payload = parse_commit_payload(req.body.lines())
-    if _all_lfs_arrived(repo, payload.operations) and ctx.faults.commit_fails():
+    if _all_lfs_arrived(repo, payload.operations) and ctx.faults.draw("commit_500_after_lfs"):
         raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
     message = payload.summary + (f"\n\n{payload.description}" if payload.description.strip() else "")
     sha, ref = repo.commit(

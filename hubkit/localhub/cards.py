@@ -21,19 +21,13 @@ MAX_METADATA_CHARS = MAX_CHARS
 _LIST_KEYS = ("tags", "datasets", "language", "metrics", "base_model", "pipeline_tag", "library_name")
 
 
-def front_matter(readme: str) -> str | None:
-    """The YAML text between the leading `---` lines of a README, or None when there is none."""
-    match = _FRONT_MATTER.match(readme)
-    return match.group(1) if match else None
-
-
 def _metadata(readme: str) -> tuple[Any, str | None]:
     """A README's metadata value and why it cannot be read ((None, None) without metadata or PyYAML)."""
-    text = front_matter(readme)
-    if text is None or not yaml_available():
+    match = _FRONT_MATTER.match(readme)  # the YAML between the leading `---` lines
+    if match is None or not yaml_available():
         return None, None
     try:
-        return load_yaml(text), None
+        return load_yaml(match.group(1)), None
     except YAMLError as e:
         return None, str(e)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
 from hubkit.localhub.access import AccessPolicy, Account
+from hubkit.localhub.collection_store import CollectionStore
 from hubkit.localhub.exceptions import RepoNotFoundError
 from hubkit.localhub.faults import FaultPlan, Faults
 from hubkit.localhub.identity import Caller
@@ -62,10 +63,8 @@ class HubSettings:
         limits = (self.multipart_chunk_size, self.max_lfs_size, self.max_json_body, self.max_commit_body)
         if min(*limits, self.signed_url_ttl) < 1:
             raise ValueError("The local Hub's sizes, limits and URL lifetime must be positive.")
-        if (
-            self.incomplete_upload_timeout is not None
-            and self.incomplete_upload_timeout < self.signed_url_ttl
-        ):
+        timeout = self.incomplete_upload_timeout
+        if timeout is not None and timeout < self.signed_url_ttl:
             raise ValueError("incomplete_upload_timeout must be at least signed_url_ttl.")
 
     @property
@@ -92,10 +91,12 @@ class HubContext:
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     access: AccessPolicy = field(init=False)
     signer: UrlSigner = field(init=False)
+    collections: CollectionStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.access = AccessPolicy(self.settings.user, self.settings.token, self.settings.users, self.secret)
         self.signer = UrlSigner(self.secret, self.settings.signed_url_ttl)
+        self.collections = CollectionStore(self.store.root)
 
     @staticmethod
     def author(caller: Caller) -> str:

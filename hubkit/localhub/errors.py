@@ -116,6 +116,11 @@ def from_storage(error: storage.StorageError) -> HubHTTPError:
     """The Hub's answer to a refusal by the repository store."""
     message = str(error)
     match error:
+        case storage.CollectionNotFoundError():
+            return not_found(message)
+        case storage.CollectionConflictError(slug=slug):
+            # The client's create_collection(exists_ok=True) reads the existing one's slug from the 409.
+            return conflict(message, **({"slug": slug} if slug else {}))
         case storage.RepoNotFoundError():
             return repo_not_found(message)
         case storage.RevisionNotFoundError():

@@ -37,6 +37,18 @@ class ParentCommitMismatchError(StorageError):
     """The branch head moved away from the commit the client based its change on (HTTP 412)."""
 
 
+class CollectionNotFoundError(StorageError):
+    """No collection of that namespace and id, or no such item in it (HTTP 404)."""
+
+
+class CollectionConflictError(StorageError):
+    """The namespace has a collection of that title (its `slug`), or the collection has that item (HTTP 409)."""
+
+    def __init__(self, message: str, slug: str | None = None) -> None:
+        super().__init__(message)
+        self.slug = slug
+
+
 class RootInUseError(Exception):
     """Another process serves this storage root (not a request's fault: the server does not start)."""
 

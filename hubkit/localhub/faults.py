@@ -31,15 +31,8 @@ from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
 
-FAULTS = (
-    "lfs_503",
-    "lfs_429",
-    "commit_500_after_lfs",
-    "drop_mid_upload",
-    "crash_mid_upload",
-    "crash_mid_commit",
-)
 CRASH_FAULTS = ("crash_mid_upload", "crash_mid_commit")
+FAULTS = ("lfs_503", "lfs_429", "commit_500_after_lfs", "drop_mid_upload", *CRASH_FAULTS)
 
 
 @dataclass(frozen=True)
@@ -100,11 +93,7 @@ class DropConnection(Exception):
 
 
 class Faults:
-    """The faults of one running Hub: draws them and counts what was eligible and what was injected.
-
-    Attributes:
-        plan: what to inject.
-    """
+    """The faults of one running Hub (`plan`): draws them, counts what was eligible and what was injected."""
 
     def __init__(self, plan: FaultPlan | None) -> None:
         self.plan = plan or FaultPlan()
@@ -176,10 +165,6 @@ class Faults:
         if crash:
             os.kill(os.getpid(), signal.SIGKILL)
         raise DropConnection
-
-    def commit_fails(self) -> bool:
-        """Whether a commit whose LFS objects all arrived answers 500 instead of being applied."""
-        return self.draw("commit_500_after_lfs")
 
     def crash_mid_commit(self) -> None:
         """Called between writing a commit's objects and moving its branch: may kill the process."""

@@ -56,8 +56,7 @@ class Commit:
 
     @property
     def body(self) -> str:
-        parts = self.message.split("\n\n", 1)
-        return parts[1].rstrip("\n") if len(parts) > 1 else ""
+        return self.message.partition("\n\n")[2].rstrip("\n")
 
 
 def blob_sha(data: bytes) -> str:

@@ -25,7 +25,8 @@ from hubkit.localhub import errors
 from hubkit.localhub.context import HubSettings
 from hubkit.localhub.messages import Request
 
-_HOST_HEADER = re.compile(r"^(?:\[([0-9A-Fa-f:.]{2,45})\]|([A-Za-z0-9.-]{1,253}))(?::[0-9]{1,5})?$")
+# host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
+HOST_HEADER = re.compile(r"^(?:\[([0-9A-Fa-f:.]{2,45})\]|([A-Za-z0-9.-]{1,253}))(?::[0-9]{1,5})?$")
 _WILDCARDS = ("", "0.0.0.0", "::")
 _FORM = "application/x-www-form-urlencoded"
 
@@ -53,24 +54,18 @@ class HostRule:
     @classmethod
     def for_address(cls, bound: str, extra: Iterable[str] = ()) -> HostRule:
         """The rule for a socket bound to `bound` (an address, `localhost`, or a wildcard), plus `extra` names."""
-        names = {_normalized(name.rstrip(".")) for name in extra}
         wildcard = bound in _WILDCARDS
-        names.add("localhost")
-        if wildcard:
-            names.add(socket.gethostname().lower())
-        else:
-            names.add(_normalized(bound))
+        own = socket.gethostname().lower() if wildcard else _normalized(bound)
+        names = {_normalized(name.rstrip(".")) for name in extra} | {"localhost", own}
         return cls(frozenset(names), wildcard)
 
     def allows(self, host: str | None) -> bool:
         """Whether a Host header value names this server."""
-        match = _HOST_HEADER.match(host or "")
+        match = HOST_HEADER.match(host or "")
         if match is None:
             return False
         name = _normalized((match.group(1) or match.group(2)).removesuffix("."))
-        if name in self.names:
-            return True
-        return self.any_address and _is_ip(name)
+        return name in self.names or (self.any_address and _is_ip(name))
 
 
 def _normalized(name: str) -> str:
@@ -134,11 +129,5 @@ def check_body(settings: HubSettings, req: Request, kind: str) -> None:
         raise errors.unsupported_media_type(
             f"This endpoint takes JSON or a form, not {media_type or 'none'}."
         )
-    limits = {
-        NO_BODY: settings.max_json_body,
-        JSON: settings.max_json_body,
-        JSON_OR_FORM: settings.max_json_body,
-        COMMIT: settings.max_commit_body,
-        LFS_CONTENT: settings.max_lfs_size,
-    }
-    body.limit_to(limits[kind])
+    limits = {COMMIT: settings.max_commit_body, LFS_CONTENT: settings.max_lfs_size}
+    body.limit_to(limits.get(kind, settings.max_json_body))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import socket
 import struct
 import time
@@ -12,6 +11,7 @@ from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
 from hubkit.localhub.faults import DropConnection
+from hubkit.localhub.guards import HOST_HEADER
 from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
@@ -19,8 +19,6 @@ logger = logging.getLogger(__name__)
 # How long, and how much, a refused request's unread body is drained before its connection closes.
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 64 << 20
-# host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
-_HOST = re.compile(r"^(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
 
 
 class HubRequestHandler(BaseHTTPRequestHandler):
@@ -39,7 +37,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
 
     # OPTIONS (a CORS preflight) gets a 404 like any unknown route, with no Access-Control-Allow-* header:
     # a page's cross-origin request with a token or a JSON body is never sent.
-    do_HEAD = do_POST = do_PUT = do_DELETE = do_OPTIONS = do_GET
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
 
     def _handle(self) -> None:
         raw_path, _, query = self.path.partition("?")
@@ -101,7 +99,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         """Where the client reached us: URLs in answers name it, so a Hub bound to 0.0.0.0 hands out
         addresses that work for the client (a malformed Host falls back to the server's own endpoint)."""
         host = self.headers.get("Host", "")
-        return f"http://{host}" if _HOST.match(host) else self.server.context.endpoint
+        return f"http://{host}" if HOST_HEADER.match(host) else self.server.context.endpoint
 
     def _drop(self) -> None:
         """Cut the connection with no answer: a reset, as when a proxy or the network fails mid-request."""

@@ -110,11 +110,7 @@ class LfsStore:
         return self.base / "incomplete" / check_oid(oid)
 
     def write_part(self, oid: str, part_number: int, offset: int, chunks: Iterable[bytes]) -> str:
-        """Write one part of a multipart upload at its offset in the object's incomplete file.
-
-        Returns:
-            The part's etag (recorded, and checked again when the upload is completed).
-        """
+        """Write one part of a multipart upload at its offset; return its etag (checked on completion)."""
         folder = self._incomplete(oid)
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / "data", os.O_RDWR | os.O_CREAT, 0o644)
@@ -129,11 +125,7 @@ class LfsStore:
         return etag
 
     def remove_stale_uploads(self, max_age: float | None) -> list[Path]:
-        """Remove the unfinished multipart uploads not written to for `max_age` seconds (None: all of them).
-
-        Returns:
-            The folders removed.
-        """
+        """Remove (and return) the unfinished multipart uploads idle for `max_age` seconds (None: all)."""
         removed = []
         now = time.time()
         for folder in sorted((self.base / "incomplete").glob("*")):
@@ -158,10 +150,8 @@ class LfsStore:
             raise InvalidInputError(f"Multipart upload of {oid} is missing parts or names unknown etags.")
         data = folder / "data"
         try:
-            digest = hashlib.sha256()
             with data.open("rb") as f:
-                while block := f.read(1 << 20):
-                    digest.update(block)
+                digest = hashlib.file_digest(f, "sha256")
             self._publish(data, oid, size, digest.hexdigest())
         finally:
             shutil.rmtree(folder, ignore_errors=True)

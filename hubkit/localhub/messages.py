@@ -77,14 +77,18 @@ class Body:
         self.finished = True
 
     def _sized(self) -> Iterator[bytes]:
-        left = self.length or 0
-        if left > self.limit:
-            raise TooLargeError(self._too_large(left))
-        while left:
-            block = self._stream.read(min(CHUNK, left))
+        size = self.length or 0
+        if size > self.limit:
+            raise TooLargeError(self._too_large(size))
+        yield from self._read(size, "Request body is truncated: the connection closed early.")
+
+    def _read(self, size: int, truncated: str) -> Iterator[bytes]:
+        """`size` bytes in pieces (a chunk may be announced as large as the limit)."""
+        while size:
+            block = self._stream.read(min(CHUNK, size))
             if not block:
-                raise InvalidInputError("Request body is truncated: the connection closed early.")
-            left -= len(block)
+                raise InvalidInputError(truncated)
+            size -= len(block)
             yield block
 
     def _chunked(self) -> Iterator[bytes]:
@@ -105,12 +109,7 @@ class Body:
             total += size
             if total > self.limit:
                 raise TooLargeError(self._too_large(total))
-            while size:  # a chunk may be announced as large as the limit: read it in pieces
-                data = self._stream.read(min(CHUNK, size))
-                if not data:
-                    raise InvalidInputError("Chunked request body is truncated.")
-                size -= len(data)
-                yield data
+            yield from self._read(size, "Chunked request body is truncated.")
             if self._stream.readline(16) not in (b"\r\n", b"\n"):
                 raise InvalidInputError("Chunked request body is malformed: a chunk does not end with CRLF.")
 

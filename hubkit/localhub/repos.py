@@ -153,9 +153,6 @@ class Repo:
                     return sha
         raise RevisionNotFoundError(f"Invalid rev id: {revision}")
 
-    def commit_info(self, sha: str) -> Commit:
-        return self.git.read_commit(sha)
-
     def log(self, revision: str) -> list[Commit]:
         """Commits reachable from `revision` by first parents, newest first."""
         commits, sha = [], self.resolve(revision)
@@ -164,15 +161,6 @@ class Repo:
             commits.append(commit)
             sha = commit.parents[0] if commit.parents else ""
         return commits
-
-    def branches(self) -> dict[str, str]:
-        return self.git.list_refs("refs/heads/")
-
-    def tags(self) -> dict[str, str]:
-        return self.git.list_refs("refs/tags/")
-
-    def pull_requests(self) -> dict[str, str]:
-        return self.git.list_refs("refs/pr/")
 
     # --- reading files ---------------------------------------------------------------------------
 
@@ -289,7 +277,7 @@ class Repo:
                     before_ref_update()
                 expected: str | None = head
                 if create_pr:
-                    number = 1 + max((int(n) for n in self.pull_requests()), default=0)
+                    number = 1 + max((int(n) for n in self.git.list_refs("refs/pr/")), default=0)
                     ref, expected = f"refs/pr/{number}", None
                 if not self.git.update_ref(ref, sha, expected):
                     raise ParentCommitMismatchError(f"{ref} moved while committing: try again.")
@@ -355,14 +343,8 @@ class Repo:
         return self._create_ref(ref, lambda: self.resolve(revision), f"Tag already exists: {name}")
 
     def _create_ref(self, ref: str, target: Callable[[], str], exists: str) -> str:
-        """Point the new `ref` at `target()`, computed under the lock once `ref` is known to be free.
-
-        Returns:
-            The commit sha the ref points at.
-
-        Raises:
-            RefExistsError: `ref` exists already (message `exists`).
-        """
+        """Point the new `ref` at `target()` (computed once `ref` is known to be free); return that commit.
+        Raises RefExistsError (message `exists`)."""
         with self.lock:
             if self.git.read_ref(ref):
                 raise RefExistsError(exists)

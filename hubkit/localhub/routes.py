@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import api_files, api_lfs, api_repos, api_upload, errors, guards
+from hubkit.localhub import api_collections, api_files, api_lfs, api_repos, api_upload, errors, guards
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError
@@ -68,6 +68,8 @@ def _model(handler: Handler) -> Handler:
 
 
 REPO = "/api/{types}/{namespace}/{name}"
+COLLECTION = "/api/collections/{namespace}/{slug}"
+UPLOAD = "/lfs-upload/{types}/{namespace}/{name}/{oid}"
 ROUTES = [
     _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
     _route("DELETE", "/api/repos/delete", api_repos.delete_repo, guards.JSON, write=True),
@@ -75,6 +77,14 @@ ROUTES = [
     _route("GET", "/api/whoami-v2", api_repos.whoami),
     _route("GET", "/api/local-hub/faults", api_repos.fault_stats),
     _route("POST", "/api/validate-yaml", api_upload.validate_yaml),
+    _route("POST", "/api/collections", api_collections.create_collection, write=True),
+    _route("GET", "/api/collections", api_collections.list_collections),
+    _route("GET", COLLECTION, api_collections.get_collection),
+    _route("PATCH", COLLECTION, api_collections.update_collection, write=True),
+    _route("DELETE", COLLECTION, api_collections.delete_collection, write=True),
+    _route("POST", COLLECTION + "/items", api_collections.add_item, write=True),
+    _route("PATCH", COLLECTION + "/items/{item}", api_collections.update_item, write=True),
+    _route("DELETE", COLLECTION + "/items/{item}", api_collections.delete_item, write=True),
     _route("GET", "/api/{types}", api_repos.list_repos),
     _route("GET", REPO, api_repos.repo_info),
     _route("GET", REPO + "/revision/{revision}", api_repos.repo_info),
@@ -98,21 +108,9 @@ ROUTES = [
     _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_lfs.lfs_batch)),
     _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_lfs.lfs_verify, write=True),
     _route("POST", "/{namespace}/{name.git}/info/lfs/objects/verify", _model(api_lfs.lfs_verify), write=True),
-    _route(
-        "PUT",
-        "/lfs-upload/{types}/{namespace}/{name}/{oid}",
-        api_lfs.lfs_put,
-        guards.LFS_CONTENT,
-        signed=True,
-    ),
-    _route(
-        "PUT",
-        "/lfs-upload/{types}/{namespace}/{name}/{oid}/part/{part}",
-        api_lfs.lfs_put_part,
-        guards.LFS_CONTENT,
-        signed=True,
-    ),
-    _route("POST", "/lfs-upload/{types}/{namespace}/{name}/{oid}", api_lfs.lfs_complete, signed=True),
+    _route("PUT", UPLOAD, api_lfs.lfs_put, guards.LFS_CONTENT, signed=True),
+    _route("PUT", UPLOAD + "/part/{part}", api_lfs.lfs_put_part, guards.LFS_CONTENT, signed=True),
+    _route("POST", UPLOAD, api_lfs.lfs_complete, signed=True),
     _route("GET", "/lfs-objects/{types}/{namespace}/{name}/{oid}", api_files.cdn_object, signed=True),
     _route("GET", "/{types}/{namespace}/{name}/resolve/{revision}/{path+}", api_files.resolve),
     _route("GET", "/{namespace}/{name}/resolve/{revision}/{path+}", _model(api_files.resolve)),

@@ -74,10 +74,8 @@ class HubHTTPServer(ThreadingHTTPServer):
 
 def is_loopback(host: str) -> bool:
     """Whether `host` is a loopback address (only this machine can reach it)."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
@@ -90,12 +88,7 @@ def public_host(host: str) -> str:
 
 
 class LocalHub:
-    """A Hub-compatible server on a directory of bare git repositories.
-
-    Use as a context manager, or call `start()` and `stop()`:
-
-        with LocalHub(root) as hub:
-            os.environ["HF_ENDPOINT"] = hub.endpoint   # before importing huggingface_hub
+    """A Hub-compatible server on a directory of bare git repositories (a context manager, or start/stop).
 
     Attributes:
         root: the storage directory (repos survive restarts on the same root).
@@ -162,6 +155,7 @@ class LocalHub:
         except RootInUseError as e:
             raise LocalHubError(f"{e} Stop it first, or serve another --root.") from None
         context = HubContext(store, self.settings, faults=self.faults, secret=store.signing_key())
+        context.collections.remove_leftovers()
         try:
             api = HubHTTPServer(
                 (self.host, self.port), context, self.request_log, self.settings.allowed_hosts

@@ -33,12 +33,7 @@ class Grant:
 
 
 class UrlSigner:
-    """Makes and checks the signed URLs of one Hub.
-
-    Args:
-        secret: the server's signing key.
-        ttl: seconds a URL stays valid.
-    """
+    """Makes and checks one Hub's signed URLs (`secret`: the signing key; `ttl`: seconds a URL is valid)."""
 
     def __init__(self, secret: bytes, ttl: int) -> None:
         self._secret = secret

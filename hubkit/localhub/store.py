@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -34,11 +33,7 @@ _LEFTOVERS = (
 
 
 class RepoStore:
-    """All repositories under `root/repos/{type}s/{namespace}/{name}.git`.
-
-    One process at a time serves a root: `open()` takes an exclusive lock on `root/.lock` (the
-    kernel releases it when the process dies, however it dies) and clears what a killed server left.
-    """
+    """All repositories of a root; `open()` locks `root/.lock` (released however the process dies)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -81,10 +76,7 @@ class RepoStore:
         """The root's key for signed URLs, made on first use (readable by the server's user only)."""
         path = self.root / ".signing-key"
         if not path.is_file():
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
-            os.write(fd, secrets.token_bytes(32))
-            os.close(fd)
-            os.replace(tmp, path)  # mkstemp made it 0600
+            atomic_write(path, secrets.token_bytes(32))  # through mkstemp: mode 0600
         return path.read_bytes()
 
     def close(self) -> None:
