@@ -11,16 +11,16 @@ from urllib.parse import quote
 
 from hubkit.cards.inputs import BaseModelCard
 from hubkit.hub.download import cached_repo_file, download_repo_file
+from hubkit.hub.repo_types import HUB_ENDPOINT
 
 logger = logging.getLogger(__name__)
-HUB_URL = "https://huggingface.co"
 
 
 def _absolute_link(link: str, base_model: str, revision: str | None, endpoint: str | None) -> str:
     """A ``license_link`` relative to the base repo (``LICENSE``) made absolute, so it still works from our card."""
     if link.startswith(("http://", "https://")):
         return link
-    hub = (endpoint or HUB_URL).rstrip("/")
+    hub = (endpoint or HUB_ENDPOINT).rstrip("/")
     return (
         f"{hub}/{base_model}/blob/{quote(revision or 'main', safe='')}/{link.removeprefix('./').lstrip('/')}"
     )

@@ -11,8 +11,6 @@ from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.runs.model import Run
 
 ADAPTER_CONFIG = "adapter_config.json"
-LAYOUT = "the checkpoint folders"
-HUBKIT = "hubkit"
 SOURCES_NOTE = (
     "The last column says where each value was read: `hubkit.json` is what the training script recorded; "
     "`training_args.bin` and `trainer_state.json` are what the trainer saved beside each checkpoint, and "
@@ -25,7 +23,7 @@ def _algorithm_source(run: Run) -> str:
         return MANIFEST_NAME
     if run.trainer_settings is not None and "multi_objective_aggregation" in run.trainer_settings.values:
         return run.trainer_settings.source
-    return f"{HUBKIT} (GRPO unless the run records otherwise)"
+    return "hubkit (GRPO unless the run records otherwise)"
 
 
 def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
@@ -34,7 +32,7 @@ def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
     manifest = run.manifest
     own = MANIFEST_NAME if run.manifest_recorded else None
     rows: list[tuple[str, str, str]] = [
-        ("framework", framework_name(manifest), own or LAYOUT),
+        ("framework", framework_name(manifest), own or "the checkpoint folders"),
         ("algorithm", run_algorithm(run), _algorithm_source(run)),
         ("base model", manifest.base_model, run.base_model_source),
     ]

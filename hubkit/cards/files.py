@@ -4,6 +4,7 @@ from the network, and the same inputs give the same bytes (so a push with nothin
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
 from typing import Any
 
 from hubkit.cards import configuration, plots, sections, tables, text, usage
@@ -34,20 +35,6 @@ def license_statement(base: BaseModelCard) -> str:
     return f"{shown}, the licence of the base model {base_link}; its terms apply to this model too."
 
 
-def _reward(inputs: CardInputs) -> dict[str, Any] | None:
-    section = sections.reward_section(inputs.run.manifest.reward)
-    if section is None:
-        return None
-    return {
-        "formula_block": text.fence(section.formula, "text"),
-        "components": section.components,
-        "aggregation": section.aggregation,
-        "meaning": section.meaning,
-        "std": section.std,
-        "epsilon": section.epsilon,
-    }
-
-
 def _reward_functions(inputs: CardInputs) -> dict[str, Any] | None:
     """The Reward section of a run that logged its reward functions but recorded no reward spec."""
     rows = sections.reward_functions_rows(inputs.run)
@@ -69,15 +56,11 @@ def _reward_functions(inputs: CardInputs) -> dict[str, Any] | None:
 
 
 def _key_metrics_note(inputs: CardInputs) -> str:
-    manifest = inputs.run.manifest
+    reward = inputs.run.manifest.reward
     note = ""
     if inputs.run.metrics_source:
         note += f" The metrics were read from the run's {inputs.run.metrics_source}."
-    if (
-        manifest.framework == "verl"
-        and manifest.reward
-        and manifest.reward.aggregation == "normalize_then_sum"
-    ):
+    if inputs.run.framework == "verl" and reward and reward.aggregation == "normalize_then_sum":
         note += (
             " With `normalize_then_sum`, verl logs the normalized sum Σ wᵢ·zᵢ as `critic/score/mean`, not the "
             "raw reward."
@@ -96,7 +79,7 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "objective": sections.objective(run),
         "progress": sections.progress(run, inputs.steps),
         "license_statement": license_statement(inputs.base),
-        "reward": _reward(inputs),
+        "reward": sections.reward_section(manifest.reward),
         "reward_functions": _reward_functions(inputs),
         "configuration": tables.Table(
             header=("setting", "value", "read from"),
@@ -112,12 +95,7 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "system_prompt": text.fence(manifest.system_prompt, "text") if manifest.system_prompt else None,
         "contamination": sections.contamination(run, inputs.eval),
         "citations": tuple(
-            {
-                "role": c.role,
-                "title": c.title,
-                "url": c.url,
-                "bibtex": text.fence(c.bibtex, "bibtex") if c.bibtex else None,
-            }
+            replace(c, bibtex=text.fence(c.bibtex, "bibtex")) if c.bibtex else c
             for c in sections.citations(manifest, run.trainer_settings)
         ),
         "merged_repo_id": inputs.merged_repo_id,
@@ -179,14 +157,10 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
 
 
 def _usage(inputs: CardInputs) -> dict[str, str | None]:
-    found = snippets(inputs)
+    """Each snippet as a code block (the TGI one is a shell command)."""
     return {
-        "checkpoint": text.fence(found.checkpoint, "python"),
-        "revision": text.fence(found.revision, "python"),
-        "root": text.fence(found.root, "python"),
-        "merged": text.fence(found.merged, "python") if found.merged else None,
-        "vllm": text.fence(found.vllm, "python"),
-        "tgi": text.fence(found.tgi, "bash"),
+        name: text.fence(code, "bash" if name == "tgi" else "python") if code else None
+        for name, code in asdict(snippets(inputs)).items()
     }
 
 
@@ -210,7 +184,7 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
     }
     if inputs.eval is not None:
         summary = inputs.eval.summary
-        draw = lambda: plots.draw_accuracy_vs_length(summary)  # noqa: E731
+        draw = lambda: plots.png(plots.accuracy_figure(summary))  # noqa: E731
         files[ACCURACY_PLOT] = plots.cached_png("accuracy", summary, draw, cache)
     context = {
         **_common_context(inputs),
@@ -266,9 +240,7 @@ def merged_card_files(inputs: CardInputs, record: MergeRecord) -> dict[str, byte
     run, step = inputs.run, inputs.merged_step
     checkpoint = next((c for c in run.checkpoints if c.step == step), None)
     run_tokenizer = checkpoint is not None and run.tokenizer_dir(checkpoint) is not None
-    result = None
-    if inputs.eval is not None:
-        result = next((m for m in inputs.eval.summary.checkpoints if m.step == step), None)
+    result = tables.result_at(inputs.eval, step)
     merged_eval = (
         f"{text.percent(result.accuracy)} accuracy on {result.n} problems of "
         f"{text.code(inputs.eval.summary.problems.source)}, {text.number(result.tokens_mean)} tokens on average"

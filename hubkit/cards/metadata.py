@@ -11,6 +11,7 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.merge_record import METADATA_KEY, MergeRecord
 from hubkit.cards.sections import run_algorithm
+from hubkit.cards.tables import result_at
 from hubkit.runs.model import Run
 
 if TYPE_CHECKING:
@@ -47,11 +48,8 @@ def eval_results(inputs: CardInputs, step: int) -> list[EvalResult] | None:
     from huggingface_hub import EvalResult
 
     evaluation = inputs.eval
-    if evaluation is None:
-        return None
-    try:
-        result = evaluation.by_step(step)
-    except KeyError:
+    result = result_at(evaluation, step)
+    if evaluation is None or result is None:
         return None
     summary = evaluation.summary
     problems = summary.problems
@@ -92,13 +90,8 @@ def card_data(
         extra_tags: tuple[str, ...] = ("peft",)
     else:
         assert inputs.merged_repo_id is not None and inputs.merged_step is not None  # checked by the caller
-        repo_id, step, library, relation = (
-            inputs.merged_repo_id,
-            inputs.merged_step,
-            "transformers",
-            "finetune",
-        )
-        extra_tags = ("merged-lora",)
+        repo_id, step = inputs.merged_repo_id, inputs.merged_step
+        library, relation, extra_tags = "transformers", "finetune", ("merged-lora",)
     dataset = manifest.dataset
     results = eval_results(inputs, step)
     return ModelCardData(

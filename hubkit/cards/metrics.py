@@ -13,6 +13,7 @@ per-component training metric.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hubkit.runs.model import Metrics, Run
@@ -114,6 +115,16 @@ def component_series(run: Run) -> tuple[MetricSeries, ...]:
         if series is not None:
             found.append(series)
     return tuple(found)
+
+
+def select(series: Sequence[MetricSeries], keys: Sequence[str]) -> list[MetricSeries]:
+    """The series of `keys`, in that order (``component:*``: every component, in `series` order)."""
+    return [
+        s
+        for key in keys
+        for s in series
+        if s.key == key or (key.endswith("*") and s.key.startswith(key[:-1]))
+    ]
 
 
 def key_metric_series(run: Run) -> tuple[MetricSeries, ...]:

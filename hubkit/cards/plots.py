@@ -16,7 +16,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubkit.cards.metrics import MetricSeries
+from hubkit.cards.metrics import MetricSeries, select
 from hubkit.runs.state import keep
 
 if TYPE_CHECKING:
@@ -87,12 +87,7 @@ def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[in
     """
     charts = []
     for filename, title, ylabel, keys in _TRAINING_CHARTS:
-        chosen = [
-            s
-            for key in keys
-            for s in series
-            if s.key == key or (key.endswith("*") and s.key.startswith(key[:-1]))
-        ]
+        chosen = select(series, keys)
         if chosen:
             charts.append(
                 Chart(
@@ -127,11 +122,7 @@ def cached_png(kind: str, shown: object, draw: Callable[[], bytes], cache_dir: P
 
 
 def draw_chart(chart: Chart) -> bytes:
-    """Draw one training chart as a PNG.
-
-    Raises:
-        ValueError: the chart has more curves than `CURVE_COLORS`, or none.
-    """
+    """Draw one training chart as a PNG (`training_figure`)."""
     return png(training_figure(chart))
 
 
@@ -164,15 +155,10 @@ def training_figure(chart: Chart) -> Figure:
     return figure
 
 
-def draw_accuracy_vs_length(summary: EvalSummary) -> bytes:
-    """Accuracy (with its 95 % interval) against mean answer length, one point per evaluated model."""
-    return png(accuracy_figure(summary))
-
-
 def accuracy_figure(summary: EvalSummary) -> Figure:
-    """Each model's dot and interval, the checkpoints joined in step order and shaded by step (lighter:
-    earlier), a label beside each point where it overlaps nothing (the base first, then the checkpoints
-    from the last one back; models at one point share a label)."""
+    """Accuracy against mean answer length: each model's dot and 95 % interval, the checkpoints joined in
+    step order and shaded by step (lighter: earlier), a label beside each point where it overlaps nothing
+    (the base first, then the checkpoints from the last one back; models at one point share a label)."""
     from matplotlib.colors import to_rgb
 
     models = ([summary.base] if summary.base else []) + list(summary.checkpoints)
@@ -289,11 +275,13 @@ _LABEL_PLACES = (
 def _label_points(figure: Figure, axes: Axes, labelled: list[tuple[float, float, str]]) -> None:
     """Each label at the first place beside its point that stays inside the plot and overlaps no dot and
     no label placed before it; a point with no such place stays unnamed."""
+    from matplotlib.transforms import Bbox
+
     renderer = figure.canvas.get_renderer()
     figure.draw_without_rendering()  # the layout, so that positions are final
     inside = axes.get_window_extent(renderer)
     dots = [axes.transData.transform((x, y)) for x, y, _ in labelled]
-    taken = [_box(x, y, 5) for x, y in dots]
+    taken = [Bbox([[x - 5, y - 5], [x + 5, y + 5]]) for x, y in dots]  # each dot, 5 points around
     for x, y, text in labelled:
         for dx, dy, ha, va in _LABEL_PLACES:
             label = axes.annotate(
@@ -310,12 +298,6 @@ def _label_points(figure: Figure, axes: Axes, labelled: list[tuple[float, float,
                 taken.append(box)
                 break
             label.remove()
-
-
-def _box(x: float, y: float, radius: float):
-    from matplotlib.transforms import Bbox
-
-    return Bbox([[x - radius, y - radius], [x + radius, y + radius]])
 
 
 def _lighter(rgb: tuple[float, float, float], white: float) -> tuple[float, float, float]:

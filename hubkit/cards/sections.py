@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from hubkit.cards import text
 from hubkit.cards.metrics import logged_components
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
+from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.manifest import DatasetInfo, Manifest
@@ -16,8 +17,6 @@ from hubkit.runs.model import Run, TrainerSettings
 
 if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults
-
-HUB_URL = "https://huggingface.co"
 
 AGGREGATION_MEANINGS = {
     "sum_then_normalize": (
@@ -87,7 +86,7 @@ def framework_name(manifest: Manifest) -> str:
 def dataset_link(dataset: DatasetInfo) -> str:
     """The dataset as Markdown: a link for a Hub dataset, a named local file otherwise."""
     if dataset.on_hub:
-        return f"[{dataset.id}]({HUB_URL}/datasets/{dataset.id})"
+        return f"[{dataset.id}]({HUB_ENDPOINT}/datasets/{dataset.id})"
     return f"a local problem file ({text.code(dataset.id)})"
 
 
@@ -95,7 +94,7 @@ def objective(run: Run) -> str:
     """One paragraph: what the training rewarded, on which problems, with which algorithm."""
     manifest = run.manifest
     spec = manifest.reward
-    base = f"[{manifest.base_model}]({HUB_URL}/{manifest.base_model})"
+    base = f"[{manifest.base_model}]({HUB_ENDPOINT}/{manifest.base_model})"
     parts = [f"{run_algorithm(run)} ({framework_name(manifest)}) trained a LoRA adapter on {base}"]
     quantized = run.quantized_base
     if quantized is not None:
@@ -159,9 +158,9 @@ def reward_functions_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
 
 @dataclass(frozen=True)
 class RewardSection:
-    """The reward as the card shows it: formula, components table, aggregation name and meaning."""
+    """The reward as the card shows it: formula block, components table, aggregation name and meaning."""
 
-    formula: str
+    formula_block: str
     components: tuple[tuple[str, str, str, str], ...]  # name, weight, parameters, meaning (all cell-safe)
     aggregation: str
     meaning: str
@@ -189,7 +188,7 @@ def reward_section(spec: RewardSpec | None) -> RewardSection | None:
         )
     meaning = AGGREGATION_MEANINGS[spec.aggregation] + (_BATCH_WHITEN if spec.batch_whiten else "")
     return RewardSection(
-        formula=spec.formula(),
+        formula_block=text.fence(spec.formula(), "text"),
         components=tuple(rows),
         aggregation=spec.aggregation,
         meaning=meaning,
@@ -343,7 +342,7 @@ def citations(manifest: Manifest, settings: TrainerSettings | None = None) -> tu
                 Citation(
                     role="dataset",
                     title=f"{dataset.id} (see its card for how to cite it)",
-                    url=f"{HUB_URL}/datasets/{dataset.id}",
+                    url=f"{HUB_ENDPOINT}/datasets/{dataset.id}",
                 ),
             )
         )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards import text
 from hubkit.cards.inputs import CardInputs
-from hubkit.cards.metrics import MetricSeries, snapshot_steps
+from hubkit.cards.metrics import MetricSeries, select, snapshot_steps
 from hubkit.release.layout import checkpoint_dir, revision_name
 
 if TYPE_CHECKING:
@@ -51,13 +51,6 @@ def key_metrics_table(series: Sequence[MetricSeries]) -> Table | None:
     return Table(header=header, rows=rows, numeric=(False, False, *(True,) * len(steps)))
 
 
-def _checkpoint_series(series: Sequence[MetricSeries]) -> list[MetricSeries]:
-    chosen = []
-    for key in _CHECKPOINT_COLUMNS:
-        chosen += [s for s in series if s.key == key or (key.endswith("*") and s.key.startswith(key[:-1]))]
-    return chosen
-
-
 def _column_label(series: MetricSeries) -> str:
     return _SHORT_LABELS.get(series.key) or series.key.removeprefix("component:")
 
@@ -65,7 +58,7 @@ def _column_label(series: MetricSeries) -> str:
 def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Table:
     """Every step in the repo: its subfolder and its branch (the two ways to load it), adapter size, the
     metrics logged at it, and its eval if any."""
-    shown = _checkpoint_series(series)
+    shown = select(series, _CHECKPOINT_COLUMNS)
     evaluation = inputs.eval
     header = ["step", "subfolder", "revision", "adapter size", *(text.cell(_column_label(s)) for s in shown)]
     if evaluation is not None:
@@ -80,7 +73,7 @@ def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Tabl
         ]
         row += [text.number(s.at(step)) for s in shown]
         if evaluation is not None:
-            result = _result(evaluation, step)
+            result = result_at(evaluation, step)
             row += (
                 [text.percent(result.accuracy), text.number(result.tokens_mean)]
                 if result
@@ -91,11 +84,9 @@ def checkpoint_table(inputs: CardInputs, series: Sequence[MetricSeries]) -> Tabl
     return Table(header=tuple(header), rows=tuple(rows), numeric=numeric)
 
 
-def _result(evaluation: EvalResults, step: int | None) -> ModelResult | None:
-    try:
-        return evaluation.by_step(step)
-    except KeyError:
-        return None
+def result_at(evaluation: EvalResults | None, step: int | None) -> ModelResult | None:
+    """The result of the model at `step` (None: the base), or None when it was not evaluated."""
+    return next((m for m in evaluation.summary.models if m.step == step), None) if evaluation else None
 
 
 def eval_table(evaluation: EvalResults) -> Table:
@@ -115,17 +106,11 @@ def eval_table(evaluation: EvalResults) -> Table:
         )
         for m in models
     )
-    header = (
-        "model",
-        "accuracy",
-        "95 % interval",
-        "correct",
-        "tokens (mean)",
-        "median",
-        "max",
-        "cut at limit",
+    return Table(
+        ("model", "accuracy", "95 % interval", "correct", "tokens (mean)", "median", "max", "cut at limit"),
+        rows,
+        (False, *(True,) * 7),
     )
-    return Table(header=header, rows=rows, numeric=(False, *(True,) * 7))
 
 
 def example_step(inputs: CardInputs) -> int | None:
@@ -152,9 +137,8 @@ class AnswerPair:
     before_verdict: str
     after: str
     after_verdict: str
-    every_step: (
-        Table  # the base and every evaluated checkpoint on this problem: tokens, verdict, the answer's start
-    )
+    # the base and every evaluated checkpoint on this problem: tokens, verdict, the answer's start
+    every_step: Table
 
 
 def _shown(answer: str) -> str:

@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.tables import example_step
+from hubkit.evaluate.backend_vllm import VLLM_LORA_RANKS
 from hubkit.evaluate.length import answer_length
 from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs.manifest import Manifest
 
-# vLLM accepts these values of max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 DEFAULT_PROBLEM = "What is the sum of the first 20 positive integers?"
 
 

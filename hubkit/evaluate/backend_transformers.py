@@ -148,15 +148,6 @@ def generate(model: Any, job: GenerationJob, progress: Progress | None = None) -
 
 
 def run(job: GenerationJob, progress: Progress | None = None, *, device: str | None = None) -> GeneratedIds:
-    """Load the base and the job's adapters, then `generate`.
-
-    Args:
-        job: what to generate.
-        progress: see `generate`.
-        device: see `load_model`.
-
-    Returns:
-        See `generate`.
-    """
+    """Load the base and the job's adapters (`load_model`), then `generate`."""
     model = load_model(job.base_dir, dict(job.adapters), device=device, dtype=job.dtype)
     return generate(model, job, progress)

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import tempfile
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from hubkit.formats.peft import max_rank, read_adapter_config
 
 PYTHON_ENV = "HUBKIT_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
-# The LoRA ranks vLLM accepts for max_lora_rank (vllm/config/lora.py).
+# The LoRA ranks vLLM accepts for max_lora_rank (vllm/config/lora.py, `MaxLoRARanks`).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
@@ -45,12 +44,11 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
             raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: its config has no usable r")
         ranks.append(rank)
     needed = max(ranks, default=8)
-    for rank in VLLM_LORA_RANKS:
-        if rank >= needed:
-            return rank
-    raise EvalError(
-        f"LoRA rank {needed} is above vLLM's largest ({VLLM_LORA_RANKS[-1]}): use --backend transformers"
-    )
+    if needed > VLLM_LORA_RANKS[-1]:
+        raise EvalError(
+            f"LoRA rank {needed} is above vLLM's largest ({VLLM_LORA_RANKS[-1]}): use --backend transformers"
+        )
+    return next(rank for rank in VLLM_LORA_RANKS if rank >= needed)
 
 
 def job_payload(job: GenerationJob) -> dict[str, Any]:
@@ -130,11 +128,8 @@ def run(
                     progress(int(line.split()[1]))
             returncode = process.wait()
         if returncode != 0 or not out_path.is_file():
-            tail = deque(
-                (ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()), maxlen=1
-            )
-            raise EvalError(
-                f"the vLLM worker failed (exit status {returncode}): {tail[0] if tail else 'no output'}"
-            )
+            lines = log_path.read_text(errors="replace").splitlines()
+            last = next((line for line in reversed(lines) if line.strip()), "no output")
+            raise EvalError(f"the vLLM worker failed (exit status {returncode}): {last}")
         ids: GeneratedIds = json.loads(out_path.read_text())["ids"]
     return ids

@@ -142,17 +142,8 @@ def stop_token_ids(model_dir: Path, tokenizer: Any) -> tuple[int, ...]:
 def completion_from_ids(
     ids: Sequence[int], tokenizer: Any, *, stop_ids: Sequence[int], max_new_tokens: int
 ) -> Completion:
-    """Cut generated ids at the first stop token and decode them.
-
-    Args:
-        ids: the generated ids (padding after the stop token is ignored).
-        tokenizer: the run's tokenizer.
-        stop_ids: ids that end an answer.
-        max_new_tokens: the token limit generation ran with.
-
-    Returns:
-        The completion.
-    """
+    """Cut generated ids at the first stop token (padding after it is ignored) and decode them
+    (`max_new_tokens`: the limit generation ran with)."""
     stops = set(stop_ids)
     end = next((i for i, token in enumerate(ids) if token in stops), None)
     if end is None:

@@ -11,7 +11,7 @@ metric, problems, prompts, answer length and contamination check, from what the 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -189,10 +189,6 @@ def plan_eval(
     )
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def execute_eval(
     plan: EvalPlan,
     *,
@@ -283,19 +279,27 @@ def execute_eval(
             ]
             samples.extend(own)
             results.append(ModelResult.from_samples(step, own))
+    problems, report = plan.problems, plan.contamination
     summary = EvalSummary(
         run_id=run.manifest.run_id,
-        created_at=_now(),
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         metric=plan.metric.info,
-        problems=_problems_info(plan.problems, plan.contamination),
+        problems=ProblemsInfo(
+            source=problems.source,
+            split=problems.split,
+            revision=problems.revision,
+            n=len(problems.problems),
+            sha256=problems.sha256,
+            config=problems.config,
+            whole=problems.whole,
+            contamination=Contamination(
+                checked=report.checked, overlap=len(report.overlapping), train_problems=report.train_problems
+            ),
+        ),
         generation=GenerationInfo(
             backend=plan.backend,
-            max_new_tokens=plan.settings.max_new_tokens,
-            temperature=plan.settings.temperature,
-            top_p=plan.settings.top_p,
+            **asdict(plan.settings),  # max_new_tokens, temperature, top_p, seed, batch_size
             do_sample=plan.settings.do_sample,
-            seed=plan.settings.seed,
-            batch_size=plan.settings.batch_size,
             chat_template=tokenizer.chat_template,
             system_prompt=system_prompt,
             dtype=plan.dtype,
@@ -304,18 +308,3 @@ def execute_eval(
         models=tuple(results),
     )
     return EvalResults(summary=summary, samples=tuple(samples))
-
-
-def _problems_info(problems: ProblemSet, report: ContaminationReport) -> ProblemsInfo:
-    return ProblemsInfo(
-        source=problems.source,
-        split=problems.split,
-        revision=problems.revision,
-        n=len(problems.problems),
-        sha256=problems.sha256,
-        config=problems.config,
-        whole=problems.whole,
-        contamination=Contamination(
-            checked=report.checked, overlap=len(report.overlapping), train_problems=report.train_problems
-        ),
-    )

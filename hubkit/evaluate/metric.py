@@ -7,13 +7,14 @@ A DeepScaleR-style run (``math_correctness``) is scored with math-verify, a GSM8
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hubkit.errors import EvalError
 from hubkit.evaluate.problems import GSM8K_TEST, HubSource
 from hubkit.evaluate.results import METRICS, MetricInfo, MetricName
-from hubkit.rewards.build import BuiltReward, RewardInputs, build
+from hubkit.rewards.build import RewardInputs, build
 from hubkit.rewards.gsm8k import extract_gold_answer
 from hubkit.rewards.spec import RewardComponent, RewardSpec
 
@@ -22,6 +23,8 @@ _RULES: dict[str, str] = {
     "math_correctness": "The last \\boxed{...} of the answer is equivalent to the reference under math-verify",
 }
 _REWARD_NAMES: dict[str, str] = {"gsm8k_correctness": "GSM8K", "math_correctness": "math"}
+# answers, references -> one verdict per answer
+Scorer = Callable[[Sequence[str], Sequence[str]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -63,47 +66,29 @@ class Metric:
 
     def reference(self, answer: str) -> str:
         """The reference as results show it: a GSM8K solution's final number (``#### 72`` → ``72``)."""
-        if self.name == "gsm8k_correctness":
-            gold = extract_gold_answer(answer)
-            if gold is None:
-                return answer.strip()
-            return str(int(gold)) if gold.is_integer() else str(gold)
-        return answer.strip()
+        gold = extract_gold_answer(answer) if self.name == "gsm8k_correctness" else None
+        if gold is None:
+            return answer.strip()
+        return str(int(gold)) if gold.is_integer() else str(gold)
 
-    def scorer(self, num_workers: int = 2) -> Scorer:
-        """A scorer for this metric (starts math-verify workers for ``math_correctness``: close it)."""
+    @contextmanager
+    def scorer(self, num_workers: int = 2) -> Iterator[Scorer]:
+        """Judges answers with `hubkit.rewards` while open (math-verify workers for ``math_correctness``):
+        ``score(answers, references)`` is True for each answer the reward scores above 0 (references in the
+        data's, or `Metric.reference`'s, form)."""
         spec = RewardSpec(components=(RewardComponent(self.component.name, 1.0, self.component.params),))
-        return Scorer(self.name, build(spec, num_workers=num_workers))
+        reward = build(spec, num_workers=num_workers)
 
+        def score(answers: Sequence[str], references: Sequence[str]) -> list[bool]:
+            inputs = RewardInputs(
+                completions=answers, ground_truths=references, num_tokens=[0] * len(answers)
+            )
+            return [value > 0 for value in reward.score(inputs)[self.name]]
 
-class Scorer:
-    """Judges answers with `hubkit.rewards`; a context manager (it may own math-verify processes)."""
-
-    def __init__(self, name: str, reward: BuiltReward) -> None:
-        self._name = name
-        self._reward = reward
-
-    def __call__(self, answers: Sequence[str], references: Sequence[str]) -> list[bool]:
-        """True for each answer the reward scores above 0.
-
-        Args:
-            answers: completion texts.
-            references: reference answers (the data's, or `Metric.reference`'s form), same length.
-
-        Returns:
-            One verdict per answer.
-        """
-        inputs = RewardInputs(completions=answers, ground_truths=references, num_tokens=[0] * len(answers))
-        return [score > 0 for score in self._reward.score(inputs)[self._name]]
-
-    def close(self) -> None:
-        self._reward.close()
-
-    def __enter__(self) -> Scorer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        try:
+            yield score
+        finally:
+            reward.close()
 
 
 def metric_for(spec: RewardSpec | None, override: str | None = None) -> Metric:

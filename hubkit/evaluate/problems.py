@@ -27,8 +27,6 @@ from hubkit.runs.state import write_atomically
 
 TRAIN_PROBLEM_HASHES_NAME = "train_problems.sha256"
 LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
-QUESTION_COLUMNS = ("question", "problem")
-ANSWER_COLUMNS = ("answer", "ground_truth")
 _HEX_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 _WHITESPACE_RE = re.compile(r"\s+")
 
@@ -162,11 +160,11 @@ def _last_user_message(messages: Any) -> str | None:
 def _problem_from_row(row: Mapping[str, Any], where: str) -> Problem | None:
     """The question and answer of a row: GSM8K (question/answer), MATH/DeepScaleR (problem/answer), or
     verl's RL format (prompt messages, reward_model.ground_truth). None when the row has no answer."""
-    question = next((row[c] for c in QUESTION_COLUMNS if isinstance(row.get(c), str)), None)
+    question = next((row[c] for c in ("question", "problem") if isinstance(row.get(c), str)), None)
     if question is None:
         question = _last_user_message(row.get("prompt"))
     reward_model = row.get("reward_model")
-    answer = next((row[c] for c in ANSWER_COLUMNS if row.get(c) is not None), None)
+    answer = next((row[c] for c in ("answer", "ground_truth") if row.get(c) is not None), None)
     if answer is None and isinstance(reward_model, Mapping):
         answer = reward_model.get("ground_truth")
     if question is None:
@@ -246,12 +244,6 @@ def load_local_problems(path: str | os.PathLike[str], *, limit: int | None = Non
     return problem_set_from_rows(_read_local_rows(path), path.name, limit=limit)
 
 
-def parse_hub_source(text: str, split: str | None) -> HubSource:
-    """``ID`` or ``ID:CONFIG`` (e.g. ``openai/gsm8k:main``) and a split (default ``test``) as a `HubSource`."""
-    dataset, _, config = text.partition(":")
-    return HubSource(dataset, config or None, split or "test")
-
-
 def load_hub_problems(
     source: HubSource,
     *,
@@ -305,15 +297,14 @@ def load_hub_problems(
 
 def problem_source(spec: str, split: str | None) -> Path | HubSource:
     """Where a `--problems` value points: a local problem file (an existing path, or one ending in
-    .jsonl/.json/.parquet) or a Hub dataset (``ID`` or ``ID:CONFIG``, see `parse_hub_source`).
-
-    Returns:
-        The file's path (for `load_local_problems`) or the dataset (for `load_hub_problems`).
+    .jsonl/.json/.parquet) for `load_local_problems`, or a Hub dataset for `load_hub_problems` (``ID`` or
+    ``ID:CONFIG``, e.g. ``openai/gsm8k:main``, and the split, default ``test``).
     """
     path = Path(spec)
     if path.suffix.lower() in LOCAL_SUFFIXES or path.exists():
         return path
-    return parse_hub_source(spec, split)
+    dataset, _, config = spec.partition(":")
+    return HubSource(dataset, config or None, split or "test")
 
 
 # --- contamination --------------------------------------------------------------------------------
@@ -334,20 +325,10 @@ class ContaminationReport:
     train_problems: int | None
 
 
-def find_overlap(problems: ProblemSet, train_hashes: frozenset[str] | None) -> ContaminationReport:
-    """Which problems of `problems` are training problems (by normalized-text hash)."""
-    if train_hashes is None:
-        return ContaminationReport(checked=False, overlapping=(), train_problems=None)
-    overlapping = tuple(
-        i for i, problem in enumerate(problems.problems) if problem_hash(problem.question) in train_hashes
-    )
-    return ContaminationReport(checked=True, overlapping=overlapping, train_problems=len(train_hashes))
-
-
 def check_contamination(
     problems: ProblemSet, train_hashes: frozenset[str] | None, *, run_id: str
 ) -> ContaminationReport:
-    """`find_overlap`, refusing any overlap.
+    """Which problems of `problems` are training problems (by normalized-text hash), refusing any.
 
     Returns:
         The report (no overlap, or not checked when the run records no hashes).
@@ -355,7 +336,12 @@ def check_contamination(
     Raises:
         ContaminationError: some problems are training problems; the message says how many and which.
     """
-    report = find_overlap(problems, train_hashes)
+    if train_hashes is None:
+        return ContaminationReport(checked=False, overlapping=(), train_problems=None)
+    overlapping = tuple(
+        i for i, problem in enumerate(problems.problems) if problem_hash(problem.question) in train_hashes
+    )
+    report = ContaminationReport(checked=True, overlapping=overlapping, train_problems=len(train_hashes))
     if report.overlapping:
         shown = ", ".join(str(i) for i in report.overlapping[:10])
         more = f" and {len(report.overlapping) - 10} more" if len(report.overlapping) > 10 else ""

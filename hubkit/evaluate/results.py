@@ -62,16 +62,9 @@ def model_name(step: int | None) -> str:
 
 
 def wilson_interval(correct: int, n: int) -> tuple[float, float]:
-    """The Wilson score 95 % interval of a proportion `correct` / `n`.
+    """The Wilson score 95 % interval, (low, high), of a proportion `correct` / `n`.
 
     Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or `n` correct.
-
-    Args:
-        correct: successes, 0 ≤ correct ≤ n.
-        n: trials, at least 1.
-
-    Returns:
-        (low, high).
 
     Raises:
         ValueError: `n` < 1 or `correct` outside [0, n].
@@ -175,11 +168,7 @@ class GenerationInfo:
     def prompt_description(self) -> str:
         """How the prompts were built, as a card or a message says it: whose chat template, which system
         prompt (never "the run's system prompt" for a run that had none)."""
-        template = (
-            "the base model's chat template"
-            if self.chat_template_from == "base"
-            else ("the run's chat template")
-        )
+        template = f"the {'base model' if self.chat_template_from == 'base' else 'run'}'s chat template"
         if self.system_prompt:
             return f"{template} and system prompt"
         return f"{template}, no system prompt (the run records none)"
@@ -202,14 +191,7 @@ class ModelResult:
 
     @classmethod
     def from_samples(cls, step: int | None, samples: Sequence[Sample]) -> ModelResult:
-        """Summarize one model's samples.
-
-        Args:
-            step: the checkpoint's step, None for the base model.
-            samples: that model's samples, at least one.
-
-        Returns:
-            The summary.
+        """Summarize one model's samples (`step`: the checkpoint's, None for the base model).
 
         Raises:
             ValueError: no samples, or a sample of another model.
@@ -274,10 +256,10 @@ class EvalSummary:
         Raises:
             KeyError: that model was not evaluated.
         """
-        for result in self.models:
-            if result.step == step:
-                return result
-        raise KeyError(model_name(step))
+        found = next((result for result in self.models if result.step == step), None)
+        if found is None:
+            raise KeyError(model_name(step))
+        return found
 
     def best(self) -> ModelResult | None:
         """The checkpoint to use: the highest accuracy; on a tie, fewer tokens on average, then the earlier step.
@@ -310,29 +292,18 @@ class EvalResults:
         return tuple(sorted((s for s in self.samples if s.step == step), key=lambda s: s.problem_index))
 
     def before_after(self, step: int, limit: int | None = None) -> list[tuple[Sample, Sample]]:
-        """(base answer, checkpoint answer) pairs for the same problems, the telling ones first.
+        """At most `limit` (base answer, answer of the checkpoint at `step`) pairs for the same problems, the
+        telling ones first; none when either was not evaluated.
 
         Order: problems the checkpoint fixed (base wrong, checkpoint right); then problems both got
         right, the most tokens saved first; then the rest, in problem order.
-
-        Args:
-            step: the checkpoint.
-            limit: at most this many pairs.
-
-        Returns:
-            The pairs (empty when the base or the checkpoint was not evaluated).
         """
         base = {s.problem_index: s for s in self.samples_of(None)}
         pairs = [(base[s.problem_index], s) for s in self.samples_of(step) if s.problem_index in base]
 
         def order(pair: tuple[Sample, Sample]) -> tuple[int, int, int]:
             before, after = pair
-            if after.correct and not before.correct:
-                rank = 0
-            elif after.correct and before.correct:
-                rank = 1
-            else:
-                rank = 2
+            rank = 2 if not after.correct else 1 if before.correct else 0
             saved = before.tokens - after.tokens if rank == 1 else 0
             return rank, -saved, after.problem_index
 
@@ -364,9 +335,11 @@ def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
         problems["contamination"] = Contamination(
             **_typed(Contamination, problems.get("contamination"), "problems.contamination")
         )
+        if not isinstance(data.get("models"), list):
+            raise FileFormatError("models must be a list")
         models = tuple(
             ModelResult(**{**(typed := _typed(ModelResult, m, "models")), "ci95": tuple(typed["ci95"])})
-            for m in _listed(data.get("models"), "models")
+            for m in data["models"]
         )
         top = _typed(EvalSummary, data, RESULTS_NAME)
         return EvalSummary(
@@ -393,12 +366,6 @@ def _typed(cls: type, data: Any, label: str) -> dict[str, Any]:
     return values
 
 
-def _listed(value: Any, label: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise FileFormatError(f"{label} must be a list")
-    return value
-
-
 def eval_file_bytes(summary: EvalSummary, samples: Iterable[Sample]) -> dict[str, bytes]:
     """The two files' bytes, by their path in a run (``eval/results.json``, ``eval/samples.jsonl``): what
     `save_eval` writes and what a push publishes."""
@@ -411,16 +378,8 @@ def eval_file_bytes(summary: EvalSummary, samples: Iterable[Sample]) -> dict[str
 
 
 def save_eval(run_dir: str | os.PathLike[str], summary: EvalSummary, samples: Iterable[Sample]) -> Path:
-    """Write ``run_dir/eval/samples.jsonl`` and then ``run_dir/eval/results.json``.
-
-    Args:
-        run_dir: the run directory (or any folder that is to hold an ``eval/`` folder).
-        summary: the summary.
-        samples: every (model, problem) sample.
-
-    Returns:
-        The ``eval/`` directory.
-    """
+    """Write ``run_dir/eval/samples.jsonl`` and then ``run_dir/eval/results.json`` (`run_dir`: the run
+    directory, or any folder that is to hold an ``eval/`` folder); return the ``eval/`` directory."""
     eval_dir = Path(run_dir) / EVAL_DIR
     eval_dir.mkdir(parents=True, exist_ok=True)
     files = eval_file_bytes(summary, samples)
@@ -452,13 +411,7 @@ def _read_text(path: Path, max_bytes: int) -> str:
 
 
 def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
-    """Read a run's evaluation.
-
-    Args:
-        run_dir: the run directory.
-
-    Returns:
-        The results, or None when the run has not been evaluated (no ``eval/results.json``).
+    """Read a run's evaluation: None when the run has not been evaluated (no ``eval/results.json``).
 
     Raises:
         EvalError: the files are corrupt, incomplete or from a newer hubkit.
