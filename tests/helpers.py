@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -167,3 +168,15 @@ def run_llama_worker(job: dict, out: Path) -> dict:
     with numpy.load(out / "logits.npz") as logits:
         result["logits"] = [logits[str(i)] for i in range(len(job["sequences"]))]
     return result
+
+
+def tfrecord(data: bytes, length: int | None = None) -> bytes:
+    """A TFRecord as TensorBoard frames one, checksums included (`length`: declare another length)."""
+    from google_crc32c import value as crc32c
+
+    def masked(chunk: bytes) -> int:
+        crc = crc32c(chunk)
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    header = struct.pack("<Q", len(data) if length is None else length)
+    return header + struct.pack("<I", masked(header)) + data + struct.pack("<I", masked(data))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import Bounded, push_adapters, run_bounded
+from helpers import Bounded, push_adapters, run_bounded, tfrecord
 
 HELDOUT = Path(__file__).parent / "data" / "gsm8k_heldout.jsonl"
 SECONDS = 30.0
@@ -160,10 +159,6 @@ def test_a_hostile_training_args_bin_is_refused_within_bounds(
     _assert_bounded(done, workdir, refused=refused)
 
 
-def _record(data: bytes, length: int | None = None) -> bytes:
-    return struct.pack("<QI", len(data) if length is None else length, 0) + data + b"\0\0\0\0"
-
-
 def test_hostile_tensorboard_files_are_read_within_bounds(tmp_path: Path) -> None:
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
@@ -171,9 +166,9 @@ def test_hostile_tensorboard_files_are_read_within_bounds(tmp_path: Path) -> Non
     run_dir = tmp_path / "run" / "tensorboard_log" / "project" / "experiment"
     run_dir.mkdir(parents=True)
     event = Event(step=1, summary=Summary(value=[Summary.Value(tag="train/reward", simple_value=0.5)]))
-    (run_dir / "events.out.tfevents.1.a").write_bytes(_record(event.SerializeToString()) * 2_000_000)
-    (run_dir / "events.out.tfevents.2.b").write_bytes(_record(b"", length=2**62))
-    (run_dir / "events.out.tfevents.3.c").write_bytes(_record(b"\x0a\xff\xff\xff\xff") * 1000)
+    (run_dir / "events.out.tfevents.1.a").write_bytes(tfrecord(event.SerializeToString()) * 2_000_000)
+    (run_dir / "events.out.tfevents.2.b").write_bytes(tfrecord(b"", length=2**62))
+    (run_dir / "events.out.tfevents.3.c").write_bytes(tfrecord(b"\x0a\xff\xff\xff\xff") * 1000)
     workdir = tmp_path / "work"
     workdir.mkdir()
     code = (

@@ -96,3 +96,13 @@ def test_a_token_in_a_completion_is_refused_naming_its_row_and_nothing_is_publis
 
     assert push_adapters(run_dir, repo, local_hub.endpoint, "--no-samples") == 0
     assert hub_api.repo_exists(repo) and not hub_api.repo_exists(f"{repo}-samples", repo_type="dataset")
+
+
+def test_a_reward_no_float_can_hold_is_left_out_of_the_row(tmp_path: Path) -> None:
+    rollouts = tmp_path / "rollouts"
+    rollouts.mkdir()
+    row = '{"input": "q", "output": "a", "score": 1.0, "acc": 1%s, "step": 2}\n' % ("0" * 400)
+    (rollouts / "2.jsonl").write_text(row)
+    (completion,) = read_completions(tmp_path, "verl").rows
+    assert (completion.step, completion.prompt, completion.completion) == (2, "q", "a")
+    assert completion.rewards == {"score": 1.0}  # the 401-digit integer is not a reward, nor a traceback

@@ -4,12 +4,11 @@ with a note, never a traceback, a huge allocation or minutes of parsing."""
 from __future__ import annotations
 
 import io
-import struct
 import time
 from pathlib import Path
 
 import pytest
-from google_crc32c import value as crc32c
+from helpers import tfrecord
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
@@ -20,17 +19,6 @@ from hubkit.formats.tensorboard import (
     read_scalars_bytes,
     write_scalars,
 )
-
-
-def _masked(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _record(data: bytes, length: int | None = None) -> bytes:
-    """A TFRecord as TensorBoard frames one (`length` to declare another length than the data's)."""
-    header = struct.pack("<Q", len(data) if length is None else length)
-    return header + struct.pack("<I", _masked(header)) + data + struct.pack("<I", _masked(data))
 
 
 def _scalar_event(step: int, value: float, tag: str = "train/reward") -> bytes:
@@ -75,11 +63,11 @@ def test_written_scalars_are_what_tensorboards_own_writer_frames() -> None:
 
 @pytest.mark.parametrize("where", ["length", "data"])
 def test_a_record_failing_its_checksum_stops_the_file_with_a_note(written: Path, where: str) -> None:
-    record = bytearray(_record(_scalar_event(4, 0.4)))
+    record = bytearray(tfrecord(_scalar_event(4, 0.4)))
     record[3 if where == "length" else 20] ^= 0x10  # one bit of the length's high bytes, or of the data
     with written.open("ab") as f:
         f.write(bytes(record))
-        f.write(_record(_scalar_event(5, 0.5)))
+        f.write(tfrecord(_scalar_event(5, 0.5)))
     history = read_scalars(written)
     assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3]
     assert history.notes == (f"{written.name}: stopped at a record whose {where} fails its checksum",)
@@ -87,8 +75,8 @@ def test_a_record_failing_its_checksum_stops_the_file_with_a_note(written: Path,
 
 def test_a_record_declaring_2_62_bytes_stops_the_file_with_a_note(written: Path) -> None:
     with written.open("ab") as f:
-        f.write(_record(b"", length=2**62))
-        f.write(_record(_scalar_event(4, 9.9)))
+        f.write(tfrecord(b"", length=2**62))
+        f.write(tfrecord(_scalar_event(4, 9.9)))
     history = read_scalars(written)
     assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3]
     assert "stopped at a record of 4611686018427387904 bytes" in history.notes[0]
@@ -96,8 +84,8 @@ def test_a_record_declaring_2_62_bytes_stops_the_file_with_a_note(written: Path)
 
 def test_records_that_are_not_events_are_skipped_with_a_note(written: Path) -> None:
     with written.open("ab") as f:
-        f.write(_record(b"\xff" * 40))  # not a protocol buffer
-        f.write(_record(_scalar_event(4, 0.4)))
+        f.write(tfrecord(b"\xff" * 40))  # not a protocol buffer
+        f.write(tfrecord(_scalar_event(4, 0.4)))
     history = read_scalars(written)
     assert [step for step, _ in history.points["train/reward"]] == [1, 2, 3, 4]
     assert history.notes == (f"{written.name}: skipped 1 records that are not TensorBoard events",)
@@ -106,7 +94,7 @@ def test_records_that_are_not_events_are_skipped_with_a_note(written: Path) -> N
 def test_millions_of_scalars_are_read_within_bounds_and_thinned(tmp_path: Path) -> None:
     path = tmp_path / "events.out.tfevents.1.host"
     with path.open("wb") as f:
-        f.write(b"".join(_record(_scalar_event(step, step / 1e6)) for step in range(2_000_000)))
+        f.write(b"".join(tfrecord(_scalar_event(step, step / 1e6)) for step in range(2_000_000)))
     started = time.monotonic()
     history = read_scalars(path)
     assert time.monotonic() - started < 30

@@ -45,38 +45,23 @@ def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:
     return [actor_dir / f"model_world_size_{size}_rank_{rank}.pt" for rank in range(size)]
 
 
-def _dtensor_safe_globals() -> list[object]:
-    """Everything a pickled FSDP2 DTensor refers to besides plain tensors (torch 2.13). Nothing else is allowed."""
-    import torch
+@contextmanager
+def _dtensor_globals() -> Iterator[None]:
+    """Allow what a pickled FSDP2 DTensor refers to besides plain tensors (torch 2.13), and nothing else."""
+    from torch import Size, serialization
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
     from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
-    return [
-        DTensor,
-        DTensorSpec,
-        TensorMeta,
-        DeviceMesh,
-        Shard,
-        Replicate,
-        Partial,
-        ShardOrderEntry,
-        torch.Size,
-    ]
-
-
-@contextmanager
-def _dtensor_globals() -> Iterator[None]:
+    safe = [DTensor, DTensorSpec, TensorMeta, DeviceMesh, Shard, Replicate, Partial, ShardOrderEntry, Size]
     # Unpickling a DeviceMesh outside a process group logs a warning about torch.compile lookups; hubkit
     # only reads the local tensors, so it is noise here.
     mesh_logger = logging.getLogger("torch.distributed.device_mesh")
     level = mesh_logger.level
     mesh_logger.setLevel(logging.ERROR)
     try:
-        import torch
-
-        with torch.serialization.safe_globals(_dtensor_safe_globals()):
+        with serialization.safe_globals(safe):
             yield
     finally:
         mesh_logger.setLevel(level)

@@ -124,19 +124,13 @@ class GGUFMetadata:
 
 # generation_config.json keys the converter copies into general.sampling.* (gguf.Metadata.load).
 SAMPLING_KEYS = {
-    "sequence": "sampling_sequence",
-    "top_k": "sampling_top_k",
-    "top_p": "sampling_top_p",
-    "min_p": "sampling_min_p",
-    "xtc_probability": "sampling_xtc_probability",
-    "xtc_threshold": "sampling_xtc_threshold",
-    "temperature": "sampling_temp",
-    "penalty_last_n": "sampling_penalty_last_n",
-    "penalty_repeat": "sampling_penalty_repeat",
-    "mirostat": "sampling_mirostat",
-    "mirostat_tau": "sampling_mirostat_tau",
+    "sequence": "sampling_sequence", "top_k": "sampling_top_k", "top_p": "sampling_top_p",
+    "min_p": "sampling_min_p", "xtc_probability": "sampling_xtc_probability",
+    "xtc_threshold": "sampling_xtc_threshold", "temperature": "sampling_temp",
+    "penalty_last_n": "sampling_penalty_last_n", "penalty_repeat": "sampling_penalty_repeat",
+    "mirostat": "sampling_mirostat", "mirostat_tau": "sampling_mirostat_tau",
     "mirostat_eta": "sampling_mirostat_eta",
-}
+}  # fmt: skip
 
 
 def general_fields(

@@ -128,6 +128,18 @@ def parse_json(data: bytes, name: str, *, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
+def parse_json_object(data: bytes, name: str) -> dict[str, Any]:
+    """`parse_json` of a document that must hold an object.
+
+    Raises:
+        FileFormatError: as `parse_json`, or not a JSON object.
+    """
+    value = parse_json(data, name)
+    if not isinstance(value, dict):
+        raise FileFormatError(f"{name}: not a JSON object")
+    return value
+
+
 def _loads(text: str, name: str, line: int | None = None) -> Any:
     where = f" line {line}" if line is not None else ""
     try:

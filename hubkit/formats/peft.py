@@ -143,10 +143,7 @@ def _check_lora_config(config: dict[str, Any], label: str) -> None:
 
 def unsupported_variant(config: dict[str, Any]) -> str | None:
     """The LoRA variant `config` switches on that hubkit does not implement (`UNSUPPORTED_VARIANTS`), or None."""
-    for key, variant in UNSUPPORTED_VARIANTS.items():
-        if config.get(key):
-            return variant
-    return None
+    return next((variant for key, variant in UNSUPPORTED_VARIANTS.items() if config.get(key)), None)
 
 
 def _pattern_values(config: dict[str, Any], key: str, where: str) -> list[object]:

@@ -38,13 +38,6 @@ class Png:
 def read_png(data: bytes, name: str) -> Png:
     """Read a PNG chunk by chunk, every length and checksum checked, and keep its image chunks.
 
-    Args:
-        data: the file's bytes.
-        name: how messages name the file.
-
-    Returns:
-        The image written from its kept chunks.
-
     Raises:
         FileFormatError: not a PNG, truncated, a wrong length or checksum, no IHDR first, or a critical
             chunk this reader does not know (an image it cannot vouch for).

@@ -9,6 +9,7 @@ equal the header's last byte) without reading any tensor.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -110,9 +111,6 @@ class SafetensorsHeader:
 def read_header(path: Path) -> SafetensorsHeader:
     """Parse and check a safetensors header without reading any tensor bytes.
 
-    Args:
-        path: the safetensors file.
-
     Returns:
         The header, with absolute byte offsets, tensors sorted by offset.
 
@@ -162,10 +160,7 @@ def _tensor_info(path: Path, name: str, entry: object, data_start: int) -> Tenso
     except (TypeError, KeyError, ValueError) as e:
         raise SafetensorsFormatError(f"{path.name} has a corrupt header entry for {name}") from e
     nbytes = end - begin
-    numel = 1
-    for d in shape:
-        numel *= d
-    if begin < 0 or nbytes < 0 or (dtype in DTYPE_SIZES and nbytes != numel * DTYPE_SIZES[dtype]):
+    if begin < 0 or nbytes < 0 or (dtype in DTYPE_SIZES and nbytes != math.prod(shape) * DTYPE_SIZES[dtype]):
         raise SafetensorsFormatError(f"{path.name} has a corrupt header entry for {name}")
     return TensorInfo(name=name, dtype=dtype, shape=shape, offset=data_start + begin, nbytes=nbytes)
 

@@ -6,7 +6,7 @@ a 4-byte checksum of the data; each checksum a masked CRC-32C), each data an ``E
 records are framed here, checksummed with Google's `google_crc32c` (C), and each ``Event`` is coded by
 TensorBoard's own generated class. TensorBoard's `RecordWriter` is not used: importing it imports
 TensorBoard's TensorFlow stand-in and numpy (0.15 s), and its checksum is pure Python (0.09 s for the
-250 KB of a 500-step run), both paid at every push. TensorBoard's `EventAccumulator` is not used either TensorBoard's `EventAccumulator` is not used
+250 KB of a 500-step run), both paid at every push. TensorBoard's `EventAccumulator` is not used either
 because it trusts the file: a record declaring 2^62 bytes is allocated, a record it cannot decode raises,
 and two million scalars take minutes and gigabytes before a card shows a few hundred points.
 

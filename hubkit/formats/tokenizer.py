@@ -23,7 +23,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from hubkit.errors import FileFormatError
-from hubkit.formats.json_file import decode_text, dump_json, parse_json
+from hubkit.formats.json_file import decode_text, dump_json, parse_json, parse_json_object
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -48,13 +48,6 @@ class TokenizerJson:
 def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
     """Load a tokenizer.json with `tokenizers` and write it back (pretty, as `tokenizers` saves it).
 
-    Args:
-        data: the file's bytes.
-        name: how messages name the file.
-
-    Returns:
-        The written-back bytes and their parse.
-
     Raises:
         FileFormatError: not UTF-8, or not a tokenizer `tokenizers` loads.
     """
@@ -71,44 +64,26 @@ def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
     return TokenizerJson(data=written, value=parse_json(written, name))
 
 
-def _json_object(data: bytes, name: str) -> dict[str, Any]:
-    value = parse_json(data, name)
-    if not isinstance(value, dict):
-        raise FileFormatError(f"{name}: not a JSON object")
-    return value
+def parse_vocab(data: bytes, name: str) -> dict[str, int]:
+    """A vocab.json (or an added_tokens.json): token → id.
 
-
-def _token_ids(data: bytes, name: str) -> dict[str, int]:
-    value = _json_object(data, name)
-    bad = next((t for t, i in value.items() if not isinstance(i, int) or isinstance(i, bool) or i < 0), None)
-    if bad is not None:
+    Raises:
+        FileFormatError: not a JSON object of distinct non-negative integer ids.
+    """
+    value = parse_json_object(data, name)
+    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in value.values()):
         raise FileFormatError(f"{name}: the id of a token is not a non-negative integer")
     if len(set(value.values())) != len(value):
         raise FileFormatError(f"{name}: several tokens share one id")
     return value
 
 
-def parse_vocab(data: bytes, name: str) -> dict[str, int]:
-    """A vocab.json: token → id.
-
-    Raises:
-        FileFormatError: not a JSON object of distinct non-negative integer ids.
-    """
-    return _token_ids(data, name)
+parse_added_tokens = parse_vocab
 
 
 def vocab_bytes(vocab: dict[str, int], name: str) -> bytes:
     """A vocabulary written as vocab.json (compact, in the parsed order)."""
     return dump_json(vocab, name, trailing_newline=False, compact=True)
-
-
-def parse_added_tokens(data: bytes, name: str) -> dict[str, int]:
-    """An added_tokens.json: token → id.
-
-    Raises:
-        FileFormatError: not a JSON object of distinct non-negative integer ids.
-    """
-    return _token_ids(data, name)
 
 
 @dataclass(frozen=True)
@@ -149,17 +124,14 @@ def merges_bytes(merges: Merges) -> bytes:
 
 def _check_chat_template(config: dict[str, Any], name: str) -> None:
     template = config.get("chat_template")
-    if template is not None and not isinstance(template, str):
-        named = isinstance(template, list) and all(
-            isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
-            for t in template
-        )
-        if not named:
-            raise FileFormatError(
-                f"{name}: chat_template is neither a template nor a list of named templates"
-            )
-    for template_text in _templates(template):
-        _parse_template(template_text, f"{name} chat_template")
+    named = isinstance(template, list) and all(
+        isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
+        for t in template
+    )
+    if not (template is None or isinstance(template, str) or named):
+        raise FileFormatError(f"{name}: chat_template is neither a template nor a list of named templates")
+    for text in [template] if isinstance(template, str) else [t["template"] for t in template or []]:
+        _parse_template(text, f"{name} chat_template")
 
 
 def parse_tokenizer_config(data: bytes, name: str) -> dict[str, Any]:
@@ -169,15 +141,9 @@ def parse_tokenizer_config(data: bytes, name: str) -> dict[str, Any]:
         FileFormatError: not a JSON object, or a chat_template that is neither a template nor a list of
             named templates, or one that does not parse.
     """
-    config = _json_object(data, name)
+    config = parse_json_object(data, name)
     _check_chat_template(config, name)
     return config
-
-
-def _templates(template: Any) -> list[str]:
-    if isinstance(template, str):
-        return [template]
-    return [t["template"] for t in template] if isinstance(template, list) else []
 
 
 def parse_special_tokens_map(data: bytes, name: str) -> dict[str, Any]:
@@ -186,7 +152,7 @@ def parse_special_tokens_map(data: bytes, name: str) -> dict[str, Any]:
     Raises:
         FileFormatError: not a JSON object of strings, objects or lists.
     """
-    value = _json_object(data, name)
+    value = parse_json_object(data, name)
     if not all(isinstance(v, str | dict | list) for v in value.values()):
         raise FileFormatError(f"{name}: a special token is neither a string, an object nor a list")
     return value
@@ -198,20 +164,14 @@ def parse_chat_template_json(data: bytes, name: str) -> dict[str, Any]:
     Raises:
         FileFormatError: no chat_template, or one that does not parse.
     """
-    value = _json_object(data, name)
+    value = parse_json_object(data, name)
     if "chat_template" not in value:
         raise FileFormatError(f"{name}: no chat_template")
     _check_chat_template(value, name)
     return value
 
 
-def parse_generation_config(data: bytes, name: str) -> dict[str, Any]:
-    """A generation_config.json.
-
-    Raises:
-        FileFormatError: not a JSON object.
-    """
-    return _json_object(data, name)
+parse_generation_config = parse_json_object  # a generation_config.json: any JSON object
 
 
 class _GenerationTag(jinja2.ext.Extension):

@@ -45,16 +45,9 @@ MAX_VALUES = 20_000
 ZIP_HEADER = b"PK\x03\x04"
 # What torch.save writes in its archive's folder for an object that holds no tensor (no data/N storages).
 ARCHIVE_RECORDS = frozenset(
-    {
-        "data.pkl",
-        "byteorder",
-        "version",
-        ".data/version",
-        ".data/serialization_id",
-        ".format_version",
-        ".storage_alignment",
-    }
-)
+    {"data.pkl", "byteorder", "version", ".data/version", ".data/serialization_id", ".format_version",
+     ".storage_alignment"}
+)  # fmt: skip
 # How torch's safe loader names a global it refuses (in its multi-line message).
 _REFUSED_GLOBAL_RE = re.compile(r"GLOBAL ([\w.]+)")
 
@@ -72,10 +65,6 @@ class _Recorded:
 
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
         pass
-
-
-def _allowed(name: str) -> bool:
-    return name.startswith(TRAINER_MODULES) or name in OTHER_GLOBALS
 
 
 def _refuse_global(label: str, name: str) -> None:
@@ -195,7 +184,7 @@ def read_training_args(path: Path, label: str | None = None) -> dict[str, Any]:
     except Exception as e:
         raise TrainingArgsError(f"{label}: not a readable pickle ({type(e).__name__})") from e
     for name in sorted(names):
-        if not _allowed(name):
+        if not name.startswith(TRAINER_MODULES) and name not in OTHER_GLOBALS:
             _refuse_global(label, name)
     try:
         with torch.serialization.safe_globals([(_Recorded, name) for name in names]):

@@ -73,11 +73,7 @@ def _inferred_manifest(run_dir: Path, base_model: str | None) -> tuple[Manifest,
     reader = matches[0]
     inferred: InferredSettings = reader.infer(run_dir)
     quantized = _quantized_base(inferred.base_model, base_model)
-    base = (
-        quantized.full_precision
-        if quantized and quantized.full_precision
-        else base_model or inferred.base_model
-    )
+    base = (quantized.full_precision if quantized else None) or base_model or inferred.base_model
     if base is None:
         raise ManifestError(
             f"{run_dir.name} has no {MANIFEST_NAME} and its adapters do not name a Hub base model: "

@@ -12,7 +12,6 @@ rewards kept are the numbers the framework logged beside each answer, by its nam
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from hubkit.errors import FileFormatError
 from hubkit.formats.json_file import read_bounded
+from hubkit.runs.model import is_number
 
 MAX_ROWS_PER_STEP = 64
 MAX_TEXT_CHARS = 20_000
@@ -63,14 +63,7 @@ def _text(value: Any) -> str:
 
 
 def _rewards(row: dict[str, Any]) -> dict[str, float]:
-    return {
-        str(k): float(v)
-        for k, v in row.items()
-        if k not in _NOT_REWARDS
-        and isinstance(v, int | float)
-        and not isinstance(v, bool)
-        and math.isfinite(v)
-    }
+    return {str(k): float(v) for k, v in row.items() if k not in _NOT_REWARDS and is_number(v)}
 
 
 def _trl_rows(path: Path) -> list[dict[str, Any]]:

@@ -40,21 +40,19 @@ def find_run_dir(
     """
     if run_dir is not None:
         path = Path(run_dir).expanduser()
-        if not must_exist:
-            return path.absolute()
-        if not path.is_dir():
-            raise RunNotFoundError(f"run directory {path} does not exist: check --run-dir")
-        return path.resolve()
-    if not run_id:
+    elif not run_id:
         raise RunNotFoundError("no run given: pass --run-id RUN (looked up under runs/) or --run-dir PATH")
-    if "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+    elif "/" in run_id or "\\" in run_id or run_id in (".", ".."):
         raise RunNotFoundError(f"run id {run_id!r} must be a plain directory name; use --run-dir for a path")
-    base = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
-    path = base / run_id
+    else:
+        base = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+        path = base / run_id
     if not must_exist:
         return path.absolute()
-    if not path.is_dir():
-        raise RunNotFoundError(
-            f"no run {run_id!r} in {base.resolve()}: check the id, or set --runs-dir / ${RUNS_DIR_ENV}"
-        )
-    return path.resolve()
+    if path.is_dir():
+        return path.resolve()
+    if run_dir is not None:
+        raise RunNotFoundError(f"run directory {path} does not exist: check --run-dir")
+    raise RunNotFoundError(
+        f"no run {run_id!r} in {base.resolve()}: check the id, or set --runs-dir / ${RUNS_DIR_ENV}"
+    )

@@ -15,6 +15,17 @@ from pathlib import Path
 from hubkit.runs.manifest import JSONScalar, LoraSettings, Manifest
 
 
+def is_number(value: object) -> bool:
+    """Whether a parsed JSON value is a number a chart or a table can show: not a bool, finite, within
+    float range (a 400-digit integer is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """One saved training step.
@@ -67,9 +78,6 @@ class Metrics:
 
         Args:
             entries: (step, values) pairs in logging order; later values win on a name clash.
-
-        Returns:
-            The merged metrics.
         """
         merged: dict[int, dict[str, float]] = {}
         for step, values in entries:
@@ -92,12 +100,9 @@ class Metrics:
         """
         lines = []
         for row in self.rows:
-            record: dict[str, float | int | None] = {"step": row.step}
-            for name in sorted(row.values):
-                value = row.values[name]
-                record[name] = value if math.isfinite(value) else None
-            lines.append(json.dumps(record, allow_nan=False))
-        return "".join(line + "\n" for line in lines)
+            values = {name: v if math.isfinite(v) else None for name, v in sorted(row.values.items())}
+            lines.append(json.dumps({"step": row.step, **values}, allow_nan=False) + "\n")
+        return "".join(lines)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,9 @@ from hubkit.runs.model import (
     RunContents,
 )
 from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
-from hubkit.runs.trl_settings import read_trainer_settings
+from hubkit.runs.trl_settings import TRAINER_STATE, read_trainer_settings
 
 _CHECKPOINT_RE = re.compile(r"^checkpoint-([0-9]{1,9})$")
-TRAINER_STATE = "trainer_state.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
@@ -52,19 +51,9 @@ def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
         incomplete = f"its {TRAINER_STATE} records global_step {state.get('global_step')}, not {step}"
     else:
         incomplete = None
-    if (path / TOKENIZER_CONFIG).is_file():
-        tokenizer_dir: Path | None = path
-    elif (root / TOKENIZER_CONFIG).is_file():
-        tokenizer_dir = root  # Trainer.save_model() at the end writes the tokenizer to the output dir
-    else:
-        tokenizer_dir = None
-    return Checkpoint(
-        step=step,
-        path=path,
-        incomplete_reason=incomplete,
-        adapter_dir=path,
-        tokenizer_dir=tokenizer_dir,
-    )
+    # The checkpoint's own, else the output dir's: Trainer.save_model() at the end writes the tokenizer there.
+    tokenizer_dir = next((d for d in (path, root) if (d / TOKENIZER_CONFIG).is_file()), None)
+    return Checkpoint(step, path, incomplete, adapter_dir=path, tokenizer_dir=tokenizer_dir)
 
 
 def _newest_state(root: Path, checkpoints: list[Checkpoint]) -> dict[str, Any] | None:

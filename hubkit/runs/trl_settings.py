@@ -26,49 +26,16 @@ TRAINER_STATE = "trainer_state.json"
 HUB_URL = "https://huggingface.co"
 # TrainingArguments / GRPOConfig fields a card shows, in the order it shows them.
 HYPERPARAMETERS = (
-    "learning_rate",
-    "lr_scheduler_type",
-    "warmup_steps",
-    "warmup_ratio",
-    "optim",
-    "weight_decay",
-    "adam_beta1",
-    "adam_beta2",
-    "max_grad_norm",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "max_steps",
-    "num_train_epochs",
-    "save_steps",
-    "logging_steps",
-    "seed",
-    "bf16",
-    "fp16",
-    "gradient_checkpointing",
-    "num_generations",
-    "generation_batch_size",
-    "steps_per_generation",
-    "max_prompt_length",
-    "max_completion_length",
-    "temperature",
-    "top_p",
-    "top_k",
-    "repetition_penalty",
-    "beta",
-    "epsilon",
-    "epsilon_high",
-    "num_iterations",
-    "loss_type",
-    "scale_rewards",
-    "importance_sampling_level",
-    "multi_objective_aggregation",
-    "mask_truncated_completions",
-    "reward_weights",
-    "use_vllm",
-    "vllm_mode",
-    "report_to",
-    "run_name",
-)
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "optim", "weight_decay",
+    "adam_beta1", "adam_beta2", "max_grad_norm",
+    "per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "num_train_epochs",
+    "save_steps", "logging_steps", "seed", "bf16", "fp16", "gradient_checkpointing",
+    "num_generations", "generation_batch_size", "steps_per_generation", "max_prompt_length",
+    "max_completion_length", "temperature", "top_p", "top_k", "repetition_penalty",
+    "beta", "epsilon", "epsilon_high", "num_iterations", "loss_type", "scale_rewards",
+    "importance_sampling_level", "multi_objective_aggregation", "mask_truncated_completions",
+    "reward_weights", "use_vllm", "vllm_mode", "report_to", "run_name",
+)  # fmt: skip
 # trainer_state.json's own names for the few settings it keeps.
 STATE_SETTINGS = ("train_batch_size", "max_steps", "num_train_epochs", "save_steps", "logging_steps")
 # A string setting is kept only when it is a plain word: never a path, a URL or anything with spaces.
@@ -94,20 +61,11 @@ def hyperparameters(fields: dict[str, Any], names: tuple[str, ...] = HYPERPARAME
 
     ``num_train_epochs`` is left out when ``max_steps`` set the length (the Trainer ignores it then).
     """
-    kept = {}
-    for name in names:
-        value = _kept_value(fields.get(name))
-        if value is not None:
-            kept[name] = value
+    kept = {name: value for name in names if (value := _kept_value(fields.get(name))) is not None}
     max_steps = kept.get("max_steps")
     if isinstance(max_steps, int) and max_steps > 0:
         kept.pop("num_train_epochs", None)
     return kept
-
-
-def _cache_path(run_dir: Path, version: FileVersion) -> Path:
-    key = f"{version.device}-{version.inode}-{version.size}-{version.mtime_ns}"
-    return run_dir / TRAINING_ARGS_DIR / f"{key}.json"
 
 
 def _tracker_fields(fields: dict[str, Any]) -> dict[str, str]:
@@ -124,7 +82,8 @@ def _tracker_fields(fields: dict[str, Any]) -> dict[str, str]:
 def _read_training_args(run_dir: Path, path: Path) -> dict[str, Any] | None:
     """The kept fields of `path` (the trackers' ones included), from the cache or read safely."""
     version = FileVersion.of(path)
-    cache = _cache_path(run_dir, version)
+    key = f"{version.device}-{version.inode}-{version.size}-{version.mtime_ns}"
+    cache = run_dir / TRAINING_ARGS_DIR / f"{key}.json"
     try:
         cached = json.loads(cache.read_text(encoding="utf-8"))
         if isinstance(cached, dict):

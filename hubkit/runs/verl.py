@@ -19,7 +19,6 @@ event files.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from hubkit.runs.model import (
     InferredSettings,
     Metrics,
     RunContents,
+    is_number,
 )
 from hubkit.runs.tensorboard import EVENT_FILES, TENSORBOARD, event_files, read_event_metrics
 from hubkit.runs.trl import lora_from_adapter_config
@@ -125,19 +125,9 @@ def read_metrics_jsonl(path: Path) -> Metrics:
                 f"metrics file {path.name} line {number} has no integer 'step' from 0 to {MAX_STEP}"
             )
         data = record["data"] if isinstance(record.get("data"), dict) else record
-        values = {name: float(value) for name, value in data.items() if name != "step" and _finite(value)}
+        values = {name: float(value) for name, value in data.items() if name != "step" and is_number(value)}
         entries.append((step, values))
     return Metrics.from_entries(entries)
-
-
-def _finite(value: object) -> bool:
-    """Whether `value` is a number a chart can show: not a bool, finite, within float range."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:  # an integer beyond float range
-        return False
 
 
 def read(run_dir: Path, manifest: Manifest) -> RunContents:

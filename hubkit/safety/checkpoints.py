@@ -41,10 +41,6 @@ class CheckpointsTree:
         return f"checkpoints from {self.path} (outside the run directory, as named on the command line)"
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def checkpoints_tree(run_dir: Path, checkpoints_dir: str, named: Path | None = None) -> CheckpointsTree:
     """The checkpoints tree a push may read, refused when it leads outside the run unasked.
 
@@ -69,8 +65,8 @@ def checkpoints_tree(run_dir: Path, checkpoints_dir: str, named: Path | None = N
                 f"refusing to publish from {named.name}/: it is not the folder {checkpoints_dir}/ of run "
                 f"{run_dir.name} leads to, which is where the run's checkpoints are read from; name that one"
             )
-        return CheckpointsTree(path=real, outside_run=not _inside(real, real_run), named_as=str(named))
-    if _inside(real, real_run):
+        return CheckpointsTree(path=real, outside_run=not real.is_relative_to(real_run), named_as=str(named))
+    if real.is_relative_to(real_run):
         return CheckpointsTree(path=real, outside_run=False, named_as=checkpoints_dir)
     raise ForeignCheckpointsError(
         f"refusing to publish from {checkpoints_dir}/ of run {run_dir.name}: it is a symlink to a folder outside "
@@ -88,7 +84,7 @@ def check_checkpoint_folder(tree: CheckpointsTree, folder: Path) -> None:
     Raises:
         ForeignCheckpointsError: the folder resolves outside the tree.
     """
-    if not _inside(folder.resolve(), tree.path):
+    if not folder.resolve().is_relative_to(tree.path):
         raise ForeignCheckpointsError(
             f"refusing to publish {folder.name}: it is a symlink to a folder outside the run's checkpoints "
             "(another run's?); copy the checkpoint into the run, or name its folder on the command line"

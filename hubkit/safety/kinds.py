@@ -235,20 +235,16 @@ def classify_folder(folder: Path) -> Classified:
     for entry in entries:
         path = Path(entry.path)
         kind = CHECKPOINT_KINDS.get(entry.name)
-        if entry.is_symlink() and kind is not None:
-            published.append((entry.name, path, kind))  # its target is checked when it is vetted
-        elif entry.is_symlink():
-            regular = _points_to_regular_file(path)
-            if regular is None:
-                left_out.append(LeftOut(entry.name, "a dangling symlink"))
-            elif not regular:
-                left_out.append(LeftOut(entry.name, "symlink to a non-regular file"))
-            else:
-                left_out.append(LeftOut(entry.name, left_out_reason(entry.name)))
-        elif entry.is_dir(follow_symlinks=False):
-            left_out.append(LeftOut(entry.name, "a folder"))
-        elif kind is not None:
-            published.append((entry.name, path, kind))
+        folder = entry.is_dir(follow_symlinks=False)  # False for a symlink, even to a folder
+        if kind is not None and not folder:
+            published.append((entry.name, path, kind))  # a symlink's target is checked when it is vetted
+            continue
+        regular = _points_to_regular_file(path) if entry.is_symlink() else True
+        if regular is None:
+            reason = "a dangling symlink"
+        elif not regular:
+            reason = "symlink to a non-regular file"
         else:
-            left_out.append(LeftOut(entry.name, left_out_reason(entry.name)))
+            reason = "a folder" if folder else left_out_reason(entry.name)
+        left_out.append(LeftOut(entry.name, reason))
     return Classified(published=tuple(published), left_out=tuple(left_out))

@@ -19,7 +19,7 @@ PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 def pseudo_file_system(path: Path) -> str | None:
     """The pseudo file system a resolved path lies in ("/proc"), or None."""
-    return next((str(root) for root in PSEUDO_FILE_SYSTEMS if path == root or root in path.parents), None)
+    return next((str(root) for root in PSEUDO_FILE_SYSTEMS if path.is_relative_to(root)), None)
 
 
 def follow_to_regular(path: Path, label: str) -> Path:

@@ -141,17 +141,13 @@ class LocalPathFinder:
             # (a bare "/data" is a vocabulary token, "/srv/runs" is a path).
             at = text.find(path + "/")
             if at < 0 and path.count("/") >= 2:
-                at = _find_alone(text, path)
+                alone = re.search(re.escape(path) + r"(?![\w.-])", text)
+                at = alone.start() if alone else -1
             if at >= 0:
                 found.append(Finding(f"the path of {what}", at))
         # After the named folders: at the same place, "the run directory" says more than "a path under /srv".
         found += [f for f in (finder(text) for finder in _GENERIC_FINDERS) if f is not None]
         return min(found, key=lambda f: f.start) if found else None
-
-
-def _find_alone(text: str, path: str) -> int:
-    match = re.search(re.escape(path) + r"(?![\w.-])", text)
-    return match.start() if match else -1
 
 
 def rewrite_local_fields(value: Any, hub_id: str) -> int:

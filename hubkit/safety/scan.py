@@ -49,11 +49,9 @@ def _strings(value: Any) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _dotted(location: tuple[str | int, ...]) -> str:
-    parts = []
-    for part in location:
-        text = str(part)
-        parts.append(text if len(text) <= _SHOWN_KEY_CHARS else text[:_SHOWN_KEY_CHARS] + "…")
-    return ".".join(parts)
+    return ".".join(
+        t if len(t) <= _SHOWN_KEY_CHARS else t[:_SHOWN_KEY_CHARS] + "…" for t in map(str, location)
+    )
 
 
 def _locate(value: Any, hit: Callable[[str | None, str], bool]) -> str:

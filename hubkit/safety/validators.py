@@ -15,7 +15,14 @@ from typing import Any
 
 from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
 from hubkit.formats import parquet, png, tensorboard, tokenizer
-from hubkit.formats.json_file import decode_text, dump_json, dump_jsonl, parse_json, parse_jsonl
+from hubkit.formats.json_file import (
+    decode_text,
+    dump_json,
+    dump_jsonl,
+    parse_json,
+    parse_json_object,
+    parse_jsonl,
+)
 from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
 from hubkit.runs.manifest import Manifest
@@ -56,12 +63,6 @@ class Written:
 Validator = Callable[[bytes, Vetting], Written]
 
 
-def _object(value: Any, label: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise FileFormatError(f"{label}: not a JSON object")
-    return value
-
-
 def _rewritten(value: Any, vetting: Vetting) -> tuple[str, ...]:
     changed = rewrite_local_fields(value, vetting.hub_id)
     return (f"{changed} field(s) naming the model by its path set to {vetting.hub_id}",) if changed else ()
@@ -79,12 +80,8 @@ def _json_document(parse: Callable[[bytes, str], dict[str, Any]]) -> Validator:
     return validate
 
 
-def _json_object(data: bytes, label: str) -> dict[str, Any]:
-    return _object(parse_json(data, label), label)
-
-
 def _adapter_config(data: bytes, vetting: Vetting) -> Written:
-    value = _json_object(data, vetting.label)
+    value = parse_json_object(data, vetting.label)
     unknown = set(value) - LORA_CONFIG_FIELDS
     kept = {key: v for key, v in value.items() if key in LORA_CONFIG_FIELDS}
     notes = _rewritten(kept, vetting)
@@ -95,7 +92,7 @@ def _adapter_config(data: bytes, vetting: Vetting) -> Written:
 
 
 def _weights_index(data: bytes, label: str) -> dict[str, Any]:
-    value = _json_object(data, label)
+    value = parse_json_object(data, label)
     weight_map = value.get("weight_map")
     if not isinstance(weight_map, dict) or not all(
         isinstance(f, str) and _SHARD_NAME_RE.match(f) for f in weight_map.values()
@@ -135,22 +132,22 @@ def _merges(data: bytes, vetting: Vetting) -> Written:
     return Written(tokenizer.merges_bytes(merges))
 
 
-def _chat_template(data: bytes, vetting: Vetting) -> Written:
-    text = tokenizer.parse_chat_template(data, vetting.label)
-    vetting.scanner.check_text(text, vetting.label)
-    return Written(text.encode("utf-8"))
+def _text_document(read: Callable[[bytes, str], str]) -> Validator:
+    """A validator for text: read by `read` (decoded, a template also parsed), scanned, written back."""
 
+    def validate(data: bytes, vetting: Vetting) -> Written:
+        text = read(data, vetting.label)
+        vetting.scanner.check_text(text, vetting.label)
+        return Written(text.encode("utf-8"))
 
-def _text(data: bytes, vetting: Vetting) -> Written:
-    text = decode_text(data, vetting.label)
-    vetting.scanner.check_text(text, vetting.label)
-    return Written(text.encode("utf-8"))
+    return validate
 
 
 def _json_lines(data: bytes, vetting: Vetting) -> Written:
     records = parse_jsonl(data, vetting.label)
     for number, record in enumerate(records, start=1):
-        _object(record, f"{vetting.label} record {number}")
+        if not isinstance(record, dict):
+            raise FileFormatError(f"{vetting.label} record {number}: not a JSON object")
     try:
         vetting.scanner.check_value(records, vetting.label)
     except (SecretInFileError, LocalPathInFileError):
@@ -221,23 +218,23 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.ADDED_TOKENS: _added_tokens,
     kinds.VOCAB: _vocab,
     kinds.MERGES: _merges,
-    kinds.CHAT_TEMPLATE: _chat_template,
+    kinds.CHAT_TEMPLATE: _text_document(tokenizer.parse_chat_template),
     kinds.CHAT_TEMPLATE_JSON: _json_document(tokenizer.parse_chat_template_json),
     kinds.GENERATION_CONFIG: _json_document(tokenizer.parse_generation_config),
-    kinds.MODEL_CONFIG: _json_document(_json_object),
+    kinds.MODEL_CONFIG: _json_document(parse_json_object),
     kinds.WEIGHTS_INDEX: _json_document(_weights_index),
     kinds.MANIFEST: _json_document(_manifest),
     kinds.METRICS: _json_lines,
     kinds.TRAINING_EVENTS: _training_events,
-    kinds.EVAL_RESULTS: _json_document(_json_object),
+    kinds.EVAL_RESULTS: _json_document(parse_json_object),
     kinds.EVAL_SAMPLES: _json_lines,
     kinds.BENCHMARK_RESULTS: _benchmark_results,
     kinds.TRAIN_PROBLEM_HASHES: _problem_hashes,
-    kinds.CARD: _text,
-    kinds.LICENSE: _text,
+    kinds.CARD: _text_document(decode_text),
+    kinds.LICENSE: _text_document(decode_text),
     kinds.IMAGE: _png,
-    kinds.SPACE_MODULE: _text,
-    kinds.SPACE_CONFIG: _json_document(_json_object),
-    kinds.REQUIREMENTS: _text,
+    kinds.SPACE_MODULE: _text_document(decode_text),
+    kinds.SPACE_CONFIG: _json_document(parse_json_object),
+    kinds.REQUIREMENTS: _text_document(decode_text),
     kinds.SAMPLES_TABLE: _samples_table,
 }

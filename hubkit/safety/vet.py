@@ -37,6 +37,8 @@ from hubkit.safety.validators import VALIDATORS, Vetting
 from hubkit.safety.weights import vet_header
 
 _WEIGHT_KINDS = (kinds.ADAPTER_WEIGHTS, kinds.MODEL_WEIGHTS)
+# The variables naming a Hugging Face cache besides HF_HOME (no path under them is published).
+_CACHES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "HF_XET_CACHE")
 
 
 @dataclass(frozen=True)
@@ -61,27 +63,12 @@ class VetContext:
     def for_run(
         cls, run_dir: Path, hub_base_id: str, token: str | None, environ: Mapping[str, str] | None = None
     ) -> VetContext:
-        """A context with this machine's caches and home, from the environment.
-
-        Args:
-            run_dir: the run directory.
-            hub_base_id: the base model's Hub id.
-            token: the token in use.
-            environ: the environment to read (default: this process's).
-        """
+        """A context with this machine's caches and home, read from `environ` (default: this process's)."""
         environ = os.environ if environ is None else environ
         home = Path(environ.get("HOME") or Path.home())
         xdg = Path(environ.get("XDG_CACHE_HOME") or home / ".cache")
         caches = [Path(environ.get("HF_HOME") or xdg / "huggingface")]
-        for name in (
-            "HF_HUB_CACHE",
-            "HUGGINGFACE_HUB_CACHE",
-            "HF_DATASETS_CACHE",
-            "TRANSFORMERS_CACHE",
-            "HF_XET_CACHE",
-        ):
-            if environ.get(name):
-                caches.append(Path(environ[name]))
+        caches += [Path(environ[name]) for name in _CACHES if environ.get(name)]
         return cls(
             hub_base_id=hub_base_id,
             run_dir=Path(run_dir),

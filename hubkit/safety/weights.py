@@ -26,14 +26,8 @@ from hubkit.formats.safetensors import (
     read_header,
 )
 
-METADATA_KEY = "__metadata__"
 # A 70B model shard's header is ~100 KB, a LoRA adapter's a few tens: anything far larger is not a header.
 MAX_HEADER_BYTES = 16 * 1_000_000
-
-
-def _header_bytes(header: SafetensorsHeader, metadata: dict[str, str]) -> bytes:
-    """The 8-byte length and JSON header for `header`'s tensors with `metadata`, as `safetensors` writes it."""
-    return encode_header(header.tensors, metadata)
 
 
 @dataclass(frozen=True)
@@ -105,7 +99,7 @@ def vet_header(path: Path, max_bytes: int, name: str) -> VettedHeader:
     with path.open("rb") as f:
         saved = f.read(header.data_start)
     metadata = known_metadata(header.metadata)
-    new_prefix = _header_bytes(header, metadata)
+    new_prefix = encode_header(header.tensors, metadata)  # as `safetensors` writes it
     return VettedHeader(
         header=replace(header, metadata=metadata),
         prefix=new_prefix,
