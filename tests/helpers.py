@@ -180,3 +180,13 @@ def tfrecord(data: bytes, length: int | None = None) -> bytes:
 
     header = struct.pack("<Q", len(data) if length is None else length)
     return header + struct.pack("<I", masked(header)) + data + struct.pack("<I", masked(data))
+
+
+def refused_status(call) -> int:
+    """The HTTP status of the Hub's refusal of `call()` (which must raise the client's HTTP error)."""
+    import pytest
+    from huggingface_hub.errors import HfHubHTTPError
+
+    with pytest.raises(HfHubHTTPError) as caught:
+        call()
+    return caught.value.response.status_code

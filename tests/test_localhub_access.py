@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import refused_status
 from huggingface_hub import HfApi, get_session, hf_hub_download
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.errors import RepositoryNotFoundError
 
 from hubkit.errors import LocalHubError
 from hubkit.localhub import HubSettings, LocalHub
@@ -54,12 +55,6 @@ def _api(hub: LocalHub, token: str | bool) -> HfApi:
     return HfApi(endpoint=hub.endpoint, token=token)
 
 
-def _status(call) -> int:
-    with pytest.raises(HfHubHTTPError) as caught:
-        call()
-    return caught.value.response.status_code
-
-
 def test_a_user_writes_under_their_own_name_and_their_orgs(team_hub):
     alice, carol = _api(team_hub, "hf_alice_write"), _api(team_hub, "hf_carol_write")
     url = alice.create_repo("mine")  # no namespace: the caller's own
@@ -77,16 +72,18 @@ def test_a_user_writes_under_their_own_name_and_their_orgs(team_hub):
 def test_a_user_cannot_create_write_or_delete_under_anothers_namespace(team_hub):
     bob, alice = _api(team_hub, "hf_bob_write"), _api(team_hub, "hf_alice_write")
     head = alice.model_info("alice/public").sha
-    assert _status(lambda: bob.create_repo("alice/planted")) == 403
-    assert _status(lambda: bob.create_repo("lab/planted")) == 403
+    assert refused_status(lambda: bob.create_repo("alice/planted")) == 403
+    assert refused_status(lambda: bob.create_repo("lab/planted")) == 403
     assert (
-        _status(lambda: bob.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/public"))
+        refused_status(
+            lambda: bob.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/public")
+        )
         == 403
     )
-    assert _status(lambda: bob.delete_file("a.txt", repo_id="alice/public")) == 403
-    assert _status(lambda: bob.create_branch("alice/public", branch="b")) == 403
-    assert _status(lambda: bob.update_repo_settings("alice/public", private=True)) == 403
-    assert _status(lambda: bob.delete_repo("alice/public")) == 403
+    assert refused_status(lambda: bob.delete_file("a.txt", repo_id="alice/public")) == 403
+    assert refused_status(lambda: bob.create_branch("alice/public", branch="b")) == 403
+    assert refused_status(lambda: bob.update_repo_settings("alice/public", private=True)) == 403
+    assert refused_status(lambda: bob.delete_repo("alice/public")) == 403
     assert alice.model_info("alice/public").sha == head and not alice.model_info("alice/public").private
     assert not alice.repo_exists("alice/planted") and not alice.repo_exists("lab/planted")
     assert bob.create_repo("bobs").repo_id == "bob/bobs"
@@ -128,12 +125,14 @@ def test_read_only_tokens_read_but_cannot_write(team_hub, tmp_path):
         "alice/public", "a.txt", endpoint=team_hub.endpoint, token="hf_alice_read", cache_dir=tmp_path
     )
     assert Path(path).read_bytes() == b"hello"
-    assert _status(lambda: reader.create_repo("alice/by-reader")) == 403
+    assert refused_status(lambda: reader.create_repo("alice/by-reader")) == 403
     assert (
-        _status(lambda: reader.upload_file(path_or_fileobj=b"x", path_in_repo="x", repo_id="alice/public"))
+        refused_status(
+            lambda: reader.upload_file(path_or_fileobj=b"x", path_in_repo="x", repo_id="alice/public")
+        )
         == 403
     )
-    assert _status(lambda: reader.delete_repo("alice/public")) == 403
+    assert refused_status(lambda: reader.delete_repo("alice/public")) == 403
     assert _api(team_hub, "hf_alice_write").repo_exists("alice/public")
 
 
@@ -144,9 +143,9 @@ def test_anonymous_callers_read_public_repos_only_and_unknown_tokens_are_refused
         "alice/public", "a.txt", endpoint=team_hub.endpoint, token=False, cache_dir=tmp_path
     )
     assert Path(path).read_bytes() == b"hello"
-    assert _status(lambda: anonymous.create_repo("alice/anon")) == 401
+    assert refused_status(lambda: anonymous.create_repo("alice/anon")) == 401
     assert get_session().get(f"{team_hub.endpoint}/api/whoami-v2").status_code == 401
-    assert _status(lambda: _api(team_hub, "hf_unknown").model_info("alice/public")) == 401
+    assert refused_status(lambda: _api(team_hub, "hf_unknown").model_info("alice/public")) == 401
 
 
 def test_tokens_never_reach_the_logs(team_hub, caplog):

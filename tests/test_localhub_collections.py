@@ -7,8 +7,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from helpers import refused_status
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.access import load_users
@@ -44,12 +44,6 @@ def _api(hub: LocalHub, token: str | bool) -> HfApi:
     return HfApi(endpoint=hub.endpoint, token=token)
 
 
-def _status(call) -> int:
-    with pytest.raises(HfHubHTTPError) as caught:
-        call()
-    return caught.value.response.status_code
-
-
 def test_a_collection_holds_repos_with_notes_in_order(team_hub):
     alice = _api(team_hub, "hf_alice_write")
     made = alice.create_collection("Length penalty sweep", description="λ = 0 … 1 on GSM8K")
@@ -74,12 +68,12 @@ def test_a_collection_holds_repos_with_notes_in_order(team_hub):
         ("alice/run-a", "λ=0: accuracy 0.61, 212 tokens"),
     ]
     # The same item twice is a conflict, which the client's exists_ok accepts.
-    assert _status(lambda: alice.add_collection_item(made.slug, "alice/run-a", "model")) == 409
+    assert refused_status(lambda: alice.add_collection_item(made.slug, "alice/run-a", "model")) == 409
     alice.add_collection_item(made.slug, "alice/run-a", "model", exists_ok=True)
     assert len(alice.get_collection(made.slug).items) == 2
     # Creating it again by title finds it, with exists_ok.
     assert alice.create_collection("Length penalty sweep", exists_ok=True).slug == made.slug
-    assert _status(lambda: alice.create_collection("Length penalty sweep")) == 409
+    assert refused_status(lambda: alice.create_collection("Length penalty sweep")) == 409
 
     updated = alice.update_collection_metadata(made.slug, title="Length penalty sweep (GSM8K)", theme="green")
     assert updated.theme == "green" and updated.slug.startswith("alice/length-penalty-sweep-gsm8k-")
@@ -92,7 +86,7 @@ def test_a_collection_holds_repos_with_notes_in_order(team_hub):
     assert list(alice.list_collections(owner="alice", item="models/alice/nothing")) == []
 
     alice.delete_collection(made.slug)
-    assert _status(lambda: alice.get_collection(made.slug)) == 404
+    assert refused_status(lambda: alice.get_collection(made.slug)) == 404
     alice.delete_collection(made.slug, missing_ok=True)
 
 
@@ -108,37 +102,41 @@ def test_who_may_see_and_change_a_collection(team_hub):
     assert [i.item_id for i in bob.get_collection(public.slug).items] == ["alice/run-a"]
     assert [i.item_id for i in anonymous.get_collection(public.slug).items] == ["alice/run-a"]
     assert len(alice.get_collection(public.slug).items) == 2
-    assert _status(lambda: bob.get_collection(private.slug)) == 404
+    assert refused_status(lambda: bob.get_collection(private.slug)) == 404
     assert private.slug not in [c.slug for c in bob.list_collections()]
     assert private.slug in [c.slug for c in alice.list_collections(owner="lab")]
 
     # Writing needs a write token for the namespace.
-    assert _status(lambda: bob.add_collection_item(public.slug, "alice/run-b", "model")) == 403
-    assert _status(lambda: bob.create_collection("Planted", namespace="alice")) == 403
-    assert _status(lambda: reader.add_collection_item(public.slug, "alice/run-b", "model")) == 403
-    assert _status(lambda: anonymous.delete_collection(public.slug)) in (401, 403)
+    assert refused_status(lambda: bob.add_collection_item(public.slug, "alice/run-b", "model")) == 403
+    assert refused_status(lambda: bob.create_collection("Planted", namespace="alice")) == 403
+    assert refused_status(lambda: reader.add_collection_item(public.slug, "alice/run-b", "model")) == 403
+    assert refused_status(lambda: anonymous.delete_collection(public.slug)) in (401, 403)
     # An item is a repo the caller can see.
     assert (
-        _status(lambda: bob.add_collection_item(bob.create_collection("Bob's").slug, "alice/hidden", "model"))
+        refused_status(
+            lambda: bob.add_collection_item(bob.create_collection("Bob's").slug, "alice/hidden", "model")
+        )
         == 404
     )
-    assert _status(lambda: alice.add_collection_item(public.slug, "alice/never-made", "model")) == 404
+    assert refused_status(lambda: alice.add_collection_item(public.slug, "alice/never-made", "model")) == 404
     assert [i.item_id for i in alice.get_collection(public.slug).items] == ["alice/run-a", "alice/hidden"]
 
 
 def test_the_hubs_bounds_are_kept(team_hub):
     alice = _api(team_hub, "hf_alice_write")
-    assert _status(lambda: alice.create_collection("Too long", description="x" * 151)) == 400
+    assert refused_status(lambda: alice.create_collection("Too long", description="x" * 151)) == 400
     bounded = alice.create_collection("Bounded", description="x" * 150)
     assert (
-        _status(lambda: alice.add_collection_item(bounded.slug, "alice/run-a", "model", note="n" * 501))
+        refused_status(
+            lambda: alice.add_collection_item(bounded.slug, "alice/run-a", "model", note="n" * 501)
+        )
         == 400
     )
     alice.add_collection_item(bounded.slug, "alice/run-a", "model", note="n" * 500)
-    assert _status(lambda: alice.add_collection_item(bounded.slug, "../etc/passwd", "model")) == 400
-    assert _status(lambda: alice.add_collection_item(bounded.slug, "alice/run-a", "weights")) == 400
-    assert _status(lambda: alice.create_collection("t" * 101)) == 400
-    assert _status(lambda: alice.get_collection("alice/not-a-slug")) == 404
+    assert refused_status(lambda: alice.add_collection_item(bounded.slug, "../etc/passwd", "model")) == 400
+    assert refused_status(lambda: alice.add_collection_item(bounded.slug, "alice/run-a", "weights")) == 400
+    assert refused_status(lambda: alice.create_collection("t" * 101)) == 400
+    assert refused_status(lambda: alice.get_collection("alice/not-a-slug")) == 404
 
 
 def test_collections_survive_a_restart(tmp_path):

@@ -91,6 +91,37 @@ def test_manifest_and_trl_settings_carry_the_seed_table(
     assert config.get_warmup_steps(1000) == 100
 
 
+def test_a_sweep_point_adds_the_length_penalty_and_records_the_sweep(
+    recipe: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--dry-run", "--runs-dir", str(tmp_path), "--length-penalty", "0.25", "--sweep", "gsm8k lp"]
+    recipe.main(argv)
+    report = json.loads(capsys.readouterr().out)
+    manifest = Manifest.from_dict(report["manifest"])
+    penalty = manifest.reward.components[-1]
+    assert (penalty.name, penalty.weight, penalty.params) == (
+        "length_penalty",
+        0.25,
+        {"max_completion_length": 768},
+    )
+    assert report["grpo_config"]["reward_weights"] == [1.0, 1.0, 1.0, 1.0, 0.25]
+    # TRL's own aggregation still computes the spec's advantages: plain GRPOTrainer trains it.
+    assert report["grpo_config"]["multi_objective_aggregation"] == "sum_then_normalize"
+    assert (manifest.sweep.name, manifest.sweep.setting, manifest.sweep.value) == (
+        "gsm8k lp",
+        "length_penalty_weight",
+        0.25,
+    )
+    recipe.main(
+        ["--dry-run", "--runs-dir", str(tmp_path), "--seed", "7", "--sweep", "s", "--sweep-over", "seed"]
+    )
+    manifest = Manifest.from_dict(json.loads(capsys.readouterr().out)["manifest"])
+    assert (manifest.sweep.setting, manifest.sweep.value, manifest.hyperparameters["seed"]) == ("seed", 7, 7)
+    assert [c.name for c in manifest.reward.components][
+        -1
+    ] == "gsm8k_number_only"  # no penalty without weight
+
+
 def test_batch_of_one_prompt_splits_over_processes(recipe: ModuleType, tmp_path: Path) -> None:
     config = recipe.RecipeConfig()
     assert recipe.grpo_config_kwargs(config, tmp_path, 4)["per_device_train_batch_size"] == 2

@@ -413,12 +413,40 @@ def test_manifest_start_copies_the_training_problem_hashes_into_the_run(
         [
             *("start", "--run-dir", str(run_dir), "--dataset-info", dataset_info, "--accelerator", "cpu"),
             *("--base-model", "Qwen/Qwen3-4B", "--lambda", "0.5", "--aggregation", "sum_then_normalize"),
-            *("--", *overrides),
+            *("--sweep", "deepscaler lp", "--", *overrides),
         ]
     )
+    sweep = Manifest.load(run_dir).sweep
+    assert (sweep.name, sweep.setting, sweep.value) == ("deepscaler lp", "length_penalty_weight", 0.5)
     recorded = (run_dir / TRAIN_PROBLEM_HASHES_NAME).read_text()
     assert recorded == (tmp_path / "data" / TRAIN_PROBLEM_HASHES_NAME).read_text()
     assert len(recorded.split()) == 6
+
+
+def test_sweep_launches_one_run_per_weight_each_naming_the_sweep(tmp_path: Path) -> None:
+    environment = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "DATA_DIR": str(tmp_path / "data"),
+        "RUNS_DIR": str(tmp_path / "runs"),
+        "LAMBDAS": "0 0.5",
+        "SWEEP": "lp-sweep",
+    }
+    done = subprocess.run(
+        ["bash", str(RECIPE / "sweep.sh"), "--print-overrides"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    names = [
+        line.split("=", 1)[1]
+        for line in done.stdout.splitlines()
+        if line.startswith("trainer.experiment_name=")
+    ]
+    assert [name.rsplit("_", 1)[1] for name in names] == ["lambda0", "lambda0.5"]
+    assert all("_lp-sweep_" in name for name in names)
 
 
 def test_manifest_can_select_gdpo(write_manifest: ModuleType, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from hubkit.cli.output import TerminalConsole
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress
+    from hubkit.runs.manifest import SweepInfo
 
 
 @contextlib.contextmanager
@@ -73,6 +74,31 @@ def _also_to_its_repo(name: str, help: str, repo: str, suffix: str | None = None
         return click.option(f"--{name}/--no-{name}", default=True, show_default=True, help=help)(command)
 
     return decorate
+
+
+def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | None:
+    """The sweep `--sweep` and `--sweep-value` name; the varied value from hubkit.json when not given."""
+    from hubkit.runs.manifest import MANIFEST_NAME, Manifest, SweepInfo
+
+    if name is None:
+        if value is not None:
+            raise click.UsageError("--sweep-value goes with --sweep NAME")
+        return None
+    if value is None:
+        recorded = Manifest.load(run_dir).sweep if (run_dir / MANIFEST_NAME).is_file() else None
+        if recorded is None:
+            raise click.UsageError(
+                "the run records no sweep: say what it varies, e.g. --sweep-value length_penalty_weight=0.25"
+            )
+        return SweepInfo(name, recorded.setting, recorded.value)
+    setting, equals, text = value.partition("=")
+    if not equals or not text:
+        raise click.UsageError("--sweep-value is SETTING=VALUE, e.g. length_penalty_weight=0.25")
+    try:
+        number: float | str = float(text)
+    except ValueError:
+        number = text
+    return SweepInfo(name, setting.strip(), number)
 
 
 @click.command()
@@ -141,6 +167,19 @@ def _also_to_its_repo(name: str, help: str, repo: str, suffix: str | None = None
     help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
     "links to (a scratch disk). Without it such a run is refused.",
 )
+@click.option(
+    "--sweep",
+    "sweep_name",
+    metavar="NAME",
+    help="The run is one point of the sweep NAME: its repos join the Hub Collection NAME, each noted with "
+    "the varied value, final accuracy and mean answer length.  [default: the sweep hubkit.json records]",
+)
+@click.option(
+    "--sweep-value",
+    metavar="SETTING=VALUE",
+    help="What this run varies in the sweep, e.g. length_penalty_weight=0.25 (with --sweep, for a run "
+    "whose hubkit.json records no sweep).",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -166,6 +205,8 @@ def push(
     samples: bool,
     samples_repo_id: str | None,
     checkpoints_dir: Path | None,
+    sweep_name: str | None,
+    sweep_value: str | None,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -193,8 +234,9 @@ def push(
         raise click.UsageError("--watch-timeout needs --watch")
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
+    found = find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch)
     request = PushRequest(
-        run_dir=find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch),
+        run_dir=found,
         repo_id=repo_id,
         base_model=base_model,
         steps=steps,
@@ -212,6 +254,7 @@ def push(
         endpoint=endpoint,
         dry_run=dry_run,
         checkpoints_dir=checkpoints_dir,
+        sweep=_sweep(sweep_name, sweep_value, found),
     )
 
     def show(report) -> None:

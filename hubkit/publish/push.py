@@ -9,7 +9,8 @@ handing plain data to the next:
                       merge's plan (the base fetched and its files vetted), the checkpoint branches: every
                       check passes before any repo exists
     execute           create the adapter repo if new and upload its weights while merging and exporting,
-                      plan each repo's files, one commit per repo, then one per checkpoint branch
+                      plan each repo's files, one commit per repo, then one per checkpoint branch; a
+                      run of a sweep then joins the sweep's Collection (`hubkit.publish.sweep`)
 
 A dry run is the same prepare and decide, against the last recorded push instead of the Hub (it opens no
 connection, so what needs the Hub, the base's checks and the merge, is left to the push), and the plan
@@ -57,6 +58,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
+from hubkit.publish.sweep import with_sweep
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -137,7 +139,8 @@ class PushSession:
         decided = self._decide(local, remote, progress, may_merge=may_merge)
         if remote.api is None:
             return self._dry_run_report(local, remote, decided)
-        return self._execute(local, remote, decided, progress)
+        report = self._execute(local, remote, decided, progress)
+        return with_sweep(remote.api, report, remote.repos, local.run, local.evaluation, self.request)
 
     # --- the stages, in order --------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.push_record import PushRecord
+from hubkit.runs.manifest import SweepInfo
 
 
 def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
@@ -57,6 +58,8 @@ class PushRequest:
         checkpoints_dir: where the run's ``checkpoints_dir`` leads when that is outside the run directory
             (a symlink to a scratch disk): naming it says those checkpoints are this run's. Without it
             such a run is refused (another run's checkpoints would be published under this one's name).
+        sweep: the sweep the run is one point of, when its manifest records none or another
+            (`hubkit.publish.sweep`): its repos join the Hub Collection named for it.
     """
 
     run_dir: Path
@@ -78,6 +81,7 @@ class PushRequest:
     token: str | None = field(default=None, repr=False)
     dry_run: bool = False
     checkpoints_dir: Path | None = None
+    sweep: SweepInfo | None = None
 
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:

@@ -7,7 +7,7 @@ hubkit is refused with a message rather than half-read.
 Example (abridged)::
 
     {
-      "schema_version": 2,
+      "schema_version": 3,
       "run_id": "20260223_182638_deepscaler_gdpo_lambda0.5",
       "framework": "verl", "framework_version": "0.6.1",
       "base_model": "Qwen/Qwen3-4B", "base_model_revision": null,
@@ -24,13 +24,15 @@ Example (abridged)::
       "trackers": [{"name": "wandb", "url": "https://wandb.ai/..."}],
       "system_prompt": "...",
       "checkpoints_dir": ".", "metrics_file": "metrics.jsonl",
-      "push_to": "me/qwen3-4b-gdpo"
+      "push_to": "me/qwen3-4b-gdpo",
+      "sweep": {"name": "deepscaler length penalty", "setting": "length_penalty_weight", "value": 0.5}
     }
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -44,8 +46,8 @@ from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.state import write_atomically
 
 MANIFEST_NAME = "hubkit.json"
-# 2 added push_to. Fields are only ever added: schema 1 manifests still load.
-SCHEMA_VERSION = 2
+# 2 added push_to, 3 sweep. Fields are only ever added: older manifests still load.
+SCHEMA_VERSION = 3
 Framework = Literal["trl", "verl"]
 FRAMEWORKS: tuple[str, ...] = ("trl", "verl")
 # Hub repo ids: "name" or "owner/name", letters, digits, "-", "_", "." (no "--" or ".." runs).
@@ -129,6 +131,39 @@ class Tracker:
     url: str
 
 
+_SWEEP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.()-]{0,99}$")
+_SETTING_RE = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """The sweep a run is one point of: its name (the Hub Collection's title), the setting the sweep
+    varies (a reward weight, the seed) and this run's value of it."""
+
+    name: str
+    setting: str
+    value: float | str
+
+    def __post_init__(self) -> None:
+        if not _SWEEP_NAME_RE.match(self.name):
+            raise ManifestError(
+                f"sweep.name must be 1-100 letters, digits, spaces or '_.()-', got {self.name!r}"
+            )
+        if not _SETTING_RE.match(self.setting):
+            raise ManifestError(
+                f"sweep.setting must be a setting's name like 'length_penalty_weight', got {self.setting!r}"
+            )
+        if isinstance(self.value, str) and not 0 < len(self.value) <= 40:
+            raise ManifestError("sweep.value must be a number or 1-40 characters")
+        if isinstance(self.value, float) and not math.isfinite(self.value):
+            raise ManifestError(f"sweep.value must be a finite number, got {self.value}")
+
+
+def _nested(cls: type[Any], data: Any, key: str) -> Any:
+    """The manifest's object at `key` as `cls`, every field checked (`checked_fields`)."""
+    return cls(**checked_fields(cls, data, f"{MANIFEST_NAME} {key}"))
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A training run as the recipe describes it. See the module docstring for the JSON form."""
@@ -150,6 +185,7 @@ class Manifest:
     checkpoints_dir: str = "."
     metrics_file: str | None = None
     push_to: str | None = None  # the adapter repo ("owner/name") the recipe was told to publish to
+    sweep: SweepInfo | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -207,9 +243,7 @@ class Manifest:
         try:
             values = checked_fields(cls, data, MANIFEST_NAME)
             if values.get("dataset") is not None:
-                values["dataset"] = DatasetInfo(
-                    **checked_fields(DatasetInfo, values["dataset"], f"{MANIFEST_NAME} dataset")
-                )
+                values["dataset"] = _nested(DatasetInfo, values["dataset"], "dataset")
             if values.get("reward") is not None:
                 values["reward"] = RewardSpec.from_dict(values["reward"])
             if values.get("lora") is not None:
@@ -217,13 +251,10 @@ class Manifest:
                 lora["target_modules"] = tuple(lora.get("target_modules") or ())
                 values["lora"] = LoraSettings(**lora)
             if values.get("hardware") is not None:
-                values["hardware"] = Hardware(
-                    **checked_fields(Hardware, values["hardware"], f"{MANIFEST_NAME} hardware")
-                )
-            trackers = values.get("trackers") or ()
-            values["trackers"] = tuple(
-                Tracker(**checked_fields(Tracker, t, f"{MANIFEST_NAME} trackers")) for t in trackers
-            )
+                values["hardware"] = _nested(Hardware, values["hardware"], "hardware")
+            if values.get("sweep") is not None:
+                values["sweep"] = _nested(SweepInfo, values["sweep"], "sweep")
+            values["trackers"] = tuple(_nested(Tracker, t, "trackers") for t in values.get("trackers") or ())
             return cls(**values)
         except FileFormatError as e:
             raise ManifestError(str(e)) from e

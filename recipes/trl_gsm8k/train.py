@@ -32,8 +32,8 @@ from typing import Any
 from hubkit.errors import HubkitError
 from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.rewards.gsm8k import SYSTEM_PROMPT  # the seed run's, verbatim
-from hubkit.rewards.spec import gsm8k_seed
-from hubkit.runs.manifest import DatasetInfo, Hardware, LoraSettings, Manifest
+from hubkit.rewards.spec import RewardComponent, RewardSpec, gsm8k_seed
+from hubkit.runs.manifest import DatasetInfo, Hardware, LoraSettings, Manifest, SweepInfo
 
 logger = logging.getLogger("trl_gsm8k")
 
@@ -79,10 +79,37 @@ class RecipeConfig:
     use_cpu: bool = False  # train on the CPU (transformers refuses bf16 without a GPU unless told so)
     tiny: bool = False
     signal_reward: bool = False  # add tiny_signal_reward (a random model scores 0 on every GSM8K reward)
+    # A length penalty, weight × (−tokens / max_completion_length), beside the four rewards (0: none).
+    length_penalty_weight: float = 0.0
+    sweep: str | None = None  # the sweep this run is one point of (recorded in the manifest)
+    sweep_over: str = "length_penalty_weight"  # the setting the sweep varies: this or "seed"
 
     def __post_init__(self) -> None:
         if self.quantization not in ("4bit-nf4", "none"):
             raise RecipeError(f"quantization must be '4bit-nf4' or 'none', got {self.quantization!r}")
+        if self.length_penalty_weight < 0:
+            raise RecipeError(f"the length penalty's weight is 0 or more, got {self.length_penalty_weight}")
+        if self.sweep_over not in ("length_penalty_weight", "seed"):
+            raise RecipeError(f"a sweep varies length_penalty_weight or seed, not {self.sweep_over!r}")
+
+    @property
+    def reward(self) -> RewardSpec:
+        """The seed's four rewards, and the length penalty when it has a weight (TRL's own aggregation)."""
+        spec = gsm8k_seed()
+        if not self.length_penalty_weight:
+            return spec
+        penalty = RewardComponent(
+            "length_penalty",
+            self.length_penalty_weight,
+            {"max_completion_length": self.max_completion_length},
+        )
+        return replace(spec, components=(*spec.components, penalty))
+
+    @property
+    def sweep_info(self) -> SweepInfo | None:
+        if self.sweep is None:
+            return None
+        return SweepInfo(self.sweep, self.sweep_over, getattr(self, self.sweep_over))
 
 
 def tiny_config(model: str, max_steps: int) -> RecipeConfig:
@@ -303,7 +330,7 @@ def build_manifest(
         framework_version=trl.__version__,
         base_model=config.model,
         dataset=dataset,
-        reward=gsm8k_seed(),
+        reward=config.reward,
         lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha, target_modules=LORA_TARGETS),
         hyperparameters=hyperparameters(config, world),
         # torchrun/accelerate set GROUP_WORLD_SIZE to the number of nodes.
@@ -314,6 +341,7 @@ def build_manifest(
         system_prompt=SYSTEM_PROMPT,
         checkpoints_dir=".",
         push_to=push_to,
+        sweep=config.sweep_info,
     )
 
 
@@ -389,7 +417,7 @@ def train(
     from hubkit.rewards.build import build
 
     world = world_size()
-    spec = gsm8k_seed()
+    spec = config.reward
     # The seed's aggregation is TRL's own (group z-score, unbiased std, +1e-4), so plain GRPOTrainer computes
     # exactly hubkit's advantages; hubkit_trl.HubkitGRPOTrainer would be needed otherwise.
     if not hubkit_trl.trl_matches(spec):
@@ -488,6 +516,27 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(also PUSH_TO; the repo is recorded in hubkit.json, so a later `hubkit push --run-id` needs no --repo-id)",
     )
     parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        metavar="WEIGHT",
+        help="add weight x (-tokens / max completion length) to the four rewards (default 0: none)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="default 3407, the seed run's")
+    parser.add_argument(
+        "--sweep",
+        metavar="NAME",
+        default=os.environ.get("SWEEP") or None,
+        help="the sweep this run is one point of (also SWEEP): `hubkit push` puts its repos in the Hub "
+        "Collection NAME, noted with the varied value",
+    )
+    parser.add_argument(
+        "--sweep-over",
+        choices=("length_penalty_weight", "seed"),
+        default="length_penalty_weight",
+        help="the setting the sweep varies",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="print the manifest and TRL settings, train nothing"
     )
     return parser.parse_args(argv)
@@ -513,6 +562,15 @@ def main(argv: list[str] | None = None) -> None:
             use_cpu=args.cpu,
             dataset_revision=args.dataset_revision,
         )
+    config = replace(
+        config,
+        length_penalty_weight=config.length_penalty_weight
+        if args.length_penalty is None
+        else args.length_penalty,
+        seed=config.seed if args.seed is None else args.seed,
+        sweep=args.sweep,
+        sweep_over=args.sweep_over,
+    )
     run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d_%H%M%S") + "_gsm8k_grpo"
     run_dir = args.runs_dir.resolve() / run_id
     try:

@@ -179,7 +179,8 @@ mkdir -p "$RUN_DIR"
 export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
 "$PYTHON" "$HERE/write_manifest.py" start --run-dir "$RUN_DIR" --dataset-info "$DATASET_INFO" \
   --base-model "$BASE_MODEL_ID" --lambda "$LAMBDA" --aggregation "$AGGREGATION" \
-  ${ACCELERATOR:+--accelerator "$ACCELERATOR"} ${PUSH_TO:+--push-to "$PUSH_TO"} -- "${OVERRIDES[@]}"
+  ${ACCELERATOR:+--accelerator "$ACCELERATOR"} ${PUSH_TO:+--push-to "$PUSH_TO"} ${SWEEP:+--sweep "$SWEEP"} \
+  -- "${OVERRIDES[@]}"
 if [[ "$MODE" == preflight ]]; then
   "$PYTHON" "$HERE/preflight.py" --tokenizer "${TOKENIZER:-$MODEL}" -- "${OVERRIDES[@]}"
   echo "Preflight passed. $RUN_DIR holds the manifest; launch with RUN_ID=$RUN_ID to train into it." >&2

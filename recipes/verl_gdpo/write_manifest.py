@@ -26,7 +26,7 @@ from prepare_data import SYSTEM_PROMPT
 from hubkit.errors import HubkitError, ManifestError
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.rewards.spec import deepscaler_length_penalty
-from hubkit.runs.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest
+from hubkit.runs.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest, SweepInfo
 
 METRICS_FILE = "metrics.jsonl"
 # Manifest hyperparameter name -> the Hydra key it is read from.
@@ -137,6 +137,7 @@ def build_manifest(
     accelerator: str,
     framework_version: str | None,
     push_to: str | None = None,
+    sweep: str | None = None,
 ) -> Manifest:
     """The manifest of a run launched with `overrides` (the Hydra overrides verl receives).
 
@@ -172,6 +173,8 @@ def build_manifest(
         checkpoints_dir=".",
         metrics_file=METRICS_FILE,
         push_to=push_to,
+        # A sweep of this recipe varies the length penalty's weight (sweep.sh).
+        sweep=SweepInfo(sweep, "length_penalty_weight", lam) if sweep else None,
     )
 
 
@@ -195,6 +198,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     start.add_argument("--aggregation", required=True, choices=("sum_then_normalize", "normalize_then_sum"))
     start.add_argument("--accelerator", default=None, help="default: what torch reports")
     start.add_argument("--push-to", default=None, help="the adapter repo to publish to (owner/name)")
+    start.add_argument("--sweep", default=None, help="the sweep this run is one point of (sweep.sh)")
     start.add_argument("overrides", nargs="*", help="the Hydra overrides verl gets (after --)")
     finish = commands.add_parser("finish", help="set finished_at after training")
     finish.add_argument("--run-dir", type=Path, required=True)
@@ -219,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
                 accelerator=args.accelerator or _accelerator(),
                 framework_version=_framework_version(),
                 push_to=args.push_to,
+                sweep=args.sweep,
             )
             args.run_dir.mkdir(parents=True, exist_ok=True)
             manifest.save(args.run_dir)

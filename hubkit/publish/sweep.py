@@ -1,0 +1,159 @@
+"""A run's place in its sweep: the Hub Collection named for the sweep holds every run's repos, each with a
+note giving the run's varied value, its final accuracy and its mean answer length.
+
+    report = with_sweep(api, report, repos, run, evaluation, request)   # after the run's push
+
+The sweep is the request's (`hubkit push --sweep NAME --sweep-value SETTING=VALUE`, for runs of one's own
+scripts) or the one the run's manifest records (the recipes' `--sweep`).
+
+Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
+each finishes; the items stay ordered by the varied value (numbers as numbers). Only what differs is
+written: a push of an unchanged run makes no call that changes the Collection. The Collection is found by
+its title among its owner's; the Hub bounds a description to 150 characters and a note to 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from hubkit.evaluate.results import EvalResults, EvalSummary, wilson_interval
+from hubkit.hub.failures import hub_errors
+from hubkit.publish.release_repos import ReleaseRepos
+from hubkit.publish.request import PushReport, PushRequest
+from hubkit.runs import Run
+from hubkit.runs.manifest import SweepInfo
+
+if TYPE_CHECKING:
+    from huggingface_hub import Collection, HfApi
+
+MAX_NOTE_CHARS = 500
+# Each repo of a release, in the order its items are listed within one run.
+KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
+
+
+@dataclass(frozen=True)
+class SweepItem:
+    """One repo of a run for the sweep's Collection."""
+
+    repo_id: str
+    repo_type: str  # "model", "dataset" or "space"
+    kind: str  # one of KIND_ORDER
+
+
+def sweep_description(sweep: SweepInfo) -> str:
+    return f"Runs of one recipe varying {sweep.setting} (published by hubkit)"[:150]
+
+
+def run_note(sweep: SweepInfo, kind: str, evaluation: EvalSummary | None) -> str:
+    """`{setting}={value} · {kind}: final accuracy … [interval], mean … tokens (step N)`, at most 500 chars."""
+    head = f"{sweep.setting}={sweep.value} · {kind}"
+    final = evaluation.checkpoints[-1] if evaluation is not None and evaluation.checkpoints else None
+    if final is None:
+        return f"{head}: not evaluated"[:MAX_NOTE_CHARS]
+    low, high = wilson_interval(final.correct, final.n)
+    return (
+        f"{head}: final accuracy {final.accuracy:.1%} [{low:.1%}, {high:.1%}] on {final.n} problems, "
+        f"mean answer {final.tokens_mean:.0f} tokens (step {final.step})"
+    )[:MAX_NOTE_CHARS]
+
+
+def _value_key(text: str) -> tuple[int, float, str]:
+    """Sort numbers by value, before other values by text."""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def _find(api: HfApi, namespace: str, title: str) -> Collection | None:
+    for listed in api.list_collections(owner=namespace, limit=100):
+        if listed.title == title:
+            return api.get_collection(listed.slug)  # a listing holds the first items only
+    return None
+
+
+def join_sweep(
+    api: HfApi,
+    sweep: SweepInfo,
+    items: Sequence[SweepItem],
+    evaluation: EvalSummary | None,
+    *,
+    endpoint: str | None,
+    private: bool = False,
+) -> list[str]:
+    """Put a run's repos in the sweep's Collection (made when missing, under the adapter repo's owner) with
+    their notes, every item ordered by the varied value; return what changed, one line each.
+
+    Raises:
+        HubkitError: the Hub refused or could not be reached (`hub_errors`).
+    """
+    namespace = items[0].repo_id.split("/")[0]
+    notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in items}
+    changes: list[str] = []
+    with hub_errors(f"collection {sweep.name}", endpoint):
+        collection = _find(api, namespace, sweep.name)
+        if collection is None:
+            collection = api.create_collection(
+                sweep.name, namespace=namespace, description=sweep_description(sweep), private=private
+            )
+            changes.append(f"collection {collection.slug}: created")
+        present = {(i.item_id, i.item_type): i for i in collection.items}
+        for key, note in notes.items():
+            if key not in present:
+                api.add_collection_item(collection.slug, key[0], key[1], note=note)
+                changes.append(f"collection {collection.slug}: added {key[0]}")
+            elif present[key].note != note:
+                api.update_collection_item(collection.slug, present[key].item_object_id, note=note)
+                changes.append(f"collection {collection.slug}: note of {key[0]} updated")
+        if changes:
+            _order_by_value(api, api.get_collection(collection.slug))
+    return changes
+
+
+def _order_by_value(api: HfApi, collection: Collection) -> None:
+    """Move items so that they are ordered by the value their note starts with, then by kind; items without
+    a hubkit note keep their place at the end."""
+
+    def key(item: object) -> tuple:
+        note = getattr(item, "note", None) or ""
+        head, _, _ = note.partition(":")
+        value, _, kind = head.partition(" · ")
+        if "=" not in value or kind not in KIND_ORDER:
+            return (2, 0.0, "", 0)
+        return (*_value_key(value.split("=", 1)[1]), KIND_ORDER.index(kind))
+
+    current = list(collection.items)
+    wanted = sorted(current, key=key)
+    for position, item in enumerate(wanted):
+        if current[position].item_object_id != item.item_object_id:
+            api.update_collection_item(collection.slug, item.item_object_id, position=position)
+            current.remove(item)
+            current.insert(position, item)
+
+
+def with_sweep(
+    api: HfApi,
+    report: PushReport,
+    repos: ReleaseRepos,
+    run: Run,
+    evaluation: EvalResults | None,
+    request: PushRequest,
+) -> PushReport:
+    """The report of a push whose run belongs to a sweep, after its repos joined the sweep's Collection
+    (`join_sweep`; what changed added to its notes); the report as it is for a run of no sweep."""
+    sweep = request.sweep or run.manifest.sweep
+    if sweep is None:
+        return report
+    pushed = {r.repo_id for r in report.repos if r.revision == "main"}
+    kinds = zip(
+        KIND_ORDER, (repos.adapter, repos.merged, repos.gguf, repos.space, repos.samples), strict=True
+    )
+    types = {"Space": "space", "samples": "dataset"}
+    items = [
+        SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id in pushed
+    ]
+    summary = evaluation.summary if evaluation is not None else None
+    changes = join_sweep(api, sweep, items, summary, endpoint=request.endpoint, private=request.private)
+    return replace(report, notes=(*report.notes, *changes))

@@ -1,0 +1,132 @@
+"""A sweep's runs pushed one by one: their repos gather in one Hub Collection named for the sweep, each noted
+with the run's varied value, final accuracy and mean answer length, in the order of the values; a run added
+later takes its place; an unchanged push changes nothing. Through huggingface_hub against the local Hub.
+
+The runs are synthetic (random adapters, hand-written evaluations): what is tested is the Collection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eval_results import write_eval
+from helpers import push_adapters, write_requests
+
+from hubkit.evaluate.results import Sample
+from hubkit.publish import PushRequest, push_run
+from hubkit.runs.manifest import Manifest, SweepInfo
+from hubkit.testing.runs import TINY_SHAPES, make_run
+
+
+def _sweep_run(root: Path, base: str, name: str, value: float | None, correct: int, tokens: int) -> Path:
+    """A run of two steps; step 2 answers `correct` of 4 problems with `tokens` tokens each."""
+    run_dir = make_run(root, (1, 2), base_model=base, shapes=TINY_SHAPES, run_id=f"lp-{value}")
+    if value is not None:
+        manifest = Manifest.load(run_dir)
+        manifest.with_updates(sweep=SweepInfo(name, "length_penalty_weight", value)).save(run_dir)
+    samples = [
+        Sample(
+            f"global_step_{step}",
+            step,
+            i,
+            f"problem {i}",
+            "4",
+            "4",
+            i < (correct if step == 2 else 1),
+            tokens,
+            False,
+        )
+        for step in (1, 2)
+        for i in range(4)
+    ]
+    write_eval(run_dir, samples)
+    return run_dir
+
+
+def _push(run_dir: Path, repo_id: str, local_hub, **options):
+    request = PushRequest(
+        run_dir,
+        repo_id=repo_id,
+        merged=False,
+        space=False,
+        endpoint=local_hub.endpoint,
+        token=local_hub.token,
+    )
+    return push_run(PushRequest(**{**request.__dict__, **options}))
+
+
+def _collection_writes(local_hub, since: int) -> list:
+    return [
+        r
+        for r in local_hub.request_log[since:]
+        if r[0] in ("POST", "PATCH", "DELETE") and "/collections" in r[1]
+    ]
+
+
+@pytest.fixture
+def sweep_name(new_repo_id: str) -> str:
+    return "sweep " + new_repo_id.split("/")[1][-30:]
+
+
+def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
+    tmp_path, tiny_qwen3, local_hub, hub_api, make_repo_id, sweep_name
+):
+    runs = {
+        value: _sweep_run(tmp_path / str(value), tiny_qwen3.repo_id, sweep_name, value, correct, tokens)
+        for value, correct, tokens in ((1.0, 2, 40), (0.0, 3, 120), (0.5, 3, 70))
+    }
+    repos = {value: make_repo_id(f"lp{value}") for value in runs}
+    for value, run_dir in runs.items():
+        report = _push(run_dir, repos[value], local_hub)
+        assert any(sweep_name.lower().replace(" ", "-") in note for note in report.notes)
+
+    (found,) = [c for c in hub_api.list_collections(owner=repos[0.0].split("/")[0]) if c.title == sweep_name]
+    collection = hub_api.get_collection(found.slug)
+    listed = [(i.item_id, i.item_type) for i in collection.items]
+    assert listed == [
+        (repos[v] + suffix, kind)
+        for v in (0.0, 0.5, 1.0)
+        for suffix, kind in (("", "model"), ("-samples", "dataset"))
+    ]
+    notes = [i.note for i in collection.items]
+    assert notes[0] == (
+        "length_penalty_weight=0.0 · adapter: final accuracy 75.0% [30.1%, 95.4%] on 4 problems, "
+        "mean answer 120 tokens (step 2)"
+    )
+    assert notes[1].startswith("length_penalty_weight=0.0 · samples: final accuracy 75.0%")
+    assert (
+        notes[4].startswith("length_penalty_weight=1.0 · adapter: final accuracy 50.0%")
+        and "40 tokens" in notes[4]
+    )
+
+    # A fourth value, pushed later, takes its place between its neighbours; the others are untouched.
+    runs[0.25] = _sweep_run(tmp_path / "0.25", tiny_qwen3.repo_id, sweep_name, 0.25, 4, 90)
+    repos[0.25] = make_repo_id("lp0.25")
+    _push(runs[0.25], repos[0.25], local_hub)
+    items = hub_api.get_collection(found.slug).items
+    assert [i.item_id for i in items if i.item_type == "model"] == [repos[v] for v in (0.0, 0.25, 0.5, 1.0)]
+    assert [i.note for i in items if i.item_id in (repos[0.0], repos[1.0])] == [notes[0], notes[4]]
+
+    # Pushing the unchanged sweep again changes nothing: no commit, no call that writes the Collection.
+    heads = {v: hub_api.repo_info(repos[v]).sha for v in runs}
+    since = len(local_hub.request_log)
+    for value, run_dir in runs.items():
+        report = _push(run_dir, repos[value], local_hub)
+        assert all(r.unchanged for r in report.repos) and not [n for n in report.notes if "collection" in n]
+    assert _collection_writes(local_hub, since) == [] and write_requests(local_hub.request_log, since) == []
+    assert heads == {v: hub_api.repo_info(repos[v]).sha for v in runs}
+
+
+def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, sweep_name
+):
+    run_dir = _sweep_run(tmp_path, tiny_qwen3.repo_id, sweep_name, None, 1, 10)
+    no_value = push_adapters(run_dir, new_repo_id, local_hub.endpoint, "--sweep", sweep_name)
+    assert no_value == 2  # a usage error: the run records no sweep, and no --sweep-value was given
+    assert not hub_api.repo_exists(new_repo_id)
+    args = ("--sweep", sweep_name, "--sweep-value", "learning_rate=5e-6")
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint, *args) == 0
+    (found,) = [c for c in hub_api.list_collections(owner=new_repo_id.split("/")[0]) if c.title == sweep_name]
+    adapter, samples = hub_api.get_collection(found.slug).items
+    assert (adapter.item_id, samples.item_id) == (new_repo_id, new_repo_id + "-samples")
+    assert adapter.note.startswith("learning_rate=5e-06 · adapter: final accuracy 25.0%")
