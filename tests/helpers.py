@@ -190,3 +190,28 @@ def refused_status(call) -> int:
     with pytest.raises(HfHubHTTPError) as caught:
         call()
     return caught.value.response.status_code
+
+
+# A shared local Hub's users: alice (a write and a read-only token, in the org "lab"), bob, carol (in "lab").
+TEAM_USERS = f"""
+[users.alice]
+tokens = ["hf_alice_write"]
+read_tokens = ["hf_alice_read"]
+orgs = ["lab"]
+
+[users.bob]
+tokens = ["sha256:{hashlib.sha256(b"hf_bob_write").hexdigest()}"]
+
+[users.carol]
+tokens = ["hf_carol_write"]
+orgs = ["lab"]
+"""
+
+
+def team_settings(folder: Path):
+    """`HubSettings` of a Hub with `TEAM_USERS` (their file written in `folder`) and the admin `hf_admin`."""
+    from hubkit.localhub import HubSettings
+    from hubkit.localhub.access import load_users
+
+    (folder / "users.toml").write_text(TEAM_USERS)
+    return HubSettings(token="hf_admin", users=load_users(folder / "users.toml"))

@@ -164,6 +164,14 @@ def _run_llama_cpp(gguf_file: Path, tokenizer, out: Path) -> dict:
 # --- llama.cpp reads the files as transformers computes the model ---------------------------------
 
 
+def _per_text(release: Release, reference, llama_cpp, gguf_type: str, key: str) -> list[tuple]:
+    """Each text, its token ids, and what llama.cpp gave for it (`key` of its result) from the release's
+    `gguf_type` file."""
+    _, tokenizer = reference
+    result = llama_cpp(release.files[gguf_type].path, tokenizer)
+    return [(text, tokenizer(text)["input_ids"], got) for text, got in zip(TEXTS, result[key], strict=True)]
+
+
 @needs_llama_cpp
 @pytest.mark.slow
 def test_llama_cpp_tokenizes_as_transformers(release: Release, reference, llama_cpp) -> None:
@@ -178,11 +186,8 @@ def test_llama_cpp_tokenizes_as_transformers(release: Release, reference, llama_
 @needs_llama_cpp
 @pytest.mark.slow
 def test_bf16_greedy_tokens_equal_transformers(release: Release, reference, llama_cpp) -> None:
-    model, tokenizer = reference
-    result = llama_cpp(release.files["bf16"].path, tokenizer)
-    vocab = model.config.vocab_size
-    for text, ours in zip(TEXTS, result["greedy"], strict=True):
-        ids = tokenizer(text)["input_ids"]
+    model, vocab = reference[0], reference[0].config.vocab_size
+    for text, ids, ours in _per_text(release, reference, llama_cpp, "bf16", "greedy"):
         sequence = ids[:PROMPT_TOKENS]
         with torch.no_grad():
             while len(sequence) < len(ids):
@@ -206,12 +211,9 @@ def test_bf16_greedy_tokens_equal_transformers(release: Release, reference, llam
 @needs_llama_cpp
 @pytest.mark.slow
 def test_q8_0_logits_within_the_block_quantization_bound(release: Release, reference, llama_cpp) -> None:
-    model, tokenizer = reference
-    result = llama_cpp(release.files["q8_0"].path, tokenizer)
-    vocab = model.config.vocab_size
+    model, vocab = reference[0], reference[0].config.vocab_size
     generator = torch.Generator().manual_seed(0)
-    for text, theirs in zip(TEXTS, result["logits"], strict=True):
-        ids = tokenizer(text)["input_ids"]
+    for text, ids, theirs in _per_text(release, reference, llama_cpp, "q8_0", "logits"):
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0]
         # At each position: the chosen token's logit and one other token's, picked at random.

@@ -12,37 +12,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import refused_status
+from helpers import refused_status, team_settings
 from huggingface_hub import HfApi, get_session, hf_hub_download
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from hubkit.errors import LocalHubError
-from hubkit.localhub import HubSettings, LocalHub
+from hubkit.localhub import LocalHub
 from hubkit.localhub.access import load_users
 
 BIN = Path(sys.executable).parent
-USERS = f"""
-[users.alice]
-tokens = ["hf_alice_write"]
-read_tokens = ["hf_alice_read"]
-orgs = ["lab"]
-
-[users.bob]
-tokens = ["sha256:{hashlib.sha256(b"hf_bob_write").hexdigest()}"]
-
-[users.carol]
-tokens = ["hf_carol_write"]
-orgs = ["lab"]
-"""
 TOKENS = ("hf_alice_write", "hf_alice_read", "hf_bob_write", "hf_carol_write", "hf_admin")
 
 
 @pytest.fixture(scope="module")
 def team_hub(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("team")
-    (folder / "users.toml").write_text(USERS)
-    settings = HubSettings(token="hf_admin", users=load_users(folder / "users.toml"))
-    with LocalHub(folder / "hub", settings=settings) as hub:
+    with LocalHub(folder / "hub", settings=team_settings(folder)) as hub:
         alice = HfApi(endpoint=hub.endpoint, token="hf_alice_write")
         alice.create_repo("alice/public")
         alice.upload_file(path_or_fileobj=b"hello", path_in_repo="a.txt", repo_id="alice/public")

@@ -3,36 +3,17 @@ their items with notes; who may see and change them; the Hub's bounds; a restart
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import pytest
-from helpers import refused_status
+from helpers import refused_status, team_settings
 from huggingface_hub import HfApi
 
-from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.access import load_users
-
-USERS = f"""
-[users.alice]
-tokens = ["hf_alice_write"]
-read_tokens = ["hf_alice_read"]
-orgs = ["lab"]
-
-[users.bob]
-tokens = ["sha256:{hashlib.sha256(b"hf_bob_write").hexdigest()}"]
-"""
-
-
-def _settings(folder: Path) -> HubSettings:
-    (folder / "users.toml").write_text(USERS)
-    return HubSettings(token="hf_admin", users=load_users(folder / "users.toml"))
+from hubkit.localhub import LocalHub
 
 
 @pytest.fixture(scope="module")
 def team_hub(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("collections")
-    with LocalHub(folder / "hub", settings=_settings(folder)) as hub:
+    with LocalHub(folder / "hub", settings=team_settings(folder)) as hub:
         alice = HfApi(endpoint=hub.endpoint, token="hf_alice_write")
         for repo_id, private in (("alice/run-a", False), ("alice/run-b", False), ("alice/hidden", True)):
             alice.create_repo(repo_id, private=private)
@@ -140,13 +121,13 @@ def test_the_hubs_bounds_are_kept(team_hub):
 
 
 def test_collections_survive_a_restart(tmp_path):
-    with LocalHub(tmp_path / "hub", settings=_settings(tmp_path)) as hub:
+    with LocalHub(tmp_path / "hub", settings=team_settings(tmp_path)) as hub:
         alice = _api(hub, "hf_alice_write")
         alice.create_repo("alice/kept")
         slug = alice.create_collection("Kept").slug
         alice.add_collection_item(slug, "alice/kept", "model", note="still here")
     (tmp_path / "hub" / "collections" / "alice" / ".tmp-left-by-a-killed-server").write_bytes(b"{")
-    with LocalHub(tmp_path / "hub", settings=_settings(tmp_path)) as hub:
+    with LocalHub(tmp_path / "hub", settings=team_settings(tmp_path)) as hub:
         items = _api(hub, "hf_alice_write").get_collection(slug).items
         assert [(i.item_id, i.note) for i in items] == [("alice/kept", "still here")]
     assert not list((tmp_path / "hub" / "collections" / "alice").glob(".tmp-*"))

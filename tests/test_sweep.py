@@ -43,16 +43,12 @@ def _sweep_run(root: Path, base: str, name: str, value: float | None, correct: i
     return run_dir
 
 
-def _push(run_dir: Path, repo_id: str, local_hub, **options):
-    request = PushRequest(
-        run_dir,
-        repo_id=repo_id,
-        merged=False,
-        space=False,
-        endpoint=local_hub.endpoint,
-        token=local_hub.token,
-    )
-    return push_run(PushRequest(**{**request.__dict__, **options}))
+ADAPTERS_ONLY = {"merged": False, "space": False}  # and the samples dataset: the eval's answers
+
+
+def _push(run_dir: Path, repo_id: str, local_hub):
+    hub = {"endpoint": local_hub.endpoint, "token": local_hub.token}
+    return push_run(PushRequest(run_dir, repo_id=repo_id, **ADAPTERS_ONLY, **hub))
 
 
 def _collection_writes(local_hub, since: int) -> list:
@@ -76,6 +72,11 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
         for value, correct, tokens in ((1.0, 2, 40), (0.0, 3, 120), (0.5, 3, 70))
     }
     repos = {value: make_repo_id(f"lp{value}") for value in runs}
+    dry = push_run(PushRequest(runs[0.0], repo_id=repos[0.0], dry_run=True, **ADAPTERS_ONLY))
+    assert f"would join the Hub Collection {sweep_name!r} as length_penalty_weight=0.0" in "\n".join(
+        dry.notes
+    )
+    assert not list(hub_api.list_collections(owner=repos[0.0].split("/")[0], item=f"models/{repos[0.0]}"))
     for value, run_dir in runs.items():
         report = _push(run_dir, repos[value], local_hub)
         assert any(sweep_name.lower().replace(" ", "-") in note for note in report.notes)

@@ -34,7 +34,7 @@ _SLUG_TAIL = re.compile(r"-([0-9a-f]{24})$")
 _ITEM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,200}$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CollectionItem:
     object_id: str  # the item's own id in the collection (`_id` on the Hub)
     item_id: str  # the repo id (or paper id, collection slug)
@@ -42,7 +42,7 @@ class CollectionItem:
     note: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # built from its stored JSON by name
 class Collection:
     namespace: str
     id: str
@@ -151,7 +151,13 @@ class CollectionStore:
                     raise CollectionConflictError(f"{namespace} has a collection {title!r}", collection.slug)
             if len(existing) >= MAX_PER_NAMESPACE:
                 raise InvalidInputError(f"{namespace} has {MAX_PER_NAMESPACE} collections, the most it may.")
-            collection = Collection(namespace, secrets.token_hex(12), title, description, bool(private))
+            collection = Collection(
+                namespace=namespace,
+                id=secrets.token_hex(12),
+                title=title,
+                description=description,
+                private=bool(private),
+            )
             return self._save(collection)
 
     def update(self, namespace: str, collection_id: str, **changes: object) -> Collection:
@@ -187,7 +193,9 @@ class CollectionStore:
                 raise CollectionConflictError(f"{item_type} {item_id} is in the collection already.")
             if len(collection.items) >= MAX_ITEMS:
                 raise InvalidInputError(f"A collection holds at most {MAX_ITEMS} items.")
-            item = CollectionItem(secrets.token_hex(12), item_id, item_type, note)
+            item = CollectionItem(
+                object_id=secrets.token_hex(12), item_id=item_id, item_type=item_type, note=note
+            )
             return self._save(replace(collection, items=(*collection.items, item)))
 
     def update_item(

@@ -58,7 +58,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
-from hubkit.publish.sweep import with_sweep
+from hubkit.publish.sweep import planned_sweep, with_sweep
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -310,7 +310,7 @@ class PushSession:
         """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
         left out and what vetting changed."""
         run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
-        notes = list(decided.notes)
+        notes = [*decided.notes, *planned_sweep(run, request)]
         if decided.to_merge is not None:
             gguf = (
                 f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""

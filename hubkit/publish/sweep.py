@@ -133,6 +133,16 @@ def _order_by_value(api: HfApi, collection: Collection) -> None:
             current.insert(position, item)
 
 
+def planned_sweep(run: Run, request: PushRequest) -> list[str]:
+    """What a push would do for the run's sweep, in words (a dry run's note; nothing without a sweep)."""
+    sweep = request.sweep or run.manifest.sweep
+    if sweep is None:
+        return []
+    return [
+        f"the release's repos would join the Hub Collection {sweep.name!r} as {sweep.setting}={sweep.value}"
+    ]
+
+
 def with_sweep(
     api: HfApi,
     report: PushReport,

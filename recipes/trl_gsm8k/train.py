@@ -526,9 +526,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sweep",
         metavar="NAME",
-        default=os.environ.get("SWEEP") or None,
-        help="the sweep this run is one point of (also SWEEP): `hubkit push` puts its repos in the Hub "
-        "Collection NAME, noted with the varied value",
+        help="the sweep this run is one point of: `hubkit push` puts its repos in the Hub Collection NAME, "
+        "noted with the varied value",
     )
     parser.add_argument(
         "--sweep-over",
