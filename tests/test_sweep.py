@@ -12,31 +12,34 @@ import pytest
 from eval_results import write_eval
 from helpers import push_adapters, write_requests
 
-from hubkit.evaluate.results import Sample
+from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
+from hubkit.publish.sweep_page import page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.testing.runs import TINY_SHAPES, make_run
 
 
 def _sweep_run(root: Path, base: str, name: str, value: float | None, correct: int, tokens: int) -> Path:
-    """A run of two steps; step 2 answers `correct` of 4 problems with `tokens` tokens each."""
+    """A run of two steps evaluated on 4 problems with the base: the base answers 1 right in 100 tokens,
+    step 1 one right, step 2 `correct` right, both in `tokens` tokens."""
     run_dir = make_run(root, (1, 2), base_model=base, shapes=TINY_SHAPES, run_id=f"lp-{value}")
     if value is not None:
         manifest = Manifest.load(run_dir)
         manifest.with_updates(sweep=SweepInfo(name, "length_penalty_weight", value)).save(run_dir)
+    right = {None: 1, 1: 1, 2: correct}
     samples = [
         Sample(
-            f"global_step_{step}",
+            model_name(step),
             step,
             i,
             f"problem {i}",
             "4",
-            "4",
-            i < (correct if step == 2 else 1),
-            tokens,
+            f"answer {i} of {step}",
+            i < right[step],
+            100 if step is None else tokens,
             False,
         )
-        for step in (1, 2)
+        for step in (None, 1, 2)
         for i in range(4)
     ]
     write_eval(run_dir, samples)
@@ -56,6 +59,29 @@ def _collection_writes(local_hub, since: int) -> list:
         r
         for r in local_hub.request_log[since:]
         if r[0] in ("POST", "PATCH", "DELETE") and "/collections" in r[1]
+    ]
+
+
+def _assert_page(hub_api, page: str, repos: dict, tmp_path: Path) -> None:
+    """The comparison page: the table by value, the chart, every answer loadable with `datasets`."""
+    from datasets import load_dataset
+
+    card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    rows = [line for line in card.splitlines() if line.startswith(("| 0.0 |", "| 0.5 |", "| 1.0 |"))]
+    assert [row.split(" | ")[0] for row in rows] == ["| 0.0", "| 0.5", "| 1.0"]
+    assert "2: 75.0 % [30.1 %, 95.4 %]" in rows[0] and "| 120 / 120 / 120 |" in rows[0]
+    assert "2: 50.0 % [15.0 %, 85.0 %]" in rows[2]
+    chart = Path(hub_api.hf_hub_download(page, "assets/accuracy_vs_length.png", repo_type="dataset"))
+    assert chart.read_bytes().startswith(b"\x89PNG") and "![accuracy against mean answer length]" in card
+    # Every model's answer to problem 0: the base once, then each run's two checkpoints.
+    assert card.count("answer 0 of None") == 1 and card.count("answer 0 of 2") == 3
+    answers = load_dataset(page, "answers", split="train", cache_dir=str(tmp_path / "datasets"))
+    assert len(answers) == 3 * 3 * 4 and set(answers["run"]) == {repos[v] for v in (0.0, 0.5, 1.0)}
+    side_by_side = answers.filter(lambda r: r["problem_index"] == 2 and r["step"] == 2)
+    assert sorted(zip(side_by_side["value"], side_by_side["correct"], strict=True)) == [
+        ("0.0", True),
+        ("0.5", True),
+        ("1.0", False),
     ]
 
 
@@ -81,15 +107,17 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
         report = _push(run_dir, repos[value], local_hub)
         assert any(sweep_name.lower().replace(" ", "-") in note for note in report.notes)
 
-    (found,) = [c for c in hub_api.list_collections(owner=repos[0.0].split("/")[0]) if c.title == sweep_name]
+    owner = repos[0.0].split("/")[0]
+    (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == sweep_name]
     collection = hub_api.get_collection(found.slug)
+    page = page_repo_id(owner, sweep_name)
     listed = [(i.item_id, i.item_type) for i in collection.items]
-    assert listed == [
+    assert listed == [(page, "dataset")] + [
         (repos[v] + suffix, kind)
         for v in (0.0, 0.5, 1.0)
         for suffix, kind in (("", "model"), ("-samples", "dataset"))
     ]
-    notes = [i.note for i in collection.items]
+    notes = [i.note for i in collection.items[1:]]
     assert notes[0] == (
         "length_penalty_weight=0.0 · adapter: final accuracy 75.0% [30.1%, 95.4%] on 4 problems, "
         "mean answer 120 tokens (step 2)"
@@ -99,6 +127,7 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
         notes[4].startswith("length_penalty_weight=1.0 · adapter: final accuracy 50.0%")
         and "40 tokens" in notes[4]
     )
+    _assert_page(hub_api, page, repos, tmp_path)
 
     # A fourth value, pushed later, takes its place between its neighbours; the others are untouched.
     runs[0.25] = _sweep_run(tmp_path / "0.25", tiny_qwen3.repo_id, sweep_name, 0.25, 4, 90)
@@ -106,6 +135,10 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     _push(runs[0.25], repos[0.25], local_hub)
     items = hub_api.get_collection(found.slug).items
     assert [i.item_id for i in items if i.item_type == "model"] == [repos[v] for v in (0.0, 0.25, 0.5, 1.0)]
+    assert (
+        items[0].item_id == page
+        and "| 0.25 |" in Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    )
     assert [i.note for i in items if i.item_id in (repos[0.0], repos[1.0])] == [notes[0], notes[4]]
 
     # Pushing the unchanged sweep again changes nothing: no commit, no call that writes the Collection.
@@ -128,6 +161,7 @@ def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     args = ("--sweep", sweep_name, "--sweep-value", "learning_rate=5e-6")
     assert push_adapters(run_dir, new_repo_id, local_hub.endpoint, *args) == 0
     (found,) = [c for c in hub_api.list_collections(owner=new_repo_id.split("/")[0]) if c.title == sweep_name]
-    adapter, samples = hub_api.get_collection(found.slug).items
+    page, adapter, samples = hub_api.get_collection(found.slug).items
     assert (adapter.item_id, samples.item_id) == (new_repo_id, new_repo_id + "-samples")
+    assert page.item_id == page_repo_id(new_repo_id.split("/")[0], sweep_name)
     assert adapter.note.startswith("learning_rate=5e-06 · adapter: final accuracy 25.0%")

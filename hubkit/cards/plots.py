@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from hubkit.evaluate.results import EvalSummary
+    from hubkit.evaluate.results import EvalSummary, ModelResult
 
 ASSETS_DIR = "assets"
 # Distinct, colour-blind-safe line colours (Okabe-Ito), one per curve of a chart, in order.
@@ -203,6 +203,61 @@ def accuracy_figure(summary: EvalSummary) -> Figure:
     _legend_below(figure, axes, labels)
     order = sorted(steps_at.items(), key=lambda item: (None not in item[1], -max(s or 0 for s in item[1])))
     _label_points(figure, axes, [(x, y, point_label(steps)) for (x, y), steps in order])
+    return figure
+
+
+def sweep_figure(
+    runs: Sequence[tuple[str, Sequence[ModelResult]]],
+    base: ModelResult | None,
+    front: Sequence[tuple[str, int | None]],
+    title: str,
+    setting: str,
+) -> Figure:
+    """Accuracy against mean answer length for every run of a sweep: each run's checkpoints joined in step
+    order in a colour of its own (its last one larger), the base model, and the Pareto front (no other
+    model both more accurate and shorter) joined by a dashed line and labelled.
+
+    Args:
+        runs: each run's varied value and its evaluated checkpoints, by step.
+        base: the base model's result, when evaluated.
+        front: the (value, step) of each model on the front; the base's is ("base", None).
+        title: the chart's title.
+        setting: the varied setting's name (the legend says `setting=value`; a point, `value, step N`).
+    """
+    figure, axes = _figure(title, "mean answer length (tokens)", "accuracy (%)")
+    points: dict[tuple[str, int | None], tuple[float, float]] = {}
+    legend: list[tuple[str, dict]] = []  # each entry's label and how its proxy line is drawn
+    for i, (label, checkpoints) in enumerate(runs):
+        style = {
+            "color": CURVE_COLORS[i % len(CURVE_COLORS)],
+            "marker": "o",
+            "markersize": 5,
+            "linewidth": 1.4,
+        }
+        xs, ys = [m.tokens_mean for m in checkpoints], [100 * m.accuracy for m in checkpoints]
+        axes.plot(xs, ys, **style, zorder=2)
+        if checkpoints:
+            axes.plot(
+                xs[-1], ys[-1], marker="o", markersize=10, color=style["color"], linestyle="none", zorder=3
+            )
+        points.update({(label, m.step): (x, y) for m, x, y in zip(checkpoints, xs, ys, strict=True)})
+        legend.append((_short(f"{setting}={label}"), style))
+    if base is not None:
+        points[("base", None)] = (base.tokens_mean, 100 * base.accuracy)
+        style = {"marker": "*", "markersize": 13, "color": "#000000", "linestyle": "none"}
+        axes.plot(*points[("base", None)], **style, zorder=3)
+        legend.append(("base model", style))
+    on_front = sorted((points[key] for key in front if key in points), key=lambda point: point[0])
+    style = {"color": "#555555", "linestyle": "--", "linewidth": 1}
+    axes.plot([x for x, _ in on_front], [y for _, y in on_front], **style, zorder=1)
+    legend.append(("Pareto front: none both more accurate and shorter", style))
+    axes.margins(x=0.15, y=0.12)
+    axes.set_xlim(left=0)
+    for _, proxy in legend:  # `_legend_below` takes the last lines drawn as its entries
+        axes.plot([], [], **proxy)
+    _legend_below(figure, axes, [label for label, _ in legend])
+    names = {key: key[0] if key[1] is None else f"{key[0]}, step {key[1]}" for key in points}
+    _label_points(figure, axes, [(*points[key], names[key]) for key in front if key in points])
     return figure
 
 

@@ -140,7 +140,7 @@ class PushSession:
         if remote.api is None:
             return self._dry_run_report(local, remote, decided)
         report = self._execute(local, remote, decided, progress)
-        return with_sweep(remote.api, report, remote.repos, local.run, local.evaluation, self.request)
+        return with_sweep(remote.api, report, remote.repos, local, self.request)
 
     # --- the stages, in order --------------------------------------------------------------------
 

@@ -1,13 +1,15 @@
 """A run's place in its sweep: the Hub Collection named for the sweep holds every run's repos, each with a
 note giving the run's varied value, its final accuracy and its mean answer length.
 
-    report = with_sweep(api, report, repos, run, evaluation, request)   # after the run's push
+    report = with_sweep(api, report, repos, local, request)   # after the run's push
 
 The sweep is the request's (`hubkit push --sweep NAME --sweep-value SETTING=VALUE`, for runs of one's own
 scripts) or the one the run's manifest records (the recipes' `--sweep`).
 
 Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
-each finishes; the items stay ordered by the varied value (numbers as numbers). Only what differs is
+each finishes; the items stay ordered by the varied value (numbers as numbers), after the sweep's
+comparison page (`hubkit.publish.sweep_page`), which each push rebuilds from every run's published
+evaluation. Only what differs is
 written: a push of an unchanged run makes no call that changes the Collection. The Collection is found by
 its title among its owner's; the Hub bounds a description to 150 characters and a note to 500.
 """
@@ -18,10 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hubkit.evaluate.results import EvalResults, EvalSummary, wilson_interval
+from hubkit.evaluate.results import EvalSummary, wilson_interval
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.repo_types import HUB_ENDPOINT
+from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
+from hubkit.publish.sweep_page import page_files, page_repo_id, publish_page, read_sweep_runs
 from hubkit.runs import Run
 from hubkit.runs.manifest import SweepInfo
 
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 MAX_NOTE_CHARS = 500
 # Each repo of a release, in the order its items are listed within one run.
 KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
+PAGE_NOTE = "comparison · every run of the sweep: accuracy against answer length, a table by value, answers side by side"
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,10 @@ def join_sweep(
     *,
     endpoint: str | None,
     private: bool = False,
-) -> list[str]:
+) -> tuple[list[str], Collection]:
     """Put a run's repos in the sweep's Collection (made when missing, under the adapter repo's owner) with
-    their notes, every item ordered by the varied value; return what changed, one line each.
+    their notes, every item ordered by the varied value; return what changed, one line each, and the
+    Collection as it is now.
 
     Raises:
         HubkitError: the Hub refused or could not be reached (`hub_errors`).
@@ -108,16 +115,19 @@ def join_sweep(
                 api.update_collection_item(collection.slug, present[key].item_object_id, note=note)
                 changes.append(f"collection {collection.slug}: note of {key[0]} updated")
         if changes:
-            _order_by_value(api, api.get_collection(collection.slug))
-    return changes
+            collection = _order_by_value(api, api.get_collection(collection.slug))
+    return changes, collection
 
 
-def _order_by_value(api: HfApi, collection: Collection) -> None:
-    """Move items so that they are ordered by the value their note starts with, then by kind; items without
-    a hubkit note keep their place at the end."""
+def _order_by_value(api: HfApi, collection: Collection) -> Collection:
+    """Move items so that the comparison page comes first, then the runs' repos ordered by the value their
+    note starts with, then by kind; items without a hubkit note keep their place at the end. Returns the
+    Collection as it is then."""
 
     def key(item: object) -> tuple:
         note = getattr(item, "note", None) or ""
+        if note == PAGE_NOTE:
+            return (-1, 0.0, "", 0)
         head, _, _ = note.partition(":")
         value, _, kind = head.partition(" · ")
         if "=" not in value or kind not in KIND_ORDER:
@@ -126,11 +136,14 @@ def _order_by_value(api: HfApi, collection: Collection) -> None:
 
     current = list(collection.items)
     wanted = sorted(current, key=key)
+    moved = False
     for position, item in enumerate(wanted):
         if current[position].item_object_id != item.item_object_id:
             api.update_collection_item(collection.slug, item.item_object_id, position=position)
             current.remove(item)
             current.insert(position, item)
+            moved = True
+    return api.get_collection(collection.slug) if moved else collection
 
 
 def planned_sweep(run: Run, request: PushRequest) -> list[str]:
@@ -144,16 +157,12 @@ def planned_sweep(run: Run, request: PushRequest) -> list[str]:
 
 
 def with_sweep(
-    api: HfApi,
-    report: PushReport,
-    repos: ReleaseRepos,
-    run: Run,
-    evaluation: EvalResults | None,
-    request: PushRequest,
+    api: HfApi, report: PushReport, repos: ReleaseRepos, local: Prepared, request: PushRequest
 ) -> PushReport:
     """The report of a push whose run belongs to a sweep, after its repos joined the sweep's Collection
-    (`join_sweep`; what changed added to its notes); the report as it is for a run of no sweep."""
-    sweep = request.sweep or run.manifest.sweep
+    (`join_sweep`) and the comparison page was rebuilt (what changed added to its notes); the report as it
+    is for a run of no sweep."""
+    sweep = request.sweep or local.run.manifest.sweep
     if sweep is None:
         return report
     pushed = {r.repo_id for r in report.repos if r.revision == "main"}
@@ -164,6 +173,31 @@ def with_sweep(
     items = [
         SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id in pushed
     ]
-    summary = evaluation.summary if evaluation is not None else None
-    changes = join_sweep(api, sweep, items, summary, endpoint=request.endpoint, private=request.private)
+    summary = local.evaluation.summary if local.evaluation is not None else None
+    changes, collection = join_sweep(
+        api, sweep, items, summary, endpoint=request.endpoint, private=request.private
+    )
+    changes += _comparison_page(api, sweep, collection, local, request)
     return replace(report, notes=(*report.notes, *changes))
+
+
+def _comparison_page(
+    api: HfApi, sweep: SweepInfo, collection: Collection, local: Prepared, request: PushRequest
+) -> list[str]:
+    """Rebuild the sweep's comparison page from every run's published evaluation, and list it first in the
+    Collection; what changed, in words."""
+    page = page_repo_id(collection.slug.split("/")[0], sweep.name)
+    with hub_errors(f"collection {sweep.name}", request.endpoint):
+        runs, left_out = read_sweep_runs(collection, endpoint=request.endpoint, token=local.token)
+    url = f"{HUB_ENDPOINT}/collections/{collection.slug}"
+    files = page_files(sweep.name, sweep.setting, url, runs, left_out)
+    if not files:
+        return []
+    committed = publish_page(api, page, files, local.vetter, private=request.private)
+    changes = [] if committed.unchanged else [f"{page}: comparison page committed {committed.commit_sha}"]
+    if page not in {item.item_id for item in collection.items}:
+        with hub_errors(f"collection {sweep.name}", request.endpoint):
+            api.add_collection_item(collection.slug, page, "dataset", note=PAGE_NOTE)
+            _order_by_value(api, api.get_collection(collection.slug))
+        changes.append(f"collection {collection.slug}: added {page}")
+    return changes

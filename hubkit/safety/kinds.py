@@ -126,11 +126,14 @@ def kind_of(path_in_repo: str, repo_type: str = "model") -> Kind | None:
 
     Args:
         path_in_repo: e.g. ``checkpoints/global_step_20/adapter_config.json``, ``assets/kl.png``.
-        repo_type: "model" (adapter and merged repos), "dataset" (the samples) or "space".
+        repo_type: "model" (adapter and merged repos), "dataset" (the samples, a sweep's comparison) or
+            "space".
     """
     if repo_type == "dataset":
         if path_in_repo == "README.md":
             return CARD
+        if _IMAGE_RE.match(path_in_repo):  # a sweep's comparison chart
+            return IMAGE
         return SAMPLES_TABLE if _SAMPLES_TABLE_RE.match(path_in_repo) else None
     if repo_type == "space":
         if path_in_repo in _SPACE_REPO_KINDS:

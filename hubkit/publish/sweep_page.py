@@ -1,0 +1,245 @@
+"""A sweep's comparison page: one dataset repo beside its runs, `<owner>/<sweep name>-sweep`, that its
+Collection lists first, rebuilt from every run's published evaluation whenever a run joins or changes.
+
+    README.md                       accuracy against mean answer length of every evaluated model of every run
+                                    and the base (the Pareto front marked), a table by varied value (final
+                                    and best checkpoint), every model's answer to the first problems
+    assets/accuracy_vs_length.png   the chart
+    eval/answers.parquet            config "answers": every evaluated answer of every run, to put any two
+                                    models side by side on one problem (the Dataset Viewer, `datasets`)
+
+Each run's evaluation is read back from its adapter repo as any release is (`hubkit.release.read`: bounded,
+every file of its kind) and only runs evaluated on the same problems as the first one are compared. The
+page is planned, vetted and committed as every repo of a push is: an unchanged sweep makes no commit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hubkit.cards import text
+from hubkit.cards.plots import png, sweep_figure
+from hubkit.cards.tables import Table
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
+from hubkit.formats import parquet
+from hubkit.formats.yaml_file import dump_yaml
+from hubkit.hub.failures import hub_errors
+from hubkit.hub.hashing import FileHashCache
+from hubkit.publish.commit import commit_repo, create_repo
+from hubkit.publish.diff import diff_repo
+from hubkit.publish.plan import RepoPlan
+from hubkit.publish.remote import read_remote
+from hubkit.publish.request import RepoReport
+from hubkit.publish.vetted import Vetter
+from hubkit.release.read import download_release, read_release
+from hubkit.safety import kinds
+
+if TYPE_CHECKING:
+    from huggingface_hub import Collection, HfApi
+
+CHART = "assets/accuracy_vs_length.png"
+ANSWERS_TABLE = "eval/answers.parquet"
+PAGE_SUFFIX = "-sweep"
+SHOWN_PROBLEMS = 2
+_ANSWER_START = 80
+_ANSWER_COLUMNS = {
+    "value": ("string", "the run's value of the varied setting"),
+    "run": ("string", "the run's adapter repo"),
+    "model": ("string", "`base`, or `global_step_N` for the run's checkpoint of step N"),
+    "step": ("int64", "the checkpoint's training step (empty for the base model)"),
+    "problem_index": ("int64", "the problem's place in the evaluated problem set"),
+    "problem": ("string", "the problem as asked"),
+    "answer": ("string", "what the model wrote"),
+    "correct": ("bool", "the evaluation's verdict"),
+    "tokens": ("int64", "the answer's length in tokens"),
+    "truncated": ("bool", "the answer hit the token limit"),
+}
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of a sweep as its adapter repo publishes it."""
+
+    repo_id: str
+    value: str  # as its Collection note gives it
+    evaluation: EvalResults
+
+
+def page_repo_id(namespace: str, sweep_name: str) -> str:
+    """The comparison page's dataset repo: the sweep's name as a repo name, with `-sweep`."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", sweep_name).strip("-")[:80] or "sweep"
+    return f"{namespace}/{words}{PAGE_SUFFIX}"
+
+
+def read_sweep_runs(
+    collection: Collection, *, endpoint: str | None, token: str | None
+) -> tuple[list[SweepRun], list[str]]:
+    """Every evaluated run the Collection holds (its adapter items), read back from the Hub; and the runs
+    left out, in words (not evaluated, or on other problems than the first run)."""
+    runs, left_out = [], []
+    for item in collection.items:
+        head, _, _ = (item.note or "").partition(":")
+        value, _, kind = head.partition(" · ")
+        if item.item_type != "model" or kind != "adapter" or "=" not in value:
+            continue
+        release = read_release(item.item_id, endpoint=endpoint, token=token)
+        if f"{EVAL_DIR}/{RESULTS_NAME}" not in release.files:
+            left_out.append(f"{item.item_id}: not evaluated")
+            continue
+        extra = (f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}")
+        run = download_release(
+            release, (), extra=extra, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+        )
+        evaluation = load_eval(run.run_dir)
+        if evaluation is None:
+            left_out.append(f"{item.item_id}: not evaluated")
+            continue
+        if runs and evaluation.summary.problems.sha256 != runs[0].evaluation.summary.problems.sha256:
+            left_out.append(f"{item.item_id}: evaluated on other problems than {runs[0].repo_id}")
+            continue
+        runs.append(SweepRun(item.item_id, value.split("=", 1)[1], evaluation))
+    return runs, left_out
+
+
+def pareto_front(models: Sequence[tuple[str, ModelResult]]) -> list[tuple[str, int | None]]:
+    """The (label, step) of each model no other model beats on both accuracy and mean length."""
+
+    def beaten(model: ModelResult) -> bool:
+        return any(
+            other.accuracy >= model.accuracy
+            and other.tokens_mean <= model.tokens_mean
+            and (other.accuracy, -other.tokens_mean) != (model.accuracy, -model.tokens_mean)
+            for _, other in models
+        )
+
+    return [(label, model.step) for label, model in models if not beaten(model)]
+
+
+def _result(model: ModelResult) -> str:
+    low, high = model.ci95
+    return f"{text.percent(model.accuracy)} [{text.percent(low)}, {text.percent(high)}]"
+
+
+def _table(setting: str, runs: Sequence[SweepRun]) -> Table:
+    rows = []
+    for run in runs:
+        final, best = run.evaluation.summary.checkpoints[-1], run.evaluation.best()
+        rows.append(
+            (
+                text.cell(run.value),
+                f"[{text.cell(run.repo_id)}](https://huggingface.co/{run.repo_id})",
+                f"{final.step}: {_result(final)}",
+                f"{final.tokens_mean:.0f} / {final.tokens_median:.0f} / {final.tokens_max}",
+                text.percent(final.truncated_share),
+                f"{best.step}: {_result(best)}, {best.tokens_mean:.0f} tokens" if best else "",
+            )
+        )
+    header = (
+        text.cell(setting),
+        "run",
+        "final checkpoint: accuracy [95 % interval]",
+        "tokens mean / median / max",
+        "cut at the limit",
+        "best checkpoint",
+    )
+    return Table(header, tuple(rows), (True, False, False, True, True, False))
+
+
+def _answers(runs: Sequence[SweepRun], problem_index: int) -> tuple[str, Table]:
+    """A problem, and every evaluated model's answer to it: the base once, then each run's checkpoints."""
+    samples = [("base", s) for s in runs[0].evaluation.samples if s.step is None]
+    samples += [(r.value, s) for r in runs for s in r.evaluation.samples if s.step is not None]
+    shown = [(value, s) for value, s in samples if s.problem_index == problem_index]
+    rows = tuple(
+        (
+            text.cell(value if s.step is None else f"{value}, step {s.step}"),
+            "correct" if s.correct else "wrong",
+            str(s.tokens),
+            text.cell(" ".join(s.answer.split())[:_ANSWER_START]),
+        )
+        for value, s in shown
+    )
+    problem = shown[0][1].problem if shown else ""
+    return problem, Table(("model", "verdict", "tokens", "answer (start)"), rows, (False, False, True, False))
+
+
+def page_files(
+    sweep_name: str, setting: str, collection_url: str, runs: Sequence[SweepRun], left_out: Sequence[str]
+) -> dict[str, bytes]:
+    """The page's files (unvetted); none without an evaluated run."""
+    if not runs:
+        return {}
+    base = runs[0].evaluation.summary.base
+    models = [("base", base)] if base else []
+    models += [(run.value, m) for run in runs for m in run.evaluation.summary.checkpoints]
+    problems = runs[0].evaluation.summary.problems
+    figure = sweep_figure(
+        [(run.value, run.evaluation.summary.checkpoints) for run in runs],
+        base,
+        pareto_front(models),
+        f"Accuracy vs. answer length, every run (n = {problems.n})",
+        setting,
+    )
+    answers = sorted(
+        ((run, s) for run in runs for s in run.evaluation.samples),
+        key=lambda rs: (rs[0].repo_id, rs[1].step is not None, rs[1].step or 0, rs[1].problem_index),
+    )
+    columns = {
+        "value": [r.value for r, _ in answers],
+        "run": [r.repo_id for r, _ in answers],
+        **{name: [getattr(s, name) for _, s in answers] for name in list(_ANSWER_COLUMNS)[2:]},
+    }
+    table = parquet.table_of(columns, {n: t for n, (t, _) in _ANSWER_COLUMNS.items()})
+    lines = [
+        f"# {text.prose(sweep_name)}",
+        "",
+        f"{len(runs)} runs of one recipe varying `{setting}`, each evaluated on {problems.n} problems of "
+        f"{text.code(problems.source)} ({text.code(runs[0].evaluation.summary.metric.name)}); every repo of every "
+        f"run is in the Hub Collection [{text.prose(sweep_name)}]({collection_url}).",
+        "",
+        f"![accuracy against mean answer length]({CHART})",
+        "",
+        _table(setting, runs).markdown,
+        "",
+    ]
+    lines += [f"Not compared: {text.prose(note)}." for note in left_out] + ([""] if left_out else [])
+    lines += ["## Every model's answer to one problem", ""]
+    lines += [
+        "Any two models side by side, on any problem: the `answers` config (`datasets.load_dataset(repo, "
+        '"answers")`, or the Dataset Viewer), filtered on `problem_index`.',
+        "",
+    ]
+    for index in range(min(SHOWN_PROBLEMS, problems.n)):
+        problem, answers_table = _answers(runs, index)
+        lines += [f"Problem {index}:", "", text.fence(problem), "", answers_table.markdown, ""]
+    lines += ["## `answers`", "", "| column | type | what it is |", "|---|---|---|"]
+    lines += [f"| `{c}` | {t} | {what} |" for c, (t, what) in _ANSWER_COLUMNS.items()]
+    metadata = {
+        "configs": [{"config_name": "answers", "data_files": [{"split": "train", "path": ANSWERS_TABLE}]}],
+        "tags": ["hubkit", "grpo", "sweep"],
+    }
+    card = "---\n" + dump_yaml(metadata) + "---\n\n" + "\n".join(lines) + "\n"
+    return {"README.md": card.encode("utf-8"), CHART: png(figure), ANSWERS_TABLE: parquet.write_table(table)}
+
+
+def publish_page(
+    api: HfApi,
+    repo_id: str,
+    files: dict[str, bytes],
+    vetter: Vetter,
+    *,
+    private: bool,
+) -> RepoReport:
+    """The page's files vetted and committed to its dataset repo (made when missing): no commit when the
+    repo holds them already."""
+    planned = vetter.generated(files, "dataset", FileHashCache())
+    plan = RepoPlan(repo_id=repo_id, files=planned, repo_type="dataset", title="hubkit sweep")
+    with hub_errors(repo_id, api.endpoint):
+        remote = read_remote(api, repo_id, "dataset")
+        if not remote.exists:
+            create_repo(api, repo_id, "dataset", private=private)
+            remote = read_remote(api, repo_id, "dataset")
+    return commit_repo(api, diff_repo(plan, remote))
