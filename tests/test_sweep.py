@@ -14,7 +14,7 @@ from helpers import push_adapters, write_requests
 
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
-from hubkit.publish.sweep_page import page_repo_id
+from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.testing.runs import TINY_SHAPES, make_run
 
@@ -110,7 +110,7 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     owner = repos[0.0].split("/")[0]
     (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == sweep_name]
     collection = hub_api.get_collection(found.slug)
-    page = page_repo_id(owner, sweep_name)
+    page = sweep_page_repo_id(owner, sweep_name)
     listed = [(i.item_id, i.item_type) for i in collection.items]
     assert listed == [(page, "dataset")] + [
         (repos[v] + suffix, kind)
@@ -128,6 +128,11 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
         and "40 tokens" in notes[4]
     )
     _assert_page(hub_api, page, repos, tmp_path)
+    # Each run's card places it in the sweep, with the page's chart (so a run added later shows in it).
+    card = Path(hub_api.hf_hub_download(repos[0.5], "README.md")).read_text()
+    assert "## This run in its sweep" in card and "`length_penalty_weight=0.5` point" in card
+    assert f"(https://huggingface.co/datasets/{page}/resolve/main/assets/accuracy_vs_length.png)" in card
+    assert Manifest.from_file(Path(hub_api.hf_hub_download(repos[0.5], "hubkit.json"))).sweep.value == 0.5
 
     # A fourth value, pushed later, takes its place between its neighbours; the others are untouched.
     runs[0.25] = _sweep_run(tmp_path / "0.25", tiny_qwen3.repo_id, sweep_name, 0.25, 4, 90)
@@ -163,5 +168,8 @@ def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     (found,) = [c for c in hub_api.list_collections(owner=new_repo_id.split("/")[0]) if c.title == sweep_name]
     page, adapter, samples = hub_api.get_collection(found.slug).items
     assert (adapter.item_id, samples.item_id) == (new_repo_id, new_repo_id + "-samples")
-    assert page.item_id == page_repo_id(new_repo_id.split("/")[0], sweep_name)
+    assert page.item_id == sweep_page_repo_id(new_repo_id.split("/")[0], sweep_name)
+    # The flag's sweep is published in the run's manifest, as a recipe would have recorded it.
+    published = Manifest.from_file(Path(hub_api.hf_hub_download(new_repo_id, "hubkit.json")))
+    assert (published.sweep.setting, published.sweep.value) == ("learning_rate", 5e-6)
     assert adapter.note.startswith("learning_rate=5e-06 · adapter: final accuracy 25.0%")

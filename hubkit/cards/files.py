@@ -17,6 +17,7 @@ from hubkit.cards.render import render_card
 from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
 from hubkit.formats import gguf_types
+from hubkit.release.layout import SWEEP_CHART, sweep_page_repo_id
 from hubkit.runs.state import CHARTS_DIR
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
@@ -104,6 +105,20 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "gguf_step": inputs.gguf_step,
         "space_repo_id": inputs.space_repo_id,
         "qlora": _qlora(inputs),
+    }
+
+
+def _sweep(inputs: CardInputs) -> dict[str, str] | None:
+    """The run's sweep for its card: the varied value, and the comparison page (its chart is drawn there,
+    so a run added to the sweep later shows in every sibling's card without a commit to it)."""
+    sweep = inputs.run.manifest.sweep
+    if sweep is None:
+        return None
+    return {
+        "name": text.prose(sweep.name),
+        "point": f"{sweep.setting}={sweep.value}",
+        "page": sweep_page_repo_id(inputs.repo_id.split("/")[0], sweep.name),
+        "chart": SWEEP_CHART,
     }
 
 
@@ -197,6 +212,7 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
         # The Hub's tab for the TensorBoard event file the adapter repo holds (`runs/`).
         "metrics_tab_url": f"https://huggingface.co/{inputs.repo_id}/tensorboard",
         "samples_repo_id": inputs.samples_repo_id,
+        "sweep": _sweep(inputs),
         "checkpoints": tables.checkpoint_table(inputs, series),
         "evaluation": _evaluation(inputs),
         "examples": tables.before_after(inputs),

@@ -58,7 +58,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
-from hubkit.publish.sweep import planned_sweep, with_sweep
+from hubkit.publish.sweep import in_sweep, planned_sweep, with_sweep
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -149,7 +149,7 @@ class PushSession:
     ) -> Prepared:
         """Load, choose, vet and prepare: every refusal that needs no network."""
         request = self.request
-        run = run or load_run(request.run_dir, base_model=request.base_model)
+        run = in_sweep(run or load_run(request.run_dir, base_model=request.base_model), request.sweep)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
         tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
         # The token is resolved first: every file is checked not to contain it.
@@ -310,7 +310,7 @@ class PushSession:
         """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
         left out and what vetting changed."""
         run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
-        notes = [*decided.notes, *planned_sweep(run, request)]
+        notes = [*decided.notes, *planned_sweep(run)]
         if decided.to_merge is not None:
             gguf = (
                 f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""

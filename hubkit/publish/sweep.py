@@ -3,8 +3,9 @@ note giving the run's varied value, its final accuracy and its mean answer lengt
 
     report = with_sweep(api, report, repos, local, request)   # after the run's push
 
-The sweep is the request's (`hubkit push --sweep NAME --sweep-value SETTING=VALUE`, for runs of one's own
-scripts) or the one the run's manifest records (the recipes' `--sweep`).
+The sweep is the one the run's manifest records (the recipes' `--sweep`), or the request's
+(`hubkit push --sweep NAME --sweep-value SETTING=VALUE`, for runs of one's own scripts: `in_sweep` puts it in
+the run's manifest as published).
 
 Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
 each finishes; the items stay ordered by the varied value (numbers as numbers), after the sweep's
@@ -26,7 +27,8 @@ from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep_page import page_files, page_repo_id, publish_page, read_sweep_runs
+from hubkit.publish.sweep_page import page_files, publish_page, read_sweep_runs
+from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.manifest import SweepInfo
 
@@ -146,9 +148,15 @@ def _order_by_value(api: HfApi, collection: Collection) -> Collection:
     return api.get_collection(collection.slug) if moved else collection
 
 
-def planned_sweep(run: Run, request: PushRequest) -> list[str]:
+def in_sweep(run: Run, sweep: SweepInfo | None) -> Run:
+    """The run as one point of `sweep` (`hubkit push --sweep`), its manifest saying so where it is
+    published and in the cards; the run as it is without one."""
+    return run if sweep is None else replace(run, manifest=run.manifest.with_updates(sweep=sweep))
+
+
+def planned_sweep(run: Run) -> list[str]:
     """What a push would do for the run's sweep, in words (a dry run's note; nothing without a sweep)."""
-    sweep = request.sweep or run.manifest.sweep
+    sweep = run.manifest.sweep
     if sweep is None:
         return []
     return [
@@ -162,7 +170,7 @@ def with_sweep(
     """The report of a push whose run belongs to a sweep, after its repos joined the sweep's Collection
     (`join_sweep`) and the comparison page was rebuilt (what changed added to its notes); the report as it
     is for a run of no sweep."""
-    sweep = request.sweep or local.run.manifest.sweep
+    sweep = local.run.manifest.sweep
     if sweep is None:
         return report
     pushed = {r.repo_id for r in report.repos if r.revision == "main"}
@@ -186,7 +194,7 @@ def _comparison_page(
 ) -> list[str]:
     """Rebuild the sweep's comparison page from every run's published evaluation, and list it first in the
     Collection; what changed, in words."""
-    page = page_repo_id(collection.slug.split("/")[0], sweep.name)
+    page = sweep_page_repo_id(collection.slug.split("/")[0], sweep.name)
     with hub_errors(f"collection {sweep.name}", request.endpoint):
         runs, left_out = read_sweep_runs(collection, endpoint=request.endpoint, token=local.token)
     url = f"{HUB_ENDPOINT}/collections/{collection.slug}"

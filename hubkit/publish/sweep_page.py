@@ -15,7 +15,6 @@ page is planned, vetted and committed as every repo of a push is: an unchanged s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,15 +33,14 @@ from hubkit.publish.plan import RepoPlan
 from hubkit.publish.remote import read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.vetted import Vetter
+from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release, read_release
 from hubkit.safety import kinds
 
 if TYPE_CHECKING:
     from huggingface_hub import Collection, HfApi
 
-CHART = "assets/accuracy_vs_length.png"
 ANSWERS_TABLE = "eval/answers.parquet"
-PAGE_SUFFIX = "-sweep"
 SHOWN_PROBLEMS = 2
 _ANSWER_START = 80
 _ANSWER_COLUMNS = {
@@ -66,12 +64,6 @@ class SweepRun:
     repo_id: str
     value: str  # as its Collection note gives it
     evaluation: EvalResults
-
-
-def page_repo_id(namespace: str, sweep_name: str) -> str:
-    """The comparison page's dataset repo: the sweep's name as a repo name, with `-sweep`."""
-    words = re.sub(r"[^A-Za-z0-9]+", "-", sweep_name).strip("-")[:80] or "sweep"
-    return f"{namespace}/{words}{PAGE_SUFFIX}"
 
 
 def read_sweep_runs(
@@ -200,7 +192,7 @@ def page_files(
         f"{text.code(problems.source)} ({text.code(runs[0].evaluation.summary.metric.name)}); every repo of every "
         f"run is in the Hub Collection [{text.prose(sweep_name)}]({collection_url}).",
         "",
-        f"![accuracy against mean answer length]({CHART})",
+        f"![accuracy against mean answer length]({SWEEP_CHART})",
         "",
         _table(setting, runs).markdown,
         "",
@@ -222,7 +214,11 @@ def page_files(
         "tags": ["hubkit", "grpo", "sweep"],
     }
     card = "---\n" + dump_yaml(metadata) + "---\n\n" + "\n".join(lines) + "\n"
-    return {"README.md": card.encode("utf-8"), CHART: png(figure), ANSWERS_TABLE: parquet.write_table(table)}
+    return {
+        "README.md": card.encode("utf-8"),
+        SWEEP_CHART: png(figure),
+        ANSWERS_TABLE: parquet.write_table(table),
+    }
 
 
 def publish_page(

@@ -55,3 +55,15 @@ def checkpoint_files(step: int) -> tuple[str, ...]:
 def steps_in_paths(paths: Iterable[str]) -> tuple[int, ...]:
     """The checkpoint steps a repo holds, from its file paths (a step counts once its weights are there)."""
     return tuple(sorted({int(m.group(1)) for path in paths if (m := _STEP_WEIGHTS_RE.match(path))}))
+
+
+SWEEP_PAGE_SUFFIX = "-sweep"
+SWEEP_CHART = "assets/accuracy_vs_length.png"
+
+
+def sweep_page_repo_id(namespace: str, sweep_name: str) -> str:
+    """A sweep's comparison page (a dataset repo beside its runs): the sweep's name as a repo name, with
+    `-sweep`."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", sweep_name).strip("-")[:80] or "sweep"
+    return f"{namespace}/{words}{SWEEP_PAGE_SUFFIX}"
+
