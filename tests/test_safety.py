@@ -713,3 +713,32 @@ def test_a_merged_model_s_config_and_index(context, tmp_path):
     with pytest.raises(MalformedFileError) as error:
         vet_bytes("model.safetensors.index.json", kinds.WEIGHTS_INDEX, json.dumps(index).encode(), context)
     assert "shard files beside the index" in _one_line(error)
+
+
+def test_what_a_model_wrote_is_refused_for_secrets_and_this_machines_folders_only(context):
+    from hubkit.formats import parquet
+
+    def table(answer: str) -> bytes:
+        return parquet.write_table(parquet.table_of({"answer": ["42", answer]}, {"answer": "string"}))
+
+    def samples(answer: str) -> bytes:
+        return (json.dumps({"answer": "42"}) + "\n" + json.dumps({"answer": answer}) + "\n").encode()
+
+    # A path's shape in an answer is text a model writes: code, LaTeX, a random model's tokens.
+    for written in ("see \\\\frac\\alpha", "open('/scratch/bob/data/x.csv')", "C:\\Users\\me\\x.txt"):
+        assert vet_bytes("eval/samples.parquet", kinds.SAMPLES_TABLE, table(written), context)
+        assert vet_bytes("eval/samples.jsonl", kinds.EVAL_SAMPLES, samples(written), context)
+    # This machine's own folders, by name, and secrets are still refused, naming the row.
+    for planted, error in (
+        (f"{context.run_dir}/out/x", LocalPathInFileError),
+        (f"token {HF_TOKEN}", SecretInFileError),
+    ):
+        with pytest.raises(error, match="row 2"):
+            vet_bytes("eval/samples.parquet", kinds.SAMPLES_TABLE, table(planted), context)
+        with pytest.raises(error, match="record 2"):
+            vet_bytes("eval/samples.jsonl", kinds.EVAL_SAMPLES, samples(planted), context)
+    # Anywhere else the shape of a path is still refused.
+    with pytest.raises(LocalPathInFileError):
+        vet_bytes(
+            "metrics.jsonl", kinds.METRICS, b'{"step": 1, "note": "/scratch/bob/data/x.csv"}\n', context
+        )

@@ -118,9 +118,12 @@ class LocalPathFinder:
     Args:
         named: (path, what it is) for each folder of this machine looked for as itself, e.g.
             ("/srv/runs/r1", "the run directory").
+        generic: also look for any absolute path's shape (`/home/x/y`, ``C:\\Users``, ``\\\\server\\share``);
+            False for what a model wrote (`Scanner.for_model_text`).
     """
 
     named: tuple[tuple[str, str], ...] = ()
+    generic: bool = True
 
     @classmethod
     def for_dirs(cls, dirs: Iterable[tuple[Path, str]]) -> LocalPathFinder:
@@ -146,7 +149,8 @@ class LocalPathFinder:
             if at >= 0:
                 found.append(Finding(f"the path of {what}", at))
         # After the named folders: at the same place, "the run directory" says more than "a path under /srv".
-        found += [f for f in (finder(text) for finder in _GENERIC_FINDERS) if f is not None]
+        if self.generic:
+            found += [f for f in (finder(text) for finder in _GENERIC_FINDERS) if f is not None]
         return min(found, key=lambda f: f.start) if found else None
 
 

@@ -9,7 +9,7 @@ itself holds the secret is named by the object it is a key of, so the message ne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hubkit.errors import LocalPathInFileError, SecretInFileError
@@ -91,6 +91,14 @@ class Scanner:
 
     secrets: SecretFinder
     paths: LocalPathFinder
+
+    def for_model_text(self) -> Scanner:
+        """The scanner for what a model wrote (evaluation answers, training completions): every secret, and
+        this machine's own folders by name, but not the generic shapes of a path. A model writes those
+        (code, LaTeX's ``\\\\``, a random model's tokens) and cannot hold this machine's paths unless they
+        were in what it was given, which is vetted where it is published (the manifest, the system prompt)
+        or is a public dataset; refusing them refused a whole push for a random model's ``\\\\x\\y``."""
+        return replace(self, paths=replace(self.paths, generic=False))
 
     def check_value(self, value: Any, label: str) -> None:
         """Refuse a parsed JSON value holding a secret or a local path in any key or value.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hubkit.errors import FileFormatError, LocalPathInFileError, ManifestError, SecretInFileError
@@ -184,12 +184,13 @@ def _benchmark_results(data: bytes, vetting: Vetting) -> Written:
 def _samples_table(data: bytes, vetting: Vetting) -> Written:
     table = parquet.read_table(data, vetting.label)
     texts = parquet.string_cells(table)
+    scanner = vetting.scanner.for_model_text()
     try:
-        vetting.scanner.check_value(texts, vetting.label)
+        scanner.check_value(texts, vetting.label)
     except (SecretInFileError, LocalPathInFileError):
         # One scan of every cell at once; on a refusal, the row that holds it is found and named.
         for number, row in enumerate(parquet.string_rows(table), start=1):
-            vetting.scanner.check_value(row, f"{vetting.label} row {number}")
+            scanner.check_value(row, f"{vetting.label} row {number}")
         raise
     return Written(parquet.write_table(table))
 
@@ -227,7 +228,9 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.METRICS: _json_lines,
     kinds.TRAINING_EVENTS: _training_events,
     kinds.EVAL_RESULTS: _json_document(parse_json_object),
-    kinds.EVAL_SAMPLES: _json_lines,
+    kinds.EVAL_SAMPLES: lambda data, vetting: _json_lines(
+        data, replace(vetting, scanner=vetting.scanner.for_model_text())
+    ),
     kinds.BENCHMARK_RESULTS: _benchmark_results,
     kinds.TRAIN_PROBLEM_HASHES: _problem_hashes,
     kinds.CARD: _text_document(decode_text),
