@@ -15,7 +15,7 @@ from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_
 from hubkit.cli.output import TerminalConsole, visible
 
 if TYPE_CHECKING:
-    from hubkit.evaluate.evaluation import EvalPlan
+    from hubkit.evaluate.evaluation import EvalPlan, EvalRequest
     from hubkit.evaluate.results import EvalResults, EvalSummary
     from hubkit.release.read import Release
     from hubkit.runs import Run
@@ -32,6 +32,14 @@ if TYPE_CHECKING:
     "--push",
     is_flag=True,
     help="With --repo-id: commit the results to the repo's eval/ and update its card.",
+)
+@click.option(
+    "--sweep",
+    "sweep_name",
+    metavar="NAME",
+    help="Evaluate every run of the sweep NAME under --runs-dir in one pass: the base model loaded and "
+    "answering once, each run's chosen checkpoints named adapters of it; each run's results are written "
+    "into it.",
 )
 @click.option(
     "--out",
@@ -98,6 +106,7 @@ def eval_command(
     run_dir: Path | None,
     base_model: str | None,
     repo_id: str | None,
+    sweep_name: str | None,
     push: bool,
     out: Path | None,
     steps: tuple[int, ...] | None,
@@ -148,6 +157,10 @@ def eval_command(
                 f"{' and '.join(conflicting)} cannot go with --repo-id: a release names its own base model "
                 "and checkpoints (drop --repo-id to evaluate a run directory)"
             )
+    if sweep_name and (run_id or run_dir or repo_id):
+        raise click.UsageError(
+            "--sweep evaluates the runs of a sweep under --runs-dir: drop --run-id, --run-dir, --repo-id"
+        )
     if (push or out) and not repo_id:
         raise click.UsageError(
             "--push and --out go with --repo-id; a run directory's results are published by `hubkit push`"
@@ -169,6 +182,9 @@ def eval_command(
         metric=metric,
         include_base=not no_base,
     )
+    if sweep_name:
+        _evaluate_sweep(sweep_name, runs_dir, request, console, quiet, endpoint, vllm_python)
+        return
     if repo_id:
         release, run = _open_release(repo_id, steps, every, endpoint, push)
         plan = plan_eval(run, request, endpoint=endpoint, published=True)
@@ -214,6 +230,41 @@ def _evaluate(
             progress=lambda done: progress.advance(task, done),
             vllm_python=str(vllm_python) if vllm_python else None,
         )
+
+
+def _evaluate_sweep(
+    name: str,
+    runs_dir: Path | None,
+    request: EvalRequest,
+    console: Console,
+    quiet: bool,
+    endpoint: str,
+    vllm_python: Path | None,
+) -> None:
+    from hubkit.evaluate.evaluation import execute_evals, plan_eval
+    from hubkit.runs import load_run
+    from hubkit.runs.locate import sweep_run_dirs
+
+    plans = [
+        plan_eval(load_run(folder), request, endpoint=endpoint) for folder in sweep_run_dirs(name, runs_dir)
+    ]
+    for plan in plans:
+        console.print(_plan_line(plan), highlight=False)
+        console.print(_contamination_line(plan), highlight=False)
+    models = any(p.include_base for p in plans) + sum(len(p.checkpoints) for p in plans)  # the base once
+    columns = (TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=quiet) as progress:
+        task = progress.add_task("eval", total=len(plans[0].problems.problems) * models)
+        evaluated = execute_evals(
+            plans,
+            endpoint=endpoint,
+            progress=lambda done: progress.advance(task, done),
+            vllm_python=str(vllm_python) if vllm_python else None,
+        )
+    for plan, results in zip(plans, evaluated, strict=True):
+        console.print(_table(results.summary))
+        console.print(_best_line(results.summary), highlight=False)
+        _save(results, plan.run, None, console)
 
 
 def _save(results: EvalResults, run: Run, eval_parent: Path | None, console: Console) -> None:

@@ -11,10 +11,11 @@ metric, problems, prompts, answer length and contamination check, from what the 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.errors import EvalError
@@ -216,37 +217,127 @@ def execute_eval(
         AdapterError, CheckpointError: a checkpoint has no usable adapter.
         EvalError: the tokenizer has no chat template, or the vLLM worker failed.
     """
+    options = {"endpoint": endpoint, "token": token, "progress": progress, "vllm_python": vllm_python}
+    return execute_evals([plan], **options, device=device)[0]
+
+
+@dataclass(frozen=True)
+class _Prompts:
+    """How one run asks its problems: its chat template's folder and tokenizer, the prompts, the stops."""
+
+    template_dir: Path
+    tokenizer: Any
+    prompts: tuple[tuple[int, ...], ...]
+    stop_ids: tuple[int, ...]
+
+
+def _check_one_pass(first: EvalPlan, plan: EvalPlan) -> None:
+    """Refuse to answer with `plan`'s models in `first`'s pass where an answer would differ."""
+    same = {
+        "base model": (first.run.manifest.base_model, plan.run.manifest.base_model),
+        "base model revision": (
+            first.run.manifest.base_model_revision,
+            plan.run.manifest.base_model_revision,
+        ),
+        "problems": (first.problems.sha256, plan.problems.sha256),
+        "decoding settings": (first.settings, plan.settings),
+        "backend and dtype": ((first.backend, first.dtype), (plan.backend, plan.dtype)),
+    }
+    differ = [what for what, (a, b) in same.items() if a != b]
+    if differ:
+        raise EvalError(
+            f"runs {first.run.manifest.run_id} and {plan.run.manifest.run_id} differ in {', '.join(differ)}: "
+            "one pass answers with one base model, problems and settings; evaluate them one by one"
+        )
+
+
+def execute_evals(
+    plans: Sequence[EvalPlan],
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+    progress: Progress | None = None,
+    vllm_python: str | None = None,
+    device: str | None = None,
+) -> list[EvalResults]:
+    """Several runs' evaluations in one pass (a sweep's runs): the base model loaded once and answering
+    once, every chosen checkpoint of every run a named adapter of it, answered in the same batches; then
+    each run's answers scored into its own complete results (the base's answers in each).
+
+    The runs share the base model and its revision, the problems, the decoding settings, the backend and
+    dtype, and the prompts as rendered (chat template, system prompt). Arguments as `execute_eval`.
+
+    Raises:
+        EvalError: runs that differ in one of those (named); as `execute_eval` otherwise.
+    """
     from hubkit.merge.base_files import fetch_base_snapshot
 
-    run = plan.run
+    first = plans[0]
+    for plan in plans[1:]:
+        _check_one_pass(first, plan)
+    manifest = first.run.manifest
     base_dir = fetch_base_snapshot(
-        run.manifest.base_model, run.manifest.base_model_revision, endpoint=endpoint, token=token
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
     )
-    chat_template_dir = tokenizer_dir(run, base_dir)
-    tokenizer = load_tokenizer(chat_template_dir)
-    system_prompt = run.manifest.system_prompt
-    prompts = render_prompts(chat_template_dir, [p.question for p in plan.problems.problems], system_prompt)
-    stop_ids = stop_token_ids(base_dir, tokenizer)
+    asked = [_prompts(plan, base_dir) for plan in plans]
+    for plan, own in zip(plans[1:], asked[1:], strict=True):
+        if (own.prompts, own.stop_ids) != (asked[0].prompts, asked[0].stop_ids):
+            raise EvalError(
+                f"run {plan.run.manifest.run_id} asks its problems otherwise than {manifest.run_id} (its chat "
+                "template, system prompt or stop tokens): evaluate them one by one"
+            )
+    # Checkpoint names are the runs' own when there is one run; with several, each run's are prefixed.
+    prefixes = [""] if len(plans) == 1 else [f"run{i}-" for i in range(len(plans))]
     with tempfile.TemporaryDirectory(prefix="hubkit-eval-") as staging:
-        adapters = adapter_dirs(run, plan.checkpoints, Path(staging), published=plan.published)
-        # Before PEFT builds anything from them: a release's or a run's configs are untrusted.
-        base_config = BaseConfig.of(run.manifest.base_model, base_dir / "config.json")
-        for name, adapter_dir in adapters.items():
-            check_against_base(adapter_dir, base_config, label=name)
+        base_config = BaseConfig.of(manifest.base_model, base_dir / "config.json")
+        adapters: dict[str, Path] = {}
+        for i, plan in enumerate(plans):
+            folder = Path(staging) / str(i)
+            folder.mkdir()
+            for name, adapter_dir in adapter_dirs(
+                plan.run, plan.checkpoints, folder, published=plan.published
+            ).items():
+                # Before PEFT builds anything from them: a release's or a run's configs are untrusted.
+                check_against_base(adapter_dir, base_config, label=name)
+                adapters[prefixes[i] + name] = adapter_dir
+        include_base = any(plan.include_base for plan in plans)
         job = GenerationJob(
             base_dir=base_dir,
-            models=plan.models,
+            models=((BASE_NAME,) if include_base else ()) + tuple(adapters),
             adapters=tuple(adapters.items()),
-            prompts=prompts,
-            settings=plan.settings,
-            stop_ids=stop_ids,
-            pad_id=int(tokenizer.pad_token_id),
-            dtype=plan.dtype,
+            prompts=asked[0].prompts,
+            settings=first.settings,
+            stop_ids=asked[0].stop_ids,
+            pad_id=int(asked[0].tokenizer.pad_token_id),
+            dtype=first.dtype,
         )
-        if plan.backend == "vllm":
+        if first.backend == "vllm":
             generated = backend_vllm.run(job, progress, python=vllm_python)
         else:
             generated = backend_transformers.run(job, progress, device=device)
+    return [
+        _scored(
+            plan,
+            own,
+            base_dir,
+            {name: generated[name if name == BASE_NAME else prefix + name] for name in plan.models},
+        )
+        for plan, own, prefix in zip(plans, asked, prefixes, strict=True)
+    ]
+
+
+def _prompts(plan: EvalPlan, base_dir: Path) -> _Prompts:
+    template_dir = tokenizer_dir(plan.run, base_dir)
+    tokenizer = load_tokenizer(template_dir)
+    questions = [p.question for p in plan.problems.problems]
+    prompts = render_prompts(template_dir, questions, plan.run.manifest.system_prompt)
+    return _Prompts(template_dir, tokenizer, tuple(prompts), tuple(stop_token_ids(base_dir, tokenizer)))
+
+
+def _scored(plan: EvalPlan, asked: _Prompts, base_dir: Path, generated: dict[str, Any]) -> EvalResults:
+    """One run's answers (model name → each problem's generated ids) scored into its results."""
+    run, tokenizer, stop_ids = plan.run, asked.tokenizer, asked.stop_ids
+    system_prompt, chat_template_dir = run.manifest.system_prompt, asked.template_dir
     steps = {c.name: c.step for c in plan.checkpoints}
     references = [plan.metric.reference(p.answer) for p in plan.problems.problems]
     samples: list[Sample] = []

@@ -56,3 +56,29 @@ def find_run_dir(
     raise RunNotFoundError(
         f"no run {run_id!r} in {base.resolve()}: check the id, or set --runs-dir / ${RUNS_DIR_ENV}"
     )
+
+
+def sweep_run_dirs(name: str, runs_dir: str | Path | None = None) -> list[Path]:
+    """The runs under `runs_dir` (default as `find_run_dir`) whose manifest names the sweep `name`, by
+    directory name; a folder whose manifest cannot be read is no run of it.
+
+    Raises:
+        RunNotFoundError: no run of that sweep there (the message says where it looked).
+    """
+    from hubkit.errors import ManifestError
+    from hubkit.runs.manifest import MANIFEST_NAME, Manifest
+
+    base = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
+    found = []
+    for folder in sorted(base.iterdir()) if base.is_dir() else ():
+        try:
+            sweep = Manifest.load(folder).sweep if (folder / MANIFEST_NAME).is_file() else None
+        except ManifestError:
+            continue
+        if sweep is not None and sweep.name == name:
+            found.append(folder.resolve())
+    if not found:
+        raise RunNotFoundError(
+            f"no run of the sweep {name!r} in {base.resolve()}: check the name, or --runs-dir"
+        )
+    return found
