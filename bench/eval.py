@@ -16,6 +16,13 @@ float32; in bfloat16, `hubkit eval`'s default, a batch of other rows can round a
     $ .venv/bin/python bench/eval.py [--problems 16] [--max-new-tokens 32] [--batch-size 8] [--repeat 3]
                                      [--dtype bfloat16]
 
+A sweep (--sweep). 3 runs of 3 checkpoints each (9 adapters built the same way) and the base: the one pass
+`hubkit eval --sweep` makes (one mixed-adapter job of the base and all 9 checkpoints) against `hubkit eval` of
+each run (3 jobs of the base and its 3 checkpoints); prints the ratio (target <= 0.5), what bounds it, and how
+many checkpoint answers agree.
+
+    $ .venv/bin/python bench/eval.py --sweep [--problems 16] [--max-new-tokens 32] [--repeat 3]
+
 Memory (--memory). A Qwen3-4B-shaped base (36 layers, hidden 2560, tied embeddings; random weights, bf16
 shards: 8.0 GB, built shard by shard with bench/merge.py's builder) published to an embedded local Hub, and
 a run with two r=16 all-linear checkpoints (132 MB each) pushed there as a release. A fresh child process
@@ -47,6 +54,7 @@ PROBLEM_FILES = (
 )
 CHECKPOINTS = 5
 TARGET_RATIO = 0.35
+SWEEP_RUNS, SWEEP_CHECKPOINTS, SWEEP_TARGET = 3, 3, 0.5
 # Qwen3-4B: hidden, intermediate, attention heads, KV heads, head dim, vocabulary (padded); 36 layers.
 QWEN3_4B_SHAPE = (2560, 9728, 32, 8, 128, 151936)
 QWEN3_4B_LAYERS = 36
@@ -56,8 +64,8 @@ BASE_REPO, RELEASE_REPO = "bench/qwen3-4b-shaped", "bench/run-4b"
 SYSTEM_PROMPT = "Respond in the following format:\n<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
 
 
-def build(workdir: Path) -> tuple[Path, dict[str, Path]]:
-    """The tiny base model and CHECKPOINTS adapters (seeded, so every run benchmarks the same models)."""
+def build(workdir: Path, count: int = CHECKPOINTS) -> tuple[Path, dict[str, Path]]:
+    """The tiny base model and `count` adapters (seeded, so every run benchmarks the same models)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -66,7 +74,7 @@ def build(workdir: Path) -> tuple[Path, dict[str, Path]]:
 
     base_dir = build_tiny_qwen3(workdir / "tiny-qwen3")
     adapters = {}
-    for i in range(1, CHECKPOINTS + 1):
+    for i in range(1, count + 1):
         torch.manual_seed(i)
         model = get_peft_model(
             AutoModelForCausalLM.from_pretrained(base_dir),
@@ -95,6 +103,9 @@ def main() -> None:
     )
     parser.add_argument("--dtype", default="bfloat16", help="the base's dtype (speed)  [default: bfloat16]")
     parser.add_argument("--memory", action="store_true", help="measure peak RSS at the seed's size instead")
+    parser.add_argument(
+        "--sweep", action="store_true", help="a sweep's one pass against each run's own pass instead"
+    )
     parser.add_argument("--float32", action="store_true", help="--memory: also measure --dtype float32")
     if sys.argv[1:2] == ["--memory-worker"]:  # the child of --memory: the rest is `hubkit`'s command line
         print(json.dumps(memory_worker(sys.argv[2:])))
@@ -106,7 +117,7 @@ def main() -> None:
     args.problems, args.max_new_tokens = args.problems or 16, args.max_new_tokens or 32
 
     from hubkit.evaluate import backend_transformers
-    from hubkit.evaluate.chat import load_tokenizer, prompt_ids, stop_token_ids
+    from hubkit.evaluate.chat import load_tokenizer, render_prompts, stop_token_ids
     from hubkit.evaluate.generation import GenerationJob, GenerationSettings
     from hubkit.evaluate.results import BASE_NAME
 
@@ -114,6 +125,9 @@ def main() -> None:
         json.loads(line)["question"] for path in PROBLEM_FILES for line in path.read_text().splitlines()
     ]
     questions = questions[: args.problems]
+    if args.sweep:
+        run_sweep(questions, args)
+        return
     with tempfile.TemporaryDirectory(prefix="hubkit-bench-eval-") as tmp:
         base_dir, adapters = build(Path(tmp))
         tokenizer = load_tokenizer(base_dir)
@@ -122,7 +136,7 @@ def main() -> None:
             base_dir=base_dir,
             models=models,
             adapters=tuple(adapters.items()),
-            prompts=tuple(tuple(prompt_ids(tokenizer, q, SYSTEM_PROMPT)) for q in questions),
+            prompts=render_prompts(base_dir, questions, SYSTEM_PROMPT),
             settings=GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size),
             stop_ids=stop_token_ids(base_dir, tokenizer),
             pad_id=tokenizer.pad_token_id,
@@ -179,6 +193,73 @@ def main() -> None:
         f"  ratio mixed/separate {ratio:.2f} (target <= {TARGET_RATIO}): {'ok' if ratio <= TARGET_RATIO else 'MISSED'}"
     )
     print(f"  identical answers    {same} of {n * m}")
+
+
+# --- A sweep's one pass -------------------------------------------------------------------------------------
+
+
+def run_sweep(questions: list[str], args: argparse.Namespace) -> None:
+    """SWEEP_RUNS runs of SWEEP_CHECKPOINTS checkpoints each: `hubkit eval --sweep`'s one pass (the base and
+    all the checkpoints in one mixed-adapter job) against `hubkit eval` of each run (the base and its own
+    checkpoints, one job per run), the jobs each path builds (`execute_evals`, `execute_eval`)."""
+    from hubkit.evaluate import backend_transformers
+    from hubkit.evaluate.chat import load_tokenizer, render_prompts, stop_token_ids
+    from hubkit.evaluate.generation import GenerationJob, GenerationSettings
+    from hubkit.evaluate.results import BASE_NAME
+
+    with tempfile.TemporaryDirectory(prefix="hubkit-bench-eval-sweep-") as tmp:
+        base_dir, adapters = build(Path(tmp), SWEEP_RUNS * SWEEP_CHECKPOINTS)
+        tokenizer = load_tokenizer(base_dir)
+        names = list(adapters)
+        runs = [names[i * SWEEP_CHECKPOINTS : (i + 1) * SWEEP_CHECKPOINTS] for i in range(SWEEP_RUNS)]
+        prompts = render_prompts(base_dir, questions, SYSTEM_PROMPT)  # once: both ways ask the same
+
+        def job(checkpoints: list[str]) -> GenerationJob:
+            return GenerationJob(
+                base_dir=base_dir,
+                models=(BASE_NAME, *checkpoints),
+                adapters=tuple((name, adapters[name]) for name in checkpoints),
+                prompts=prompts,
+                settings=GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size),
+                stop_ids=stop_token_ids(base_dir, tokenizer),
+                pad_id=tokenizer.pad_token_id,
+                dtype=args.dtype,
+            )
+
+        ways = {
+            "one pass": lambda: backend_transformers.run(job(names)),
+            "each run": lambda: {k: v for run in runs for k, v in backend_transformers.run(job(run)).items()},
+        }
+        times: dict[str, list[float]] = {label: [] for label in ways}
+        answers: dict[str, dict] = {}
+        for i in range(args.repeat):
+            for label, way in list(ways.items())[:: 1 if i % 2 == 0 else -1]:
+                start = time.perf_counter()
+                answers[label] = way()
+                times[label].append(time.perf_counter() - start)
+    one, each = (statistics.median(times[label]) for label in ways)
+    n = len(questions)
+    rows_one, rows_each = n * (1 + len(names)), n * SWEEP_RUNS * (1 + SWEEP_CHECKPOINTS)
+    same = sum(
+        a == b
+        for name in names
+        for a, b in zip(answers["one pass"][name], answers["each run"][name], strict=True)
+    )
+    print(
+        f"{SWEEP_RUNS} runs x {SWEEP_CHECKPOINTS} checkpoints + the base, {n} problems, {args.max_new_tokens} new "
+        f"tokens, greedy, {args.dtype}, batch {args.batch_size}"
+    )
+    print(f"  one pass (hubkit eval --sweep)   {one:7.2f} s   {rows_one} answers")
+    print(
+        f"  each run (hubkit eval per run)   {each:7.2f} s   {rows_each} answers (the base {SWEEP_RUNS} times)"
+    )
+    print(f"  ratio one pass / each run {one / each:.2f} (target <= {SWEEP_TARGET})")
+    print(
+        f"  what bounds it: the answers to compute, {rows_one} against {rows_each} ({rows_one / rows_each:.2f}); "
+        "a CPU's decoding cost grows with the rows of a batch, so one pass saves the base's repeated answers "
+        "and model loads, not the checkpoints' answers"
+    )
+    print(f"  identical checkpoint answers {same} of {n * len(names)}")
 
 
 # --- Memory at the seed's size ------------------------------------------------------------------------------

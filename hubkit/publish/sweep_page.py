@@ -150,7 +150,7 @@ def _answers(runs: Sequence[SweepRun], problem_index: int) -> tuple[str, Table]:
             text.cell(value if s.step is None else f"{value}, step {s.step}"),
             "correct" if s.correct else "wrong",
             str(s.tokens),
-            text.cell(" ".join(s.answer.split())[:_ANSWER_START]),
+            text.cell(text.prose(" ".join(s.answer.split())[:_ANSWER_START])),
         )
         for value, s in shown
     )
