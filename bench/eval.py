@@ -37,6 +37,7 @@ GPU's memory with room for the KV cache, and a 16 GB machine's). --float32 measu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROBLEM_FILES = (
@@ -91,6 +93,42 @@ def build(workdir: Path, count: int = CHECKPOINTS) -> tuple[Path, dict[str, Path
     return base_dir, adapters
 
 
+def alternated(ways: dict[str, Any], repeat: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Each way's median seconds over `repeat` rounds (which goes first alternating), and its last answers."""
+    times: dict[str, list[float]] = {label: [] for label in ways}
+    answers: dict[str, Any] = {}
+    for i in range(repeat):
+        for label, way in list(ways.items())[:: 1 if i % 2 == 0 else -1]:
+            start = time.perf_counter()
+            answers[label] = way()
+            times[label].append(time.perf_counter() - start)
+    return {label: statistics.median(t) for label, t in times.items()}, answers
+
+
+def same_answers(first: dict, second: dict, names: Any) -> int:
+    """How many answers of the named models are the same token ids both ways."""
+    return sum(a == b for name in names for a, b in zip(first[name], second[name], strict=True))
+
+
+def answers_job(base_dir: Path, prompts: Any, adapters: dict[str, Path], args: argparse.Namespace) -> Any:
+    """The `GenerationJob` of the base and `adapters` answering `prompts` with the benchmark's settings."""
+    from hubkit.evaluate.chat import load_tokenizer, stop_token_ids
+    from hubkit.evaluate.generation import GenerationJob, GenerationSettings
+    from hubkit.evaluate.results import BASE_NAME
+
+    tokenizer = load_tokenizer(base_dir)
+    return GenerationJob(
+        base_dir=base_dir,
+        models=(BASE_NAME, *adapters),
+        adapters=tuple(adapters.items()),
+        prompts=prompts,
+        settings=GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size),
+        stop_ids=stop_token_ids(base_dir, tokenizer),
+        pad_id=tokenizer.pad_token_id,
+        dtype=args.dtype,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,8 +155,7 @@ def main() -> None:
     args.problems, args.max_new_tokens = args.problems or 16, args.max_new_tokens or 32
 
     from hubkit.evaluate import backend_transformers
-    from hubkit.evaluate.chat import load_tokenizer, render_prompts, stop_token_ids
-    from hubkit.evaluate.generation import GenerationJob, GenerationSettings
+    from hubkit.evaluate.chat import render_prompts
     from hubkit.evaluate.results import BASE_NAME
 
     questions = [
@@ -130,18 +167,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="hubkit-bench-eval-") as tmp:
         base_dir, adapters = build(Path(tmp))
-        tokenizer = load_tokenizer(base_dir)
         models = (BASE_NAME, *adapters)
-        job = GenerationJob(
-            base_dir=base_dir,
-            models=models,
-            adapters=tuple(adapters.items()),
-            prompts=render_prompts(base_dir, questions, SYSTEM_PROMPT),
-            settings=GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size),
-            stop_ids=stop_token_ids(base_dir, tokenizer),
-            pad_id=tokenizer.pad_token_id,
-            dtype=args.dtype,
-        )
+        job = answers_job(base_dir, render_prompts(base_dir, questions, SYSTEM_PROMPT), adapters, args)
 
         def mixed() -> dict[str, list[list[int]]]:
             return backend_transformers.run(job)
@@ -150,35 +177,16 @@ def main() -> None:
             answers = {}
             for name in models:
                 own = {name: adapters[name]} if name in adapters else {}
-                single = GenerationJob(
-                    job.base_dir,
-                    (name,),
-                    tuple(own.items()),
-                    job.prompts,
-                    job.settings,
-                    job.stop_ids,
-                    job.pad_id,
-                    job.dtype,
-                )
+                single = dataclasses.replace(job, models=(name,), adapters=tuple(own.items()))
                 answers |= backend_transformers.run(single)
             return answers
 
-        times: dict[str, list[float]] = {"mixed": [], "separate": []}
-        answers: dict[str, dict[str, list[list[int]]]] = {}
-        for i in range(args.repeat):
-            for label, way in (("mixed", mixed), ("separate", separate))[:: 1 if i % 2 == 0 else -1]:
-                start = time.perf_counter()
-                answers[label] = way()
-                times[label].append(time.perf_counter() - start)
+        seconds, answers = alternated({"mixed": mixed, "separate": separate}, args.repeat)
 
-    mixed_s, separate_s = statistics.median(times["mixed"]), statistics.median(times["separate"])
+    mixed_s, separate_s = seconds["mixed"], seconds["separate"]
     ratio = mixed_s / separate_s
     n, m = len(questions), len(models)
-    same = sum(
-        a == b
-        for name in models
-        for a, b in zip(answers["mixed"][name], answers["separate"][name], strict=True)
-    )
+    same = same_answers(answers["mixed"], answers["separate"], models)
     print(
         f"{n} problems x {m} models (base + {CHECKPOINTS} checkpoints), {args.max_new_tokens} new tokens, greedy, "
         f"{args.dtype}"
@@ -203,48 +211,29 @@ def run_sweep(questions: list[str], args: argparse.Namespace) -> None:
     all the checkpoints in one mixed-adapter job) against `hubkit eval` of each run (the base and its own
     checkpoints, one job per run), the jobs each path builds (`execute_evals`, `execute_eval`)."""
     from hubkit.evaluate import backend_transformers
-    from hubkit.evaluate.chat import load_tokenizer, render_prompts, stop_token_ids
-    from hubkit.evaluate.generation import GenerationJob, GenerationSettings
-    from hubkit.evaluate.results import BASE_NAME
+    from hubkit.evaluate.chat import render_prompts
 
     with tempfile.TemporaryDirectory(prefix="hubkit-bench-eval-sweep-") as tmp:
         base_dir, adapters = build(Path(tmp), SWEEP_RUNS * SWEEP_CHECKPOINTS)
-        tokenizer = load_tokenizer(base_dir)
         names = list(adapters)
         runs = [names[i * SWEEP_CHECKPOINTS : (i + 1) * SWEEP_CHECKPOINTS] for i in range(SWEEP_RUNS)]
         prompts = render_prompts(base_dir, questions, SYSTEM_PROMPT)  # once: both ways ask the same
 
-        def job(checkpoints: list[str]) -> GenerationJob:
-            return GenerationJob(
-                base_dir=base_dir,
-                models=(BASE_NAME, *checkpoints),
-                adapters=tuple((name, adapters[name]) for name in checkpoints),
-                prompts=prompts,
-                settings=GenerationSettings(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size),
-                stop_ids=stop_token_ids(base_dir, tokenizer),
-                pad_id=tokenizer.pad_token_id,
-                dtype=args.dtype,
-            )
+        def job(checkpoints: list[str]) -> Any:
+            return answers_job(base_dir, prompts, {name: adapters[name] for name in checkpoints}, args)
 
+        one_pass, run_by_run = job(names), [job(run) for run in runs]  # built before the clock starts
         ways = {
-            "one pass": lambda: backend_transformers.run(job(names)),
-            "each run": lambda: {k: v for run in runs for k, v in backend_transformers.run(job(run)).items()},
+            "one pass": lambda: backend_transformers.run(one_pass),
+            "each run": lambda: {
+                k: v for own in run_by_run for k, v in backend_transformers.run(own).items()
+            },
         }
-        times: dict[str, list[float]] = {label: [] for label in ways}
-        answers: dict[str, dict] = {}
-        for i in range(args.repeat):
-            for label, way in list(ways.items())[:: 1 if i % 2 == 0 else -1]:
-                start = time.perf_counter()
-                answers[label] = way()
-                times[label].append(time.perf_counter() - start)
-    one, each = (statistics.median(times[label]) for label in ways)
+        seconds, answers = alternated(ways, args.repeat)
+    one, each = seconds["one pass"], seconds["each run"]
     n = len(questions)
     rows_one, rows_each = n * (1 + len(names)), n * SWEEP_RUNS * (1 + SWEEP_CHECKPOINTS)
-    same = sum(
-        a == b
-        for name in names
-        for a, b in zip(answers["one pass"][name], answers["each run"][name], strict=True)
-    )
+    same = same_answers(answers["one pass"], answers["each run"], names)
     print(
         f"{SWEEP_RUNS} runs x {SWEEP_CHECKPOINTS} checkpoints + the base, {n} problems, {args.max_new_tokens} new "
         f"tokens, greedy, {args.dtype}, batch {args.batch_size}"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from eval_results import eval_summary
 from fixtures_runs import copy_verl_run
+from helpers import run_cli
 
 from hubkit.errors import ContaminationError, EvalError
 from hubkit.evaluate import load_eval, save_eval
@@ -82,16 +83,6 @@ def gsm8k_on_hub(hub_api) -> str:
     ).oid
 
 
-def _hubkit(argv: list[str]) -> int:
-    from hubkit.cli import main
-
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
-
-
 # --- the command on the tiny TRL run ---------------------------------------------------------------
 
 
@@ -103,7 +94,7 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
         trl_run_dir, tmp_path / "gsm8k-run", reward=gsm8k_seed(), system_prompt=gsm8k.SYSTEM_PROMPT
     )
     argv = ["eval", "--run-dir", str(run_dir), "--steps", "1,3", "--n", "4", "--max-new-tokens", "8"]
-    assert _hubkit([*argv, "--batch-size", "3"]) == 0
+    assert run_cli([*argv, "--batch-size", "3"]) == 0
     out = capsys.readouterr().out
     assert "Contamination not checked" in out and TRAIN_PROBLEM_HASHES_NAME in out
     assert "base, global_step_1, global_step_3 on 4 problems from openai/gsm8k (test)" in out
@@ -228,7 +219,7 @@ def test_overlapping_problems_are_refused_and_held_out_ones_checked(
     problems.write_text("".join(json.dumps(r) + "\n" for r in mixed))
     common = ["eval", "--run-dir", str(run_dir), "--metric", "gsm8k_correctness", "--max-new-tokens", "4"]
 
-    assert _hubkit([*common, "--problems", str(problems)]) == 1
+    assert run_cli([*common, "--problems", str(problems)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, "one line"
     assert err.startswith("Error: 2 of 5 problems in benchmark.jsonl are training problems of run hashed-run")
@@ -236,7 +227,7 @@ def test_overlapping_problems_are_refused_and_held_out_ones_checked(
     assert "evaluate on held-out problems" in err
     assert not (run_dir / "eval").exists()
 
-    assert _hubkit([*common, "--problems", str(HELDOUT), "--n", "2", "--steps", "3", "--quiet"]) == 0
+    assert run_cli([*common, "--problems", str(HELDOUT), "--n", "2", "--steps", "3", "--quiet"]) == 0
     assert capsys.readouterr().out == ""
     results = load_eval(run_dir)
     assert results is not None
@@ -248,14 +239,14 @@ def test_overlapping_problems_are_refused_and_held_out_ones_checked(
 def test_a_run_without_a_metric_or_default_problems_says_what_to_pass(
     trl_run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _hubkit(["eval", "--run-dir", str(trl_run_dir)]) == 1
+    assert run_cli(["eval", "--run-dir", str(trl_run_dir)]) == 1
     assert "records no reward spec: pass --metric gsm8k_correctness or --metric math_correctness" in (
         capsys.readouterr().err
     )
     math_run = _copy_run(trl_run_dir, tmp_path / "math-run", reward=deepscaler_length_penalty())
-    assert _hubkit(["eval", "--run-dir", str(math_run)]) == 1
+    assert run_cli(["eval", "--run-dir", str(math_run)]) == 1
     assert "no default held-out set: pass --problems" in capsys.readouterr().err
-    assert _hubkit(["eval", "--run-dir", str(math_run), "--problems", str(HELDOUT), "--steps", "7"]) == 1
+    assert run_cli(["eval", "--run-dir", str(math_run), "--problems", str(HELDOUT), "--steps", "7"]) == 1
     assert "no complete checkpoint at step(s) 7 (complete: 1, 2, 3): fix --steps" in capsys.readouterr().err
 
 
@@ -269,7 +260,7 @@ def test_eval_reads_verl_checkpoints_through_the_normalized_adapters(
     heldout = tmp_path / "heldout.jsonl"
     heldout.write_text(f"{rows[2]}\n{rows[4]}\n")
     argv = ["eval", "--run-dir", str(run_dir), "--metric", "math_correctness", "--max-new-tokens", "4"]
-    assert _hubkit([*argv, "--problems", str(heldout)]) == 0
+    assert run_cli([*argv, "--problems", str(heldout)]) == 0
     assert "without an answer skipped" not in capsys.readouterr().out
     results = load_eval(run_dir)
     assert results is not None

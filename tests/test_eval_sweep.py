@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 from safetensors.torch import load_file, save_file
 
-from hubkit.cli import main
 from hubkit.evaluate import load_eval
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
@@ -29,14 +29,6 @@ COMMON = [
     "--dtype",
     "float32",
 ]
-
-
-def _hubkit(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as exited:
-        return int(exited.code or 0)
-    return 0
 
 
 def _sweep_copy(trl_run_dir: Path, dest: Path, value: float, scale: float) -> Path:
@@ -67,7 +59,7 @@ def test_a_sweep_is_evaluated_in_one_pass_as_each_run_alone(
     dirs = {v: _sweep_copy(trl_run_dir, runs / f"lp{v}", v, scale) for v, scale in points.items()}
     shutil.copytree(trl_run_dir, runs / "not-in-the-sweep", ignore=shutil.ignore_patterns("*.pt", "*.pth"))
 
-    assert _hubkit(["eval", "--sweep", "eval sweep", "--runs-dir", str(runs), *COMMON]) == 0
+    assert run_cli(["eval", "--sweep", "eval sweep", "--runs-dir", str(runs), *COMMON]) == 0
     together = {v: load_eval(d) for v, d in dirs.items()}
     assert load_eval(runs / "not-in-the-sweep") is None
     for value, results in together.items():
@@ -83,7 +75,7 @@ def test_a_sweep_is_evaluated_in_one_pass_as_each_run_alone(
         alone = tmp_path / f"alone{value}"
         shutil.copytree(run_dir, alone)
         shutil.rmtree(alone / "eval")
-        assert _hubkit(["eval", "--run-dir", str(alone), *COMMON]) == 0
+        assert run_cli(["eval", "--run-dir", str(alone), *COMMON]) == 0
         by_itself = load_eval(alone)
         assert [(s.step, s.answer, s.correct, s.tokens) for s in by_itself.samples] == [
             (s.step, s.answer, s.correct, s.tokens) for s in together[value].samples
@@ -95,9 +87,9 @@ def test_runs_one_pass_cannot_answer_alike_are_refused(trl_run_dir: Path, tmp_pa
     _sweep_copy(trl_run_dir, runs / "a", 0.0, 1.0)
     other = _sweep_copy(trl_run_dir, runs / "b", 1.0, 1.0)
     Manifest.load(other).with_updates(system_prompt="Answer briefly.").save(other)
-    assert _hubkit(["eval", "--sweep", "eval sweep", "--runs-dir", str(runs), *COMMON]) == 1
+    assert run_cli(["eval", "--sweep", "eval sweep", "--runs-dir", str(runs), *COMMON]) == 1
     err = capsys.readouterr().err
     assert "run b asks its problems otherwise than a" in err and "evaluate them one by one" in err
     assert load_eval(runs / "a") is None
-    assert _hubkit(["eval", "--sweep", "no such sweep", "--runs-dir", str(runs), *COMMON]) == 1
+    assert run_cli(["eval", "--sweep", "no such sweep", "--runs-dir", str(runs), *COMMON]) == 1
     assert "no run of the sweep 'no such sweep'" in capsys.readouterr().err

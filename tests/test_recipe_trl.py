@@ -175,6 +175,19 @@ def test_training_problem_hashes_are_recorded(
     assert path.read_text().split() == sorted(problem_hash(q) for q in trained)
 
 
+def _tiny_run(tiny_qwen3, runs: Path) -> list[str]:
+    """The recipe's arguments for a CPU smoke run on the tiny Qwen3 and the mini GSM8K problems."""
+    return [
+        "--tiny",
+        "--model",
+        tiny_qwen3.repo_id,
+        "--problems-file",
+        str(PROBLEMS),
+        "--runs-dir",
+        str(runs),
+    ]
+
+
 @pytest.mark.slow
 def test_tiny_run_trains_three_steps_and_pushes_while_training(
     recipe: ModuleType,
@@ -195,21 +208,7 @@ def test_tiny_run_trains_three_steps_and_pushes_while_training(
 
     runs = tmp_path / "runs"
     run_id = "20260301_120000_gsm8k_grpo_tiny"
-    recipe.main(
-        [
-            "--tiny",
-            "--model",
-            tiny_qwen3.repo_id,
-            "--problems-file",
-            str(PROBLEMS),
-            "--runs-dir",
-            str(runs),
-            "--run-id",
-            run_id,
-            "--push-to",
-            new_repo_id,
-        ]
-    )
+    recipe.main([*_tiny_run(tiny_qwen3, runs), "--run-id", run_id, "--push-to", new_repo_id])
     run_dir = runs / run_id
     manifest = Manifest.load(run_dir)
     assert manifest.push_to == new_repo_id
@@ -374,3 +373,69 @@ def test_a_run_with_checkpoints_is_never_trained_over(
         recipe.main(["--runs-dir", str(tmp_path / "runs"), "--run-id", run_dir.name])
     assert "already holds checkpoints: choose a new --run-id" in str(exited.value.code)
     assert list(run_dir.iterdir()) == [run_dir / "checkpoint-20"]
+
+
+@pytest.mark.slow
+def test_a_sweep_trained_with_the_recipe_is_evaluated_in_one_pass_and_published_together(
+    recipe: ModuleType, tmp_path: Path, tiny_qwen3, hub_api, local_hub, make_repo_id, capsys
+) -> None:
+    from helpers import run_cli
+
+    from hubkit.evaluate import load_eval
+    from hubkit.release.layout import sweep_page_repo_id
+
+    runs, weights = tmp_path / "runs", (0.0, 0.5, 1.0)
+    name = "tiny sweep " + make_repo_id("").rsplit("-", 1)[1]
+    tiny = _tiny_run(tiny_qwen3, runs)
+    for weight in weights:
+        recipe.main(
+            [
+                *tiny,
+                "--run-id",
+                f"lp{weight}",
+                "--max-steps",
+                "2",
+                "--length-penalty",
+                str(weight),
+                "--sweep",
+                name,
+            ]
+        )
+    manifests = {w: Manifest.load(runs / f"lp{w}") for w in weights}
+    assert [m.sweep.value for m in manifests.values()] == list(weights)
+    assert [c.name for c in manifests[0.5].reward.components][-1] == "length_penalty"
+
+    held_out = [
+        "--problems",
+        str(PROBLEMS.with_name("gsm8k_heldout.jsonl")),
+        "--n",
+        "4",
+        "--max-new-tokens",
+        "8",
+    ]
+    assert run_cli(["eval", "--sweep", name, "--runs-dir", str(runs), *held_out]) == 0
+    assert all(load_eval(runs / f"lp{w}").summary.models[0].name == "base" for w in weights)
+    repos = {w: make_repo_id(f"lp{w}") for w in weights}
+    for weight in weights:
+        argv = [
+            "push",
+            "--run-dir",
+            str(runs / f"lp{weight}"),
+            "--repo-id",
+            repos[weight],
+            "--no-merged",
+            "--no-space",
+        ]
+        assert run_cli([*argv, "--endpoint", local_hub.endpoint, "-q"]) == 0
+
+    owner = repos[0.0].split("/")[0]
+    (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == name]
+    items = hub_api.get_collection(found.slug).items
+    page = sweep_page_repo_id(owner, name)
+    assert [i.item_id for i in items] == [page] + [repos[w] + s for w in weights for s in ("", "-samples")]
+    assert all(
+        i.note.startswith(f"length_penalty_weight={w} · ") for w, i in zip(weights, items[1::2], strict=True)
+    )
+    assert all("final accuracy" in i.note and "on 4 problems" in i.note for i in items[1:])
+    card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    assert all(f"| {w} | [{repos[w]}]" in card for w in weights)

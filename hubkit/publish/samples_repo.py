@@ -27,7 +27,7 @@ from hubkit.runs.completions import MAX_ROWS_PER_STEP, MAX_TEXT_CHARS, Completio
 EVAL_TABLE = "eval/samples.parquet"
 SAMPLES_SUFFIX = "-samples"
 
-_EVAL_COLUMNS = {
+EVAL_COLUMNS = {
     "model": ("string", "the model: `base`, or `global_step_N` for the checkpoint of step N"),
     "step": ("int64", "the checkpoint's training step (empty for the base model)"),
     "problem_index": ("int64", "the problem's place in the evaluated problem set"),
@@ -53,8 +53,8 @@ def default_samples_repo_id(adapter_repo_id: str) -> str:
 
 def _eval_table(evaluation: EvalResults) -> bytes:
     samples = sorted(evaluation.samples, key=lambda s: (s.step is not None, s.step or 0, s.problem_index))
-    columns = {name: [getattr(s, name) for s in samples] for name in _EVAL_COLUMNS}
-    return parquet.write_table(parquet.table_of(columns, {n: t for n, (t, _) in _EVAL_COLUMNS.items()}))
+    columns = {name: [getattr(s, name) for s in samples] for name in EVAL_COLUMNS}
+    return parquet.write_table(parquet.table_of(columns, {n: t for n, (t, _) in EVAL_COLUMNS.items()}))
 
 
 def _rollout_tables(completions: Completions) -> dict[str, bytes]:
@@ -94,7 +94,7 @@ def _card(repo_id: str, adapter_repo_id: str, configs: list[str], run_id: str) -
     ]
     sections += [f'{name} = load_dataset("{repo_id}", "{name}", split="train")' for name in configs]
     sections += ["```", ""]
-    described = {"eval": _EVAL_COLUMNS, "rollouts": _ROLLOUT_COLUMNS}
+    described = {"eval": EVAL_COLUMNS, "rollouts": _ROLLOUT_COLUMNS}
     intros = {
         "eval": "Every answer of the base model and of each evaluated checkpoint to the held-out problems "
         "(`hubkit eval`), with its verdict and length.",

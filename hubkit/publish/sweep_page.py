@@ -32,6 +32,7 @@ from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import RepoPlan
 from hubkit.publish.remote import read_remote
 from hubkit.publish.request import RepoReport
+from hubkit.publish.samples_repo import EVAL_COLUMNS
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release, read_release
@@ -43,17 +44,11 @@ if TYPE_CHECKING:
 ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
 _ANSWER_START = 80
+# Every evaluated answer, as the samples dataset holds one run's, with the run it is from.
 _ANSWER_COLUMNS = {
     "value": ("string", "the run's value of the varied setting"),
     "run": ("string", "the run's adapter repo"),
-    "model": ("string", "`base`, or `global_step_N` for the run's checkpoint of step N"),
-    "step": ("int64", "the checkpoint's training step (empty for the base model)"),
-    "problem_index": ("int64", "the problem's place in the evaluated problem set"),
-    "problem": ("string", "the problem as asked"),
-    "answer": ("string", "what the model wrote"),
-    "correct": ("bool", "the evaluation's verdict"),
-    "tokens": ("int64", "the answer's length in tokens"),
-    "truncated": ("bool", "the answer hit the token limit"),
+    **EVAL_COLUMNS,
 }
 
 
