@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hubkit.evaluate.results import EvalSummary, wilson_interval
+from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.push_stages import Prepared
@@ -60,7 +60,7 @@ def run_note(sweep: SweepInfo, kind: str, evaluation: EvalSummary | None) -> str
     final = evaluation.checkpoints[-1] if evaluation is not None and evaluation.checkpoints else None
     if final is None:
         return f"{head}: not evaluated"[:MAX_NOTE_CHARS]
-    low, high = wilson_interval(final.correct, final.n)
+    low, high = final.ci95
     return (
         f"{head}: final accuracy {final.accuracy:.1%} [{low:.1%}, {high:.1%}] on {final.n} problems, "
         f"mean answer {final.tokens_mean:.0f} tokens (step {final.step})"

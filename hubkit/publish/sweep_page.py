@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
+MAX_RUNS = 100  # the runs a page compares: each is downloaded, and a Collection read back is untrusted
 _ANSWER_START = 80
 # Every evaluated answer, as the samples dataset holds one run's, with the run it is from.
 _ANSWER_COLUMNS = {
@@ -72,6 +73,9 @@ def read_sweep_runs(
         value, _, kind = head.partition(" · ")
         if item.item_type != "model" or kind != "adapter" or "=" not in value:
             continue
+        if len(runs) == MAX_RUNS:
+            left_out.append(f"the runs after the first {MAX_RUNS}")
+            break
         release = read_release(item.item_id, endpoint=endpoint, token=token)
         if f"{EVAL_DIR}/{RESULTS_NAME}" not in release.files:
             left_out.append(f"{item.item_id}: not evaluated")
