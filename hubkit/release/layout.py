@@ -66,4 +66,3 @@ def sweep_page_repo_id(namespace: str, sweep_name: str) -> str:
     `-sweep`."""
     words = re.sub(r"[^A-Za-z0-9]+", "-", sweep_name).strip("-")[:80] or "sweep"
     return f"{namespace}/{words}{SWEEP_PAGE_SUFFIX}"
-
