@@ -35,7 +35,7 @@ from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import EVAL_COLUMNS
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import SWEEP_CHART
-from hubkit.release.read import download_release, read_release
+from hubkit.release.read import download_release_files, read_release
 from hubkit.safety import kinds
 
 if TYPE_CHECKING:
@@ -80,11 +80,11 @@ def read_sweep_runs(
         if f"{EVAL_DIR}/{RESULTS_NAME}" not in release.files:
             left_out.append(f"{item.item_id}: not evaluated")
             continue
-        extra = (f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}")
-        run = download_release(
-            release, (), extra=extra, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+        evaluated = (f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}")  # no weights, no tokenizer
+        folder = download_release_files(
+            release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
         )
-        evaluation = load_eval(run.run_dir)
+        evaluation = load_eval(folder)
         if evaluation is None:
             left_out.append(f"{item.item_id}: not evaluated")
             continue

@@ -120,28 +120,12 @@ def download_release(
         ReleaseError: a step the release does not publish, a file larger than its kind, bad metrics.
         HubError: the download failed (`hubkit.hub.failures`).
     """
-    from huggingface_hub import snapshot_download
-
     missing = sorted(set(steps) - set(release.steps))
     if missing:
         raise ReleaseError(f"{release.repo_id} publishes no step {', '.join(map(str, missing))}")
     wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
     wanted += [path for step in steps for path in checkpoint_files(step)]
-    paths = [path for path in dict.fromkeys(wanted) if path in release.files]
-    for path in paths:
-        size, bound = release.sizes.get(path, 0), max_bytes(path)
-        if bound is None or size > bound:
-            raise ReleaseError(
-                f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "
-                "refusing to download it"
-            )
-    with hub_errors(release.repo_id, endpoint):
-        # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
-        folder = Path(
-            snapshot_download(
-                release.repo_id, revision=release.commit, allow_patterns=paths, endpoint=endpoint, token=token
-            )
-        )
+    folder = download_release_files(release, wanted, endpoint=endpoint, token=token, max_bytes=max_bytes)
     root_tokenizer = folder if release.has_tokenizer else None
     checkpoints = tuple(
         Checkpoint(
@@ -165,6 +149,44 @@ def download_release(
         metrics=metrics,
         finished=release.manifest.finished_at is not None,
     )
+
+
+def download_release_files(
+    release: Release,
+    paths: Sequence[str],
+    *,
+    endpoint: str | None,
+    token: str | None,
+    max_bytes: Callable[[str], int | None],
+) -> Path:
+    """Download those of `paths` the release has, each bounded by `max_bytes` on the listing before any
+    byte is downloaded (see `download_release`); the folder they are in, laid out as the repo.
+
+    Raises:
+        ReleaseError: a file larger than its kind.
+        HubError: the download failed.
+    """
+    from huggingface_hub import snapshot_download
+
+    present = [path for path in dict.fromkeys(paths) if path in release.files]
+    for path in present:
+        size, bound = release.sizes.get(path, 0), max_bytes(path)
+        if bound is None or size > bound:
+            raise ReleaseError(
+                f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "
+                "refusing to download it"
+            )
+    with hub_errors(release.repo_id, endpoint):
+        # Exact paths, no wildcards: the client's patterns would let `*` cross folders.
+        return Path(
+            snapshot_download(
+                release.repo_id,
+                revision=release.commit,
+                allow_patterns=present,
+                endpoint=endpoint,
+                token=token,
+            )
+        )
 
 
 def read_release_manifest(
