@@ -195,7 +195,7 @@ def eval_command(
         release, run = None, load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
         plan = plan_eval(run, request, endpoint=endpoint)
         eval_parent = None
-    results = _evaluate(plan, console, quiet, endpoint, vllm_python)
+    (results,) = _evaluate([plan], console, quiet, endpoint, vllm_python)
     console.print(_table(results.summary))
     console.print(_best_line(results.summary), highlight=False)
     _save(results, run, eval_parent, console)
@@ -215,17 +215,20 @@ def _open_release(
 
 
 def _evaluate(
-    plan: EvalPlan, console: Console, quiet: bool, endpoint: str, vllm_python: Path | None
-) -> EvalResults:
-    from hubkit.evaluate.evaluation import execute_eval
+    plans: list[EvalPlan], console: Console, quiet: bool, endpoint: str, vllm_python: Path | None
+) -> list[EvalResults]:
+    """The plans' evaluations in one pass (one plan, or a sweep's runs), with a progress bar."""
+    from hubkit.evaluate.evaluation import execute_evals
 
-    console.print(_plan_line(plan), highlight=False)
-    console.print(_contamination_line(plan), highlight=False)
+    for plan in plans:
+        console.print(_plan_line(plan), highlight=False)
+        console.print(_contamination_line(plan), highlight=False)
+    models = any(p.include_base for p in plans) + sum(len(p.checkpoints) for p in plans)  # the base once
     columns = (TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=quiet) as progress:
-        task = progress.add_task("eval", total=len(plan.problems.problems) * len(plan.models))
-        return execute_eval(
-            plan,
+        task = progress.add_task("eval", total=len(plans[0].problems.problems) * models)
+        return execute_evals(
+            plans,
             endpoint=endpoint,
             progress=lambda done: progress.advance(task, done),
             vllm_python=str(vllm_python) if vllm_python else None,
@@ -241,27 +244,13 @@ def _evaluate_sweep(
     endpoint: str,
     vllm_python: Path | None,
 ) -> None:
-    from hubkit.evaluate.evaluation import execute_evals, plan_eval
+    from hubkit.evaluate.evaluation import plan_eval
     from hubkit.runs import load_run
     from hubkit.runs.locate import sweep_run_dirs
 
-    plans = [
-        plan_eval(load_run(folder), request, endpoint=endpoint) for folder in sweep_run_dirs(name, runs_dir)
-    ]
-    for plan in plans:
-        console.print(_plan_line(plan), highlight=False)
-        console.print(_contamination_line(plan), highlight=False)
-    models = any(p.include_base for p in plans) + sum(len(p.checkpoints) for p in plans)  # the base once
-    columns = (TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=quiet) as progress:
-        task = progress.add_task("eval", total=len(plans[0].problems.problems) * models)
-        evaluated = execute_evals(
-            plans,
-            endpoint=endpoint,
-            progress=lambda done: progress.advance(task, done),
-            vllm_python=str(vllm_python) if vllm_python else None,
-        )
-    for plan, results in zip(plans, evaluated, strict=True):
+    folders = sweep_run_dirs(name, runs_dir)
+    plans = [plan_eval(load_run(folder), request, endpoint=endpoint) for folder in folders]
+    for plan, results in zip(plans, _evaluate(plans, console, quiet, endpoint, vllm_python), strict=True):
         console.print(_table(results.summary))
         console.print(_best_line(results.summary), highlight=False)
         _save(results, plan.run, None, console)

@@ -27,7 +27,7 @@ from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep_page import page_files, publish_page, read_sweep_runs
+from hubkit.publish.sweep_page import note_point, page_files, publish_page, read_sweep_runs
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.manifest import SweepInfo
@@ -130,11 +130,10 @@ def _order_by_value(api: HfApi, collection: Collection) -> Collection:
         note = getattr(item, "note", None) or ""
         if note == PAGE_NOTE:
             return (-1, 0.0, "", 0)
-        head, _, _ = note.partition(":")
-        value, _, kind = head.partition(" · ")
-        if "=" not in value or kind not in KIND_ORDER:
+        point = note_point(note)
+        if point is None or point[1] not in KIND_ORDER:
             return (2, 0.0, "", 0)
-        return (*_value_key(value.split("=", 1)[1]), KIND_ORDER.index(kind))
+        return (*_value_key(point[0]), KIND_ORDER.index(point[1]))
 
     current = list(collection.items)
     wanted = sorted(current, key=key)

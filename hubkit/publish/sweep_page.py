@@ -62,6 +62,15 @@ class SweepRun:
     evaluation: EvalResults
 
 
+def note_point(note: str | None) -> tuple[str, str] | None:
+    """The varied value and the repo's kind a run's Collection note starts with
+    (``setting=value · kind: …``, `hubkit.publish.sweep.run_note`); None for any other note."""
+    head, _, _ = (note or "").partition(":")
+    point, _, kind = head.partition(" · ")
+    _, equals, value = point.partition("=")
+    return (value, kind) if equals and kind else None
+
+
 def read_sweep_runs(
     collection: Collection, *, endpoint: str | None, token: str | None
 ) -> tuple[list[SweepRun], list[str]]:
@@ -69,9 +78,8 @@ def read_sweep_runs(
     left out, in words (not evaluated, or on other problems than the first run)."""
     runs, left_out = [], []
     for item in collection.items:
-        head, _, _ = (item.note or "").partition(":")
-        value, _, kind = head.partition(" · ")
-        if item.item_type != "model" or kind != "adapter" or "=" not in value:
+        point = note_point(item.note)
+        if item.item_type != "model" or point is None or point[1] != "adapter":
             continue
         if len(runs) == MAX_RUNS:
             left_out.append(f"the runs after the first {MAX_RUNS}")
@@ -91,7 +99,7 @@ def read_sweep_runs(
         if runs and evaluation.summary.problems.sha256 != runs[0].evaluation.summary.problems.sha256:
             left_out.append(f"{item.item_id}: evaluated on other problems than {runs[0].repo_id}")
             continue
-        runs.append(SweepRun(item.item_id, value.split("=", 1)[1], evaluation))
+        runs.append(SweepRun(item.item_id, point[0], evaluation))
     return runs, left_out
 
 
