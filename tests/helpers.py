@@ -60,8 +60,17 @@ def commit_ids(hub_api, repo_id: str) -> list[str]:
 
 
 def write_requests(request_log: list, start: int) -> list[tuple[str, str, int]]:
-    """Requests to the local Hub since `start` that upload bytes or change a repo."""
-    return [r for r in request_log[start:] if r[0] in ("PUT", "DELETE") or "/commit/" in r[1]]
+    """Requests to the local Hub since `start` that upload bytes (LFS or Xet) or change a repo."""
+    return [
+        r
+        for r in request_log[start:]
+        if r[0] in ("PUT", "DELETE") or "/commit/" in r[1] or (r[0] == "POST" and r[1].startswith("/xet/"))
+    ]
+
+
+def uploaded(hub, start: int = 0) -> list[str]:
+    """The sha256 of every object uploaded to `hub` since `hub.uploads[start]`, through LFS or Xet."""
+    return [sha256 for _repo, sha256, _protocol in hub.uploads[start:]]
 
 
 def run_cli(argv: list[str]) -> int:

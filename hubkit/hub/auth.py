@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlsplit
 
-from huggingface_hub import HfApi, constants, get_session, get_token
+from huggingface_hub import HfApi, get_session, get_token
 
 from hubkit.errors import AuthError
 
@@ -55,10 +55,6 @@ def hub_client(endpoint: str, token: str | None) -> HfApi:
     Returns:
         The client.
     """
-    if is_local_endpoint(endpoint):
-        # The local Hub speaks the classic LFS protocol, not Xet; huggingface_hub >=1.20 uses Xet
-        # unconditionally unless this is set (it is read on each upload, see research/hub.md §2.2).
-        constants.HF_HUB_DISABLE_XET = True
     threading.Thread(target=get_session, name="hubkit-http-session", daemon=True).start()
     return HfApi(endpoint=endpoint, token=token if token is not None else False)
 

@@ -10,18 +10,30 @@ from hubkit.localhub import errors
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.names import check_path
-from hubkit.localhub.repos import FileEntry, FolderEntry
+from hubkit.localhub.repos import FileEntry, FolderEntry, RepoRef
 
 _RANGE = re.compile(r"^bytes=([0-9]{0,19})-([0-9]{0,19})$")
 
 
-def _entry_json(entry: FileEntry | FolderEntry) -> dict:
+def _entry_json(ctx: HubContext, entry: FileEntry | FolderEntry) -> dict:
     if isinstance(entry, FolderEntry):
         return {"type": "directory", "oid": entry.tree_sha, "size": 0, "path": entry.path}
     item: dict = {"type": "file", "oid": entry.blob_sha, "size": entry.size, "path": entry.path}
     if entry.lfs:
         item["lfs"] = {"oid": entry.lfs.oid, "size": entry.size, "pointerSize": len(entry.lfs.to_bytes())}
+        if xet_hash := ctx.xet.file_of_object(entry.lfs.oid):
+            item["xetHash"] = xet_hash
     return item
+
+
+def _xet_headers(ctx: HubContext, req: Request, ref: RepoRef, revision: str, oid: str) -> dict[str, str]:
+    """The headers that send a Xet client to Xet for an object uploaded through it, with where to ask for
+    a read token. None for an object uploaded through LFS: every client downloads it whole."""
+    xet_hash = ctx.xet.file_of_object(oid)
+    if xet_hash is None:
+        return {}
+    token_url = f"{req.base_url}/api/{ref.repo_type}s/{ref.repo_id}/xet-read-token/{revision}"
+    return {"X-Xet-Hash": xet_hash, "Link": f'<{token_url}>; rel="xet-auth"'}
 
 
 def _clean_path(path: str) -> str:
@@ -34,7 +46,7 @@ def list_tree(
     repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.resolve(revision)
     entries = repo.tree(commit, _clean_path(path.strip("/")), recursive=req.flag("recursive"))
-    return json_response([_entry_json(e) for e in entries])
+    return json_response([_entry_json(ctx, e) for e in entries])
 
 
 def paths_info(
@@ -48,10 +60,10 @@ def paths_info(
     else:
         paths = parse_qs(req.body.read().decode("utf-8", "replace"), keep_blank_values=True).get("paths", [])
     entries = repo.paths_info(repo.resolve(revision), [_clean_path(p.strip("/")) for p in paths])
-    return json_response([_entry_json(e) for e in entries])
+    return json_response([_entry_json(ctx, e) for e in entries])
 
 
-def _byte_range(req: Request, size: int) -> tuple[int, int] | None:
+def byte_range(req: Request, size: int) -> tuple[int, int] | None:
     """(start, length) of a `Range: bytes=a-b` header, None for the whole file; 416 when unsatisfiable."""
     header = req.headers.get("Range")
     if not header:
@@ -71,12 +83,12 @@ def _byte_range(req: Request, size: int) -> tuple[int, int] | None:
     return start, end - start + 1
 
 
-def _file_response(
+def file_response(
     req: Request, headers: dict[str, str], size: int, file: Path | None, data: bytes
 ) -> Response:
     """200 or 206 for the bytes of `file` (or `data`), honouring a Range header."""
     headers = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **headers}
-    span = _byte_range(req, size)
+    span = byte_range(req, size)
     status, (start, length) = (200, (0, size)) if span is None else (206, span)
     if span is not None:
         headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{size}"
@@ -99,14 +111,15 @@ def resolve(
     headers = {"X-Repo-Commit": commit}
     if entry.lfs is None:
         headers["ETag"] = f'"{entry.blob_sha}"'
-        return _file_response(req, headers, entry.size, None, repo.read(entry))
+        return file_response(req, headers, entry.size, None, repo.read(entry))
     oid = entry.lfs.oid
     headers.update({"ETag": f'"{oid}"', "X-Linked-Etag": f'"{oid}"', "X-Linked-Size": str(entry.size)})
+    headers.update(_xet_headers(ctx, req, repo.ref, commit, oid))
     if ctx.cdn_endpoint:
         url_path = cdn_path(repo_type, namespace, name, oid)
         headers["Location"] = ctx.signed_url(ctx.cdn_endpoint, url_path, req.caller)
         return Response(302, headers)
-    return _file_response(req, headers, entry.size, repo.lfs.path(oid), b"")
+    return file_response(req, headers, entry.size, repo.lfs.path(oid), b"")
 
 
 def cdn_object(
@@ -118,4 +131,4 @@ def cdn_object(
     size = repo.lfs.size(oid)
     if size is None:
         raise errors.not_found(f"LFS object {oid} not found.")
-    return _file_response(req, {"ETag": f'"{oid}"'}, size, repo.lfs.path(oid), b"")
+    return file_response(req, {"ETag": f'"{oid}"'}, size, repo.lfs.path(oid), b"")

@@ -109,8 +109,8 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
     return json_response({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=LFS_JSON)
 
 
-def _store_upload(ctx: HubContext, req: Request, size: int, write: Callable[[Iterator[bytes]], T]) -> T:
-    """Store an LFS upload's body with `write`, through the fault mode (a 503/429 instead, or a body cut
+def store_upload(ctx: HubContext, req: Request, size: int, write: Callable[[Iterator[bytes]], T]) -> T:
+    """Store an upload's body (an LFS object or part, a Xet xorb or shard) with `write`, through the fault mode (a 503/429 instead, or a body cut
     halfway)."""
     refusal = ctx.faults.upload_status()
     if refusal is not None:
@@ -132,7 +132,8 @@ def lfs_put(ctx: HubContext, req: Request, repo_type: str, namespace: str, name:
     repo, grant = ctx.signed_repo(req, path, repo_type, namespace, name, upload=True)
     size = grant.size or 0
     req.body.limit_to(size, f"The upload of LFS object {oid}")
-    _store_upload(ctx, req, size, lambda body: repo.lfs.write(oid, size, body))
+    store_upload(ctx, req, size, lambda body: repo.lfs.write(oid, size, body))
+    ctx.uploads.append((repo.ref.repo_id, oid, "lfs"))
     return json_response({})
 
 
@@ -147,7 +148,7 @@ def lfs_put_part(
     offset = (int(part) - 1) * chunk
     length = min(chunk, size - offset)
     req.body.limit_to(length, f"Part {part} of LFS object {oid}")
-    etag = _store_upload(ctx, req, length, lambda body: repo.lfs.write_part(oid, int(part), offset, body))
+    etag = store_upload(ctx, req, length, lambda body: repo.lfs.write_part(oid, int(part), offset, body))
     return json_response({}, headers={"ETag": etag})
 
 
@@ -167,6 +168,7 @@ def lfs_complete(
         raise errors.bad_request("Multipart completion names another oid than its URL.")
     part_count = _part_count(size, ctx.settings.multipart_chunk_size)
     repo.lfs.complete_multipart(oid, size, part_count, etags)
+    ctx.uploads.append((repo.ref.repo_id, oid, "lfs"))
     return json_response({})
 
 

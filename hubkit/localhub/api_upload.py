@@ -25,12 +25,6 @@ def validate_yaml(ctx: HubContext, req: Request) -> Response:
     return json_response({"errors": [{"message": p} for p in problems], "warnings": []}, status)
 
 
-def xet_token(ctx: HubContext, req: Request, **_: str) -> Response:
-    raise errors.not_implemented(
-        "This local Hub does not speak Xet: set HF_HUB_DISABLE_XET=1 before importing huggingface_hub."
-    )
-
-
 # --- preupload -------------------------------------------------------------------------------------
 
 

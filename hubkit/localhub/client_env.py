@@ -1,6 +1,6 @@
 """Point the huggingface_hub client (and transformers, peft, gradio) at a local Hub.
 
-The client reads HF_ENDPOINT, HF_HUB_DISABLE_XET and HF_HOME into module constants when it is
+The client reads HF_ENDPOINT and HF_HOME into module constants when it is
 first imported, so the environment must be set before that import. When it was imported already,
 its constants are patched instead (without this module importing it).
 """
@@ -21,8 +21,6 @@ def client_environment(endpoint: str, hf_home: str, token: str | None = OPEN_HUB
     as HF_TOKEN, unless None)."""
     env = {
         "HF_ENDPOINT": endpoint,
-        # huggingface_hub ≥1.20 uploads through Xet whenever hf_xet is installed; the local Hub speaks LFS.
-        "HF_HUB_DISABLE_XET": "1",
         "HF_HOME": hf_home,
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "GRADIO_ANALYTICS_ENABLED": "False",
@@ -54,7 +52,6 @@ def use_local_hub(endpoint: str, hf_home: str, token: str | None = OPEN_HUB_TOKE
     patched = {
         "ENDPOINT": endpoint,
         "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
-        "HF_HUB_DISABLE_XET": True,
         "HF_HUB_DISABLE_TELEMETRY": True,
         "HF_HUB_OFFLINE": False,
         "HF_HOME": hf_home,

@@ -15,6 +15,8 @@ from hubkit.localhub.messages import Request
 from hubkit.localhub.repos import Repo, RepoRef
 from hubkit.localhub.signed_urls import Grant, UrlSigner
 from hubkit.localhub.store import RepoStore
+from hubkit.localhub.xet_store import XetStore
+from hubkit.localhub.xet_tokens import XetTokens
 
 # URL prefix of each repo type on the Hub's web and git routes (models have none).
 URL_PREFIXES = {"model": "", "dataset": "datasets/", "space": "spaces/"}
@@ -37,7 +39,7 @@ class HubSettings:
         max_lfs_size: the largest LFS object accepted, in bytes (50 GB: well above a model's shard).
         max_json_body: the largest body of a JSON request (repo, branch and LFS batch APIs).
         max_commit_body: the largest commit (its regular files travel inside it, in base64).
-        signed_url_ttl: seconds an upload or download URL stays valid.
+        signed_url_ttl: seconds an upload or download URL, or a Xet token, stays valid.
         incomplete_upload_timeout: seconds after its last write that an unfinished multipart upload is
             removed (None: `signed_url_ttl` plus 10 minutes, when none of its URLs can add to it).
         faults: faults to inject on purpose, for tests of clients against a flaky Hub (`faults.py`).
@@ -89,14 +91,19 @@ class HubContext:
     faults: Faults = field(default_factory=lambda: Faults(None))
     # Signs upload and download URLs; kept in the root, so that URLs handed out survive a restart.
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    uploads: list[tuple[str, str, str]] = field(default_factory=list)  # `LocalHub.uploads`
     access: AccessPolicy = field(init=False)
     signer: UrlSigner = field(init=False)
     collections: CollectionStore = field(init=False)
+    xet: XetStore = field(init=False)
+    xet_tokens: XetTokens = field(init=False)
 
     def __post_init__(self) -> None:
         self.access = AccessPolicy(self.settings.user, self.settings.token, self.settings.users, self.secret)
         self.signer = UrlSigner(self.secret, self.settings.signed_url_ttl)
         self.collections = CollectionStore(self.store.root)
+        self.xet = XetStore(self.store.root)
+        self.xet_tokens = XetTokens(self.secret, self.settings.signed_url_ttl)
 
     @staticmethod
     def author(caller: Caller) -> str:

@@ -10,7 +10,8 @@ Any web page the user opens can send requests to a server on 127.0.0.1. It canno
   multipart, and no Authorization header: JSON endpoints take only JSON (415), and writes need an
   Authorization header even on an open Hub (`access.py`).
 - A body is read only up to its route's limit, and refused from its Content-Length before the first byte
-  (413): a JSON API takes `max_json_body`, a commit `max_commit_body`, an LFS upload its object's size.
+  (413): a JSON API takes `max_json_body`, a commit `max_commit_body`, an LFS upload its object's size,
+  a Xet xorb or shard 64 MiB.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ JSON = "json"  # a JSON object: the repo, branch, tag, settings and LFS batch AP
 COMMIT = "commit"  # NDJSON: a commit, regular files inside it
 JSON_OR_FORM = "json-or-form"  # paths-info: the client sends a form
 LFS_CONTENT = "lfs"  # an LFS object, or one part of it: raw bytes
+XET_OBJECT = "xet"  # a Xet xorb or shard: raw bytes, at most 64 MiB (the spec's bound on both)
+MAX_XET_OBJECT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -129,5 +132,9 @@ def check_body(settings: HubSettings, req: Request, kind: str) -> None:
         raise errors.unsupported_media_type(
             f"This endpoint takes JSON or a form, not {media_type or 'none'}."
         )
-    limits = {COMMIT: settings.max_commit_body, LFS_CONTENT: settings.max_lfs_size}
+    limits = {
+        COMMIT: settings.max_commit_body,
+        LFS_CONTENT: settings.max_lfs_size,
+        XET_OBJECT: MAX_XET_OBJECT,
+    }
     body.limit_to(limits.get(kind, settings.max_json_body))

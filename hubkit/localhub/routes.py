@@ -8,7 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import api_collections, api_files, api_lfs, api_repos, api_upload, errors, guards
+from hubkit.localhub import (
+    api_collections,
+    api_files,
+    api_lfs,
+    api_repos,
+    api_upload,
+    api_xet,
+    errors,
+    guards,
+)
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError
@@ -28,7 +37,7 @@ class Route:
     handler: Handler
     body: str  # the kind of body it takes (`guards.py`): its content type and its size limit
     write: bool = False  # needs a write token for the namespace
-    signed: bool = False  # authorized by a URL signature instead of a token
+    signed: bool = False  # authorized by a URL signature or a Xet token instead of a Hub token
 
     def match(self, segments: list[str]) -> dict[str, str] | None:
         params: dict[str, str] = {}
@@ -70,6 +79,7 @@ def _model(handler: Handler) -> Handler:
 REPO = "/api/{types}/{namespace}/{name}"
 COLLECTION = "/api/collections/{namespace}/{slug}"
 UPLOAD = "/lfs-upload/{types}/{namespace}/{name}/{oid}"
+CAS = api_xet.CAS_PREFIX  # the Xet CAS API: authorized by Xet tokens (`xet_tokens.py`), not Hub tokens
 ROUTES = [
     _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
     _route("DELETE", "/api/repos/delete", api_repos.delete_repo, guards.JSON, write=True),
@@ -102,8 +112,8 @@ ROUTES = [
     _route("POST", REPO + "/paths-info/{revision}", api_files.paths_info, guards.JSON_OR_FORM),
     _route("POST", REPO + "/preupload/{revision}", api_upload.preupload, write=True),
     _route("POST", REPO + "/commit/{revision}", api_upload.commit, guards.COMMIT, write=True),
-    _route("GET", REPO + "/xet-write-token/{revision}", api_upload.xet_token),
-    _route("GET", REPO + "/xet-read-token/{revision}", api_upload.xet_token),
+    _route("GET", REPO + "/xet-write-token/{revision}", functools.partial(api_xet.token, scope="write")),
+    _route("GET", REPO + "/xet-read-token/{revision}", functools.partial(api_xet.token, scope="read")),
     _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/batch", api_lfs.lfs_batch),
     _route("POST", "/{namespace}/{name.git}/info/lfs/objects/batch", _model(api_lfs.lfs_batch)),
     _route("POST", "/{types}/{namespace}/{name.git}/info/lfs/objects/verify", api_lfs.lfs_verify, write=True),
@@ -112,6 +122,11 @@ ROUTES = [
     _route("PUT", UPLOAD + "/part/{part}", api_lfs.lfs_put_part, guards.LFS_CONTENT, signed=True),
     _route("POST", UPLOAD, api_lfs.lfs_complete, signed=True),
     _route("GET", "/lfs-objects/{types}/{namespace}/{name}/{oid}", api_files.cdn_object, signed=True),
+    _route("POST", CAS + "/v1/xorbs/{prefix}/{xorb}", api_xet.upload_xorb, guards.XET_OBJECT, signed=True),
+    _route("POST", CAS + "/v1/shards", api_xet.upload_shard, guards.XET_OBJECT, signed=True),
+    _route("GET", CAS + "/v1/reconstructions/{file_id}", api_xet.reconstruction, signed=True),
+    _route("GET", CAS + "/v1/chunks/{prefix}/{chunk}", api_xet.dedup_query, signed=True),
+    _route("GET", CAS + "/xorb-data/{types}/{namespace}/{name}/{xorb}", api_xet.xorb_data, signed=True),
     _route("GET", "/{types}/{namespace}/{name}/resolve/{revision}/{path+}", api_files.resolve),
     _route("GET", "/{namespace}/{name}/resolve/{revision}/{path+}", _model(api_files.resolve)),
 ]

@@ -99,6 +99,8 @@ class LocalHub:
         request_log: (method, path, status) of every request answered, in order; the path is as
             sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200);
             status 0 for a connection cut on purpose (the fault mode's drop_mid_upload).
+        uploads: (repo id, sha256, "lfs" or "xet") of every object an upload stored, in order: an LFS
+            object once its bytes are in, a Xet file once a shard registered it.
         token: the administrator's token, or None (see `access.py` for who may do what).
         faults: the fault mode's counters (`faults.injected`, `faults.stats()`), also served as JSON at
             `GET /api/local-hub/faults`; nothing is injected unless `settings.faults` says so.
@@ -131,6 +133,7 @@ class LocalHub:
         self.faults = Faults(self.settings.faults)
         self.use_cdn = cdn
         self.request_log: list[tuple[str, str, int]] = []
+        self.uploads: list[tuple[str, str, str]] = []
         self.endpoint = ""
         self.cdn_endpoint: str | None = None
         self._servers: list[HubHTTPServer] = []
@@ -154,7 +157,9 @@ class LocalHub:
             store.open()
         except RootInUseError as e:
             raise LocalHubError(f"{e} Stop it first, or serve another --root.") from None
-        context = HubContext(store, self.settings, faults=self.faults, secret=store.signing_key())
+        context = HubContext(
+            store, self.settings, faults=self.faults, secret=store.signing_key(), uploads=self.uploads
+        )
         context.collections.remove_leftovers()
         try:
             api = HubHTTPServer(

@@ -56,7 +56,7 @@ class RepoStore:
                 for leftover in git_dir.glob(pattern):
                     leftover.unlink(missing_ok=True)
             LfsStore(git_dir).remove_stale_uploads(None)  # unfinished multipart uploads: their client is gone
-        for leftover in self.root.glob(".tmp-*"):
+        for leftover in [*self.root.glob(".tmp-*"), *self.root.glob("xet/tmp/*")]:
             leftover.unlink(missing_ok=True)
         for namespace in (self.root / "repos").glob("*/*"):
             for leftover in namespace.glob(".tmp-*"):

@@ -1,0 +1,143 @@
+"""Handlers for Xet: the Hub API's token endpoints and the CAS API (spec `api.md`) under `/xet`.
+
+What the real client (huggingface_hub with hf_xet) calls: a token from the Hub, then xorb uploads, a shard
+upload (`/v2/shards` is not served: the client falls back to `/v1`), reconstructions (`/v2` likewise),
+the global dedup query, and the signed URLs of xorb byte ranges the reconstructions hand out.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from hubkit.localhub import errors
+from hubkit.localhub.api_files import byte_range, file_response
+from hubkit.localhub.api_lfs import store_upload
+from hubkit.localhub.context import HubContext
+from hubkit.localhub.messages import Request, Response, json_response
+from hubkit.localhub.repos import Repo
+from hubkit.localhub.xet_hashes import hex_to_hash, keyed_hash
+from hubkit.localhub.xet_shard import dedup_shard
+from hubkit.localhub.xet_store import XetFile
+from hubkit.localhub.xet_tokens import READ, WRITE
+
+CAS_PREFIX = "/xet"
+DEDUP_SHARD_LIFETIME = 7 * 24 * 3600  # how long a client may dedup against a dedup answer
+
+
+def _checked_hash(text: str, what: str) -> str:
+    try:
+        hex_to_hash(text)
+    except ValueError as e:
+        raise errors.bad_request(f"Invalid {what} hash: {e}") from None
+    return text
+
+
+def token(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str, scope: str
+) -> Response:
+    """A Xet token for one repo: read for anyone who may see it, write for who may write to it."""
+    repo = ctx.repo(req, repo_type, namespace, name, write=scope == WRITE)
+    access_token, expires = ctx.xet_tokens.make(repo.ref, scope, ctx.access.signer(req.caller))
+    cas_url = req.base_url + CAS_PREFIX
+    headers = {
+        "X-Xet-Cas-Url": cas_url,
+        "X-Xet-Access-Token": access_token,
+        "X-Xet-Token-Expiration": str(expires),
+    }
+    return json_response({"accessToken": access_token, "exp": expires, "casUrl": cas_url}, headers=headers)
+
+
+def _repo(ctx: HubContext, req: Request, scope: str) -> Repo:
+    """The repo a request's Xet token is for, if its signer may still read it (or write to it)."""
+    grant = ctx.xet_tokens.verify(req.headers.get("Authorization"), scope)
+    caller = ctx.access.caller_of(grant.signer)
+    if caller is None:
+        raise errors.unauthorized("a Xet token whose Hub token is still accepted: ask the Hub for a new one")
+    req.caller = caller
+    ref = grant.ref
+    return ctx.repo(req, ref.repo_type, ref.namespace, ref.name, write=scope == WRITE)
+
+
+def upload_xorb(ctx: HubContext, req: Request, prefix: str, xorb: str) -> Response:
+    _repo(ctx, req, WRITE)
+    if prefix != "default":
+        raise errors.bad_request(f"Xorbs are uploaded under the prefix 'default', not {prefix!r}.")
+    _checked_hash(xorb, "xorb")
+    body = store_upload(ctx, req, req.body.length or 0, b"".join)
+    return json_response({"was_inserted": ctx.xet.put_xorb(xorb, body)})
+
+
+def upload_shard(ctx: HubContext, req: Request) -> Response:
+    repo = _repo(ctx, req, WRITE)
+    data = store_upload(ctx, req, req.body.length or 0, b"".join)
+    for registered in ctx.xet.register_shard(data, repo.lfs):
+        ctx.uploads.append((repo.ref.repo_id, registered.sha256, "xet"))
+    return json_response({"result": 1})
+
+
+def _readable_file(ctx: HubContext, repo: Repo, file_id: str) -> XetFile:
+    """A registered file the repo holds; the same 404 whether it does not exist or belongs elsewhere."""
+    record = ctx.xet.file(_checked_hash(file_id, "file"))
+    if record is None or repo.lfs.size(record.sha256) is None:
+        raise errors.not_found(f"File {file_id} not found in {repo.ref.repo_id}.")
+    return record
+
+
+def reconstruction(ctx: HubContext, req: Request, file_id: str) -> Response:
+    """Which chunks of which xorbs make up a file (or the byte range asked for), with signed URLs to them."""
+    repo = _repo(ctx, req, READ)
+    record = _readable_file(ctx, repo, file_id)
+    span = byte_range(req, record.size)
+    first, last = (0, record.size - 1) if span is None else (span[0], span[0] + span[1] - 1)
+    terms, fetch_info, skip, position = [], {}, None, 0
+    for xorb, start, end, _length in record.terms:
+        chunks = ctx.xet.xorb_chunks(xorb)[start:end]
+        kept = []
+        for index, chunk in enumerate(chunks, start):
+            if position + chunk.length > first and position <= last:
+                skip = first - position if skip is None else skip
+                kept.append((index, chunk))
+            position += chunk.length
+        if not kept:
+            continue
+        (low, low_chunk), (high, high_chunk) = kept[0], kept[-1]
+        chunk_range = {"start": low, "end": high + 1}
+        terms.append({"hash": xorb, "unpacked_length": sum(c.length for _, c in kept), "range": chunk_range})
+        path = f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}"
+        fetch = {
+            "range": chunk_range,
+            "url": ctx.signed_url(req.base_url, path, req.caller),
+            "url_range": {"start": low_chunk.start, "end": high_chunk.end - 1},
+        }
+        fetch_info.setdefault(xorb, []).append(fetch)
+    return json_response({"offset_into_first_range": skip or 0, "terms": terms, "fetch_info": fetch_info})
+
+
+def xorb_data(
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, xorb: str
+) -> Response:
+    """A stored xorb's bytes (a byte range of them, as a reconstruction's `url_range` asks) by signed URL."""
+    path = f"{CAS_PREFIX}/xorb-data/{repo_type}s/{namespace}/{name}/{xorb}"
+    ctx.signed_repo(req, path, repo_type, namespace, name, upload=False)
+    file = ctx.xet.xorb_file(_checked_hash(xorb, "xorb"))
+    if not file.is_file():
+        raise errors.not_found(f"Xorb {xorb} not found.")
+    return file_response(req, {"ETag": f'"{xorb}"'}, file.stat().st_size, file, b"")
+
+
+def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Response:
+    """The global dedup API: for a chunk the Hub indexed, a shard listing the chunks of its xorb, each hash
+    keyed with a fresh key, so that only a client holding a chunk's bytes recognises it."""
+    _repo(ctx, req, READ)
+    if prefix != "default-merkledb":
+        raise errors.bad_request(f"Chunks are looked up under the prefix 'default-merkledb', not {prefix!r}.")
+    xorb = ctx.xet.dedup_xorb(_checked_hash(chunk, "chunk"))
+    if xorb is None:
+        raise errors.not_found(f"Chunk {chunk} is not in the dedup index.")
+    key, listed, offset = secrets.token_bytes(32), [], 0
+    for c in ctx.xet.xorb_chunks(xorb):
+        listed.append((keyed_hash(key, c.hash), offset, c.length))
+        offset += c.length
+    data = dedup_shard(hex_to_hash(xorb), listed, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
+    return Response(200, {"Content-Type": "application/octet-stream"}, data)

@@ -1,0 +1,178 @@
+"""The shard format (spec `shard.md`): file reconstructions and xorb listings, in 48-byte records.
+
+A shard is a 48-byte header (magic tag, version 2, footer size), the file info section (per file: a
+header, its terms, one verification entry per term, an optional sha256 record), a bookend, the CAS info
+section (per xorb: a header and one entry per chunk), a bookend, and a 200-byte footer that uploads
+leave out. All integers are little-endian. The Hub reads uploaded shards (`read_upload_shard`) and writes
+the ones the global dedup API answers with (`dedup_shard`).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+
+from hubkit.localhub.exceptions import InvalidInputError
+
+MAX_SHARD_SIZE = 64 * 1024 * 1024  # the spec's limit: a client splits bigger batches
+RECORD = 48
+HEADER_TAG = bytes(
+    [
+        72,
+        70,
+        82,
+        101,
+        112,
+        111,
+        77,
+        101,
+        116,
+        97,
+        68,
+        97,
+        116,
+        97,
+        0,
+        85,
+        105,
+        103,
+        69,
+        106,
+        123,
+        129,
+        87,
+        131,
+        165,
+        189,
+        217,
+        92,
+        205,
+        209,
+        74,
+        169,
+    ]
+)  # fmt: skip  (b"HFRepoMetaData\0" and 17 fixed bytes)
+_BOOKEND = b"\xff" * 32 + b"\x00" * 16
+_WITH_VERIFICATION = 1 << 31
+_WITH_METADATA = 1 << 30
+_FOOTER_SIZE = 200
+
+
+@dataclass(frozen=True)
+class Term:
+    """Chunks [start, end) of one xorb, `length` bytes once unpacked."""
+
+    xorb: bytes
+    start: int
+    end: int
+    length: int
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    """One file a shard registers: its hash, its terms, their verification hashes, its sha256 if given."""
+
+    file_hash: bytes
+    terms: tuple[Term, ...]
+    verifications: tuple[bytes, ...]
+    sha256: bytes | None
+
+
+@dataclass(frozen=True)
+class ShardXorb:
+    """A xorb a shard lists: its hash and its chunks' (hash, unpacked length)."""
+
+    xorb: bytes
+    chunks: tuple[tuple[bytes, int], ...]
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.offset = data, 0
+
+    def record(self) -> bytes:
+        if self.offset + RECORD > len(self.data):
+            raise InvalidInputError("The shard ends in the middle of a record.")
+        self.offset += RECORD
+        return self.data[self.offset - RECORD : self.offset]
+
+    def records(self, count: int) -> list[bytes]:
+        if count * RECORD > len(self.data) - self.offset:
+            raise InvalidInputError("The shard announces more records than it holds.")
+        return [self.record() for _ in range(count)]
+
+
+def _files(reader: _Reader) -> list[ShardFile]:
+    files = []
+    while (head := reader.record()) != _BOOKEND:
+        if head[:32] == _BOOKEND[:32]:
+            raise InvalidInputError("Invalid bookend in the shard's file section.")
+        file_hash = head[:32]
+        flags, count = struct.unpack_from("<II", head, 32)
+        if count == 0:
+            raise InvalidInputError("A file in the shard has no terms.")
+        terms = []
+        for entry in reader.records(count):
+            _flags, length, start, end = struct.unpack_from("<IIII", entry, 32)
+            if not start < end:
+                raise InvalidInputError("A term of the shard names an empty chunk range.")
+            terms.append(Term(entry[:32], start, end, length))
+        checks = [r[:32] for r in reader.records(count)] if flags & _WITH_VERIFICATION else []
+        sha256 = reader.record()[:32] if flags & _WITH_METADATA else None
+        files.append(ShardFile(file_hash, tuple(terms), tuple(checks), sha256))
+    return files
+
+
+def _xorbs(reader: _Reader) -> list[ShardXorb]:
+    xorbs = []
+    while (head := reader.record()) != _BOOKEND:
+        (count,) = struct.unpack_from("<I", head, 36)
+        entries = reader.records(count)
+        chunks = tuple((e[:32], struct.unpack_from("<I", e, 36)[0]) for e in entries)
+        xorbs.append(ShardXorb(head[:32], chunks))
+    return xorbs
+
+
+def read_upload_shard(data: bytes) -> tuple[list[ShardFile], list[ShardXorb]]:
+    """The files and xorbs of an uploaded shard (with or without its footer).
+
+    Raises:
+        InvalidInputError: over MAX_SHARD_SIZE, another magic tag or version, a truncated record, a missing
+            bookend, or bytes after the last section that are not a footer.
+    """
+    if len(data) > MAX_SHARD_SIZE:
+        raise InvalidInputError(f"A shard may be at most {MAX_SHARD_SIZE} bytes; this one is {len(data)}.")
+    if len(data) < RECORD or data[:32] != HEADER_TAG:
+        raise InvalidInputError("This is not a Xet shard (wrong magic tag).")
+    version, footer_size = struct.unpack_from("<QQ", data, 32)
+    if version != 2 or footer_size not in (0, _FOOTER_SIZE):
+        raise InvalidInputError(f"Unsupported shard version {version} (footer of {footer_size} bytes).")
+    reader = _Reader(data)
+    reader.offset = RECORD
+    files, xorbs = _files(reader), _xorbs(reader)
+    if len(data) - reader.offset != footer_size:
+        raise InvalidInputError("The shard has bytes after its sections that are not its footer.")
+    return files, xorbs
+
+
+def dedup_shard(xorb: bytes, chunks: list[tuple[bytes, int, int]], hmac_key: bytes, expiry: int) -> bytes:
+    """A shard answering a global dedup query: one xorb, its chunks as (keyed hash, byte start, length).
+
+    The chunk hashes are keyed with `hmac_key` (given in the footer), so that only a client holding a
+    chunk's bytes can recognise it.
+    """
+    body = bytearray(HEADER_TAG + struct.pack("<QQ", 2, _FOOTER_SIZE))
+    file_info_offset = len(body)
+    body += _BOOKEND
+    cas_info_offset = len(body)
+    total = sum(length for _, _, length in chunks)
+    body += xorb + struct.pack("<IIII", 0, len(chunks), total, 0)
+    for keyed, start, length in chunks:
+        body += keyed + struct.pack("<II", start, length) + bytes(8)
+    body += _BOOKEND
+    footer_offset = len(body)
+    now = int(time.time())
+    body += struct.pack("<QQQ", 1, file_info_offset, cas_info_offset) + bytes(48)
+    body += hmac_key + struct.pack("<QQ", now, expiry) + bytes(72) + struct.pack("<Q", footer_offset)
+    return bytes(body)

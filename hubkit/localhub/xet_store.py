@@ -1,0 +1,200 @@
+"""Xet storage: verified xorbs, registered files and the global dedup index, under `root/xet/`.
+
+- `xorbs/ab/<hash>`: a xorb's chunks as uploaded (footer dropped), beside `<hash>.idx`, its chunks'
+  hashes and offsets (44 bytes each). The index is written first and the xorb last, so a xorb that is
+  there is complete.
+- `files/ab/<hash>.json`: a file's terms, sha256 and size. A file is registered only once every term is
+  checked against the stored xorbs (range, length, verification hash), the file hash is recomputed from
+  the chunks, and the bytes rebuilt from them hash to the sha256 the shard claims. The rebuilt bytes
+  become the repo's LFS object, so commits, LFS downloads and the Hub's own readers see a Xet file as any
+  other; the xorbs serve Xet downloads. (huggingface.co rebuilds on the fly instead of keeping both.)
+- `sha256/<sha256>`: the file hash of an object, for the download headers that send clients to Xet.
+- `chunks/ab/<hash>`: the xorb of every chunk a client may ask the global dedup API about.
+
+Every file is written to a temporary name and renamed into place: a killed server leaves no partial
+object, only temporaries, cleared at the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.lfs import LfsStore
+from hubkit.localhub.xet_hashes import (
+    GLOBAL_DEDUP_MODULUS,
+    file_hash,
+    hash_to_hex,
+    hex_to_hash,
+    modulo,
+    verification_hash,
+)
+from hubkit.localhub.xet_shard import ShardFile, read_upload_shard
+from hubkit.localhub.xet_xorb import XorbChunk, read_xorb, unpack_chunk
+
+_INDEX_ENTRY = struct.Struct("<32sIII")
+
+
+@dataclass(frozen=True)
+class XetFile:
+    """A registered file: its terms as (xorb hash, first chunk, end chunk, unpacked length)."""
+
+    file_hash: str
+    sha256: str
+    size: int
+    terms: tuple[tuple[str, int, int, int], ...]
+
+
+class XetStore:
+    """The Xet objects of one Hub root."""
+
+    def __init__(self, root: Path) -> None:
+        self.base = root / "xet"
+
+    def _write(self, target: Path, data: bytes) -> None:
+        tmp_dir = self.base / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=tmp_dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    def _xorb_path(self, xorb: str) -> Path:
+        return self.base / "xorbs" / xorb[:2] / xorb
+
+    # --- xorbs ---------------------------------------------------------------------------------
+
+    def has_xorb(self, xorb: str) -> bool:
+        return self._xorb_path(xorb).is_file()
+
+    def put_xorb(self, xorb: str, body: bytes) -> bool:
+        """Verify and store an uploaded xorb; False when it was already stored. Raises InvalidInputError
+        (nothing stored) when the body is malformed or hashes to another xorb."""
+        chunks_section, chunks = read_xorb(body, hex_to_hash(xorb))
+        if self.has_xorb(xorb):
+            return False
+        path = self._xorb_path(xorb)
+        index = b"".join(_INDEX_ENTRY.pack(c.hash, c.start, c.end, c.length) for c in chunks)
+        self._write(path.with_suffix(".idx"), index)
+        self._write(path, chunks_section)
+        return True
+
+    def xorb_chunks(self, xorb: str) -> list[XorbChunk]:
+        """The chunks of a stored xorb (empty when it is not stored)."""
+        if not self.has_xorb(xorb):
+            return []
+        data = self._xorb_path(xorb).with_suffix(".idx").read_bytes()
+        return [XorbChunk(*entry) for entry in _INDEX_ENTRY.iter_unpack(data)]
+
+    def xorb_file(self, xorb: str) -> Path:
+        return self._xorb_path(xorb)
+
+    def _chunk_data(self, xorb: str, chunks: list[XorbChunk]) -> Iterator[bytes]:
+        with self._xorb_path(xorb).open("rb") as f:
+            for chunk in chunks:
+                f.seek(chunk.start)
+                yield unpack_chunk(f.read(chunk.end - chunk.start))
+
+    # --- files ---------------------------------------------------------------------------------
+
+    def _file_path(self, file_id: str) -> Path:
+        return self.base / "files" / file_id[:2] / f"{file_id}.json"
+
+    def file(self, file_id: str) -> XetFile | None:
+        try:
+            data = json.loads(self._file_path(file_id).read_text())
+        except FileNotFoundError:
+            return None
+        terms = tuple(tuple(t) for t in data["terms"])
+        return XetFile(file_id, data["sha256"], data["size"], terms)  # type: ignore[arg-type]
+
+    def file_of_object(self, sha256: str) -> str | None:
+        """The Xet file hash of an LFS object uploaded through Xet, or None."""
+        try:
+            return (self.base / "sha256" / sha256).read_text()
+        except FileNotFoundError:
+            return None
+
+    def _checked_terms(self, entry: ShardFile) -> list[tuple[str, list[XorbChunk]]]:
+        """Each term's xorb and chunks, once checked against what is stored."""
+        if len(entry.verifications) != len(entry.terms):
+            raise InvalidInputError("A shard's files must carry one verification hash per term.")
+        checked = []
+        for term, proof in zip(entry.terms, entry.verifications, strict=True):
+            xorb = hash_to_hex(term.xorb)
+            stored = self.xorb_chunks(xorb)
+            if not stored:
+                raise InvalidInputError(f"The shard names xorb {xorb}, which was never uploaded.")
+            chunks = stored[term.start : term.end]
+            if term.end > len(stored) or sum(c.length for c in chunks) != term.length:
+                raise InvalidInputError(f"A term of the shard does not match xorb {xorb}'s chunks.")
+            if verification_hash([c.hash for c in chunks]) != proof:
+                raise InvalidInputError(f"A term's verification hash does not match xorb {xorb}'s chunks.")
+            checked.append((xorb, chunks))
+        return checked
+
+    def _register(self, entry: ShardFile, lfs: LfsStore) -> XetFile:
+        if entry.sha256 is None:
+            raise InvalidInputError("A shard's files must carry their sha256 (a git repo names files by it).")
+        terms = self._checked_terms(entry)
+        every_chunk = [(c.hash, c.length) for _, chunks in terms for c in chunks]
+        file_id = hash_to_hex(entry.file_hash)
+        if file_hash(every_chunk) != entry.file_hash:
+            raise InvalidInputError(f"File {file_id} of the shard does not hash to its terms' chunks.")
+        sha256, size = hash_to_hex(entry.sha256), sum(length for _, length in every_chunk)
+        if lfs.size(sha256) != size:
+            data = (part for xorb, chunks in terms for part in self._chunk_data(xorb, chunks))
+            lfs.write(sha256, size, data)  # verifies the sha256 before the object appears
+        record = [[hash_to_hex(t.xorb), t.start, t.end, t.length] for t in entry.terms]
+        self._write(
+            self._file_path(file_id), json.dumps({"sha256": sha256, "size": size, "terms": record}).encode()
+        )
+        self._write(self.base / "sha256" / sha256, file_id.encode())
+        self._index_chunk(terms[0][1][0].hash, terms[0][0])  # a file's first chunk: always queryable
+        return XetFile(file_id, sha256, size, tuple(tuple(t) for t in record))  # type: ignore[arg-type]
+
+    def _index_chunk(self, chunk: bytes, xorb: str) -> None:
+        name = hash_to_hex(chunk)
+        path = self.base / "chunks" / name[:2] / name
+        if not path.is_file():
+            self._write(path, xorb.encode())
+
+    def register_shard(self, data: bytes, lfs: LfsStore) -> list[XetFile]:
+        """Register an uploaded shard's files in a repo (`lfs`: its object store) and index its xorbs'
+        chunks for global dedup.
+
+        Raises:
+            InvalidInputError: a malformed shard, a xorb never uploaded, a term, file hash or sha256 that
+                does not match the chunks. Files before the failing one stay registered: each was
+                checked whole.
+        """
+        files, xorbs = read_upload_shard(data)
+        for listed in xorbs:
+            if not self.has_xorb(hash_to_hex(listed.xorb)):
+                raise InvalidInputError(
+                    f"The shard lists xorb {hash_to_hex(listed.xorb)}, which was never uploaded."
+                )
+        registered = [self._register(entry, lfs) for entry in files]
+        for listed in xorbs:
+            xorb = hash_to_hex(listed.xorb)
+            for chunk in self.xorb_chunks(xorb):
+                if modulo(chunk.hash, GLOBAL_DEDUP_MODULUS) == 0:
+                    self._index_chunk(chunk.hash, xorb)
+        return registered
+
+    def dedup_xorb(self, chunk: str) -> str | None:
+        """The xorb holding an indexed chunk, or None."""
+        try:
+            return (self.base / "chunks" / chunk[:2] / chunk).read_text()
+        except FileNotFoundError:
+            return None

@@ -1,0 +1,292 @@
+"""The local Hub's Xet: the real huggingface_hub + hf_xet client uploads and downloads through it with no
+setting changed, a client with `HF_HUB_DISABLE_XET=1` still takes classic LFS, and every xorb, shard and
+token a client sends is checked before anything is stored.
+
+The refusal tests build xorbs and shards by hand (the spec's layout, uncompressed chunks): the hashes come
+from `hubkit.localhub.xet_hashes`, which the real client's uploads check, since the Hub stores nothing
+whose hash it did not recompute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from huggingface_hub import hf_hub_download, snapshot_download
+
+from hubkit.localhub import HubSettings, LocalHub
+from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
+from hubkit.localhub.xet_shard import HEADER_TAG
+from tests.helpers import team_settings, uploaded
+
+LFS_BATCH = "/info/lfs/objects/batch"
+
+
+def _paths(hub: LocalHub, start: int, method: str, fragment: str) -> list[str]:
+    return [
+        path
+        for m, path, status in hub.request_log[start:]
+        if m == method and fragment in path and 200 <= status < 300
+    ]
+
+
+def test_the_client_uploads_and_downloads_through_xet_with_no_setting(
+    local_hub, hub_api, new_repo_id, tmp_path
+):
+    hub_api.create_repo(new_repo_id)
+    weights = os.urandom(400_000) + bytes(300_000)  # several chunks, one of them compressible
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.bin").write_bytes(os.urandom(150_000))
+    (folder / "sub" / "b.safetensors").write_bytes(os.urandom(90_000))
+    start, uploads = len(local_hub.request_log), len(local_hub.uploads)
+
+    hub_api.upload_file(path_or_fileobj=weights, path_in_repo="w.bin", repo_id=new_repo_id)
+    hub_api.upload_folder(folder_path=folder, repo_id=new_repo_id)
+
+    assert _paths(local_hub, start, "POST", "/xet/v1/xorbs/default/")
+    assert len(_paths(local_hub, start, "POST", "/xet/v1/shards")) == 2
+    assert _paths(local_hub, start, "POST", LFS_BATCH) == [] and _paths(local_hub, start, "PUT", "/") == []
+    assert {p for _, _, p in local_hub.uploads[uploads:]} == {"xet"} and len(
+        uploaded(local_hub, uploads)
+    ) == 3
+
+    start = len(local_hub.request_log)
+    path = hf_hub_download(new_repo_id, "w.bin", cache_dir=tmp_path / "cache")
+    snapshot = Path(snapshot_download(new_repo_id, cache_dir=tmp_path / "snapshot"))
+    assert Path(path).read_bytes() == weights
+    assert (snapshot / "sub" / "b.safetensors").read_bytes() == (
+        folder / "sub" / "b.safetensors"
+    ).read_bytes()
+    assert (snapshot / "a.bin").read_bytes() == (folder / "a.bin").read_bytes()
+    assert _paths(local_hub, start, "GET", "/xet-read-token/")
+    assert len(set(_paths(local_hub, start, "GET", "/xet/v1/reconstructions/"))) == 3
+    assert _paths(local_hub, start, "GET", "/xet/xorb-data/")
+    assert not [p for p in _paths(local_hub, start, "GET", "/lfs-objects/")]  # no whole-file download
+    tree = {f.path: f for f in hub_api.list_repo_tree(new_repo_id, recursive=True)}
+    assert len(tree["w.bin"].xet_hash) == 64  # the listing names the Xet file too
+
+
+_CLASSIC_CLIENT = """
+import os, sys
+from pathlib import Path
+from huggingface_hub import HfApi, hf_hub_download
+api = HfApi()
+repo, folder = sys.argv[1], Path(sys.argv[2])
+api.create_repo(repo)
+api.upload_file(path_or_fileobj=str(folder / "lfs.bin"), path_in_repo="lfs.bin", repo_id=repo)
+for name in ("lfs.bin", sys.argv[3]):
+    source = sys.argv[4] if name != "lfs.bin" else repo
+    data = Path(hf_hub_download(source, name, cache_dir=folder / "cache")).read_bytes()
+    assert data == (folder / name).read_bytes(), name
+"""
+
+
+def test_a_client_with_xet_disabled_takes_lfs_and_reads_xet_uploads(
+    local_hub, hub_api, make_repo_id, tmp_path
+):
+    xet_repo, lfs_repo = make_repo_id(), make_repo_id()
+    hub_api.create_repo(xet_repo)
+    (tmp_path / "xet.bin").write_bytes(os.urandom(200_000))
+    (tmp_path / "lfs.bin").write_bytes(os.urandom(200_000))
+    hub_api.upload_file(path_or_fileobj=str(tmp_path / "xet.bin"), path_in_repo="xet.bin", repo_id=xet_repo)
+    start = len(local_hub.request_log)
+
+    env = {**os.environ, "HF_HUB_DISABLE_XET": "1"}
+    command = [sys.executable, "-c", _CLASSIC_CLIENT, lfs_repo, str(tmp_path), "xet.bin", xet_repo]
+    subprocess.run(command, env=env, check=True, timeout=300)
+
+    assert _paths(local_hub, start, "POST", LFS_BATCH) and _paths(local_hub, start, "PUT", "/lfs-upload/")
+    assert not [p for _, p, _ in local_hub.request_log[start:] if p.startswith("/xet/") or "/xet-" in p]
+    assert local_hub.uploads[-1][2] == "lfs"
+
+
+# --- what a hostile client sends ---------------------------------------------------------------------
+
+
+def _xorb(chunks: list[bytes]) -> tuple[str, bytes]:
+    """A xorb of uncompressed chunks (scheme 0) and its hash string."""
+    body = b"".join(
+        bytes([0]) + len(c).to_bytes(3, "little") + bytes([0]) + len(c).to_bytes(3, "little") + c
+        for c in chunks
+    )
+    return hash_to_hex(xorb_hash([(chunk_hash(c), len(c)) for c in chunks])), body
+
+
+def _shard(
+    xorb: str, chunks: list[bytes], *, file_id: bytes | None = None, sha256: bytes | None = None
+) -> bytes:
+    """An upload shard registering one file made of all of `xorb`'s `chunks`, with a verification entry."""
+    hashes = [chunk_hash(c) for c in chunks]
+    xorb_raw = b"".join(int(xorb[i : i + 16], 16).to_bytes(8, "little") for i in range(0, 64, 16))
+    data = b"".join(chunks)
+    file_id = file_id or file_hash([(h, len(c)) for h, c in zip(hashes, chunks, strict=True)])
+    digest = sha256 or hashlib.sha256(data).digest()
+    stored_sha = b"".join(digest[i : i + 8][::-1] for i in range(0, 32, 8))  # the protocol's byte order
+    bookend = b"\xff" * 32 + bytes(16)
+    return b"".join(
+        [
+            HEADER_TAG + struct.pack("<QQ", 2, 0),
+            file_id + struct.pack("<II", (1 << 31) | (1 << 30), 1) + bytes(8),
+            xorb_raw + struct.pack("<IIII", 0, len(data), 0, len(chunks)),
+            verification_hash(hashes) + bytes(16),
+            stored_sha + bytes(16),
+            bookend,
+            bookend,
+        ]
+    )
+
+
+class _Cas:
+    """Raw calls to one Hub's CAS API with a Xet token of one repo."""
+
+    def __init__(self, hub: LocalHub, repo_id: str, scope: str = "write", token: str = "any") -> None:
+        answer = httpx.get(
+            f"{hub.endpoint}/api/models/{repo_id}/xet-{scope}-token/main",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        answer.raise_for_status()
+        self.url, self.token = answer.json()["casUrl"], answer.json()["accessToken"]
+        assert answer.headers["X-Xet-Access-Token"] == self.token
+
+    def post(self, path: str, body: bytes, token: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        return httpx.post(f"{self.url}{path}", content=body, headers=headers, timeout=60)
+
+    def get(self, path: str, **headers: str) -> httpx.Response:
+        headers["Authorization"] = f"Bearer {self.token}"
+        return httpx.get(f"{self.url}{path}", headers=headers, timeout=60)
+
+
+def _stored(hub: LocalHub) -> list[str]:
+    return sorted(str(p.relative_to(hub.root)) for p in (hub.root / "xet").rglob("*") if p.is_file())
+
+
+def _lfs_objects(hub: LocalHub) -> list[Path]:
+    return [p for p in (hub.root / "repos").rglob("lfs/objects/*/*/*") if p.is_file()]
+
+
+@pytest.fixture
+def own_hub(tmp_path):
+    with LocalHub(tmp_path / "hub") as hub:
+        httpx.post(
+            f"{hub.endpoint}/api/repos/create",
+            json={"name": "target"},
+            headers={"Authorization": "Bearer any"},
+        )
+        yield hub
+
+
+def test_a_hand_built_upload_registers_and_reads_back(own_hub):
+    cas = _Cas(own_hub, "hubkit-user/target")
+    chunks = [os.urandom(9000), b"z" * 20000]
+    xorb, body = _xorb(chunks)
+    assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": True}
+    assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": False}
+    assert cas.post("/v1/shards", _shard(xorb, chunks)).status_code == 200
+    file_id = hash_to_hex(file_hash([(chunk_hash(c), len(c)) for c in chunks]))
+    plan = cas.get(f"/v1/reconstructions/{file_id}").json()
+    fetch = plan["fetch_info"][xorb][0]
+    span = fetch["url_range"]
+    data = httpx.get(fetch["url"], headers={"Range": f"bytes={span['start']}-{span['end']}"}).content
+    assert data == body and plan["terms"][0]["unpacked_length"] == 29000
+    ranged = cas.get(f"/v1/reconstructions/{file_id}", Range="bytes=9100-9200").json()
+    assert ranged["terms"][0]["range"] == {"start": 1, "end": 2} and ranged["offset_into_first_range"] == 100
+    assert [o.name for o in _lfs_objects(own_hub)] == [hashlib.sha256(b"".join(chunks)).hexdigest()]
+
+
+def test_tampered_xorbs_shards_and_tokens_are_refused_and_nothing_is_kept(own_hub):
+    cas = _Cas(own_hub, "hubkit-user/target")
+    chunks = [os.urandom(9000), os.urandom(12000)]
+    xorb, body = _xorb(chunks)
+    tampered = body[:-1] + bytes([body[-1] ^ 1])
+    answer = cas.post(f"/v1/xorbs/default/{xorb}", tampered)
+    assert answer.status_code == 400 and "hashes to" in answer.json()["error"]
+    # Under its own hash, another chunk's bytes: refused the same way.
+    other, other_body = _xorb([os.urandom(5000)])
+    assert cas.post(f"/v1/xorbs/default/{xorb}", other_body).status_code == 400
+    assert cas.post(f"/v1/xorbs/default/{other}", other_body[:-3]).status_code == 400  # cut short
+    assert _stored(own_hub) == []
+
+    reader = _Cas(own_hub, "hubkit-user/target", scope="read")
+    assert reader.post(f"/v1/xorbs/default/{xorb}", body).status_code == 403
+    assert reader.post("/v1/shards", _shard(xorb, chunks)).status_code == 403
+    assert cas.post(f"/v1/xorbs/default/{xorb}", body, token=cas.token[:-2] + "00").status_code == 401
+    assert _stored(own_hub) == []
+
+    # A shard naming a xorb never uploaded.
+    answer = cas.post("/v1/shards", _shard(xorb, chunks))
+    assert answer.status_code == 400 and "never uploaded" in answer.json()["error"]
+
+    assert cas.post(f"/v1/xorbs/default/{xorb}", body).status_code == 200
+    xorb_files = _stored(own_hub)
+    wrong_file = cas.post("/v1/shards", _shard(xorb, chunks, file_id=bytes(31) + b"\x01"))
+    assert wrong_file.status_code == 400 and "does not hash" in wrong_file.json()["error"]
+    wrong_sha = cas.post("/v1/shards", _shard(xorb, chunks, sha256=hashlib.sha256(b"other").digest()))
+    assert wrong_sha.status_code == 400 and "does not match its oid" in wrong_sha.json()["error"]
+    proof = _shard(xorb, chunks)
+    forged = proof.replace(verification_hash([chunk_hash(c) for c in chunks]), bytes(32))
+    assert cas.post("/v1/shards", forged).status_code == 400
+    assert _stored(own_hub) == xorb_files and _lfs_objects(own_hub) == []
+
+
+def test_an_oversized_xorb_is_refused_before_it_is_read(own_hub):
+    cas = _Cas(own_hub, "hubkit-user/target")
+    url = urlsplit(cas.url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    connection.putrequest("POST", f"{url.path}/v1/xorbs/default/{'0' * 64}")
+    connection.putheader("Authorization", f"Bearer {cas.token}")
+    connection.putheader("Content-Length", str(64 * 1024 * 1024 + 1))
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 413 and "at most" in json.loads(answer.read())["error"]
+    assert _stored(own_hub) == []
+
+
+def test_xet_tokens_expire(tmp_path):
+    with LocalHub(tmp_path / "hub", settings=HubSettings(signed_url_ttl=1)) as hub:
+        httpx.post(
+            f"{hub.endpoint}/api/repos/create", json={"name": "t"}, headers={"Authorization": "Bearer any"}
+        )
+        cas = _Cas(hub, "hubkit-user/t")
+        xorb, body = _xorb([os.urandom(1000)])
+        time.sleep(2.1)
+        answer = cas.post(f"/v1/xorbs/default/{xorb}", body)
+        assert answer.status_code == 401 and "expired" in answer.json()["error"]
+        assert _stored(hub) == []
+
+
+def test_a_reconstruction_never_serves_another_repos_private_file(tmp_path):
+    with LocalHub(tmp_path / "hub", settings=team_settings(tmp_path)) as hub:
+        for token, name, private in (
+            ("hf_alice_write", "secretive", True),
+            ("hf_carol_write", "open", False),
+        ):
+            created = httpx.post(
+                f"{hub.endpoint}/api/repos/create",
+                json={"name": name, "private": private},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert created.status_code == 200, created.text
+        alice = _Cas(hub, "alice/secretive", token="hf_alice_write")
+        chunks = [os.urandom(7000)]
+        xorb, body = _xorb(chunks)
+        assert alice.post(f"/v1/xorbs/default/{xorb}", body).status_code == 200
+        assert alice.post("/v1/shards", _shard(xorb, chunks)).status_code == 200
+        file_id = hash_to_hex(file_hash([(chunk_hash(chunks[0]), 7000)]))
+        assert alice.get(f"/v1/reconstructions/{file_id}").status_code == 200
+
+        carol = _Cas(hub, "carol/open", scope="read", token="hf_carol_write")
+        assert carol.get(f"/v1/reconstructions/{file_id}").status_code == 404
+        with pytest.raises(httpx.HTTPStatusError):  # nor a token for the private repo
+            _Cas(hub, "alice/secretive", scope="read", token="hf_carol_write")
