@@ -329,7 +329,7 @@ def run_memory(problems: int, max_new_tokens: int, float32: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-eval-memory-"))
     hub = LocalHub(workdir / "hub").start()
     # The client reads these at import time: set them before anything imports huggingface_hub.
-    os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HUB_DISABLE_XET="1", HF_HOME=str(workdir / "hf_home"))
+    os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(workdir / "hf_home"))
     os.environ.pop("HF_TOKEN", None)
     try:
         weights_bytes = build_release(workdir, hub.endpoint)

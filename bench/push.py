@@ -402,11 +402,22 @@ def start_server(root: Path) -> tuple[str, subprocess.Popen]:
     return process.stdout.readline().strip(), process
 
 
-def start_link(upstream: str, megabytes_per_second: float) -> tuple[str, subprocess.Popen]:
-    """bench/throttle.py in front of `upstream`: its endpoint and its process."""
+def start_link(
+    upstream: str, megabytes_per_second: float, count: Path | None = None
+) -> tuple[str, subprocess.Popen]:
+    """bench/throttle.py in front of `upstream` (counting into `count`): its endpoint and its process."""
     throttle = Path(__file__).with_name("throttle.py")
+    counting = ["--count", str(count)] if count else []
     process = subprocess.Popen(
-        [sys.executable, str(throttle), "--upstream", upstream, "--rate", str(megabytes_per_second * 1e6)],
+        [
+            sys.executable,
+            str(throttle),
+            "--upstream",
+            upstream,
+            "--rate",
+            str(megabytes_per_second * 1e6),
+            *counting,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

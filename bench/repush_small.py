@@ -110,9 +110,7 @@ def main() -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # both commands start from compiled bytecode
     endpoint, processes, link = start_hub(workdir / "hub", args.link_rate)
     # The local Hub speaks classic LFS only: `hf upload` is told so (hubkit tells its own client itself).
-    os.environ.update(
-        HF_ENDPOINT=endpoint, HF_TOKEN=TOKEN, HF_HOME=str(workdir / "hf_home"), HF_HUB_DISABLE_XET="1"
-    )
+    os.environ.update(HF_ENDPOINT=endpoint, HF_TOKEN=TOKEN, HF_HOME=str(workdir / "hf_home"))
     try:
         from huggingface_hub import HfApi
 

@@ -83,7 +83,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-bench-space-"))
     hub = LocalHub(workdir / "hub").start()
     # The client reads these at import time: set them before anything imports huggingface_hub.
-    os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HUB_DISABLE_XET="1", HF_HOME=str(workdir / "hf_home"))
+    os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(workdir / "hf_home"))
     os.environ.pop("HF_TOKEN", None)
     try:
         if args.memory:

@@ -4,7 +4,8 @@
     .venv/bin/python bench/throttle.py --upstream http://127.0.0.1:PORT --rate 100e6
 
 prints the proxy's endpoint (``http://127.0.0.1:PORT2``) on its first line, then forwards until it is
-ended. The local Hub names whatever address a client reached it by (its Host header) in the URLs it
+ended. With ``--count FILE`` it keeps FILE holding the bytes passed so far each way (`{"up": N, "down": N}`,
+rewritten every 0.1 s): what a benchmark reads as the bytes a client actually sent. The local Hub names whatever address a client reached it by (its Host header) in the URLs it
 hands out, so LFS uploads come back through the proxy too. Runs in its own process: the copying and
 the pacing cost a benchmarked push none of its interpreter.
 """
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 CHUNK = 64 * 1024
@@ -33,11 +36,13 @@ class Pacer:
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
+        self.passed = 0
         self._booked_until = time.monotonic()
         self._lock = threading.Lock()
 
     def take(self, n: int) -> None:
         with self._lock:
+            self.passed += n
             now = time.monotonic()
             self._booked_until = max(self._booked_until, now - BURST / self.rate) + n / self.rate
             wait = self._booked_until - now
@@ -82,12 +87,21 @@ def serve(listener: socket.socket, upstream: tuple[str, int], up: Pacer, down: P
         threading.Thread(target=both, daemon=True).start()
 
 
+def keep_count(path: Path, up: Pacer, down: Pacer) -> None:
+    while True:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"up": up.passed, "down": down.passed}))
+        tmp.replace(path)
+        time.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--upstream", required=True, help="the Hub's endpoint, http://HOST:PORT")
     parser.add_argument("--rate", type=float, required=True, help="bytes per second, each way")
+    parser.add_argument("--count", type=Path, default=None, help="keep this file holding the bytes passed")
     args = parser.parse_args()
     target = urlsplit(args.upstream)
     if target.scheme != "http" or not target.hostname or not target.port:
@@ -95,7 +109,10 @@ def main() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     print(f"http://127.0.0.1:{listener.getsockname()[1]}", flush=True)
     sys.stdout.close()
-    serve(listener, (target.hostname, target.port), Pacer(args.rate), Pacer(args.rate))
+    up, down = Pacer(args.rate), Pacer(args.rate)
+    if args.count is not None:
+        threading.Thread(target=keep_count, args=(args.count, up, down), daemon=True).start()
+    serve(listener, (target.hostname, target.port), up, down)
 
 
 if __name__ == "__main__":

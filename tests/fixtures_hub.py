@@ -1,11 +1,13 @@
 """Fixtures: the local Hub and tiny models published to it.
 
 The session's Hub starts in `pytest_configure`, before any test module imports huggingface_hub,
-because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constants at import time.
+because the client reads HF_ENDPOINT into a module constant at import time. Xet is on, as against
+huggingface.co: the client uploads and downloads through the local Hub's Xet CAS.
 
     local_hub          the running `hubkit.localhub.LocalHub` (.endpoint, .root, .request_log, .token)
     hub_api            a `huggingface_hub.HfApi` bound to it, with its token
     new_repo_id        a fresh, unique repo id for one test ("hubkit-test/<test>-<hex>")
+    classic_lfs        the client with Xet disabled for one test (LFS batch and PUTs)
     make_repo_id       a factory of such ids, for tests that need several
     qwen3_tokenizer_dir, tiny_qwen3, tiny_qwen3_tied, tiny_qwen2_tied   the real Qwen3 tokenizer; tiny models
     demo_base_model    the demo's base, which the GSM8K rewards score differently within a group
@@ -13,6 +15,7 @@ because the client reads HF_ENDPOINT and HF_HUB_DISABLE_XET into module constant
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -60,6 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hubkit-tests-"))
     hub = LocalHub(workdir / "hub", token=TEST_TOKEN).start()
     use_local_hub(hub.endpoint, str(workdir / "hf_home"), token=TEST_TOKEN)
+    # hf_xet waits 3 s, then longer, between its tries of a failed request (2.5 min for 6): the fault
+    # tests keep its tries and shorten the waits, as they skip huggingface_hub's own.
+    os.environ["HF_XET_CLIENT_RETRY_BASE_DELAY"] = "50ms"
     _session.update(hub=hub, workdir=workdir)
 
 
@@ -78,6 +84,15 @@ def local_hub() -> LocalHub:
     hub = _session["hub"]
     assert isinstance(hub, LocalHub)
     return hub
+
+
+@pytest.fixture
+def classic_lfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client as `HF_HUB_DISABLE_XET=1` makes it, for one test: uploads take the LFS batch API and
+    PUTs (the local Hub serves both; the session's default is Xet, as against huggingface.co)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
 
 
 @pytest.fixture(scope="session")

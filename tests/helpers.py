@@ -73,6 +73,16 @@ def uploaded(hub, start: int = 0) -> list[str]:
     return [sha256 for _repo, sha256, _protocol in hub.uploads[start:]]
 
 
+def chunks_sent(hub, start: int, end: int | None = None) -> set[bytes]:
+    """The hashes of the chunks in the xorbs uploaded to `hub` between two points of its request log: what
+    a Xet push sent of its files' bytes (a file registered again, its chunks already sent, adds none)."""
+    from hubkit.localhub.xet_store import XetStore
+
+    store = XetStore(hub.root)
+    posted = [p for m, p, status in hub.request_log[start:end] if m == "POST" and "/xet/v1/xorbs/" in p]
+    return {chunk.hash for path in posted for chunk in store.xorb_chunks(path.rsplit("/", 1)[-1])}
+
+
 def run_cli(argv: list[str]) -> int:
     """Run `hubkit ARGV` in this process; returns the exit status (`main` exits only on errors)."""
     try:

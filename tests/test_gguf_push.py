@@ -130,7 +130,6 @@ def test_the_cards_llama_cpp_python_usage_runs_as_written(release: GGUFRelease, 
         **os.environ,
         "HF_ENDPOINT": local_hub.endpoint,
         "HF_HUB_CACHE": str(tmp_path / "cache"),
-        "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
     done = subprocess.run(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import sha256_of
+from helpers import chunks_sent, sha256_of, uploaded
 
 
 def _requests(hub, method: str, fragment: str, since: int = 0) -> list[tuple[str, str, int]]:
@@ -34,13 +34,13 @@ def test_upload_folder_then_download_list_branch_and_tag(local_hub, hub_api, new
 
     big = checkpoint_folder / "checkpoints/global_step_20/adapter_model.safetensors"
     hub_api.create_repo(new_repo_id)
-    start = len(local_hub.request_log)
+    start, uploads = len(local_hub.request_log), len(local_hub.uploads)
     info = hub_api.upload_folder(
         repo_id=new_repo_id, folder_path=checkpoint_folder, commit_message="Add step 20"
     )
 
-    # One LFS upload (the safetensors), one commit.
-    assert len(_requests(local_hub, "PUT", "/lfs-upload/", start)) == 1
+    # One large file (the safetensors, through Xet), one commit.
+    assert uploaded(local_hub, uploads) == [sha256_of(big)]
     assert len(_requests(local_hub, "POST", f"/api/models/{new_repo_id}/commit/main", start)) == 1
 
     path = hf_hub_download(new_repo_id, "adapter_model.safetensors", subfolder="checkpoints/global_step_20")
@@ -99,7 +99,9 @@ def test_identical_upload_makes_no_commit_and_sends_no_bytes(
     start = len(local_hub.request_log)
     second = hub_api.upload_folder(repo_id=new_repo_id, folder_path=checkpoint_folder)
     assert second.oid == first.oid
-    assert _requests(local_hub, "PUT", "/lfs-upload/", start) == []
+    assert (
+        chunks_sent(local_hub, start) == set()
+    )  # through Xet the file is registered again, its bytes not sent
     assert _requests(local_hub, "POST", "/commit/", start) == []
 
 
@@ -249,7 +251,7 @@ def test_head_metadata_and_range_requests(local_hub, hub_api, new_repo_id, check
     assert response.status_code == 416
 
 
-def test_multipart_lfs_upload(tmp_path):
+def test_multipart_lfs_upload(tmp_path, classic_lfs):
     """A server asking for parts: the client PUTs each part, then completes; the object is verified whole."""
     from huggingface_hub import HfApi, hf_hub_download
 
@@ -329,8 +331,8 @@ def test_localhub_imports_no_heavy_package():
 
 
 def test_use_local_hub_patches_an_already_imported_client(tmp_path):
-    """When huggingface_hub was imported first, its constants are patched: LFS uploads skip Xet, the
-    endpoint and the cache are the local ones."""
+    """When huggingface_hub was imported first, its constants are patched: the endpoint and the caches
+    (Xet's too) are the local ones."""
     code = f"""
 import os
 from pathlib import Path
@@ -346,7 +348,7 @@ with LocalHub({str(tmp_path / "hub")!r}) as hub:
     path = huggingface_hub.hf_hub_download("me/late", "w.safetensors")
     assert Path(path).read_bytes() == b"\\0" * 20_000
     assert path.startswith({str(tmp_path / "hf_home")!r}), path
-    assert any(p.startswith("/lfs-upload/") for _, p, _ in hub.request_log)
+    assert any(p.startswith("/xet/v1/shards") for _, p, _ in hub.request_log)
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     result = subprocess.run(

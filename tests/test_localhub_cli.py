@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import HfHubHTTPError
 
 BIN = Path(sys.executable).parent
@@ -21,7 +21,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_hf_cli_upload_and_download_round_trip(hub_api, new_repo_id, tmp_path):
-    """The session's environment (HF_ENDPOINT, HF_HUB_DISABLE_XET, HF_TOKEN) is all the `hf` CLI needs."""
+    """The session's environment (HF_ENDPOINT, HF_TOKEN) is all the `hf` CLI needs."""
     folder = tmp_path / "model"
     (folder / "checkpoints" / "global_step_20").mkdir(parents=True)
     (folder / "config.json").write_text('{"model_type": "qwen3"}\n')
@@ -91,14 +91,17 @@ def test_hubkit_hub_serve_on_a_busy_port_fails_in_one_line(local_hub, tmp_path):
     assert "Cannot listen on 127.0.0.1:" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_hubkit_hub_serve_takes_an_allowed_host_and_a_maximum_lfs_size(tmp_path):
+def test_hubkit_hub_serve_takes_an_allowed_host_and_a_maximum_lfs_size(tmp_path, monkeypatch):
     root = tmp_path / "hub"
     process, endpoint = _start_serve(root, "--allowed-host", "hub.lab", "--max-lfs-size", "1MB")
     try:
         api = HfApi(endpoint=endpoint, token="any")
         api.create_repo("me/limited")
         api.upload_file(path_or_fileobj=os.urandom(999_999), path_in_repo="w.bin", repo_id="me/limited")
-        with pytest.raises(HfHubHTTPError) as caught:
+        with pytest.raises(ConnectionError, match="413"):  # through Xet: the shard registering it is refused
+            api.upload_file(path_or_fileobj=os.urandom(1_000_001), path_in_repo="x.bin", repo_id="me/limited")
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        with pytest.raises(HfHubHTTPError) as caught:  # through LFS: its batch is refused
             api.upload_file(path_or_fileobj=os.urandom(1_000_001), path_in_repo="x.bin", repo_id="me/limited")
         assert caught.value.response.status_code == 413 and "--max-lfs-size" in str(caught.value)
         port = endpoint.rsplit(":", 1)[1]

@@ -374,8 +374,9 @@ def test_a_malformed_content_length_gets_a_400(local_hub, repo):
     connection.close()
 
 
-def test_xet_is_refused_with_the_setting_that_avoids_it(local_hub, repo):
-    response = get_session().get(
-        f"{local_hub.endpoint}/api/models/{repo}/xet-write-token/main", headers=_auth(local_hub)
-    )
-    assert response.status_code == 501 and "HF_HUB_DISABLE_XET=1" in response.json()["error"]
+def test_a_xet_write_token_needs_a_hub_token_and_a_read_token_does_not(local_hub, repo):
+    url = f"{local_hub.endpoint}/api/models/{repo}/xet-%s-token/main"
+    assert get_session().get(url % "write").status_code == 401
+    granted = get_session().get(url % "write", headers=_auth(local_hub))
+    assert granted.status_code == 200 and granted.json()["casUrl"] == f"{local_hub.endpoint}/xet"
+    assert get_session().get(url % "read").status_code == 200  # a public repo: anyone reads it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_fsck_clean
-from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+from huggingface_hub import CommitOperationAdd, HfApi, constants, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.localhub import LocalHub
@@ -232,11 +232,10 @@ def small_disk(tmp_path: Path):
 def _fill_disk(mount: Path, leave: int) -> Path:
     """Fill the disk until about `leave` bytes are free; return the filler file."""
     filler = mount / "filler"
-    with filler.open("ab") as f:
+    with filler.open("ab", buffering=0) as f:  # unbuffered: closing it has nothing left to write
         try:
             while os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize > leave:
                 f.write(b"\0" * 16384)
-                f.flush()
         except OSError:
             pass
     return filler
@@ -244,7 +243,7 @@ def _fill_disk(mount: Path, leave: int) -> Path:
 
 # dulwich's lock file, when closing it fails for want of space, reports that from its finalizer.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_disk, tmp_path):
+def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_disk, tmp_path, monkeypatch):
     root = small_disk / "hub"
     with LocalHub(root) as hub:
         api = HfApi(endpoint=hub.endpoint, token="any")
@@ -262,7 +261,10 @@ def test_a_full_disk_gives_a_clean_error_and_leaves_the_repo_unchanged(small_dis
             api.create_commit("me/full", big_regular, commit_message="too big")
         assert caught.value.response.status_code == 507
         assert "disk is full" in caught.value.response.json()["error"]
-        with pytest.raises(RuntimeError, match="Error while uploading") as caught:  # the client wraps it
+        with pytest.raises(ConnectionError, match="507"):  # through Xet: the xorb is refused
+            api.upload_file(path_or_fileobj=os.urandom(600_000), path_in_repo="w.bin", repo_id="me/full")
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        with pytest.raises(RuntimeError, match="Error while uploading") as caught:  # LFS: the client wraps it
             api.upload_file(path_or_fileobj=os.urandom(600_000), path_in_repo="w.bin", repo_id="me/full")
         assert caught.value.__cause__.response.status_code == 507
         _fill_disk(small_disk, leave=0)

@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from helpers import team_settings, uploaded
 from huggingface_hub import hf_hub_download, snapshot_download
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
 from hubkit.localhub.xet_shard import HEADER_TAG
-from tests.helpers import team_settings, uploaded
 
 LFS_BATCH = "/info/lfs/objects/batch"
 
@@ -75,6 +75,21 @@ def test_the_client_uploads_and_downloads_through_xet_with_no_setting(
     assert not [p for p in _paths(local_hub, start, "GET", "/lfs-objects/")]  # no whole-file download
     tree = {f.path: f for f in hub_api.list_repo_tree(new_repo_id, recursive=True)}
     assert len(tree["w.bin"].xet_hash) == 64  # the listing names the Xet file too
+
+
+def test_a_file_repeating_one_chunk_downloads_whole(local_hub, hub_api, new_repo_id, tmp_path):
+    """Every chunk the same (a padded file): one xorb of one chunk, referenced by ~100 terms, which the
+    client joins; each fetch range the Hub hands out must hold the terms it joins."""
+    hub_api.create_repo(new_repo_id)
+    data = b" " * 15_000_000 + b"{}"
+    hub_api.upload_file(path_or_fileobj=data, path_in_repo="padded.bin", repo_id=new_repo_id)
+    assert Path(hf_hub_download(new_repo_id, "padded.bin", cache_dir=tmp_path / "c")).read_bytes() == data
+    part = httpx.get(
+        f"{local_hub.endpoint}/{new_repo_id}/resolve/main/padded.bin",
+        headers={"Range": "bytes=14999990-15000001", "Authorization": f"Bearer {local_hub.token}"},
+        follow_redirects=True,
+    )
+    assert part.content == data[14_999_990:]
 
 
 _CLASSIC_CLIENT = """
@@ -290,3 +305,30 @@ def test_a_reconstruction_never_serves_another_repos_private_file(tmp_path):
         assert carol.get(f"/v1/reconstructions/{file_id}").status_code == 404
         with pytest.raises(httpx.HTTPStatusError):  # nor a token for the private repo
             _Cas(hub, "alice/secretive", scope="read", token="hf_carol_write")
+
+
+def test_what_hf_xet_raises_when_it_gives_up_is_a_hub_failure_by_its_status():
+    """hf_xet raises a builtin ConnectionError in its own words; hubkit reads the status from them (a real
+    one comes from tests/test_push_faults.py's 503s)."""
+    from hubkit.errors import AuthError, HubRefusedError, HubUnreachableError
+    from hubkit.hub.failures import hub_errors
+    from hubkit.hub.retry import transient_cause
+
+    words = (
+        "Server error: Request error: HTTP status server error (503 Service Unavailable), domain: http://h/x"
+    )
+    assert transient_cause(ConnectionError(words)) is not None
+    refused = ConnectionError(
+        "Network error: Request error: HTTP status client error (400 Bad Request), domain: x"
+    )
+    assert transient_cause(refused) is None
+    cut = ConnectionError(
+        "Network error: Request middleware error: error sending request for url (http://h/x)"
+    )
+    for error, kind in ((refused, HubRefusedError), (cut, HubUnreachableError)):
+        with pytest.raises(kind), hub_errors("me/x", "http://h"):
+            raise error
+    with pytest.raises(AuthError), hub_errors("me/x", "http://h"):
+        raise ConnectionError(
+            "Auth error: Request error: HTTP status client error (401 Unauthorized), domain: x"
+        )

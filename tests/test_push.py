@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import commit_ids, logits, push_adapters, push_argv, run_cli, write_requests
+from helpers import (
+    chunks_sent,
+    commit_ids,
+    logits,
+    push_adapters,
+    push_argv,
+    run_cli,
+    uploaded,
+    write_requests,
+)
 
 from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
@@ -187,11 +196,11 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     assert not [r for r in local_hub.request_log[start:] if r[0] == "POST"]  # not even a preupload
 
     write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
-    start = len(local_hub.request_log)
+    start = len(local_hub.uploads)
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     new_commits = commit_ids(hub_api, new_repo_id)
     assert new_commits[1:] == commits and len(new_commits) == len(commits) + 1
-    puts = [r[1].rsplit("/", 1)[-1] for r in local_hub.request_log[start:] if r[0] == "PUT"]
+    puts = uploaded(local_hub, start)
     paths = [p for p in hub_api.list_repo_files(new_repo_id) if p.startswith(("assets/", "runs/"))]
     paths.append("checkpoints/global_step_3/adapter_model.safetensors")
     *drawn, adapter = [info.lfs.sha256 for info in hub_api.get_paths_info(new_repo_id, paths)]
@@ -214,11 +223,10 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
     weights = synthetic_run / "checkpoint-3" / "adapter_model.safetensors"
     oid = hashlib.sha256(weights.read_bytes()).hexdigest()
-    start = len(local_hub.request_log)
+    start, failed_push = len(local_hub.uploads), len(local_hub.request_log)
 
     def puts_of_step_3() -> int:
-        requests = list(local_hub.request_log)[start:]
-        return sum(1 for method, path, _status in requests if method == "PUT" and path.endswith(oid))
+        return uploaded(local_hub, start).count(oid)
 
     def card_once_step_3_arrived(*_args, **_kwargs):
         deadline = time.monotonic() + 60
@@ -234,10 +242,12 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     assert "checkpoints/global_step_3/adapter_model.safetensors" not in hub_api.list_repo_files(new_repo_id)
 
     monkeypatch.undo()
+    sent = len(local_hub.request_log)
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     assert len(commit_ids(hub_api, new_repo_id)) == len(commits) + 1
     assert "checkpoints/global_step_3/adapter_model.safetensors" in hub_api.list_repo_files(new_repo_id)
-    assert puts_of_step_3() == 1  # the rerun found the object on the Hub
+    sent_before = chunks_sent(local_hub, failed_push, sent)
+    assert sent_before and not sent_before & chunks_sent(local_hub, sent)  # the rerun sent none of them again
 
 
 def test_private_does_not_silently_pass_for_an_existing_public_repo(
@@ -338,17 +348,17 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
     for step in (2, 3, 4):
         write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
 
-    # Hold every LFS PUT on the server until the pushing process is dead.
+    # Hold every xorb upload on the server until the pushing process is dead.
     in_flight, release = threading.Event(), threading.Event()
     handle = HubRequestHandler._handle
 
-    def held_put(self: HubRequestHandler) -> None:
-        if "/lfs-upload/" in self.path:
+    def held_upload(self: HubRequestHandler) -> None:
+        if "/xet/v1/xorbs/" in self.path:
             in_flight.set()
             release.wait(30)
         handle(self)
 
-    monkeypatch.setattr(HubRequestHandler, "do_PUT", held_put)
+    monkeypatch.setattr(HubRequestHandler, "do_POST", held_upload)
     command = [sys.executable, "-m", "hubkit", "push", "--run-dir", str(run_dir), "--repo-id", new_repo_id]
     process = subprocess.Popen(
         [*command, "--endpoint", local_hub.endpoint, "--quiet", "--no-merged", "--no-space"],
@@ -356,7 +366,7 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
         env=os.environ.copy(),
     )
     try:
-        assert in_flight.wait(120), "the push never started an LFS upload"
+        assert in_flight.wait(120), "the push never started an upload"
         process.send_signal(signal.SIGKILL)
         assert process.wait(30) == -signal.SIGKILL
     finally:

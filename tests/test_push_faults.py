@@ -2,12 +2,14 @@
 
 Each case either completes after retries, or fails with the one-line error that says to run the push
 again, and that rerun completes. Afterwards every file of the repo equals the local one (sha256), the
-repo has exactly the commits a clean push makes, and a rerun has sent no LFS object the Hub already held.
+repo has exactly the commits a clean push makes, and a rerun has sent no object the Hub already held.
 The crash faults kill the Hub's process, so those cases serve it with `hubkit hub serve`.
 
-huggingface_hub retries LFS transfers itself (5 times, sleeping 1, 2, 4, 8, 8 s; Retry-After + 1 s on a
-429), so small caps keep these cases fast; hubkit retries a whole upload when the client gives up, and the
-commit (1, 2, 4 s) after reading the repo again. The figures of the whole matrix (pushes tried and completed, faults injected, files lost) are
+The push takes the client's default path, Xet: the upload faults (`lfs_503`, `lfs_429`, the cut and the
+crash mid-upload) strike its xorb and shard uploads as they strike LFS PUTs. hf_xet retries each request
+itself (6 tries; the session shortens its waits, `HF_XET_CLIENT_RETRY_BASE_DELAY`), so small caps keep
+these cases fast; hubkit retries a whole upload when the client gives up, and the commit (1, 2, 4 s)
+after reading the repo again. The figures of the whole matrix (pushes tried and completed, faults injected, files lost) are
 printed at the end of the module (`pytest -s`).
 """
 
@@ -24,7 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_hub import serve_hub
-from helpers import push_adapters
+from helpers import chunks_sent, push_adapters
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
 
 from hubkit.errors import PublishError
@@ -101,10 +103,6 @@ def _assert_repo_is_the_run(report: PushReport, endpoint: str, tmp_path: Path, i
     assert len(api.list_repo_commits(REPO_ID)) == CLEAN_PUSH_COMMITS
 
 
-def _lfs_puts(hub: LocalHub) -> int:
-    return sum(1 for method, path, _ in hub.request_log if method == "PUT" and "/lfs-upload/" in path)
-
-
 # --- faults of a Hub in this process ------------------------------------------------------------------
 
 
@@ -160,10 +158,11 @@ def test_a_commit_failing_past_the_retries_stops_in_one_line_and_the_rerun_sends
         assert "HTTP 500, 4 tries" in error
         api = HfApi(endpoint=hub.endpoint, token="any")
         assert len(api.list_repo_commits(REPO_ID)) == CLEAN_PUSH_COMMITS - 1  # nothing committed
-        puts = _lfs_puts(hub)
-        assert puts >= 2  # both adapters arrived before the commit failed
+        assert len(hub.uploads) >= 2  # both adapters arrived before the commit failed
+        failed_push_end = len(hub.request_log)
         _push(run_dir, hub.endpoint, tmp_path)
-        assert _lfs_puts(hub) == puts  # the rerun found them on the Hub
+        sent_before = chunks_sent(hub, 0, failed_push_end)
+        assert sent_before and not sent_before & chunks_sent(hub, failed_push_end)  # none sent again
         FIGURES["injected"] += hub.faults.injected["commit_500_after_lfs"]
         assert hub.faults.injected["commit_500_after_lfs"] == 4
 
@@ -208,7 +207,8 @@ class ServedHub:
         return self.process.wait(120) == -signal.SIGKILL
 
     def uploads(self) -> int:
-        """LFS uploads this process of the Hub has received (each is eligible for the 503 fault)."""
+        """Uploads of file bytes (xorbs, LFS PUTs) this process of the Hub has received (each is eligible
+        for the 503 fault)."""
         return get_session().get(f"{self.endpoint}/api/local-hub/faults").json()["eligible"]["lfs_503"]
 
     def stop(self) -> None:
@@ -285,3 +285,18 @@ def test_a_repo_moved_by_someone_else_is_not_mistaken_for_an_applied_commit(
             _push(run_dir, hub.endpoint, tmp_path, in_matrix=False)
         titles = [c.title for c in HfApi(endpoint=hub.endpoint, token="any").list_repo_commits(REPO_ID)]
         assert titles[0] == "notes" and len(titles) == CLEAN_PUSH_COMMITS
+
+
+def test_a_xet_upload_hf_xet_gives_up_on_stops_the_push_in_one_line_and_the_rerun_completes(
+    run_dir, tiny_qwen3, tmp_path, capsys
+):
+    """Every xorb upload answers 503: hf_xet tries each 6 times, then raises a builtin ConnectionError in
+    its own words; the push retries the upload, then stops with hubkit's one line, not a traceback."""
+    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse("lfs_503=1"))) as hub:
+        _publish_base(hub.endpoint, tiny_qwen3)
+        error = _push_fails_in_one_line(run_dir, hub.endpoint, capsys)
+        assert "HTTP 503, 4 tries" in error
+        assert [p for m, p, s in hub.request_log if "/xet/v1/xorbs/" in p][0:1]  # it was the Xet path
+        FIGURES["injected"] += hub.faults.injected["lfs_503"]
+    with LocalHub(tmp_path / "hub") as hub:  # the same storage, the faults gone
+        _push(run_dir, hub.endpoint, tmp_path)

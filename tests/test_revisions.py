@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from helpers import logits, write_requests
+from helpers import logits, uploaded, write_requests
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
@@ -27,12 +27,12 @@ def test_each_step_is_a_branch_that_loads_as_its_subfolder_and_costs_no_upload(
     request = PushRequest(
         run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
     )
-    start = len(local_hub.request_log)
+    start = len(local_hub.uploads)
     report = push_run(request)
     assert [r.revision for r in report.revisions] == ["step-1", "step-2", "step-3"]
     assert all(r.commit_sha for r in report.revisions)
     # Each weights file is sent once, for the main branch; the branches' commits reuse the LFS objects.
-    sent = [r[1].rsplit("/", 1)[-1] for r in write_requests(local_hub.request_log, start) if r[0] == "PUT"]
+    sent = uploaded(local_hub, start)
     main_objects = {
         f.lfs.sha256 for f in hub_api.list_repo_tree(new_repo_id, recursive=True) if getattr(f, "lfs", None)
     }

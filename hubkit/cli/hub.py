@@ -32,7 +32,7 @@ def hub() -> None:
     \b
         $ hubkit hub serve --root ./hub
         http://127.0.0.1:43117
-        $ HF_ENDPOINT=http://127.0.0.1:43117 HF_HUB_DISABLE_XET=1 HF_TOKEN=any hf upload me/model ./model
+        $ HF_ENDPOINT=http://127.0.0.1:43117 HF_TOKEN=any hf upload me/model ./model
         $ hubkit hub serve --root ./hub --host 0.0.0.0 --port 8080 --users users.toml --allowed-host hub.lab
 
     Writes need a token even on the open Hub, where any token will do (a web page cannot send one).
@@ -141,7 +141,7 @@ def serve(
         ) from e
     click.echo(server.endpoint)
     click.echo(
-        f"Serving {root}. Clients: HF_ENDPOINT={server.endpoint} HF_HUB_DISABLE_XET=1. Stop with Ctrl-C.",
+        f"Serving {root}. Clients: HF_ENDPOINT={server.endpoint}. Stop with Ctrl-C.",
         err=True,
     )
     stopped = threading.Event()

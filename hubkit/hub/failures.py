@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import httpx2
-
 from hubkit.errors import (
     AuthError,
     HubkitError,
@@ -20,7 +18,7 @@ from hubkit.errors import (
     RepoChangedError,
     RepoNotFoundError,
 )
-from hubkit.hub.retry import hub_failure
+from hubkit.hub.retry import failure_status, hub_failure
 
 
 @contextlib.contextmanager
@@ -73,11 +71,11 @@ def hub_errors(
         failure = hub_failure(error)
         if failure is None:
             raise
-        if isinstance(failure, httpx2.TransportError):
+        status = failure_status(failure)
+        if status is None:
             raise HubUnreachableError(
                 f"cannot reach {hub} ({type(failure).__name__}): check --endpoint / HF_ENDPOINT"
             ) from error
-        status = failure.response.status_code if failure.response is not None else None
         if status in (401, 403):
             raise AuthError(
                 f"{hub} refused access to {repo_id} (HTTP {status}): set HF_TOKEN or run `hf auth login` "
@@ -91,6 +89,5 @@ def hub_errors(
             raise RepoChangedError(
                 f"{repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
             ) from error
-        raise HubRefusedError(
-            f"{hub} refused a request for {where} (HTTP {status}): {failure.server_message or failure}"
-        ) from error
+        said = getattr(failure, "server_message", None) or failure
+        raise HubRefusedError(f"{hub} refused a request for {where} (HTTP {status}): {said}") from error

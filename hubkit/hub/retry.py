@@ -1,7 +1,7 @@
 """Retrying what the Hub fails for a moment: 408, 429, 5xx answers and dropped or refused connections.
 
-huggingface_hub already retries each LFS transfer (batch, PUT, verify) five times over about 23 s;
-hubkit retries the steps around it: reading a repo, creating it, a file's whole upload, and the commit
+huggingface_hub already retries each LFS transfer (batch, PUT, verify) five times over about 23 s, and
+hf_xet each Xet request (5 retries from 3 s apart, `HF_XET_CLIENT_RETRY_*`); hubkit retries the steps around it: reading a repo, creating it, a file's whole upload, and the commit
 (see `hubkit.publish.commit` for when a commit may be sent again). When the retries run out, the push
 stops with one line saying it can simply be run again: nothing half-done is visible on the Hub, and a
 rerun sends only what the Hub does not hold yet.
@@ -10,6 +10,7 @@ rerun sends only what the Hub does not hold yet.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,35 +55,69 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 SINGLE_TRY = RetryPolicy(attempts=1)
+# How hf_xet words a request it gave up on: "Server error: Request error: HTTP status server error (503
+# Service Unavailable), domain: …"; a connection that failed names no status.
+_XET_STATUS = re.compile(r"HTTP status (?:client|server) error \((\d{3})")
 
 
-def hub_failure(error: BaseException) -> HfHubHTTPError | httpx2.TransportError | None:
+class XetTransferError(Exception):
+    """A Xet transfer hf_xet gave up on (it raises a builtin ConnectionError with its words), with the
+    HTTP status it last got, or None when the connection itself failed."""
+
+    def __init__(self, message: str, status: int | None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _xet_failure(error: BaseException) -> XetTransferError | None:
+    if type(error) is not ConnectionError:  # hf_xet's; httpx2's errors are not builtin ConnectionErrors
+        return None
+    match = _XET_STATUS.search(str(error))
+    return XetTransferError(str(error), int(match.group(1)) if match else None)
+
+
+HubFailure = HfHubHTTPError | httpx2.TransportError | XetTransferError
+
+
+def hub_failure(error: BaseException) -> HubFailure | None:
     """The client's HTTP failure behind `error`: itself, or what it wraps, or None when there is none.
 
     The one walk of an error's causes: the client's LFS upload threads wrap what failed in a RuntimeError.
     """
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, HfHubHTTPError | httpx2.TransportError):
+        if isinstance(seen, HfHubHTTPError | httpx2.TransportError | XetTransferError):
             return seen
+        if xet := _xet_failure(seen):
+            return xet
         seen = seen.__cause__
+    return None
+
+
+def failure_status(failure: HubFailure) -> int | None:
+    """The HTTP status of a failure, None for a connection that failed."""
+    if isinstance(failure, XetTransferError):
+        return failure.status
+    if isinstance(failure, HfHubHTTPError):
+        return failure.response.status_code if failure.response is not None else None
     return None
 
 
 def transient_cause(error: BaseException) -> BaseException | None:
     """The transient Hub failure behind `error` (a 408/429/5xx answer, a dropped connection), or None."""
     failure = hub_failure(error)
-    if isinstance(failure, HfHubHTTPError):
-        status = failure.response.status_code if failure.response is not None else None
-        return failure if status in TRANSIENT_STATUSES else None
-    return failure
+    if failure is None:
+        return None
+    status = failure_status(failure)
+    return failure if status is None or status in TRANSIENT_STATUSES else None
 
 
 def describe(error: BaseException) -> str:
-    """A short name for a transient failure: "HTTP 503", "ConnectError"."""
-    if isinstance(error, HfHubHTTPError) and error.response is not None:
-        return f"HTTP {error.response.status_code}"
-    return type(error).__name__
+    """A short name for a transient failure: "HTTP 503", "ConnectError", "Xet connection"."""
+    status = failure_status(error) if isinstance(error, HubFailure) else None
+    if status is not None:
+        return f"HTTP {status}"
+    return "Xet connection" if isinstance(error, XetTransferError) else type(error).__name__
 
 
 def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> HubUnreachableError:

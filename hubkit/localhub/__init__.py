@@ -1,16 +1,19 @@
-"""A Hub-compatible HTTP server for tests, demos, offline work and teams (standard library and dulwich).
+"""A Hub-compatible HTTP server for tests, demos, offline work and teams (standard library, dulwich, and
+blake3 and lz4 for Xet).
 
 Repositories are bare git repositories (`git fsck` clean, clonable, packed or loose: `git gc` is
 safe); large files are Git LFS objects. A commit's branch moves last, atomically, so a killed server
 restarts with every repo at its last complete commit; a full disk answers 507 and changes nothing.
-The real `huggingface_hub` client, transformers and peft talk to it through `HF_ENDPOINT` (with
-`HF_HUB_DISABLE_XET=1`, both set before the client is imported: `use_local_hub` in `client_env`).
+The real `huggingface_hub` client (with hf_xet), transformers and peft talk to it through `HF_ENDPOINT`,
+set before the client is imported (`use_local_hub` in `client_env`). Large files arrive through Xet, as on
+huggingface.co (`api_xet`, `xet_*`), or through classic LFS from clients with `HF_HUB_DISABLE_XET=1`.
 
     with LocalHub(root) as hub:               # or: hubkit hub serve --root DIR
         use_local_hub(hub.endpoint, hf_home)
 
 Where it differs from huggingface.co, knowingly:
-- no Xet: uploads take the LFS batch path (multipart above `HubSettings.multipart_threshold`);
+- Xet without `/v2/` reconstructions or shards (the client falls back to `/v1/`); a Xet upload is also
+  kept whole as the repo's LFS object (huggingface.co rebuilds it on the fly);
 - accounts are a users file (tokens → user, orgs, read-only), or one administrator's token, or
   none (then loopback only, and any token writes): no fine-grained scopes, no gated repos (`access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
@@ -24,7 +27,8 @@ URLs expire and serve only while their signer keeps access (`signed_urls`). What
 is refused in a commit (`gitrules`, `gitmodules`).
 
 Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitstore` and
-`lfs` (objects on disk), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
+`lfs` (objects on disk), `xet_hashes`, `xet_xorb`, `xet_shard` (the Xet formats), `xet_store` and
+`xet_tokens` (Xet objects and tokens), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
 `identity` (tokens, users, namespace rules), `signed_urls`, `faults` (failures injected on purpose, for
 tests), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
 `handler` and `server` (sockets, threads, start/stop).

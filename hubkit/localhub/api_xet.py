@@ -70,8 +70,8 @@ def upload_xorb(ctx: HubContext, req: Request, prefix: str, xorb: str) -> Respon
 
 def upload_shard(ctx: HubContext, req: Request) -> Response:
     repo = _repo(ctx, req, WRITE)
-    data = store_upload(ctx, req, req.body.length or 0, b"".join)
-    for registered in ctx.xet.register_shard(data, repo.lfs):
+    data = req.body.read()  # metadata only: the fault mode strikes the file bytes (xorbs), not this
+    for registered in ctx.xet.register_shard(data, repo.lfs, ctx.settings.max_lfs_size):
         ctx.uploads.append((repo.ref.repo_id, registered.sha256, "xet"))
     return json_response({"result": 1})
 
@@ -84,33 +84,58 @@ def _readable_file(ctx: HubContext, repo: Repo, file_id: str) -> XetFile:
     return record
 
 
+def _fetch_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The chunk ranges [start, end) a file uses in one xorb, merged where they overlap or touch: the client
+    joins consecutive terms of a xorb and looks for one fetch range holding them all."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def reconstruction(ctx: HubContext, req: Request, file_id: str) -> Response:
     """Which chunks of which xorbs make up a file (or the byte range asked for), with signed URLs to them."""
     repo = _repo(ctx, req, READ)
     record = _readable_file(ctx, repo, file_id)
     span = byte_range(req, record.size)
     first, last = (0, record.size - 1) if span is None else (span[0], span[0] + span[1] - 1)
-    terms, fetch_info, skip, position = [], {}, None, 0
+    terms, used, skip, position = [], {}, None, 0
     for xorb, start, end, _length in record.terms:
-        chunks = ctx.xet.xorb_chunks(xorb)[start:end]
         kept = []
-        for index, chunk in enumerate(chunks, start):
+        for index, chunk in enumerate(ctx.xet.xorb_chunks(xorb)[start:end], start):
             if position + chunk.length > first and position <= last:
                 skip = first - position if skip is None else skip
-                kept.append((index, chunk))
+                kept.append((index, chunk.length))
             position += chunk.length
-        if not kept:
-            continue
-        (low, low_chunk), (high, high_chunk) = kept[0], kept[-1]
-        chunk_range = {"start": low, "end": high + 1}
-        terms.append({"hash": xorb, "unpacked_length": sum(c.length for _, c in kept), "range": chunk_range})
-        path = f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}"
-        fetch = {
-            "range": chunk_range,
-            "url": ctx.signed_url(req.base_url, path, req.caller),
-            "url_range": {"start": low_chunk.start, "end": high_chunk.end - 1},
-        }
-        fetch_info.setdefault(xorb, []).append(fetch)
+        if kept:
+            low, high = kept[0][0], kept[-1][0] + 1
+            terms.append(
+                {
+                    "hash": xorb,
+                    "unpacked_length": sum(n for _, n in kept),
+                    "range": {"start": low, "end": high},
+                }
+            )
+            used.setdefault(xorb, []).append((low, high))
+    fetch_info = {}
+    for xorb, ranges in used.items():
+        chunks = ctx.xet.xorb_chunks(xorb)
+        url = ctx.signed_url(
+            req.base_url,
+            f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}",
+            req.caller,
+        )
+        fetch_info[xorb] = [
+            {
+                "range": {"start": low, "end": high},
+                "url": url,
+                "url_range": {"start": chunks[low].start, "end": chunks[high - 1].end - 1},
+            }
+            for low, high in _fetch_ranges(ranges)
+        ]
     return json_response({"offset_into_first_range": skip or 0, "terms": terms, "fetch_info": fetch_info})
 
 
@@ -130,7 +155,7 @@ def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Respo
     """The global dedup API: for a chunk the Hub indexed, a shard listing the chunks of its xorb, each hash
     keyed with a fresh key, so that only a client holding a chunk's bytes recognises it."""
     _repo(ctx, req, READ)
-    if prefix != "default-merkledb":
+    if prefix not in ("default-merkledb", "default"):  # the spec's name, and hf_xet 1.6's
         raise errors.bad_request(f"Chunks are looked up under the prefix 'default-merkledb', not {prefix!r}.")
     xorb = ctx.xet.dedup_xorb(_checked_hash(chunk, "chunk"))
     if xorb is None:
@@ -139,5 +164,6 @@ def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Respo
     for c in ctx.xet.xorb_chunks(xorb):
         listed.append((keyed_hash(key, c.hash), offset, c.length))
         offset += c.length
-    data = dedup_shard(hex_to_hash(xorb), listed, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
+    stored_size = ctx.xet.xorb_file(xorb).stat().st_size
+    data = dedup_shard(hex_to_hash(xorb), listed, stored_size, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
     return Response(200, {"Content-Type": "application/octet-stream"}, data)

@@ -3,17 +3,17 @@
 A spec is a comma-separated list of `name=value` items (`hubkit hub serve --faults SPEC`, or
 `HubSettings(faults=FaultPlan.parse(SPEC))`):
 
-    lfs_503=P[:N]              an LFS upload (an object's PUT, or one part's) answers 503
-    lfs_429=P[:N]              an LFS upload answers 429 with `Retry-After: <retry_after>`
+    lfs_503=P[:N]              an upload (an LFS object's PUT or one part's, a Xet xorb) answers 503
+    lfs_429=P[:N]              an upload answers 429 with `Retry-After: <retry_after>`
     commit_500_after_lfs=P[:N] a commit naming LFS files, every one of them stored, answers 500; nothing is committed
-    drop_mid_upload=P[:N]      an LFS upload's connection is cut after half its body; nothing is stored
-    crash_mid_upload=P[:N]     the server process kills itself (SIGKILL) after half an LFS upload's body
+    drop_mid_upload=P[:N]      an upload's connection is cut after half its body; nothing is stored
+    crash_mid_upload=P[:N]     the server process kills itself (SIGKILL) after half an upload's body
     crash_mid_commit=P[:N]     the server process kills itself inside a commit: objects written, branch not moved
     seed=S                     seeds every draw (default 0)
     retry_after=SECONDS        the Retry-After of an injected 429 (default 0)
 
 P is the chance, from 0 to 1, that an eligible request gets the fault; N caps how many times it is
-injected (no cap by default): `lfs_503=1:2` fails the first two LFS uploads and no other. The draw
+injected (no cap by default): `lfs_503=1:2` fails the first two uploads and no other. The draw
 for the n-th eligible request of a fault depends only on (seed, fault, n), so a client that sends the
 same requests in the same order meets the same faults. 503 and 429 answers come after the body is
 read, as a proxy in front of storage answers; the crash faults need a server process of their own.

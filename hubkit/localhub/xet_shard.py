@@ -156,23 +156,37 @@ def read_upload_shard(data: bytes) -> tuple[list[ShardFile], list[ShardXorb]]:
     return files, xorbs
 
 
-def dedup_shard(xorb: bytes, chunks: list[tuple[bytes, int, int]], hmac_key: bytes, expiry: int) -> bytes:
-    """A shard answering a global dedup query: one xorb, its chunks as (keyed hash, byte start, length).
+def dedup_shard(
+    xorb: bytes, chunks: list[tuple[bytes, int, int]], stored_size: int, hmac_key: bytes, expiry: int
+) -> bytes:
+    """A shard answering a global dedup query: one xorb (`stored_size` bytes), its chunks as (keyed hash,
+    unpacked start, length), with the lookup tables and footer xet-core reads it by.
 
     The chunk hashes are keyed with `hmac_key` (given in the footer), so that only a client holding a
-    chunk's bytes can recognise it.
+    chunk's bytes can recognise it. The footer is xet-core's (`MDBShardFileFooter`), of which the spec's
+    layout names only some fields: after the section offsets come three lookup tables (file, xorb and
+    chunk: a hash's first 8 bytes, sorted, to the record index), then the key, times and sizes.
     """
     body = bytearray(HEADER_TAG + struct.pack("<QQ", 2, _FOOTER_SIZE))
     file_info_offset = len(body)
     body += _BOOKEND
-    cas_info_offset = len(body)
+    xorb_info_offset = len(body)
     total = sum(length for _, _, length in chunks)
-    body += xorb + struct.pack("<IIII", 0, len(chunks), total, 0)
+    body += xorb + struct.pack("<IIII", 0, len(chunks), total, stored_size)
     for keyed, start, length in chunks:
         body += keyed + struct.pack("<II", start, length) + bytes(8)
     body += _BOOKEND
+    file_lookup_offset = len(body)  # no files
+    xorb_lookup_offset = len(body)
+    body += xorb[:8] + struct.pack("<I", 0)
+    chunk_lookup_offset = len(body)
+    for index, (keyed, _, _) in sorted(
+        enumerate(chunks), key=lambda c: int.from_bytes(c[1][0][:8], "little")
+    ):
+        body += keyed[:8] + struct.pack("<II", 0, index)
     footer_offset = len(body)
-    now = int(time.time())
-    body += struct.pack("<QQQ", 1, file_info_offset, cas_info_offset) + bytes(48)
-    body += hmac_key + struct.pack("<QQ", now, expiry) + bytes(72) + struct.pack("<Q", footer_offset)
+    body += struct.pack("<9Q", 1, file_info_offset, xorb_info_offset, file_lookup_offset, 0,
+                        xorb_lookup_offset, 1, chunk_lookup_offset, len(chunks))  # fmt: skip
+    body += hmac_key + struct.pack("<QQ", int(time.time()), expiry) + bytes(48)
+    body += struct.pack("<QQQQ", stored_size, total, total, footer_offset)
     return bytes(body)

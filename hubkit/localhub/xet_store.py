@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
 from hubkit.localhub.lfs import LfsStore
 from hubkit.localhub.xet_hashes import (
     GLOBAL_DEDUP_MODULUS,
@@ -143,7 +143,7 @@ class XetStore:
             checked.append((xorb, chunks))
         return checked
 
-    def _register(self, entry: ShardFile, lfs: LfsStore) -> XetFile:
+    def _register(self, entry: ShardFile, lfs: LfsStore, max_size: int) -> XetFile:
         if entry.sha256 is None:
             raise InvalidInputError("A shard's files must carry their sha256 (a git repo names files by it).")
         terms = self._checked_terms(entry)
@@ -152,6 +152,11 @@ class XetStore:
         if file_hash(every_chunk) != entry.file_hash:
             raise InvalidInputError(f"File {file_id} of the shard does not hash to its terms' chunks.")
         sha256, size = hash_to_hex(entry.sha256), sum(length for _, length in every_chunk)
+        if size > max_size:
+            raise TooLargeError(
+                f"File {file_id} is {size} bytes: this local Hub takes objects of at most {max_size} bytes "
+                "(hubkit hub serve --max-lfs-size)."
+            )
         if lfs.size(sha256) != size:
             data = (part for xorb, chunks in terms for part in self._chunk_data(xorb, chunks))
             lfs.write(sha256, size, data)  # verifies the sha256 before the object appears
@@ -169,13 +174,13 @@ class XetStore:
         if not path.is_file():
             self._write(path, xorb.encode())
 
-    def register_shard(self, data: bytes, lfs: LfsStore) -> list[XetFile]:
-        """Register an uploaded shard's files in a repo (`lfs`: its object store) and index its xorbs'
-        chunks for global dedup.
+    def register_shard(self, data: bytes, lfs: LfsStore, max_size: int) -> list[XetFile]:
+        """Register an uploaded shard's files, each of at most `max_size` bytes, in a repo (`lfs`: its
+        object store) and index its xorbs' chunks for global dedup.
 
         Raises:
             InvalidInputError: a malformed shard, a xorb never uploaded, a term, file hash or sha256 that
-                does not match the chunks. Files before the failing one stay registered: each was
+                does not match the chunks; TooLargeError, a file over `max_size`. Files before the failing one stay registered: each was
                 checked whole.
         """
         files, xorbs = read_upload_shard(data)
@@ -184,7 +189,7 @@ class XetStore:
                 raise InvalidInputError(
                     f"The shard lists xorb {hash_to_hex(listed.xorb)}, which was never uploaded."
                 )
-        registered = [self._register(entry, lfs) for entry in files]
+        registered = [self._register(entry, lfs, max_size) for entry in files]
         for listed in xorbs:
             xorb = hash_to_hex(listed.xorb)
             for chunk in self.xorb_chunks(xorb):
