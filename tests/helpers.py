@@ -83,6 +83,21 @@ def chunks_sent(hub, start: int, end: int | None = None) -> set[bytes]:
     return {chunk.hash for path in posted for chunk in store.xorb_chunks(path.rsplit("/", 1)[-1])}
 
 
+def chunks_of(hub, sha256s: set[str]) -> set[bytes]:
+    """The hashes of the chunks that make up objects the Hub holds through Xet (by their sha256)."""
+    from hubkit.localhub.xet_store import XetStore
+
+    store = XetStore(hub.root)
+    records = [store.file(file_id) for sha256 in sha256s if (file_id := store.file_of_object(sha256))]
+    assert len(records) == len(sha256s), "an object did not arrive through Xet"
+    return {
+        chunk.hash
+        for record in records
+        for xorb, start, end, _length in record.terms
+        for chunk in store.xorb_chunks(xorb)[start:end]
+    }
+
+
 def run_cli(argv: list[str]) -> int:
     """Run `hubkit ARGV` in this process; returns the exit status (`main` exits only on errors)."""
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import (
+    chunks_of,
     chunks_sent,
     commit_ids,
     logits,
@@ -204,9 +205,9 @@ def test_repush_makes_no_commit_and_a_new_step_uploads_only_itself(
     paths = [p for p in hub_api.list_repo_files(new_repo_id) if p.startswith(("assets/", "runs/"))]
     paths.append("checkpoints/global_step_3/adapter_model.safetensors")
     *drawn, adapter = [info.lfs.sha256 for info in hub_api.get_paths_info(new_repo_id, paths)]
-    # Step 3's adapter, once (the root copy dedupes); besides it only what the metrics make: the curves,
-    # which now mark step 3, and the TensorBoard file, which holds step 3's metrics.
-    assert puts.count(adapter) == 1 and set(puts) - {adapter} <= set(drawn)
+    # Step 3's adapter (its root copy sends no byte again); besides it only what the metrics make: the
+    # curves, which now mark step 3, and the TensorBoard file, which holds step 3's metrics.
+    assert adapter in puts and set(puts) - {adapter} <= set(drawn)
     assert hub_api.list_repo_commits(new_repo_id)[0].title == "hubkit push synthetic-run: steps 3"
 
 
@@ -223,7 +224,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     write_checkpoint(synthetic_run, 3, base_model="unused/when-manifest-names-it", shapes=TINY_SHAPES)
     weights = synthetic_run / "checkpoint-3" / "adapter_model.safetensors"
     oid = hashlib.sha256(weights.read_bytes()).hexdigest()
-    start, failed_push = len(local_hub.uploads), len(local_hub.request_log)
+    start = len(local_hub.uploads)
 
     def puts_of_step_3() -> int:
         return uploaded(local_hub, start).count(oid)
@@ -246,8 +247,7 @@ def test_a_new_steps_weights_upload_while_the_card_is_drawn_and_a_push_stopped_t
     assert push_adapters(synthetic_run, new_repo_id, local_hub.endpoint) == 0
     assert len(commit_ids(hub_api, new_repo_id)) == len(commits) + 1
     assert "checkpoints/global_step_3/adapter_model.safetensors" in hub_api.list_repo_files(new_repo_id)
-    sent_before = chunks_sent(local_hub, failed_push, sent)
-    assert sent_before and not sent_before & chunks_sent(local_hub, sent)  # the rerun sent none of them again
+    assert not chunks_of(local_hub, {oid}) & chunks_sent(local_hub, sent)  # the rerun sent none of its bytes
 
 
 def test_private_does_not_silently_pass_for_an_existing_public_repo(
@@ -348,12 +348,12 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
     for step in (2, 3, 4):
         write_checkpoint(run_dir, step, base_model="x/y", shapes=TINY_SHAPES)
 
-    # Hold every xorb upload on the server until the pushing process is dead.
+    # Hold the upload registering the new steps' files on the server until the pushing process is dead.
     in_flight, release = threading.Event(), threading.Event()
     handle = HubRequestHandler._handle
 
     def held_upload(self: HubRequestHandler) -> None:
-        if "/xet/v1/xorbs/" in self.path:
+        if "/xet/v1/shards" in self.path:
             in_flight.set()
             release.wait(30)
         handle(self)
