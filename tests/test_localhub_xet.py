@@ -332,3 +332,32 @@ def test_what_hf_xet_raises_when_it_gives_up_is_a_hub_failure_by_its_status():
         raise ConnectionError(
             "Auth error: Request error: HTTP status client error (401 Unauthorized), domain: x"
         )
+
+
+def test_hubkit_push_peft_and_transformers_go_through_xet(local_hub, tiny_qwen3, new_repo_id, tmp_path):
+    """`hubkit push` uploads through Xet; transformers and PEFT load the base and a step through it."""
+    import torch
+    from helpers import push_adapters
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from hubkit.testing.runs import TINY_SHAPES, make_run
+
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    start = len(local_hub.request_log)
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint) == 0
+    assert _paths(local_hub, start, "POST", "/xet/v1/shards") and not _paths(
+        local_hub, start, "POST", LFS_BATCH
+    )
+
+    start = len(local_hub.request_log)
+    cache = str(tmp_path / "cache")
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.repo_id, cache_dir=cache, dtype=torch.float32)
+    model = PeftModel.from_pretrained(
+        base, new_repo_id, subfolder="checkpoints/global_step_1", cache_dir=cache
+    )
+    assert model.peft_config["default"].r > 0
+    assert len(set(_paths(local_hub, start, "GET", "/xet/v1/reconstructions/"))) >= 2  # base weights, adapter
+    assert not _paths(local_hub, start, "POST", LFS_BATCH) and not _paths(
+        local_hub, start, "GET", "/lfs-objects/"
+    )
