@@ -27,7 +27,7 @@ def parse_size(text: str) -> int:
 
 @click.group()
 def hub() -> None:
-    """A local Hugging Face Hub (bare git repositories with LFS objects), for you or a whole team.
+    """A local Hugging Face Hub (git repositories, large files through Xet or LFS), for you or a team.
 
     \b
         $ hubkit hub serve --root ./hub
@@ -88,7 +88,7 @@ def hub() -> None:
     default="50GB",
     show_default=True,
     metavar="SIZE",
-    help="The largest LFS object accepted: bytes, or with a unit (MB, GB, TB; MiB, GiB, TiB).",
+    help="The largest file accepted (LFS or Xet): bytes, or with a unit (MB, GB, TB; MiB, GiB, TiB).",
 )
 @click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
 @click.option(
