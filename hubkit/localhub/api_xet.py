@@ -102,10 +102,12 @@ def reconstruction(ctx: HubContext, req: Request, file_id: str) -> Response:
     record = _readable_file(ctx, repo, file_id)
     span = byte_range(req, record.size)
     first, last = (0, record.size - 1) if span is None else (span[0], span[0] + span[1] - 1)
-    terms, used, skip, position = [], {}, None, 0
+    terms, used, indexes, skip, position = [], {}, {}, None, 0
     for xorb, start, end, _length in record.terms:
+        if xorb not in indexes:  # a xorb's chunk index, read once for all the terms that use it
+            indexes[xorb] = ctx.xet.xorb_chunks(xorb)
         kept = []
-        for index, chunk in enumerate(ctx.xet.xorb_chunks(xorb)[start:end], start):
+        for index, chunk in enumerate(indexes[xorb][start:end], start):
             if position + chunk.length > first and position <= last:
                 skip = first - position if skip is None else skip
                 kept.append((index, chunk.length))
@@ -122,7 +124,7 @@ def reconstruction(ctx: HubContext, req: Request, file_id: str) -> Response:
             used.setdefault(xorb, []).append((low, high))
     fetch_info = {}
     for xorb, ranges in used.items():
-        chunks = ctx.xet.xorb_chunks(xorb)
+        chunks = indexes[xorb]
         url = ctx.signed_url(
             req.base_url,
             f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}",

@@ -129,10 +129,12 @@ class XetStore:
         """Each term's xorb and chunks, once checked against what is stored."""
         if len(entry.verifications) != len(entry.terms):
             raise InvalidInputError("A shard's files must carry one verification hash per term.")
-        checked = []
+        checked, indexes = [], {}  # a file's terms often share a xorb (a padded file: one, ~100 times)
         for term, proof in zip(entry.terms, entry.verifications, strict=True):
             xorb = hash_to_hex(term.xorb)
-            stored = self.xorb_chunks(xorb)
+            if xorb not in indexes:
+                indexes[xorb] = self.xorb_chunks(xorb)
+            stored = indexes[xorb]
             if not stored:
                 raise InvalidInputError(f"The shard names xorb {xorb}, which was never uploaded.")
             chunks = stored[term.start : term.end]
@@ -180,8 +182,8 @@ class XetStore:
 
         Raises:
             InvalidInputError: a malformed shard, a xorb never uploaded, a term, file hash or sha256 that
-                does not match the chunks; TooLargeError, a file over `max_size`. Files before the failing one stay registered: each was
-                checked whole.
+                does not match the chunks; TooLargeError, a file over `max_size`. Files before the failing
+                one stay registered: each was checked whole.
         """
         files, xorbs = read_upload_shard(data)
         for listed in xorbs:
