@@ -439,3 +439,8 @@ def test_a_sweep_trained_with_the_recipe_is_evaluated_in_one_pass_and_published_
     assert all("final accuracy" in i.note and "on 4 problems" in i.note for i in items[1:])
     card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
     assert all(f"| {w} | [{repos[w]}]" in card for w in weights)
+    # Each run's card links its siblings' repos, the first pushed too (rewritten by the later pushes).
+    for weight in weights:
+        card = Path(hub_api.hf_hub_download(repos[weight], "README.md")).read_text()
+        linked = {w for w in weights if f"[adapter](https://huggingface.co/{repos[w]})" in card}
+        assert linked == set(weights) - {weight}, (weight, linked)

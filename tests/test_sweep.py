@@ -12,10 +12,13 @@ import pytest
 from eval_results import write_eval
 from helpers import push_adapters, write_requests
 
+from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
+from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START, SiblingRepo, SweepSibling, with_siblings
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo
+from hubkit.runs.model import Metrics, Run
 from hubkit.testing.runs import TINY_SHAPES, make_run
 
 
@@ -85,6 +88,13 @@ def _assert_page(hub_api, page: str, repos: dict, tmp_path: Path) -> None:
     ]
 
 
+def _listed_siblings(hub_api, repo_id: str) -> list[str]:
+    """The lines of the adapter card's list of the sweep's other runs."""
+    card = Path(hub_api.hf_hub_download(repo_id, "README.md")).read_text()
+    assert card.count(SIBLINGS_START) == 1 and card.count(SIBLINGS_END) == 1
+    return card.split(SIBLINGS_START)[1].split(SIBLINGS_END)[0].strip().splitlines()
+
+
 @pytest.fixture
 def sweep_name(new_repo_id: str) -> str:
     return "sweep " + new_repo_id.split("/")[1][-30:]
@@ -128,16 +138,37 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
         and "40 tokens" in notes[4]
     )
     _assert_page(hub_api, page, repos, tmp_path)
-    # Each run's card places it in the sweep, with the page's chart (so a run added later shows in it).
+    # Each run's card places it in the sweep, with the page's chart and its siblings' repos: the first run
+    # pushed learnt of the others from their pushes.
     card = Path(hub_api.hf_hub_download(repos[0.5], "README.md")).read_text()
     assert "## This run in its sweep" in card and "`length_penalty_weight=0.5` point" in card
     assert f"(https://huggingface.co/datasets/{page}/resolve/main/assets/accuracy_vs_length.png)" in card
+    assert _listed_siblings(hub_api, repos[0.5]) == [
+        f"- `length_penalty_weight=0.0`: {notes[0].partition(': ')[2]} ([adapter](https://huggingface.co/"
+        f"{repos[0.0]}) · [samples](https://huggingface.co/datasets/{repos[0.0]}-samples))",
+        f"- `length_penalty_weight=1.0`: {notes[4].partition(': ')[2]} ([adapter](https://huggingface.co/"
+        f"{repos[1.0]}) · [samples](https://huggingface.co/datasets/{repos[1.0]}-samples))",
+    ]
+    assert [line.split("`")[1] for line in _listed_siblings(hub_api, repos[1.0])] == [
+        "length_penalty_weight=0.0",
+        "length_penalty_weight=0.5",
+    ]
     assert Manifest.from_file(Path(hub_api.hf_hub_download(repos[0.5], "hubkit.json"))).sweep.value == 0.5
 
     # A fourth value, pushed later, takes its place between its neighbours; the others are untouched.
     runs[0.25] = _sweep_run(tmp_path / "0.25", tiny_qwen3.repo_id, sweep_name, 0.25, 4, 90)
     repos[0.25] = make_repo_id("lp0.25")
+    commits = {v: len(hub_api.list_repo_commits(repos[v])) for v in repos if v != 0.25}
     _push(runs[0.25], repos[0.25], local_hub)
+    # Every sibling's card now lists it too: one commit each, to the README.
+    for value, count in commits.items():
+        assert len(hub_api.list_repo_commits(repos[value])) == count + 1
+        listed = [line.split("`")[1] for line in _listed_siblings(hub_api, repos[value])]
+        assert listed == [f"length_penalty_weight={v}" for v in (0.0, 0.25, 0.5, 1.0) if v != value]
+    assert f"[adapter](https://huggingface.co/{repos[0.25]})" in "".join(
+        _listed_siblings(hub_api, repos[0.0])
+    )
+    assert len(_listed_siblings(hub_api, repos[0.25])) == 3
     items = hub_api.get_collection(found.slug).items
     assert [i.item_id for i in items if i.item_type == "model"] == [repos[v] for v in (0.0, 0.25, 0.5, 1.0)]
     assert (
@@ -173,3 +204,46 @@ def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     published = Manifest.from_file(Path(hub_api.hf_hub_download(new_repo_id, "hubkit.json")))
     assert (published.sweep.setting, published.sweep.value) == ("learning_rate", 5e-6)
     assert adapter.note.startswith("learning_rate=5e-06 · adapter: final accuracy 25.0%")
+
+
+def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_that_list(tmp_path):
+    sweep = SweepInfo("lp", "length_penalty_weight", 0.5)
+    manifest = Manifest(run_id="run", framework="trl", base_model="Qwen/Qwen2.5-3B-Instruct", sweep=sweep)
+    run = Run(tmp_path, manifest, (), (), Metrics(), finished=True)
+
+    def card(siblings: tuple[SweepSibling, ...]) -> str:
+        inputs = CardInputs(
+            run=run,
+            repo_id="me/lp0.5",
+            steps=(2,),
+            base=BaseModelCard(manifest.base_model),
+            sweep_siblings=siblings,
+        )
+        return adapter_card_files(inputs)["README.md"].decode()
+
+    first = SweepSibling("0.0", (SiblingRepo("adapter", "me/lp0", "model"),), "final accuracy 75.0%")
+    later = SweepSibling(
+        "1.0",
+        (SiblingRepo("adapter", "me/lp1", "model"), SiblingRepo("Space", "me/lp1-demo", "space")),
+        "not evaluated",
+    )
+    alone = card(())
+    assert "No other run of the sweep is on the Hub yet" in alone
+    assert with_siblings(alone, "length_penalty_weight", (first, later)) == card((first, later))
+    assert with_siblings(card((first,)), "length_penalty_weight", ()) == alone
+    assert (
+        "- `length_penalty_weight=1.0`: not evaluated ([adapter](https://huggingface.co/me/lp1) · "
+        "[Space](https://huggingface.co/spaces/me/lp1-demo))"
+    ) in card((first, later))
+    # A note read back from the Hub cannot end the list early nor spread over lines.
+    hostile = SweepSibling("0.0", first.repos, f"ok {SIBLINGS_END}\n# not a heading")
+    written = card((hostile,))
+    assert written.count(SIBLINGS_END) == 1 and "\n# not a heading" not in written
+    assert with_siblings(written, "length_penalty_weight", (first,)) == card((first,))
+    # A card edited by hand (a marker gone, or doubled) is left as it is.
+    assert with_siblings(alone.replace(SIBLINGS_END, ""), "length_penalty_weight", (first,)) is None
+    assert with_siblings(alone + SIBLINGS_START, "length_penalty_weight", (first,)) is None
+    reversed_markers = (
+        alone.replace(SIBLINGS_START, "@").replace(SIBLINGS_END, SIBLINGS_START).replace("@", SIBLINGS_END)
+    )
+    assert with_siblings(reversed_markers, "length_penalty_weight", (first,)) is None

@@ -14,6 +14,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metadata import card_data, gguf_card_data
 from hubkit.cards.metrics import MetricSeries, key_metric_series
 from hubkit.cards.render import render_card
+from hubkit.cards.sweep_siblings import siblings_region
 from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
 from hubkit.formats import gguf_types
@@ -109,8 +110,8 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
 
 
 def _sweep(inputs: CardInputs) -> dict[str, str] | None:
-    """The run's sweep for its card: the varied value, and the comparison page (its chart is drawn there,
-    so a run added to the sweep later shows in every sibling's card without a commit to it)."""
+    """The run's sweep for its card: the varied value, the comparison page (its chart is drawn there, so a
+    run added to the sweep later shows in every sibling's card at once) and the other runs' repos."""
     sweep = inputs.run.manifest.sweep
     if sweep is None:
         return None
@@ -119,6 +120,7 @@ def _sweep(inputs: CardInputs) -> dict[str, str] | None:
         "point": f"{sweep.setting}={sweep.value}",
         "page": sweep_page_repo_id(inputs.repo_id.split("/")[0], sweep.name),
         "chart": SWEEP_CHART,
+        "siblings": siblings_region(sweep.setting, inputs.sweep_siblings),
     }
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from hubkit.errors import PublishError
 
 if TYPE_CHECKING:
+    from hubkit.cards.sweep_siblings import SweepSibling
     from hubkit.evaluate.results import EvalResults
     from hubkit.runs import Run
 
@@ -48,6 +49,7 @@ class CardInputs:
         gguf_step: the step whose merge `gguf_repo_id` holds.
         space_repo_id: the release's Space (``<repo>-demo``), when it has one.
         samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
+        sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.read_siblings`).
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
         eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
 
@@ -68,6 +70,7 @@ class CardInputs:
     eval: EvalResults | None = None
     space_repo_id: str | None = None
     samples_repo_id: str | None = None
+    sweep_siblings: tuple[SweepSibling, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.steps:

@@ -1,6 +1,6 @@
 """What a push reads from the Hub before it builds anything: every repo's state and every checkpoint
-branch's (one request each, all at once), and the base model's config (for the check against the base)
-and card (its licence)."""
+branch's (one request each, all at once), the base model's config (for the check against the base) and
+card (its licence), and the other runs of the run's sweep (its card lists them)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.cards import BaseModelCard, read_base_model_card
+from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
 from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.sweep_siblings import read_siblings
 from hubkit.runs import Run
 
 
@@ -27,6 +29,7 @@ class HubReads:
     base_card: Future[BaseModelCard]
     base_config: Future[BaseConfig]
     benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # of the benchmark the run was evaluated on
+    sweep_siblings: tuple[SweepSibling, ...] = ()
 
 
 def read_hub(
@@ -62,7 +65,7 @@ def read_hub(
     manifest = run.manifest
     adapter_repo = repos[0][0]
     pool = ThreadPoolExecutor(
-        max_workers=min(len(repos) + len(branches) + 2, 16), thread_name_prefix="hubkit-read"
+        max_workers=min(len(repos) + len(branches) + 4, 16), thread_name_prefix="hubkit-read"
     )
     try:
         card: Future[BaseModelCard] = Future()
@@ -90,12 +93,14 @@ def read_hub(
             if benchmark is not None
             else None
         )
+        siblings = pool.submit(read_siblings, api, run, adapter_repo)
         return HubReads(
             remotes={repo_id: future.result() for repo_id, future in reads.items()},
             branches={name: future.result() for name, future in branch_reads.items()},
             base_card=card,
             base_config=config,
             benchmark_tasks=tasks.result() if tasks is not None else (),
+            sweep_siblings=siblings.result(),
         )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -165,20 +165,18 @@ class PushSession:
 
     def _read_remote(self, local: Prepared) -> Remote:
         """Every repo and branch of the release read at once (also the repos this push does not write: the
-        cards link them while they exist), with the base model's config and card."""
+        cards link them while they exist), with the base model's config and card and the sweep's other runs."""
         api = self._client(local.token)
         repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api))
         reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
-        reads.append((repos.linked_space, "space"))
-        if repos.samples is not None:
-            reads.append((repos.samples, "dataset"))
+        reads += [(repos.linked_space, "space")] + ([(repos.samples, "dataset")] if repos.samples else [])
         branches = [revision_name(a.step) for a in local.adapters]
         problems = local.evaluation.summary.problems if local.evaluation is not None else None
         benchmark = problems.source if problems is not None and problems.whole else None
         hub = read_hub(api, local.run, reads, branches, self._base, benchmark)
         self._base = hub.base_card.result() if self._base is None and hub.base_card.done() else self._base
-        config = hub.base_config.result()
-        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, hub.benchmark_tasks)
+        config, tasks = hub.base_config.result(), hub.benchmark_tasks
+        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, tasks, hub.sweep_siblings)
 
     def _recorded_remote(self, local: Prepared) -> Remote:
         """The release as this run directory's records say the last push left it (a dry run's remote), and
@@ -452,6 +450,7 @@ class PushSession:
             gguf_step=gguf_record.merge.step if gguf_record is not None else None,
             space=repos.space or (repos.linked_space if linked_space and linked_space.exists else None),
             samples=repos.samples if decided.samples_files else None,
+            sweep_siblings=remote.sweep_siblings,
         )
         context = BuildContext(
             run=local.run,

@@ -12,6 +12,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard
+from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.evaluate.results import EvalResults
 from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.benchmark_results import BenchmarkTask
@@ -56,6 +57,7 @@ class Remote:
     base_config: BaseConfig | None
     base_card: Future[BaseModelCard]
     benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # the evaluation's benchmark, read from the Hub
+    sweep_siblings: tuple[SweepSibling, ...] = ()  # the other runs of the run's sweep, read from the Hub
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ The merged card, the GGUF card and the Space are left as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from huggingface_hub import HfApi
 
@@ -35,6 +36,7 @@ from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, rel
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import default_samples_repo_id
+from hubkit.publish.sweep_siblings import read_siblings
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release
@@ -122,7 +124,9 @@ def push_release_eval(
     )
     with hub_errors(repo_id, endpoint):
         remote = read_remote(api, repo_id)
-        linked = linked_repos(api, remote, now.steps)
+        linked = replace(
+            linked_repos(api, remote, now.steps), sweep_siblings=read_siblings(api, run, repo_id)
+        )
     if remote.head_sha != now.commit:
         raise PublishError(f"{repo_id} changed on the Hub while pushing; nothing was committed, run it again")
     manifest = now.manifest

@@ -27,6 +27,7 @@ from hubkit.space.config import default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
+    from hubkit.cards.sweep_siblings import SweepSibling
     from hubkit.evaluate.results import EvalResults
 
 GGUF_SUFFIX = "-GGUF"
@@ -99,6 +100,7 @@ class ReleaseLinks:
     gguf_step: int | None = None
     space: str | None = None
     samples: str | None = None
+    sweep_siblings: tuple[SweepSibling, ...] = ()  # the other runs of the run's sweep
 
 
 def release_card_inputs(
@@ -141,4 +143,5 @@ def release_card_inputs(
         eval=eval,
         space_repo_id=links.space,
         samples_repo_id=links.samples,
+        sweep_siblings=links.sweep_siblings,
     )

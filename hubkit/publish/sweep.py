@@ -28,6 +28,7 @@ from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
 from hubkit.publish.sweep_page import note_point, page_files, publish_page, read_sweep_runs
+from hubkit.publish.sweep_siblings import KIND_ORDER, find_collection, update_sibling_cards, value_key
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.manifest import SweepInfo
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from huggingface_hub import Collection, HfApi
 
 MAX_NOTE_CHARS = 500
-# Each repo of a release, in the order its items are listed within one run.
-KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
 PAGE_NOTE = "comparison · every run of the sweep: accuracy against answer length, a table by value, answers side by side"
 
 
@@ -67,21 +66,6 @@ def run_note(sweep: SweepInfo, kind: str, evaluation: EvalSummary | None) -> str
     )[:MAX_NOTE_CHARS]
 
 
-def _value_key(text: str) -> tuple[int, float, str]:
-    """Sort numbers by value, before other values by text."""
-    try:
-        return (0, float(text), "")
-    except ValueError:
-        return (1, 0.0, text)
-
-
-def _find(api: HfApi, namespace: str, title: str) -> Collection | None:
-    for listed in api.list_collections(owner=namespace, limit=100):
-        if listed.title == title:
-            return api.get_collection(listed.slug)  # a listing holds the first items only
-    return None
-
-
 def join_sweep(
     api: HfApi,
     sweep: SweepInfo,
@@ -102,7 +86,7 @@ def join_sweep(
     notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in items}
     changes: list[str] = []
     with hub_errors(f"collection {sweep.name}", endpoint):
-        collection = _find(api, namespace, sweep.name)
+        collection = find_collection(api, namespace, sweep.name)
         if collection is None:
             collection = api.create_collection(
                 sweep.name, namespace=namespace, description=sweep_description(sweep), private=private
@@ -133,7 +117,7 @@ def _order_by_value(api: HfApi, collection: Collection) -> Collection:
         point = note_point(note)
         if point is None or point[1] not in KIND_ORDER:
             return (2, 0.0, "", 0)
-        return (*_value_key(point[0]), KIND_ORDER.index(point[1]))
+        return (*value_key(point[0]), KIND_ORDER.index(point[1]))
 
     current = list(collection.items)
     wanted = sorted(current, key=key)
@@ -185,6 +169,7 @@ def with_sweep(
         api, sweep, items, summary, endpoint=request.endpoint, private=request.private
     )
     changes += _comparison_page(api, sweep, collection, local, request)
+    changes += update_sibling_cards(api, collection, sweep.setting, f"{sweep.value}", local.vetter)
     return replace(report, notes=(*report.notes, *changes))
 
 

@@ -1,0 +1,71 @@
+"""The other runs of a run's sweep, as its card lists them: each run's value of the varied setting, a link
+to each of its repos, and what its Collection note says of its evaluation.
+
+The list sits between two HTML comments in the adapter card, so that a push of a new run of the sweep can
+rewrite it in every sibling's card (`with_siblings`) without the run that card was written from: a card
+rendered with a list and one rewritten to that list are the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hubkit.cards import text
+
+SIBLINGS_START = "<!-- hubkit: the sweep's other runs, rewritten by each push of the sweep -->"
+SIBLINGS_END = "<!-- hubkit: end of the sweep's other runs -->"
+_URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
+
+
+@dataclass(frozen=True)
+class SiblingRepo:
+    """One repo of a sibling run: what it is (``adapter``, ``merged``, ``GGUF``, ``Space``, ``samples``)."""
+
+    kind: str
+    repo_id: str
+    repo_type: str  # "model", "dataset" or "space"
+
+    @property
+    def url(self) -> str:
+        return f"https://huggingface.co/{_URL_PREFIX[self.repo_type]}{self.repo_id}"
+
+
+@dataclass(frozen=True)
+class SweepSibling:
+    """Another run of the sweep, as the sweep's Collection lists it."""
+
+    value: str  # its value of the varied setting
+    repos: tuple[SiblingRepo, ...]
+    result: str  # its adapter note's evaluation ("final accuracy … (step N)", "not evaluated"), or ""
+
+
+def siblings_markdown(setting: str, siblings: Sequence[SweepSibling]) -> str:
+    """The list the card shows between its markers: one line per sibling, in the order given."""
+    if not siblings:
+        return "No other run of the sweep is on the Hub yet: each one pushed later is listed here."
+    lines = []
+    for sibling in siblings:
+        # Read back from the Hub: one line, and no HTML (a marker in it would end the list early).
+        result = text.prose(" ".join(sibling.result.split()))
+        point = text.prose(" ".join(f"{setting}={sibling.value}".split()))
+        links = " · ".join(f"[{text.prose(r.kind)}]({r.url})" for r in sibling.repos)
+        lines.append(f"- {text.code(point)}{': ' + result if result else ''} ({links})")
+    return "\n".join(lines)
+
+
+def siblings_region(setting: str, siblings: Sequence[SweepSibling]) -> str:
+    """The markers with the list between them, as the card template writes them."""
+    return f"{SIBLINGS_START}\n{siblings_markdown(setting, siblings)}\n{SIBLINGS_END}"
+
+
+def with_siblings(card: str, setting: str, siblings: Sequence[SweepSibling]) -> str | None:
+    """`card` with its list of siblings replaced by `siblings`; None when the card does not hold exactly
+    one list (a card not written by hubkit, or edited by hand: left as it is)."""
+    if card.count(SIBLINGS_START) != 1 or card.count(SIBLINGS_END) != 1:
+        return None
+    before, _, rest = card.partition(SIBLINGS_START)
+    _, end, after = rest.partition(SIBLINGS_END)
+    if not end:
+        return None  # the end marker comes first
+    return before + siblings_region(setting, siblings) + after
