@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from eval_results import write_eval
-from helpers import push_adapters, write_requests
+from helpers import push_adapters, run_cli, write_requests
 
 from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START, SiblingRepo, SweepSibling, with_siblings
@@ -204,6 +204,33 @@ def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     published = Manifest.from_file(Path(hub_api.hf_hub_download(new_repo_id, "hubkit.json")))
     assert (published.sweep.setting, published.sweep.value) == ("learning_rate", 5e-6)
     assert adapter.note.startswith("learning_rate=5e-06 · adapter: final accuracy 25.0%")
+
+
+def test_every_run_of_a_sweep_is_pushed_by_one_command(
+    tmp_path, tiny_qwen3, local_hub, hub_api, make_repo_id, sweep_name, capsys
+):
+    runs, repos = tmp_path / "runs", {}
+    for value in (0.5, 0.0):
+        run_dir = _sweep_run(runs, tiny_qwen3.repo_id, sweep_name, value, 2, 50)
+        repos[value] = make_repo_id(f"lp{value}")
+        Manifest.load(run_dir).with_updates(push_to=repos[value]).save(run_dir)  # as the recipes' --push-to
+    other = _sweep_run(runs, tiny_qwen3.repo_id, "another sweep", 1.0, 2, 50)
+    argv = ["push", "--sweep", sweep_name, "--runs-dir", str(runs), "--endpoint", local_hub.endpoint]
+    argv += ["--no-merged", "--no-space", "--no-samples"]
+    assert run_cli([*argv, "--repo-id", repos[0.0]]) == 2
+    assert "drop the --*repo-id options" in capsys.readouterr().err
+    assert run_cli([*argv, "--sweep-value", "length_penalty_weight=2"]) == 2
+    assert not hub_api.repo_exists(repos[0.0])
+
+    assert run_cli([*argv, "-q"]) == 0
+    (found,) = [c for c in hub_api.list_collections(owner=repos[0.0].split("/")[0]) if c.title == sweep_name]
+    models = [i.item_id for i in hub_api.get_collection(found.slug).items if i.item_type == "model"]
+    assert models == [repos[0.0], repos[0.5]]
+    assert Manifest.load(other).sweep.name == "another sweep" and all(
+        f"/{other.name}" not in m for m in models
+    )
+    assert run_cli(["push", "--sweep", "no such sweep", "--runs-dir", str(runs)]) == 1
+    assert "no run of the sweep 'no such sweep'" in capsys.readouterr().err
 
 
 def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_that_list(tmp_path):

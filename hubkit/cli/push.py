@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -172,7 +173,9 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     "sweep_name",
     metavar="NAME",
     help="The run is one point of the sweep NAME: its repos join the Hub Collection NAME, each noted with "
-    "the varied value, final accuracy and mean answer length.  [default: the sweep hubkit.json records]",
+    "the varied value, final accuracy and mean answer length. Without --run-id or --run-dir: every run "
+    "under --runs-dir whose hubkit.json names the sweep, one after another.  "
+    "[default: the sweep hubkit.json records]",
 )
 @click.option(
     "--sweep-value",
@@ -221,20 +224,29 @@ def push(
         $ hubkit push --run-id RUN
         $ hubkit push --run-dir runs/RUN --repo-id me/qwen3-4b-grpo --every 100 --dry-run
         $ hubkit push --run-id RUN --gguf q8_0,bf16
+        $ hubkit push --sweep deepscaler-length-penalty --no-merged   # every run of the sweep
     """
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import PushRequest, push_run, watch_run
     from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
     from hubkit.runs import find_run_dir
+    from hubkit.runs.locate import sweep_run_dirs
 
     if dry_run and watch:
         raise click.UsageError("--dry-run and --watch cannot be combined")
     if watch_timeout is not None and not watch:
         raise click.UsageError("--watch-timeout needs --watch")
+    whole_sweep = sweep_name is not None and run_id is None and run_dir is None
+    if whole_sweep:
+        _check_sweep_options(watch, sweep_value, repo_id, merged_repo_id, gguf_repo_id, space_repo_id)
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
-    found = find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch)
+    if whole_sweep:
+        folders = sweep_run_dirs(sweep_name, runs_dir)
+    else:
+        folders = [find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch)]
+    found = folders[0]
     request = PushRequest(
         run_dir=found,
         repo_id=repo_id,
@@ -254,7 +266,7 @@ def push(
         endpoint=endpoint,
         dry_run=dry_run,
         checkpoints_dir=checkpoints_dir,
-        sweep=_sweep(sweep_name, sweep_value, found),
+        sweep=None if whole_sweep else _sweep(sweep_name, sweep_value, found),
     )
 
     def show(report) -> None:
@@ -279,5 +291,22 @@ def push(
             watch_run(
                 request, interval=watch_interval, timeout=watch_timeout, progress=progress, on_report=show
             )
+        elif whole_sweep:
+            for folder in folders:
+                console.print(f"Run {folder.name} of the sweep {sweep_name!r}", highlight=False)
+                show(push_run(replace(request, run_dir=folder), progress))
         else:
             show(push_run(request, progress))
+
+
+def _check_sweep_options(watch: bool, sweep_value: str | None, *repo_ids: str | None) -> None:
+    """`--sweep NAME` alone pushes every run of the sweep: each to its own repos, each with its own value."""
+    if watch:
+        raise click.UsageError("--watch follows one run: give --run-id or --run-dir with --sweep")
+    if sweep_value is not None:
+        raise click.UsageError("--sweep-value is one run's value: give --run-id or --run-dir with it")
+    if any(repo_ids):
+        raise click.UsageError(
+            "every run of a sweep is pushed to repos named for it: drop the --*repo-id options, "
+            "or push one run with --run-id"
+        )
