@@ -274,3 +274,34 @@ def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_tha
         alone.replace(SIBLINGS_START, "@").replace(SIBLINGS_END, SIBLINGS_START).replace("@", SIBLINGS_END)
     )
     assert with_siblings(reversed_markers, "length_penalty_weight", (first,)) is None
+
+
+def test_only_the_collection_items_hubkit_noted_count_as_runs_and_at_most_a_page_of_them():
+    from types import SimpleNamespace
+
+    from hubkit.publish.sweep_page import MAX_RUNS
+    from hubkit.publish.sweep_siblings import siblings_of, sweep_runs
+
+    def item(repo_id: str, note: str | None, item_type: str = "model") -> SimpleNamespace:
+        return SimpleNamespace(item_id=repo_id, item_type=item_type, note=note)
+
+    items = [
+        item("me/lp1", "lp=1 · adapter: final accuracy 50.0%"),
+        item("me/lp1-samples", "lp=1 · samples: final accuracy 50.0%", "dataset"),
+        item("me/lp0.5", "lp=0.5 · adapter: not evaluated"),
+        item("me/lp0.5-demo", "lp=0.5 · Space: not evaluated", "space"),
+        item("me/notes", "a note of someone's own"),
+        item("me/none", None),
+        item("../../etc", "lp=2 · adapter: a repo id no Hub gives"),
+        item("me/paper", "lp=3 · paper: not a kind of a release"),
+        item("me/odd", "lp=4 · adapter: an item type no Collection holds", "collection"),
+    ]
+    runs = sweep_runs(SimpleNamespace(items=items))
+    assert [(r.value, [x.repo_id for x in r.repos], r.result) for r in runs] == [
+        ("0.5", ["me/lp0.5", "me/lp0.5-demo"], "not evaluated"),
+        ("1", ["me/lp1", "me/lp1-samples"], "final accuracy 50.0%"),
+    ]
+    assert [r.value for r in siblings_of("1", runs)] == ["0.5"]
+    many = [item(f"me/lp{i}", f"lp={i} · adapter: not evaluated") for i in range(MAX_RUNS + 5)]
+    assert len(sweep_runs(SimpleNamespace(items=many))) == MAX_RUNS
+    assert sweep_runs(None) == []

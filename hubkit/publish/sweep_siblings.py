@@ -21,7 +21,7 @@ from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.remote import read_remote
-from hubkit.publish.sweep_page import note_point
+from hubkit.publish.sweep_page import MAX_RUNS, note_point
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds
 
@@ -67,14 +67,14 @@ def read_siblings(api: HfApi, run: Run, adapter_repo_id: str) -> tuple[SweepSibl
 
 
 def sweep_runs(collection: Collection | None) -> list[SweepSibling]:
-    """Every run the Collection holds, one per value of the varied setting (its repos in `KIND_ORDER`),
-    ordered by value."""
+    """Every run the Collection holds (the first `MAX_RUNS`, as the comparison page), one per value of the
+    varied setting (its repos in `KIND_ORDER`), ordered by value."""
     runs: dict[str, list[tuple[SiblingRepo, str]]] = {}
     for item in collection.items if collection is not None else ():
         point = note_point(item.note)
         if point is None or point[1] not in KIND_ORDER or item.item_type not in _REPO_TYPES:
             continue
-        if not is_repo_id(item.item_id):
+        if not is_repo_id(item.item_id) or (point[0] not in runs and len(runs) == MAX_RUNS):
             continue
         result = (item.note or "").partition(": ")[2]
         runs.setdefault(point[0], []).append((SiblingRepo(point[1], item.item_id, item.item_type), result))
