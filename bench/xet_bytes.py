@@ -12,6 +12,7 @@ against huggingface.co. The vendor's base is uploaded with a client cache of its
 can dedup against it only through the Hub's global dedup API, as against a base they never uploaded:
 
     (a) an unchanged re-push: the merged model again, to the repo that holds it
+    (a') the same from another machine (an empty client cache: a CI runner, a colleague)
     (b) the merged model to a new repo, the base already on the Hub (uploaded by someone else)
     (c) a GGUF re-push: the same GGUF file to a second repo (a revision, a copy for another org)
 
@@ -57,6 +58,7 @@ def upload(endpoint: str, repo_id: str, folder: Path, hf_home: Path, count: Path
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     }
     env.pop("HF_HUB_DISABLE_XET", None)
+    env.pop("HF_XET_CACHE", None)  # the client cache is HF_HOME's: one per simulated machine
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", _UPLOAD, repo_id, str(folder), TOKEN], env=env, check=True)
     seconds = time.perf_counter() - start
@@ -104,6 +106,13 @@ def main() -> None:
             (
                 "(a) unchanged re-push of the merged model",
                 *upload(link_endpoint, "me/merged", merged, user, count),
+                merged,
+            )
+        )
+        rows.append(
+            (
+                "(a') the same from an empty client cache",
+                *upload(link_endpoint, "me/merged", merged, workdir / "other-home", count),
                 merged,
             )
         )

@@ -154,18 +154,21 @@ def xorb_data(
 
 
 def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Response:
-    """The global dedup API: for a chunk the Hub indexed, a shard listing the chunks of its xorb, each hash
-    keyed with a fresh key, so that only a client holding a chunk's bytes recognises it."""
+    """The global dedup API: for a chunk the Hub indexed, a shard listing every chunk of the xorbs of the
+    upload it arrived in (its dedup set), each hash keyed with a fresh key, so that only a client holding
+    a chunk's bytes recognises it."""
     _repo(ctx, req, READ)
     if prefix not in ("default-merkledb", "default"):  # the spec's name, and hf_xet 1.6's
         raise errors.bad_request(f"Chunks are looked up under the prefix 'default-merkledb', not {prefix!r}.")
-    xorb = ctx.xet.dedup_xorb(_checked_hash(chunk, "chunk"))
-    if xorb is None:
+    xorbs = ctx.xet.dedup_xorbs(_checked_hash(chunk, "chunk"))
+    if not xorbs:
         raise errors.not_found(f"Chunk {chunk} is not in the dedup index.")
-    key, listed, offset = secrets.token_bytes(32), [], 0
-    for c in ctx.xet.xorb_chunks(xorb):
-        listed.append((keyed_hash(key, c.hash), offset, c.length))
-        offset += c.length
-    stored_size = ctx.xet.xorb_file(xorb).stat().st_size
-    data = dedup_shard(hex_to_hash(xorb), listed, stored_size, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
+    key, listed = secrets.token_bytes(32), []
+    for xorb in xorbs:
+        chunks, offset = [], 0
+        for c in ctx.xet.xorb_chunks(xorb):
+            chunks.append((keyed_hash(key, c.hash), offset, c.length))
+            offset += c.length
+        listed.append((hex_to_hash(xorb), chunks, ctx.xet.xorb_file(xorb).stat().st_size))
+    data = dedup_shard(listed, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
     return Response(200, {"Content-Type": "application/octet-stream"}, data)

@@ -157,10 +157,10 @@ def read_upload_shard(data: bytes) -> tuple[list[ShardFile], list[ShardXorb]]:
 
 
 def dedup_shard(
-    xorb: bytes, chunks: list[tuple[bytes, int, int]], stored_size: int, hmac_key: bytes, expiry: int
+    xorbs: list[tuple[bytes, list[tuple[bytes, int, int]], int]], hmac_key: bytes, expiry: int
 ) -> bytes:
-    """A shard answering a global dedup query: one xorb (`stored_size` bytes), its chunks as (keyed hash,
-    unpacked start, length), with the lookup tables and footer xet-core reads it by.
+    """A shard answering a global dedup query: xorbs as (hash, chunks, stored size), each chunk as (keyed
+    hash, unpacked start, length), with the lookup tables and footer xet-core reads it by.
 
     The chunk hashes are keyed with `hmac_key` (given in the footer), so that only a client holding a
     chunk's bytes can recognise it. The footer is xet-core's (`MDBShardFileFooter`), of which the spec's
@@ -171,22 +171,30 @@ def dedup_shard(
     file_info_offset = len(body)
     body += _BOOKEND
     xorb_info_offset = len(body)
-    total = sum(length for _, _, length in chunks)
-    body += xorb + struct.pack("<IIII", 0, len(chunks), total, stored_size)
-    for keyed, start, length in chunks:
-        body += keyed + struct.pack("<II", start, length) + bytes(8)
+    # The lookup tables name a xorb by its record's index in the section (a header, then its chunks).
+    xorb_lookup: list[tuple[bytes, int]] = []
+    chunk_lookup: list[tuple[bytes, int, int]] = []
+    stored = total = record = 0
+    for xorb, chunks, stored_size in xorbs:
+        length = sum(n for _, _, n in chunks)
+        body += xorb + struct.pack("<IIII", 0, len(chunks), length, stored_size)
+        xorb_lookup.append((xorb[:8], record))
+        for position, (keyed, start, n) in enumerate(chunks):
+            body += keyed + struct.pack("<II", start, n) + bytes(8)
+            chunk_lookup.append((keyed[:8], record, position))
+        stored, total, record = stored + stored_size, total + length, record + 1 + len(chunks)
     body += _BOOKEND
     file_lookup_offset = len(body)  # no files
     xorb_lookup_offset = len(body)
-    body += xorb[:8] + struct.pack("<I", 0)
+    by_prefix = lambda entry: int.from_bytes(entry[0], "little")  # noqa: E731  (the lookup tables' order)
+    for prefix, index in sorted(xorb_lookup, key=by_prefix):
+        body += prefix + struct.pack("<I", index)
     chunk_lookup_offset = len(body)
-    for index, (keyed, _, _) in sorted(
-        enumerate(chunks), key=lambda c: int.from_bytes(c[1][0][:8], "little")
-    ):
-        body += keyed[:8] + struct.pack("<II", 0, index)
+    for prefix, index, position in sorted(chunk_lookup, key=by_prefix):
+        body += prefix + struct.pack("<II", index, position)
     footer_offset = len(body)
     body += struct.pack("<9Q", 1, file_info_offset, xorb_info_offset, file_lookup_offset, 0,
-                        xorb_lookup_offset, 1, chunk_lookup_offset, len(chunks))  # fmt: skip
+                        xorb_lookup_offset, len(xorbs), chunk_lookup_offset, len(chunk_lookup))  # fmt: skip
     body += hmac_key + struct.pack("<QQ", int(time.time()), expiry) + bytes(48)
-    body += struct.pack("<QQQQ", stored_size, total, total, footer_offset)
+    body += struct.pack("<QQQQ", stored, total, total, footer_offset)
     return bytes(body)

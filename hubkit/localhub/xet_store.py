@@ -9,7 +9,11 @@
   become the repo's LFS object, so commits, LFS downloads and the Hub's own readers see a Xet file as any
   other; the xorbs serve Xet downloads. (huggingface.co rebuilds on the fly instead of keeping both.)
 - `sha256/<sha256>`: the file hash of an object, for the download headers that send clients to Xet.
-- `chunks/ab/<hash>`: the xorb of every chunk a client may ask the global dedup API about.
+- `dedup/ab/<id>`: the xorbs an uploaded shard brought or its files use (its "dedup set"), one hash a
+  line, the first `MAX_DEDUP_CHUNKS` chunks' worth: what a global dedup query answers, as huggingface.co
+  answers with the shard a chunk arrived in, so one hit tells a client every xorb of an upload.
+- `chunks/ab/<hash>`: the dedup set of every chunk a client may ask the global dedup API about (a file's
+  first chunk, and chunks whose hash is 0 modulo 1024); the first upload that held it wins.
 
 Every file is written to a temporary name and renamed into place: a killed server leaves no partial
 object, only temporaries, cleared at the next start.
@@ -17,6 +21,7 @@ object, only temporaries, cleared at the next start.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -39,6 +44,7 @@ from hubkit.localhub.xet_shard import ShardFile, read_upload_shard
 from hubkit.localhub.xet_xorb import XorbChunk, read_xorb, unpack_chunk
 
 _INDEX_ENTRY = struct.Struct("<32sIII")
+MAX_DEDUP_CHUNKS = 1_000_000  # a dedup answer's chunks: ~48 MB of shard for ~64 GB of files
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ class XetStore:
             checked.append((xorb, chunks))
         return checked
 
-    def _register(self, entry: ShardFile, lfs: LfsStore, max_size: int) -> XetFile:
+    def _register(self, entry: ShardFile, lfs: LfsStore, max_size: int, dedup_set: str) -> XetFile:
         if entry.sha256 is None:
             raise InvalidInputError("A shard's files must carry their sha256 (a git repo names files by it).")
         terms = self._checked_terms(entry)
@@ -167,14 +173,27 @@ class XetStore:
             self._file_path(file_id), json.dumps({"sha256": sha256, "size": size, "terms": record}).encode()
         )
         self._write(self.base / "sha256" / sha256, file_id.encode())
-        self._index_chunk(terms[0][1][0].hash, terms[0][0])  # a file's first chunk: always queryable
+        self._index_chunk(terms[0][1][0].hash, dedup_set)  # a file's first chunk: always queryable
         return XetFile(file_id, sha256, size, tuple(tuple(t) for t in record))  # type: ignore[arg-type]
 
-    def _index_chunk(self, chunk: bytes, xorb: str) -> None:
+    def _index_chunk(self, chunk: bytes, dedup_set: str) -> None:
         name = hash_to_hex(chunk)
         path = self.base / "chunks" / name[:2] / name
         if not path.is_file():
-            self._write(path, xorb.encode())
+            self._write(path, dedup_set.encode())
+
+    def _dedup_set(self, xorbs: list[str]) -> tuple[str, bytes]:
+        """The dedup set of the stored ones of `xorbs` (in order, each once, up to `MAX_DEDUP_CHUNKS`
+        chunks): its id and its listing."""
+        kept, chunks = [], 0
+        for xorb in dict.fromkeys(xorbs):
+            count = len(self.xorb_chunks(xorb))
+            if count == 0 or (kept and chunks + count > MAX_DEDUP_CHUNKS):
+                continue
+            kept.append(xorb)
+            chunks += count
+        listing = "\n".join(kept).encode()
+        return hashlib.sha256(listing).hexdigest(), listing
 
     def register_shard(self, data: bytes, lfs: LfsStore, max_size: int) -> list[XetFile]:
         """Register an uploaded shard's files, each of at most `max_size` bytes, in a repo (`lfs`: its
@@ -191,17 +210,27 @@ class XetStore:
                 raise InvalidInputError(
                     f"The shard lists xorb {hash_to_hex(listed.xorb)}, which was never uploaded."
                 )
-        registered = [self._register(entry, lfs, max_size) for entry in files]
+        used = [hash_to_hex(term.xorb) for entry in files for term in entry.terms]
+        dedup_set, listing = self._dedup_set([hash_to_hex(listed.xorb) for listed in xorbs] + used)
+        registered: list[XetFile] = []
+        try:
+            for entry in files:
+                registered.append(self._register(entry, lfs, max_size, dedup_set))
+        finally:
+            set_path = self.base / "dedup" / dedup_set[:2] / dedup_set
+            if registered and not set_path.is_file():  # what the registered files' first chunks name
+                self._write(set_path, listing)
         for listed in xorbs:
-            xorb = hash_to_hex(listed.xorb)
-            for chunk in self.xorb_chunks(xorb):
+            for chunk in self.xorb_chunks(hash_to_hex(listed.xorb)):
                 if modulo(chunk.hash, GLOBAL_DEDUP_MODULUS) == 0:
-                    self._index_chunk(chunk.hash, xorb)
+                    self._index_chunk(chunk.hash, dedup_set)
         return registered
 
-    def dedup_xorb(self, chunk: str) -> str | None:
-        """The xorb holding an indexed chunk, or None."""
+    def dedup_xorbs(self, chunk: str) -> list[str]:
+        """The xorbs of the dedup set of an indexed chunk (none when it is not indexed)."""
         try:
-            return (self.base / "chunks" / chunk[:2] / chunk).read_text()
+            set_id = (self.base / "chunks" / chunk[:2] / chunk).read_text()
+            listing = (self.base / "dedup" / set_id[:2] / set_id).read_text()
         except FileNotFoundError:
-            return None
+            return []
+        return [xorb for xorb in listing.split("\n") if self.has_xorb(xorb)]
