@@ -348,7 +348,7 @@ with LocalHub({str(tmp_path / "hub")!r}) as hub:
     path = huggingface_hub.hf_hub_download("me/late", "w.safetensors")
     assert Path(path).read_bytes() == b"\\0" * 20_000
     assert path.startswith({str(tmp_path / "hf_home")!r}), path
-    assert any(p.startswith("/xet/v1/shards") for _, p, _ in hub.request_log)
+    assert any(p.startswith("/xet/v2/shards") for _, p, _ in hub.request_log)
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     result = subprocess.run(

@@ -55,7 +55,7 @@ def test_the_client_uploads_and_downloads_through_xet_with_no_setting(
     hub_api.upload_folder(folder_path=folder, repo_id=new_repo_id)
 
     assert _paths(local_hub, start, "POST", "/xet/v1/xorbs/default/")
-    assert len(_paths(local_hub, start, "POST", "/xet/v1/shards")) == 2
+    assert len(_paths(local_hub, start, "POST", "/xet/v2/shards")) == 2
     assert _paths(local_hub, start, "POST", LFS_BATCH) == [] and _paths(local_hub, start, "PUT", "/") == []
     assert {p for _, _, p in local_hub.uploads[uploads:]} == {"xet"} and len(
         uploaded(local_hub, uploads)
@@ -242,7 +242,10 @@ def test_a_hand_built_upload_registers_and_reads_back(own_hub):
     xorb, body = _xorb(chunks)
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": True}
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": False}
-    assert cas.post("/v1/shards", _shard(xorb, chunks)).status_code == 200
+    assert cas.post("/v1/shards", _shard(xorb, chunks)).json() == {"result": 1}
+    # /v2 (hf_xet's first try) answers in progress frames, the last one `result`.
+    frames = cas.post("/v2/shards", _shard(xorb, chunks)).text.splitlines()
+    assert json.loads(frames[-1]) == {"type": "result"}
     file_id = hash_to_hex(file_hash([(chunk_hash(c), len(c)) for c in chunks]))
     plan = cas.get(f"/v1/reconstructions/{file_id}").json()
     fetch = plan["fetch_info"][xorb][0]
@@ -286,6 +289,7 @@ def test_tampered_xorbs_shards_and_tokens_are_refused_and_nothing_is_kept(own_hu
     proof = _shard(xorb, chunks)
     forged = proof.replace(verification_hash([chunk_hash(c) for c in chunks]), bytes(32))
     assert cas.post("/v1/shards", forged).status_code == 400
+    assert cas.post("/v2/shards", forged).status_code == 400  # a status, not a frame: nothing was streamed
     assert _stored(own_hub) == xorb_files and _lfs_objects(own_hub) == []
 
 
@@ -380,7 +384,7 @@ def test_hubkit_push_peft_and_transformers_go_through_xet(local_hub, tiny_qwen3,
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     start = len(local_hub.request_log)
     assert push_adapters(run_dir, new_repo_id, local_hub.endpoint) == 0
-    assert _paths(local_hub, start, "POST", "/xet/v1/shards") and not _paths(
+    assert _paths(local_hub, start, "POST", "/xet/v2/shards") and not _paths(
         local_hub, start, "POST", LFS_BATCH
     )
 

@@ -1,12 +1,14 @@
 """Handlers for Xet: the Hub API's token endpoints and the CAS API (spec `api.md`) under `/xet`.
 
 What the real client (huggingface_hub with hf_xet) calls: a token from the Hub, then xorb uploads, a shard
-upload (`/v2/shards` is not served: the client falls back to `/v1`), reconstructions (`/v2` likewise),
+upload (`/v1/shards`, and `/v2/shards`, which hf_xet tries first), reconstructions (`/v2` is not served:
+the client falls back to `/v1`),
 the global dedup query, and the signed URLs of xorb byte ranges the reconstructions hand out.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 
@@ -68,12 +70,23 @@ def upload_xorb(ctx: HubContext, req: Request, prefix: str, xorb: str) -> Respon
     return json_response({"was_inserted": ctx.xet.put_xorb(xorb, body)})
 
 
-def upload_shard(ctx: HubContext, req: Request) -> Response:
+def upload_shard(ctx: HubContext, req: Request, version: int = 1) -> Response:
+    """Register an uploaded shard's files. `/v1` answers in JSON; `/v2` (what hf_xet tries first) as a
+    stream of progress frames ending in `result`, which the Hub sends only once the shard is registered,
+    so a refusal is a status as in `/v1`."""
     repo = _repo(ctx, req, WRITE)
     data = req.body.read()  # metadata only: the fault mode strikes the file bytes (xorbs), not this
     for registered in ctx.xet.register_shard(data, repo.lfs, ctx.settings.max_lfs_size):
         ctx.uploads.append((repo.ref.repo_id, registered.sha256, "xet"))
-    return json_response({"result": 1})
+    if version == 1:
+        return json_response({"result": 1})
+    frames = [
+        {"type": "validating", "verified": 1, "total": 1},
+        {"type": "committing", "stage": "syncing"},
+        {"type": "result"},
+    ]
+    body = b"".join(json.dumps(frame).encode() + b"\n" for frame in frames)
+    return Response(200, {"Content-Type": "application/x-ndjson"}, body)
 
 
 def _readable_file(ctx: HubContext, repo: Repo, file_id: str) -> XetFile:

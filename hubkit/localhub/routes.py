@@ -124,6 +124,13 @@ ROUTES = [
     _route("GET", "/lfs-objects/{types}/{namespace}/{name}/{oid}", api_files.cdn_object, signed=True),
     _route("POST", CAS + "/v1/xorbs/{prefix}/{xorb}", api_xet.upload_xorb, guards.XET_OBJECT, signed=True),
     _route("POST", CAS + "/v1/shards", api_xet.upload_shard, guards.XET_OBJECT, signed=True),
+    _route(
+        "POST",
+        CAS + "/v2/shards",
+        functools.partial(api_xet.upload_shard, version=2),
+        guards.XET_OBJECT,
+        signed=True,
+    ),
     _route("GET", CAS + "/v1/reconstructions/{file_id}", api_xet.reconstruction, signed=True),
     _route("GET", CAS + "/v1/chunks/{prefix}/{chunk}", api_xet.dedup_query, signed=True),
     _route("GET", CAS + "/xorb-data/{types}/{namespace}/{name}/{xorb}", api_xet.xorb_data, signed=True),
