@@ -141,7 +141,7 @@ def test_tokens_never_reach_the_logs(team_hub, caplog):
             path_or_fileobj=os.urandom(20_000), path_in_repo="w.bin", repo_id="alice/public"
         )
     text = caplog.text + repr(team_hub.request_log) + repr(team_hub.settings)
-    assert "/xet/v1/shards" in caplog.text  # the log was on
+    assert "/xet/v2/shards" in caplog.text  # the log was on
     assert "sig=" not in caplog.text
     for token in TOKENS:
         assert token not in text

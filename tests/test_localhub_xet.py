@@ -129,35 +129,40 @@ def test_a_client_with_xet_disabled_takes_lfs_and_reads_xet_uploads(
 _UPLOAD = """
 import sys
 from huggingface_hub import HfApi
-HfApi().upload_file(path_or_fileobj=sys.argv[2], path_in_repo="w.bin", repo_id=sys.argv[1])
+api = HfApi()
+api.create_repo(sys.argv[1], exist_ok=True)
+api.upload_file(path_or_fileobj=sys.argv[2], path_in_repo="w.bin", repo_id=sys.argv[1])
 """
 
 
-def test_a_client_with_an_empty_cache_finds_a_whole_upload_through_the_global_dedup_api(
-    local_hub, hub_api, make_repo_id, tmp_path
-):
+def test_a_client_with_an_empty_cache_finds_a_whole_upload_through_the_global_dedup_api(tmp_path):
     """As huggingface.co, a dedup hit answers with every xorb of the upload the chunk arrived in: one
-    queried chunk tells the client all of a 150 MB file, not just the 64 MB around it."""
-    first, second = make_repo_id(), make_repo_id()
+    queried chunk tells the client all of a 150 MB file, not just the 64 MB around it. (A Hub of its own:
+    the session's bounds its bodies for other tests.)"""
     weights = tmp_path / "w.bin"
     weights.write_bytes(os.urandom(150_000_000))  # three xorbs
+    with LocalHub(tmp_path / "hub") as hub:
 
-    def upload(repo_id: str, cache: str) -> None:
-        env = {**os.environ, "HF_XET_CACHE": str(tmp_path / cache), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        hub_api.create_repo(repo_id)
-        subprocess.run(
-            [sys.executable, "-c", _UPLOAD, repo_id, str(weights)], env=env, check=True, timeout=300
-        )
+        def upload(repo_id: str, cache: str) -> None:
+            env = {
+                **os.environ,
+                "HF_ENDPOINT": hub.endpoint,
+                "HF_TOKEN": "hf_any_token_of_an_open_hub",
+                "HF_HOME": str(tmp_path / cache),
+                "HF_XET_CACHE": str(tmp_path / cache / "xet"),
+                "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            }
+            command = [sys.executable, "-c", _UPLOAD, repo_id, str(weights)]
+            subprocess.run(command, env=env, check=True, timeout=300)
 
-    upload(first, "one-machine")
-    assert len(_paths(local_hub, 0, "POST", "/xet/v1/xorbs/default/")) >= 3
-    start = len(local_hub.request_log)
-    upload(second, "another-machine")
-    assert _paths(local_hub, start, "GET", "/xet/v1/chunks/")  # a hit
-    assert _paths(local_hub, start, "POST", "/xet/v1/xorbs/") == []  # nothing sent again
-    sha256 = hashlib.sha256(weights.read_bytes()).hexdigest()
-    assert local_hub.uploads[-1] == (second, sha256, "xet")
-    assert hub_api.get_paths_info(second, ["w.bin"])[0].lfs.sha256 == sha256
+        upload("alice/first", "one-machine")
+        assert len(_paths(hub, 0, "POST", "/xet/v1/xorbs/default/")) >= 3
+        start = len(hub.request_log)
+        upload("alice/second", "another-machine")
+        assert _paths(hub, start, "GET", "/xet/v1/chunks/")  # a hit
+        assert _paths(hub, start, "POST", "/xet/v1/xorbs/") == []  # nothing sent again
+        sha256 = hashlib.sha256(weights.read_bytes()).hexdigest()
+        assert hub.uploads[-1][1:] == (sha256, "xet") and hub.uploads[-1][0].endswith("/second")
 
 
 # --- what a hostile client sends ---------------------------------------------------------------------

@@ -353,7 +353,7 @@ def test_a_push_killed_mid_upload_leaves_the_previous_commit_and_the_next_push_c
     handle = HubRequestHandler._handle
 
     def held_upload(self: HubRequestHandler) -> None:
-        if "/xet/v1/shards" in self.path:
+        if "/xet/v2/shards" in self.path:
             in_flight.set()
             release.wait(30)
         handle(self)

@@ -96,3 +96,10 @@ def test_the_list_covers_the_formats_the_issue_names() -> None:
         "PypiTokenDetector",
         "NpmDetector",
     } <= set(CORPUS)
+
+
+def test_a_models_words_after_bearer_are_no_token() -> None:
+    # A random-weight model in a verl run wrote this: a bearer token holds a digit, words need not.
+    finder = SecretFinder()
+    assert finder.find("the bearer disciplined.softmaxvertising of") is None
+    assert finder.find("Authorization: Bearer Qa9Zk3Lm0Pq7Rs2Tu5Vw8Xy1Ab4Cd6") is not None

@@ -90,7 +90,8 @@ _FORMATS: tuple[tuple[str, str, frozenset[str]], ...] = (
     (r"api.softlayer.com/soap/v3(?:.1)?/[a-z0-9]{64}", "a SoftLayer API key", _ANYWHERE),
     (r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "a JSON Web Token", _ANYWHERE),
     # An Authorization header's credential, whatever its format; a password in a URL (user:password@host).
-    (r"(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*", "a bearer token", _ALNUM),
+    # A token holds a digit; a model's words after "bearer" ("disciplined.softmaxvertising") need not.
+    (r"(?i:bearer)\s+(?=[A-Za-z._~+/-]*[0-9])[A-Za-z0-9._~+/-]{20,}=*", "a bearer token", _ALNUM),
     (r"://[^:/?#\[\]@!$&'()*+,;=\s]+:[^:/?#\[\]@!$&'()*+,;=\s]+@", "a password in a URL", _ANYWHERE),
     (r"BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY|PuTTY-User-Key-File-[0-9]", "a private key block", frozenset()),
 )
