@@ -10,7 +10,8 @@ the run's manifest as published).
 Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
 each finishes; the items stay ordered by the varied value (numbers as numbers), after the sweep's
 comparison page (`hubkit.publish.sweep_page`), which each push rebuilds from every run's published
-evaluation. Only what differs is
+evaluation; then every other run's card gets its list of the sweep's runs rewritten
+(`hubkit.publish.sweep_siblings`). Only what differs is
 written: a push of an unchanged run makes no call that changes the Collection. The Collection is found by
 its title among its owner's; the Hub bounds a description to 150 characters and a note to 500.
 """
