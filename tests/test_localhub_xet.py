@@ -28,6 +28,7 @@ from huggingface_hub import hf_hub_download, snapshot_download
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
 from hubkit.localhub.xet_shard import HEADER_TAG
+from hubkit.localhub.xet_xorb import MAX_XORB_SIZE
 
 LFS_BATCH = "/info/lfs/objects/batch"
 
@@ -298,13 +299,24 @@ def test_tampered_xorbs_shards_and_tokens_are_refused_and_nothing_is_kept(own_hu
     assert _stored(own_hub) == xorb_files and _lfs_objects(own_hub) == []
 
 
+def test_a_xorb_of_64_mib_of_chunks_is_taken_with_its_headers(own_hub):
+    """xet-core cuts a xorb at 64 MiB of chunk bytes, then adds a header to each chunk: a full xorb of
+    incompressible bytes is a little over 64 MiB, and the Hub must take it (a loaded machine made the
+    real client send one)."""
+    chunks = [os.urandom(128 * 1024) for _ in range(512)]  # 64 MiB, the client's largest chunks
+    xorb, body = _xorb(chunks)
+    assert len(body) > 64 * 1024 * 1024
+    cas = _Cas(own_hub, "hubkit-user/target")
+    assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": True}
+
+
 def test_an_oversized_xorb_is_refused_before_it_is_read(own_hub):
     cas = _Cas(own_hub, "hubkit-user/target")
     url = urlsplit(cas.url)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     connection.putrequest("POST", f"{url.path}/v1/xorbs/default/{'0' * 64}")
     connection.putheader("Authorization", f"Bearer {cas.token}")
-    connection.putheader("Content-Length", str(64 * 1024 * 1024 + 1))
+    connection.putheader("Content-Length", str(MAX_XORB_SIZE + 1))
     connection.endheaders()
     answer = connection.getresponse()
     assert answer.status == 413 and "at most" in json.loads(answer.read())["error"]

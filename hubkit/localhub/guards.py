@@ -11,7 +11,7 @@ Any web page the user opens can send requests to a server on 127.0.0.1. It canno
   Authorization header even on an open Hub (`access.py`).
 - A body is read only up to its route's limit, and refused from its Content-Length before the first byte
   (413): a JSON API takes `max_json_body`, a commit `max_commit_body`, an LFS upload its object's size,
-  a Xet xorb or shard 64 MiB.
+  a Xet xorb or shard 65 MiB (each format then checks its own bound).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from hubkit.localhub import errors
 from hubkit.localhub.context import HubSettings
 from hubkit.localhub.messages import Request
+from hubkit.localhub.xet_xorb import MAX_XORB_SIZE
 
 # host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
 HOST_HEADER = re.compile(r"^(?:\[([0-9A-Fa-f:.]{2,45})\]|([A-Za-z0-9.-]{1,253}))(?::[0-9]{1,5})?$")
@@ -37,8 +38,8 @@ JSON = "json"  # a JSON object: the repo, branch, tag, settings and LFS batch AP
 COMMIT = "commit"  # NDJSON: a commit, regular files inside it
 JSON_OR_FORM = "json-or-form"  # paths-info: the client sends a form
 LFS_CONTENT = "lfs"  # an LFS object, or one part of it: raw bytes
-XET_OBJECT = "xet"  # a Xet xorb or shard: raw bytes, at most 64 MiB (the spec's bound on both)
-MAX_XET_OBJECT = 64 * 1024 * 1024
+XET_OBJECT = "xet"  # a Xet xorb or shard: raw bytes, 64 MiB by the spec (a xorb a little more, see xet_xorb)
+MAX_XET_OBJECT = MAX_XORB_SIZE
 
 
 @dataclass(frozen=True)

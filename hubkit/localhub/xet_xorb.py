@@ -14,7 +14,10 @@ from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.xet_hashes import chunk_hash, hash_to_hex, xorb_hash
 
 HEADER_SIZE = 8
-MAX_XORB_SIZE = 64 * 1024 * 1024  # the serialized limit of the spec, chunks and footer together
+# The spec bounds a serialized xorb at 64 MiB, but xet-core cuts a xorb at 64 MiB of *unpacked* chunk
+# bytes (MAX_XORB_BYTES) and then adds an 8-byte header to each of up to 8,192 chunks (and, in older
+# clients, a footer of ~40 bytes a chunk): a xorb of incompressible weights can pass 64 MiB by a few KB.
+MAX_XORB_SIZE = 65 * 1024 * 1024
 MAX_CHUNK_SIZE = 128 * 1024
 _FOOTER_IDENT = b"XETBLOB"
 _NONE, _LZ4, _BG4_LZ4 = 0, 1, 2
