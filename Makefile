@@ -90,7 +90,7 @@ environments:
 
 # Two workers, each module whole on one (tests/conftest.py hands out the longest first).
 test: environments lint
-	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder
+	$(VENV)/bin/pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=15
 
 # The Space's browser test drives Debian's chromium through playwright (which downloads no browser).
 chromium:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,6 +36,9 @@ TRL_STEPS = 3
 VERL_RUN_ID = "20260223_182638_deepscaler_gdpo_lambda0.5"
 VERL_STEPS = 2
 VERL_LORA_R = VERL_LORA_ALPHA = 16
+# Where that run publishes while verl trains (the recipe's PUSH_TO), on a Hub of its own beside the run
+# (`verl_watch_hub`): the run is shared by every pytest-xdist worker, and each has its own session Hub.
+VERL_PUSH_TO = "hubkit-test/verl-watched"
 VERL_RUN_SIZES = {
     "PROMPTS_PER_STEP": "2",
     "ROLLOUTS_PER_PROMPT": "4",
@@ -196,6 +200,11 @@ def verl_available() -> bool:
     return VERL_PYTHON.is_file() and (REPO_ROOT / ".venv-verl" / ".installed").is_file()
 
 
+def verl_watch_hub(run_dir: Path) -> Path:
+    """The root of the Hub `verl_run_dir`'s run published to while it trained (open it with LocalHub)."""
+    return run_dir.parents[1] / "hub"
+
+
 def verl_reference_dir(run_dir: Path) -> Path:
     """Where the logits of each step's adapter as verl saved it are kept (``global_step_N.pt``), beside the run."""
     return run_dir.parent / f"{run_dir.name}-reference"
@@ -290,19 +299,37 @@ def record_verl_reference(run_dir: Path, base_dir: Path) -> None:
 
 @pytest.fixture(scope="session")
 def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3_tied) -> Path:
-    """The verl recipe run by verl itself (2 ranks, 2 steps, a save each step) on the tiny tied Qwen3.
+    """The verl recipe run by verl itself (2 ranks, 2 steps, a save each step) on the tiny tied Qwen3,
+    published while it trained (``PUSH_TO``, `hubkit push --watch`) to `VERL_PUSH_TO` on `verl_watch_hub`.
 
     Its metrics, checkpoints and manifest are what verl and the recipe wrote; beside it, the logits of each
     step's saved adapter (`verl_reference_dir`). Also the launch's output, as ``launch.log``.
     """
     if not verl_available():
         pytest.skip("verl 0.6.1's environment .venv-verl is missing: run `make venv-verl`")
+    from fixtures_hub import TEST_TOKEN
+    from huggingface_hub import HfApi
+
+    from hubkit.demo.tiny import publish_model
+    from hubkit.localhub import LocalHub
 
     def train(root: Path) -> Path:
         data_dir = prepare_verl_data(root / "data")
-        started = time.monotonic()
-        result = run_verl_recipe(root / "runs", VERL_RUN_ID, tiny_qwen3_tied, data_dir)
         run_dir = root / "runs" / VERL_RUN_ID
+        started = time.monotonic()
+        with LocalHub(verl_watch_hub(run_dir), token=TEST_TOKEN) as hub:
+            api = HfApi(endpoint=hub.endpoint, token=TEST_TOKEN)
+            publish_model(
+                api, Path(tiny_qwen3_tied.local_dir), tiny_qwen3_tied.repo_id
+            )  # what the merge reads
+            watch = {
+                "PUSH_TO": VERL_PUSH_TO,
+                "PUSH_INTERVAL": "1",
+                "HUBKIT": str(Path(sys.executable).with_name("hubkit")),
+                "HF_ENDPOINT": hub.endpoint,
+                "HF_TOKEN": TEST_TOKEN,
+            }
+            result = run_verl_recipe(root / "runs", VERL_RUN_ID, tiny_qwen3_tied, data_dir, env=watch)
         if result.returncode != 0:
             raise RuntimeError(f"the verl recipe failed ({result.returncode}):\n{result.stderr[-6000:]}")
         (root / "launch.log").write_text(

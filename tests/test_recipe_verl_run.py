@@ -4,13 +4,14 @@ the CPU/gloo gaps only), then published with `hubkit push --run-id` and no other
 The first tests each fail on the recipe before its three fixes: a list-valued TARGET_MODULES stopped every
 worker at start-up; the file logger died after step 1 on the batch balancer's tensor metrics; and the file
 logger never flushed, so a finished run could end with an empty `metrics.jsonl`. The run is shared by the
-session (`verl_run_dir`); a second run (GDPO aggregation, `PUSH_TO`) publishes while verl trains.
+session (`verl_run_dir`) and published while verl trained (`PUSH_TO`). GDPO's aggregation is checked in
+verl's own reward manager and estimator (tests/test_rewards_verl.py), not by a second run: a verl run is
+minutes of the suite's time on two cores.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -19,15 +20,16 @@ import gguf
 import numpy
 import pytest
 import torch
+from fixtures_hub import TEST_TOKEN
 from fixtures_runs import (
     VERL_LORA_ALPHA,
     VERL_LORA_R,
+    VERL_PUSH_TO,
     VERL_RUN_ID,
     VERL_STEPS,
     copy_verl_run,
-    prepare_verl_data,
-    run_verl_recipe,
     verl_reference_dir,
+    verl_watch_hub,
 )
 from gguf_bounds import q8_0_error
 from helpers import LLAMA_PYTHON, logits, push_adapters, run_cli, run_llama_worker
@@ -125,14 +127,15 @@ def test_answers_vary_in_length_within_groups_and_the_adapter_moves(verl_run_dir
 
 
 @pytest.fixture(scope="module")
-def verl_release(verl_run_dir: Path, tmp_path_factory: pytest.TempPathFactory, hub_api) -> tuple[str, Path]:
-    """A copy of the run pushed with ``hubkit push --run-id`` and nothing else; (repo id, the copy)."""
+def verl_release(verl_run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """A copy of the run pushed again, to the session's Hub, with ``hubkit push --run-id`` and nothing else:
+    to the repo the recipe recorded (PUSH_TO); (repo id, the copy)."""
     runs_dir = tmp_path_factory.mktemp("verl-release")
     run_dir = copy_verl_run(verl_run_dir, runs_dir / VERL_RUN_ID)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HUBKIT_RUNS_DIR", str(runs_dir))
         assert run_cli(["push", "--run-id", VERL_RUN_ID, "--quiet"]) == 0
-    return f"{hub_api.whoami()['name']}/{VERL_RUN_ID}", run_dir
+    return VERL_PUSH_TO, run_dir
 
 
 def test_every_step_loads_by_subfolder_and_by_branch_as_verl_saved_it(verl_release, verl_base) -> None:
@@ -212,7 +215,7 @@ def test_gguf_q8_0_is_written_from_the_merged_model(verl_release, hub_api, tmp_p
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HUBKIT_RUNS_DIR", str(run_dir.parent))
         assert run_cli(["push", "--run-id", VERL_RUN_ID, "--gguf", "q8_0", "--quiet"]) == 0
-    name = f"{VERL_RUN_ID}-Q8_0.gguf"
+    name = f"{repo_id.split('/')[1]}-Q8_0.gguf"  # named after the repo
     path = hub_api.hf_hub_download(f"{repo_id}-GGUF", name)
     merged = load_file(hub_api.hf_hub_download(f"{repo_id}-merged", "model.safetensors"))
     tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
@@ -262,53 +265,32 @@ def test_the_adapter_rebuilt_from_real_shards_equals_the_one_verl_saved(
             assert torch.equal(made[key], tensor) and torch.equal(published[key], tensor), key
 
 
-# --- a second run: GDPO's aggregation, published while verl trains -------------------------------
+# --- published while verl trained ----------------------------------------------------------------
 
 
-def test_push_to_publishes_each_checkpoint_while_verl_trains(
-    tmp_path: Path, tiny_qwen3_tied, hub_api, new_repo_id: str
-) -> None:
-    steps = 3
-    data_dir = prepare_verl_data(tmp_path / "data")
-    result = run_verl_recipe(
-        tmp_path / "runs",
-        "gdpo-watch",
-        tiny_qwen3_tied,
-        data_dir,
-        ranks=1,
-        steps=steps,
-        env={
-            "AGGREGATION": "normalize_then_sum",
-            "PUSH_TO": new_repo_id,
-            "PUSH_INTERVAL": "1",
-            "HUBKIT": str(Path(sys.executable).with_name("hubkit")),
-        },
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"Pushed to {new_repo_id}" in result.stdout
-    run_dir = tmp_path / "runs" / "gdpo-watch"
-    manifest = Manifest.load(run_dir)
-    assert manifest.reward.aggregation == "normalize_then_sum" and manifest.push_to == new_repo_id
+def test_push_to_published_each_checkpoint_while_verl_trained(verl_run_dir: Path, tmp_path: Path) -> None:
+    from huggingface_hub import HfApi
 
-    # Each checkpoint in a commit of its own, the first ones before verl finished.
-    finished = datetime.fromisoformat(manifest.finished_at.replace("Z", "+00:00"))
-    commits = [c for c in reversed(hub_api.list_repo_commits(new_repo_id)) if ": steps " in c.title]
-    pushed = [(c.title.split(": steps ", 1)[1], c.created_at) for c in commits]
-    assert [steps_pushed for steps_pushed, _ in pushed][:steps] == [str(s) for s in range(1, steps + 1)], (
-        pushed
-    )
-    assert pushed[0][1] < finished, "step 1 was published only after training ended"
-    # Nothing half-saved: every published step is the adapter verl finished saving.
-    for step in range(1, steps + 1):
-        published = load_file(
-            hub_api.hf_hub_download(new_repo_id, f"checkpoints/global_step_{step}/adapter_model.safetensors")
+    from hubkit.localhub import LocalHub
+
+    manifest = Manifest.load(verl_run_dir)
+    assert manifest.push_to == VERL_PUSH_TO and manifest.reward.aggregation == "sum_then_normalize"
+    assert f"Pushed to {VERL_PUSH_TO}" in (verl_run_dir.parents[1] / "launch.log").read_text()
+    with LocalHub(verl_watch_hub(verl_run_dir), token=TEST_TOKEN) as hub:
+        api = HfApi(endpoint=hub.endpoint, token=TEST_TOKEN)
+        # Each checkpoint in a commit of its own, the first before verl finished.
+        finished = datetime.fromisoformat(manifest.finished_at.replace("Z", "+00:00"))
+        commits = [c for c in reversed(api.list_repo_commits(VERL_PUSH_TO)) if ": steps " in c.title]
+        pushed = [(c.title.split(": steps ", 1)[1], c.created_at) for c in commits]
+        assert [steps for steps, _ in pushed][:VERL_STEPS] == [str(s) for s in range(1, VERL_STEPS + 1)], (
+            pushed
         )
-        saved = _saved_adapter(run_dir, step)
-        assert sorted(published) == sorted(saved)
-        assert all(torch.equal(published[k], saved[k]) for k in saved)
-    assert hub_api.file_exists(f"{new_repo_id}-merged", "model.safetensors")
-    # normalize_then_sum: each component z-scored within its group, then weighted and summed, so every
-    # group's scores sum to zero; the lengths varied, so some score does not.
-    scores = [[r["score"] for r in group] for group in _groups(_rollouts(run_dir)).values()]
-    assert all(abs(sum(group)) < 1e-4 for group in scores), scores
-    assert any(abs(score) > 1e-3 for group in scores for score in group)
+        assert pushed[0][1] < finished, "step 1 was published only after training ended"
+        # Nothing half-saved: every published step is the adapter verl finished saving.
+        for step in range(1, VERL_STEPS + 1):
+            name = f"checkpoints/global_step_{step}/adapter_model.safetensors"
+            published = load_file(api.hf_hub_download(VERL_PUSH_TO, name, cache_dir=tmp_path))
+            saved = _saved_adapter(verl_run_dir, step)
+            assert sorted(published) == sorted(saved)
+            assert all(torch.equal(published[k], saved[k]) for k in saved)
+        assert api.file_exists(f"{VERL_PUSH_TO}-merged", "model.safetensors")
