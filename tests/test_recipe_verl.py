@@ -447,6 +447,7 @@ def test_sweep_launches_one_run_per_weight_each_naming_the_sweep(tmp_path: Path)
     ]
     assert [name.rsplit("_", 1)[1] for name in names] == ["lambda0", "lambda0.5"]
     assert all("_lp-sweep_" in name for name in names)
+    assert f'hubkit push --sweep "lp-sweep" --runs-dir "{tmp_path / "runs"}"' in done.stderr
 
 
 def test_manifest_can_select_gdpo(write_manifest: ModuleType, tmp_path: Path) -> None:

@@ -34,5 +34,7 @@ status=0
 for pid in "${pids[@]}"; do
   wait "$pid" || status=$?
 done
-echo "Sweep $SWEEP: runs/${STAMP}_${SWEEP}_lambda* (publish each with hubkit push --run-dir DIR)" >&2
+runs="${RUNS_DIR:-runs}"
+echo "Sweep $SWEEP: $runs/${STAMP}_${SWEEP}_lambda*. Evaluate and publish every run of it:" >&2
+echo "  hubkit eval --sweep \"$SWEEP\" --runs-dir \"$runs\" --problems FILE && hubkit push --sweep \"$SWEEP\" --runs-dir \"$runs\"" >&2
 exit "$status"
