@@ -21,7 +21,8 @@ class ManifestError(HubkitError):
 
 
 class RunNotStartedError(ManifestError):
-    """A run directory without hubkit.json holds no checkpoint yet, so its framework cannot be told."""
+    """A run directory without hubkit.json holds no checkpoint yet, or none whose adapter config is written
+    yet, so its framework or base model cannot be told."""
 
 
 class CheckpointError(HubkitError):

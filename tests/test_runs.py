@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.errors import ManifestError, RunNotFoundError
+from hubkit.errors import ManifestError, RunNotFoundError, RunNotStartedError
 from hubkit.runs import Metrics, MetricsRow, find_run_dir, load_run
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.verl import read_metrics_jsonl
@@ -194,6 +194,31 @@ def test_no_manifest_infers_framework_and_needs_a_hub_base(tmp_path: Path) -> No
     assert run.manifest.run_id == tmp_path.name
     assert run.manifest.lora is not None and (run.manifest.lora.r, run.manifest.lora.alpha) == (16, 32)
     assert [c.step for c in run.checkpoints] == [2]
+
+
+def test_a_save_caught_before_its_adapter_config_is_waited_for(tmp_path: Path) -> None:
+    """A trainer writes the adapter's weights before its config: a watcher looking in between must wait,
+    not ask for --base-model; a finished save without a config still asks for it."""
+    _trl_checkpoint(tmp_path / "trl", 1, None)  # trainer_state.json not written yet
+    config = tmp_path / "trl" / "checkpoint-1" / "adapter_config.json"
+    whole = config.read_text()
+    config.unlink()
+    with pytest.raises(RunNotStartedError, match=r"no whole adapter_config\.json yet"):
+        load_run(tmp_path / "trl")
+    config.write_text(whole[: len(whole) // 2])
+    with pytest.raises(RunNotStartedError, match="wait for the first save to finish"):
+        load_run(tmp_path / "trl")
+    config.write_text(whole)
+    run = load_run(tmp_path / "trl")
+    assert run.manifest.base_model == "org/base" and [c.step for c in run.pending] == [1]
+
+    _verl_step(tmp_path / "verl", 1)  # verl has not written latest_checkpointed_iteration.txt yet
+    with pytest.raises(RunNotStartedError):
+        load_run(tmp_path / "verl")
+    (tmp_path / "verl" / "latest_checkpointed_iteration.txt").write_text("1")
+    with pytest.raises(ManifestError, match="pass --base-model") as refused:
+        load_run(tmp_path / "verl")
+    assert not isinstance(refused.value, RunNotStartedError)
 
 
 def test_no_manifest_takes_hub_base_from_adapter_config(tmp_path: Path) -> None:

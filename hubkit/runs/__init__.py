@@ -74,6 +74,11 @@ def _inferred_manifest(run_dir: Path, base_model: str | None) -> tuple[Manifest,
     inferred: InferredSettings = reader.infer(run_dir)
     quantized = _quantized_base(inferred.base_model, base_model)
     base = (quantized.full_precision if quantized else None) or base_model or inferred.base_model
+    if base is None and inferred.save_in_progress:
+        raise RunNotStartedError(
+            f"{run_dir.name} has no {MANIFEST_NAME} and no whole adapter_config.json yet: cannot tell its "
+            "base model (wait for the first save to finish, or pass --base-model ORG/NAME)"
+        )
     if base is None:
         raise ManifestError(
             f"{run_dir.name} has no {MANIFEST_NAME} and its adapters do not name a Hub base model: "
@@ -147,7 +152,8 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
     Raises:
         ManifestError: an invalid manifest, an unrecognized layout or one of another framework than the
             manifest says, or an unknown/conflicting base model.
-        RunNotStartedError: a run without a manifest that has saved no checkpoint yet.
+        RunNotStartedError: a run without a manifest that has saved no checkpoint yet, or whose first
+            save is still being written.
         TrainingArgsError: a training_args.bin that names a class outside transformers, TRL and accelerate.
     """
     run_dir = Path(run_dir)

@@ -244,10 +244,15 @@ class RunContents:
 
 @dataclass(frozen=True)
 class InferredSettings:
-    """What a reader can tell about a run that has no ``hubkit.json``."""
+    """What a reader can tell about a run that has no ``hubkit.json``.
+
+    ``save_in_progress``: no checkpoint holds a whole ``adapter_config.json`` yet and one is still being
+    saved (a trainer writes the adapter's weights before its config), so the base may be told once it ends.
+    """
 
     base_model: str | None
     lora: LoraSettings | None
+    save_in_progress: bool = False
 
 
 @dataclass(frozen=True)

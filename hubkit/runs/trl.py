@@ -120,14 +120,16 @@ def infer(root: Path) -> InferredSettings:
 
     The base model is only taken when it is a Hub id, never a local path.
     """
-    for _, path in reversed(numbered_dirs(root, _CHECKPOINT_RE)):
+    saved = numbered_dirs(root, _CHECKPOINT_RE)
+    for _, path in reversed(saved):
         config = read_saved_adapter_config(path)
         if config is None:
             continue
         base = config.get("base_model_name_or_path")
         base_model = base if isinstance(base, str) and is_hub_id(base) and not Path(base).exists() else None
         return InferredSettings(base_model=base_model, lora=lora_from_adapter_config(config))
-    return InferredSettings(base_model=None, lora=None)
+    saving = any(not _checkpoint(root, step, path).complete for step, path in saved)
+    return InferredSettings(base_model=None, lora=None, save_in_progress=saving)
 
 
 def lora_from_adapter_config(config: dict[str, Any]) -> LoraSettings | None:

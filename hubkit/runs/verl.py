@@ -176,9 +176,12 @@ def infer(root: Path) -> InferredSettings:
     """Base model and LoRA settings recorded by verl itself, from the newest step that has them."""
     base_model: str | None = None
     lora: LoraSettings | None = None
-    for _, path in reversed(numbered_dirs(root, _STEP_RE, holding="actor")):
+    config_read = False
+    saved = numbered_dirs(root, _STEP_RE, holding="actor")
+    for _, path in reversed(saved):
         actor = path / "actor"
         config = read_saved_adapter_config(actor / "lora_adapter")
+        config_read = config_read or config is not None
         if config is not None and base_model is None:
             base = config.get("base_model_name_or_path")
             if isinstance(base, str) and is_hub_id(base) and not Path(base).exists():
@@ -187,7 +190,9 @@ def infer(root: Path) -> InferredSettings:
             lora = lora_from_meta(actor) or (lora_from_adapter_config(config) if config else None)
         if base_model and lora:
             break
-    return InferredSettings(base_model=base_model, lora=lora)
+    latest = latest_saved_step(root)
+    saving = not config_read and any(not _checkpoint(step, path, latest).complete for step, path in saved)
+    return InferredSettings(base_model=base_model, lora=lora, save_in_progress=saving)
 
 
 READER = FrameworkReader(name="verl", looks_like=looks_like, read=read, infer=infer)
