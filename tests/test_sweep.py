@@ -187,6 +187,35 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     assert heads == {v: hub_api.repo_info(repos[v]).sha for v in runs}
 
 
+def test_a_push_without_the_merged_model_still_brings_its_note_up_to_date(
+    tmp_path, tiny_qwen3, hub_api, make_repo_id, sweep_name
+):
+    """`--no-merged` after an evaluation: the merged repo (pushed before, while training) keeps its place in
+    the Collection and gets the run's new note; a repo of the release never pushed is not added."""
+    from hubkit.evaluate import load_eval
+    from hubkit.publish.sweep import SweepItem, join_sweep
+
+    sweep = SweepInfo(sweep_name, "length_penalty_weight", 0.5)
+    adapter = make_repo_id("lp")
+    for repo_id in (adapter, adapter + "-merged"):
+        hub_api.create_repo(repo_id)
+    items = [SweepItem(adapter, "model", "adapter"), SweepItem(adapter + "-merged", "model", "merged")]
+    _, collection = join_sweep(hub_api, sweep, items, None, endpoint=hub_api.endpoint)
+    assert [i.note for i in collection.items] == [
+        "length_penalty_weight=0.5 · adapter: not evaluated",
+        "length_penalty_weight=0.5 · merged: not evaluated",
+    ]
+    evaluation = load_eval(_sweep_run(tmp_path, tiny_qwen3.repo_id, sweep_name, 0.5, 3, 70)).summary
+    held = [items[1], SweepItem(adapter + "-GGUF", "model", "GGUF")]
+    changes, collection = join_sweep(
+        hub_api, sweep, items[:1], evaluation, endpoint=hub_api.endpoint, held=held
+    )
+    assert len(changes) == 2 and [i.item_id for i in collection.items] == [adapter, adapter + "-merged"]
+    assert [i.note.partition(": ")[2] for i in collection.items] == [
+        "final accuracy 75.0% [30.1%, 95.4%] on 4 problems, mean answer 70 tokens (step 2)"
+    ] * 2
+
+
 def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, sweep_name
 ):

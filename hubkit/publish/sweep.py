@@ -75,16 +75,19 @@ def join_sweep(
     *,
     endpoint: str | None,
     private: bool = False,
+    held: Sequence[SweepItem] = (),
 ) -> tuple[list[str], Collection]:
     """Put a run's repos in the sweep's Collection (made when missing, under the adapter repo's owner) with
     their notes, every item ordered by the varied value; return what changed, one line each, and the
-    Collection as it is now.
+    Collection as it is now. `held`: the release's repos this push did not write (``--no-merged``): their
+    notes are brought up to date where the Collection holds them, and they are never added.
 
     Raises:
         HubkitError: the Hub refused or could not be reached (`hub_errors`).
     """
     namespace = items[0].repo_id.split("/")[0]
-    notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in items}
+    notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in (*items, *held)}
+    may_add = {(i.repo_id, i.repo_type) for i in items}
     changes: list[str] = []
     with hub_errors(f"collection {sweep.name}", endpoint):
         collection = find_collection(api, namespace, sweep.name)
@@ -95,10 +98,10 @@ def join_sweep(
             changes.append(f"collection {collection.slug}: created")
         present = {(i.item_id, i.item_type): i for i in collection.items}
         for key, note in notes.items():
-            if key not in present:
+            if key not in present and key in may_add:
                 api.add_collection_item(collection.slug, key[0], key[1], note=note)
                 changes.append(f"collection {collection.slug}: added {key[0]}")
-            elif present[key].note != note:
+            elif key in present and present[key].note != note:
                 api.update_collection_item(collection.slug, present[key].item_object_id, note=note)
                 changes.append(f"collection {collection.slug}: note of {key[0]} updated")
         if changes:
@@ -159,15 +162,21 @@ def with_sweep(
         return report
     pushed = {r.repo_id for r in report.repos if r.revision == "main"}
     kinds = zip(
-        KIND_ORDER, (repos.adapter, repos.merged, repos.gguf, repos.space, repos.samples), strict=True
+        KIND_ORDER,
+        (repos.adapter, repos.merged, repos.gguf, repos.space or repos.linked_space, repos.samples),
+        strict=True,
     )
     types = {"Space": "space", "samples": "dataset"}
-    items = [
-        SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id in pushed
-    ]
+    release = [SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id]
     summary = local.evaluation.summary if local.evaluation is not None else None
     changes, collection = join_sweep(
-        api, sweep, items, summary, endpoint=request.endpoint, private=request.private
+        api,
+        sweep,
+        [i for i in release if i.repo_id in pushed],
+        summary,
+        endpoint=request.endpoint,
+        private=request.private,
+        held=[i for i in release if i.repo_id not in pushed],
     )
     changes += _comparison_page(api, sweep, collection, local, request)
     changes += update_sibling_cards(api, collection, sweep.setting, f"{sweep.value}", local.vetter)
