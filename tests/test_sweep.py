@@ -187,6 +187,37 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     assert heads == {v: hub_api.repo_info(repos[v]).sha for v in runs}
 
 
+def test_a_sweep_pushed_before_any_evaluation_has_its_page_already(
+    tmp_path, tiny_qwen3, local_hub, hub_api, make_repo_id, sweep_name
+):
+    """Runs pushed while they train link the comparison page from their first push: it says no run is
+    evaluated yet, and compares them once one is."""
+    from hubkit.publish.sweep import PAGE_NOTE
+
+    run_dir = make_run(tmp_path / "training", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    Manifest.load(run_dir).with_updates(sweep=SweepInfo(sweep_name, "length_penalty_weight", 0.5)).save(
+        run_dir
+    )
+    repo = make_repo_id("lp0.5")
+    _push(run_dir, repo, local_hub)
+    page = sweep_page_repo_id(repo.split("/")[0], sweep_name)
+    (found,) = [c for c in hub_api.list_collections(owner=repo.split("/")[0]) if c.title == sweep_name]
+    first = hub_api.get_collection(found.slug).items[0]
+    assert (first.item_id, first.note) == (page, PAGE_NOTE)
+    card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    assert f"No run of the sweep is evaluated yet: `hubkit eval --sweep '{sweep_name}'`" in card
+    chart = Path(hub_api.hf_hub_download(page, "assets/accuracy_vs_length.png", repo_type="dataset"))
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert (
+        f"(https://huggingface.co/datasets/{page})"
+        in Path(hub_api.hf_hub_download(repo, "README.md")).read_text()
+    )
+
+    _push(_sweep_run(tmp_path / "evaluated", tiny_qwen3.repo_id, sweep_name, 0.5, 3, 70), repo, local_hub)
+    card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    assert "No run of the sweep is evaluated yet" not in card and "| 0.5 |" in card
+
+
 def test_a_push_without_the_merged_model_still_brings_its_note_up_to_date(
     tmp_path, tiny_qwen3, hub_api, make_repo_id, sweep_name
 ):

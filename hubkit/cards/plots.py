@@ -247,6 +247,11 @@ def sweep_figure(
         style = {"marker": "*", "markersize": 13, "color": "#000000", "linestyle": "none"}
         axes.plot(*points[("base", None)], **style, zorder=3)
         legend.append(("base model", style))
+    if not points:  # the page of a sweep no run of which is evaluated yet
+        axes.set_xlim(0, 1000)
+        axes.set_ylim(0, 100)
+        axes.text(0.5, 0.5, "no run evaluated yet", transform=axes.transAxes, ha="center", color="#555555")
+        return figure
     on_front = sorted((points[key] for key in front if key in points), key=lambda point: point[0])
     style = {"color": "#555555", "linestyle": "--", "linewidth": 1}
     axes.plot([x for x, _ in on_front], [y for _, y in on_front], **style, zorder=1)

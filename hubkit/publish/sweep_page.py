@@ -15,6 +15,7 @@ page is planned, vetted and committed as every repo of a push is: an unchanged s
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -168,9 +169,10 @@ def _answers(runs: Sequence[SweepRun], problem_index: int) -> tuple[str, Table]:
 def page_files(
     sweep_name: str, setting: str, collection_url: str, runs: Sequence[SweepRun], left_out: Sequence[str]
 ) -> dict[str, bytes]:
-    """The page's files (unvetted); none without an evaluated run."""
+    """The page's files (unvetted). Before any run is evaluated, the page says so: every run's card links
+    it and shows its chart from the run's first push."""
     if not runs:
-        return {}
+        return _waiting_page(sweep_name, setting, collection_url, left_out)
     base = runs[0].evaluation.summary.base
     models = [("base", base)] if base else []
     models += [(run.value, m) for run in runs for m in run.evaluation.summary.checkpoints]
@@ -226,6 +228,27 @@ def page_files(
         SWEEP_CHART: png(figure),
         ANSWERS_TABLE: parquet.write_table(table),
     }
+
+
+def _waiting_page(
+    sweep_name: str, setting: str, collection_url: str, left_out: Sequence[str]
+) -> dict[str, bytes]:
+    lines = [
+        f"# {text.prose(sweep_name)}",
+        "",
+        f"Runs of one recipe varying `{setting}`; every repo of every run is in the Hub Collection "
+        f"[{text.prose(sweep_name)}]({collection_url}).",
+        "",
+        f"![accuracy against mean answer length]({SWEEP_CHART})",
+        "",
+        f"No run of the sweep is evaluated yet: {text.code('hubkit eval --sweep ' + shlex.quote(sweep_name))} "
+        "evaluates them all in one pass, and the next push of any of them compares them here.",
+        "",
+    ]
+    lines += [f"Not compared: {text.prose(note)}." for note in left_out]
+    card = "---\n" + dump_yaml({"tags": ["hubkit", "grpo", "sweep"]}) + "---\n\n" + "\n".join(lines) + "\n"
+    figure = sweep_figure([], None, [], "Accuracy vs. answer length, every run", setting)
+    return {"README.md": card.encode("utf-8"), SWEEP_CHART: png(figure)}
 
 
 def publish_page(
