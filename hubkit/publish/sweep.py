@@ -193,8 +193,6 @@ def _comparison_page(
         runs, left_out = read_sweep_runs(collection, endpoint=request.endpoint, token=local.token)
     url = f"{HUB_ENDPOINT}/collections/{collection.slug}"
     files = page_files(sweep.name, sweep.setting, url, runs, left_out)
-    if not files:
-        return []
     committed = publish_page(api, page, files, local.vetter, private=request.private)
     changes = [] if committed.unchanged else [f"{page}: comparison page committed {committed.commit_sha}"]
     if page not in {item.item_id for item in collection.items}:
