@@ -78,3 +78,8 @@ def dump_yaml(value: Any) -> str:
     if yaml is None:
         raise YAMLError("PyYAML is not installed")
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True)
+
+
+def with_front_matter(metadata: Any, body: str) -> str:
+    """A Hub repo card: `metadata` as its YAML front matter (what the Hub reads into ``cardData``), then `body`."""
+    return "---\n" + dump_yaml(metadata) + "---\n\n" + body

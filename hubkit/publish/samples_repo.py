@@ -17,7 +17,7 @@ import json
 from hubkit.errors import UnsafeFileError
 from hubkit.evaluate.results import EvalResults
 from hubkit.formats import parquet
-from hubkit.formats.yaml_file import dump_yaml
+from hubkit.formats.yaml_file import with_front_matter
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile
 from hubkit.publish.vetted import Vetter
@@ -105,7 +105,7 @@ def _card(repo_id: str, adapter_repo_id: str, configs: list[str], run_id: str) -
         sections += [f"## `{name}`", "", intros[name], "", "| column | type | what it is |", "|---|---|---|"]
         sections += [f"| `{c}` | {t} | {what} |" for c, (t, what) in described[name].items()]
         sections.append("")
-    return ("---\n" + dump_yaml(metadata) + "---\n\n" + "\n".join(sections)).encode("utf-8")
+    return with_front_matter(metadata, "\n".join(sections)).encode("utf-8")
 
 
 def samples_repo_files(

@@ -25,7 +25,7 @@ from hubkit.cards.plots import png, sweep_figure
 from hubkit.cards.tables import Table
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
 from hubkit.formats import parquet
-from hubkit.formats.yaml_file import dump_yaml
+from hubkit.formats.yaml_file import with_front_matter
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.commit import commit_repo, create_repo
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
+_TAGS = ["hubkit", "grpo", "sweep"]
 MAX_RUNS = 100  # the runs a page compares: each is downloaded, and a Collection read back is untrusted
 _ANSWER_START = 80
 # Every evaluated answer, as the samples dataset holds one run's, with the run it is from.
@@ -220,9 +221,9 @@ def page_files(
     lines += [f"| `{c}` | {t} | {what} |" for c, (t, what) in _ANSWER_COLUMNS.items()]
     metadata = {
         "configs": [{"config_name": "answers", "data_files": [{"split": "train", "path": ANSWERS_TABLE}]}],
-        "tags": ["hubkit", "grpo", "sweep"],
+        "tags": _TAGS,
     }
-    card = "---\n" + dump_yaml(metadata) + "---\n\n" + "\n".join(lines) + "\n"
+    card = with_front_matter(metadata, "\n".join(lines) + "\n")
     return {
         "README.md": card.encode("utf-8"),
         SWEEP_CHART: png(figure),
@@ -246,7 +247,7 @@ def _waiting_page(
         "",
     ]
     lines += [f"Not compared: {text.prose(note)}." for note in left_out]
-    card = "---\n" + dump_yaml({"tags": ["hubkit", "grpo", "sweep"]}) + "---\n\n" + "\n".join(lines) + "\n"
+    card = with_front_matter({"tags": _TAGS}, "\n".join(lines) + "\n")
     figure = sweep_figure([], None, [], "Accuracy vs. answer length, every run", setting)
     return {"README.md": card.encode("utf-8"), SWEEP_CHART: png(figure)}
 
