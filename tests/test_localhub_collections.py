@@ -103,6 +103,39 @@ def test_who_may_see_and_change_a_collection(team_hub):
     assert [i.item_id for i in alice.get_collection(public.slug).items] == ["alice/run-a", "alice/hidden"]
 
 
+def test_a_listing_by_item_tells_nothing_of_a_repo_the_caller_cannot_see(team_hub):
+    """Listing by item is a question about the item: for a private repo (or one made private since it was
+    added) others get the answer a repo that does not exist gets, an empty list, as on huggingface.co."""
+    alice, bob, anonymous = (
+        _api(team_hub, "hf_alice_write"),
+        _api(team_hub, "hf_bob_write"),
+        _api(team_hub, False),
+    )
+    alice.create_repo("alice/made-private-later")
+    picks = alice.create_collection("Mixed picks")
+    for repo_id in ("alice/run-b", "alice/hidden", "alice/made-private-later"):
+        alice.add_collection_item(picks.slug, repo_id, "model")
+    later = "models/alice/made-private-later"
+    assert [c.slug for c in bob.list_collections(item=later)] == [picks.slug]
+    alice.update_repo_settings("alice/made-private-later", private=True)
+
+    for item in ("models/alice/hidden", later):
+        assert picks.slug in [c.slug for c in alice.list_collections(item=item)]
+        assert list(bob.list_collections(item=item)) == []
+        assert list(anonymous.list_collections(item=item)) == []
+        assert list(bob.list_collections(item=item, owner="alice")) == []
+    assert [c.slug for c in bob.list_collections(item="models/alice/run-b")] == [picks.slug]
+    # The collection itself shows bob only what he may see, in a listing as when read whole.
+    listed = {c.slug: c for c in bob.list_collections(owner="alice")}
+    assert [i.item_id for i in listed[picks.slug].items] == ["alice/run-b"]
+    assert [i.item_id for i in bob.get_collection(picks.slug).items] == ["alice/run-b"]
+    assert [i.item_id for i in alice.get_collection(picks.slug).items] == [
+        "alice/run-b",
+        "alice/hidden",
+        "alice/made-private-later",
+    ]
+
+
 def test_the_hubs_bounds_are_kept(team_hub):
     alice = _api(team_hub, "hf_alice_write")
     assert refused_status(lambda: alice.create_collection("Too long", description="x" * 151)) == 400

@@ -2,7 +2,8 @@
 
 Who may do what, as on the Hub: anyone sees a public collection, only its namespace's members a private
 one (to others it does not exist); writing needs a write token for the namespace. An item must name a repo
-(or collection) the caller can see, and a collection shows others only the items they can see.
+(or collection) the caller can see, and a collection shows others only the items they can see; a listing
+by item answers nothing about an item the caller cannot see.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def _visible_item(ctx: HubContext, caller: Caller, item_type: str, item_id: str)
         except errors.HubHTTPError:
             return False
     return bool(_PAPER.match(item_id))
+
+
+def _listed_item(item: str) -> tuple[str, str]:
+    """(type, id) of a listing's `item` filter ("models/alice/run-42")."""
+    kind, _, item_id = item.partition("/")
+    return kind.removesuffix("s"), item_id
 
 
 def _collection(ctx: HubContext, caller: Caller, namespace: str, slug: str) -> Collection:
@@ -110,6 +117,8 @@ def list_collections(ctx: HubContext, req: Request) -> Response:
         limit = min(int(req.param("limit") or MAX_LISTED), MAX_LISTED)
     except ValueError:
         raise errors.bad_request("limit is a whole number.") from None
+    if item is not None and not _visible_item(ctx, req.caller, *_listed_item(item)):
+        return json_response([])  # as for a repo that does not exist: nothing tells it exists
     listed = []
     for collection in ctx.collections.list(owner):
         if collection.private and not req.caller.owns(collection.namespace):
