@@ -425,6 +425,21 @@ def test_hubkit_card_previews_the_repo_push_would_publish(tmp_path, tiny_qwen3, 
     assert f"# {owner}/run1-merged" in (out / "merged" / "README.md").read_text()
 
 
+def test_hubkit_card_previews_before_logging_in(tmp_path, tiny_qwen3, local_hub, monkeypatch):
+    """The README's preview before `hf auth login`: no token, so a placeholder owner, and no traceback."""
+    run_dir = make_run(
+        tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES, run_id="run1"
+    )
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no token stored by `hf auth login` either
+    out = tmp_path / "preview"
+    argv = ["card", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint, "--quiet"]
+    assert run_cli(argv) == 0
+    card = (out / "README.md").read_text()
+    assert "# your-username/run1" in card
+    assert "# your-username/run1-merged" in (out / "merged" / "README.md").read_text()
+
+
 def test_a_verl_run_logged_to_tensorboard_reads_its_metrics_from_the_event_files(tmp_path: Path):
     from torch.utils.tensorboard import SummaryWriter
 

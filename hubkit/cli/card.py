@@ -10,6 +10,9 @@ import click
 from hubkit.cli.options import endpoint_option, quiet_option, run_options
 from hubkit.cli.output import echo
 
+# The owner a preview names when there is no token to ask the Hub for one (before `hf auth login`).
+PREVIEW_OWNER = "your-username"
+
 
 @click.command()
 @run_options
@@ -17,7 +20,7 @@ from hubkit.cli.output import echo
     "--repo-id",
     metavar="OWNER/NAME",
     help="The adapter repo the card is written for.  [default: as `hubkit push` chooses it: the recorded "
-    "push_to, else <token owner>/<run id>]",
+    f"push_to, else <token owner>/<run id>; without a token, {PREVIEW_OWNER}/<run id>]",
 )
 @click.option(
     "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
@@ -69,7 +72,8 @@ def card(
     run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
     token = resolve_token(endpoint, required=False)
     if repo_id is None and run.manifest.push_to is None:
-        repo_id = f"{token_owner(hub_client(endpoint, token))}/{repo_name_for_run(run.manifest.run_id)}"
+        owner = token_owner(hub_client(endpoint, token)) if token else PREVIEW_OWNER
+        repo_id = f"{owner}/{repo_name_for_run(run.manifest.run_id)}"
     # The dry run reads the base model's card and config from the client's cache: fetched into it here.
     manifest = run.manifest
     revision = manifest.base_model_revision

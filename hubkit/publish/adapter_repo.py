@@ -97,8 +97,9 @@ def check_adapters_against_base(
     Raises:
         BaseModelMismatchError: an adapter does not fit the base model.
     """
+    labels = {c.step: c.label for c in run.checkpoints}
     for adapter in adapters:
-        label = f"checkpoint global_step_{adapter.step} of run {run.manifest.run_id}"
+        label = f"{labels.get(adapter.step, f'checkpoint {adapter.step}')} of run {run.manifest.run_id}"
         check_against_base(adapter.dir, base, label=label, run_dir=run.run_dir)
     return tuple(a.step for a in adapters)
 

@@ -61,6 +61,14 @@ FROM_TABLE = "hubkit's table of quantized bases"
 def _inferred_manifest(run_dir: Path, base_model: str | None) -> tuple[Manifest, QuantizedBase | None]:
     """A manifest for a run without ``hubkit.json``, from its layout and what the framework recorded."""
     matches = [reader for reader in READERS.values() if reader.looks_like(run_dir)]
+    if not matches and (run_dir / FROM_ADAPTERS).is_file():
+        # What `model.save_pretrained("lora_model")` writes (the last cell of Unsloth's notebooks): one
+        # adapter, no step and no training history to publish as a run.
+        raise ManifestError(
+            f"{run_dir.name} is a single saved adapter ({FROM_ADAPTERS} at its top), not a run's output "
+            "folder: pass --run-dir the trainer's output_dir, the folder holding checkpoint-N/ "
+            "(TRL, Unsloth) or global_step_N/ (verl)"
+        )
     if not matches:
         raise RunNotStartedError(
             f"{run_dir.name} has no {MANIFEST_NAME} and no checkpoint-N/ or global_step_N/actor/ yet: "

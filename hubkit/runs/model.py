@@ -57,6 +57,13 @@ class Checkpoint:
         """How the Hub layout names this step (``global_step_N``), whatever the framework."""
         return f"global_step_{self.step}"
 
+    @property
+    def label(self) -> str:
+        """The step as messages name it, by its folder on disk: ``checkpoint-20`` (TRL), ``checkpoint
+        global_step_20`` (verl)."""
+        folder = self.path.name
+        return folder if folder.startswith("checkpoint") else f"checkpoint {folder}"
+
 
 @dataclass(frozen=True)
 class MetricsRow:
