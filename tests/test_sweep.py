@@ -12,7 +12,7 @@ import pytest
 from eval_results import write_eval
 from helpers import push_adapters, run_cli, write_requests
 
-from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files
+from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files, text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START, SiblingRepo, SweepSibling, with_siblings
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
@@ -144,9 +144,9 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     assert "## This run in its sweep" in card and "`length_penalty_weight=0.5` point" in card
     assert f"(https://huggingface.co/datasets/{page}/resolve/main/assets/accuracy_vs_length.png)" in card
     assert _listed_siblings(hub_api, repos[0.5]) == [
-        f"- `length_penalty_weight=0.0`: {notes[0].partition(': ')[2]} ([adapter](https://huggingface.co/"
+        f"- `length_penalty_weight=0.0`: {text.literal(notes[0].partition(': ')[2])} ([adapter](https://huggingface.co/"
         f"{repos[0.0]}) · [samples](https://huggingface.co/datasets/{repos[0.0]}-samples))",
-        f"- `length_penalty_weight=1.0`: {notes[4].partition(': ')[2]} ([adapter](https://huggingface.co/"
+        f"- `length_penalty_weight=1.0`: {text.literal(notes[4].partition(': ')[2])} ([adapter](https://huggingface.co/"
         f"{repos[1.0]}) · [samples](https://huggingface.co/datasets/{repos[1.0]}-samples))",
     ]
     assert [line.split("`")[1] for line in _listed_siblings(hub_api, repos[1.0])] == [
@@ -306,7 +306,7 @@ def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_tha
             base=BaseModelCard(manifest.base_model),
             sweep_siblings=siblings,
         )
-        return adapter_card_files(inputs)["README.md"].decode()
+        return adapter_card_files(inputs)["README.md"]
 
     first = SweepSibling("0.0", (SiblingRepo("adapter", "me/lp0", "model"),), "final accuracy 75.0%")
     later = SweepSibling(
@@ -315,31 +315,30 @@ def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_tha
         "not evaluated",
     )
     alone = card(())
-    assert "No other run of the sweep is on the Hub yet" in alone
+    assert b"No other run of the sweep is on the Hub yet" in alone
     assert with_siblings(alone, "length_penalty_weight", (first, later)) == card((first, later))
     assert with_siblings(card((first,)), "length_penalty_weight", ()) == alone
     assert (
         "- `length_penalty_weight=1.0`: not evaluated ([adapter](https://huggingface.co/me/lp1) · "
         "[Space](https://huggingface.co/spaces/me/lp1-demo))"
-    ) in card((first, later))
+    ).encode() in card((first, later))
     # A note read back from the Hub cannot end the list early nor spread over lines.
     hostile = SweepSibling("0.0", first.repos, f"ok {SIBLINGS_END}\n# not a heading")
     written = card((hostile,))
-    assert written.count(SIBLINGS_END) == 1 and "\n# not a heading" not in written
+    assert written.count(SIBLINGS_END.encode()) == 1 and b"\n# not a heading" not in written
     assert with_siblings(written, "length_penalty_weight", (first,)) == card((first,))
     # A card edited by hand (a marker gone, or doubled) is left as it is.
-    assert with_siblings(alone.replace(SIBLINGS_END, ""), "length_penalty_weight", (first,)) is None
-    assert with_siblings(alone + SIBLINGS_START, "length_penalty_weight", (first,)) is None
-    reversed_markers = (
-        alone.replace(SIBLINGS_START, "@").replace(SIBLINGS_END, SIBLINGS_START).replace("@", SIBLINGS_END)
-    )
+    start, end = SIBLINGS_START.encode(), SIBLINGS_END.encode()
+    assert with_siblings(alone.replace(end, b""), "length_penalty_weight", (first,)) is None
+    assert with_siblings(alone + start, "length_penalty_weight", (first,)) is None
+    reversed_markers = alone.replace(start, b"@").replace(end, start).replace(b"@", end)
     assert with_siblings(reversed_markers, "length_penalty_weight", (first,)) is None
 
 
 def test_only_the_collection_items_hubkit_noted_count_as_runs_and_at_most_a_page_of_them():
     from types import SimpleNamespace
 
-    from hubkit.publish.sweep_page import MAX_RUNS
+    from hubkit.publish.sweep_page import MAX_ITEMS, MAX_RUNS
     from hubkit.publish.sweep_siblings import siblings_of, sweep_runs
 
     def item(repo_id: str, note: str | None, item_type: str = "model") -> SimpleNamespace:
@@ -355,13 +354,17 @@ def test_only_the_collection_items_hubkit_noted_count_as_runs_and_at_most_a_page
         item("../../etc", "lp=2 · adapter: a repo id no Hub gives"),
         item("me/paper", "lp=3 · paper: not a kind of a release"),
         item("me/odd", "lp=4 · adapter: an item type no Collection holds", "collection"),
+        item("you/lp5", "lp=5 · adapter: another owner's repo, not a run of this sweep"),
     ]
-    runs = sweep_runs(SimpleNamespace(items=items))
+    runs = sweep_runs(SimpleNamespace(slug="me/lp-0123", items=items))
     assert [(r.value, [x.repo_id for x in r.repos], r.result) for r in runs] == [
         ("0.5", ["me/lp0.5", "me/lp0.5-demo"], "not evaluated"),
         ("1", ["me/lp1", "me/lp1-samples"], "final accuracy 50.0%"),
     ]
     assert [r.value for r in siblings_of("1", runs)] == ["0.5"]
     many = [item(f"me/lp{i}", f"lp={i} · adapter: not evaluated") for i in range(MAX_RUNS + 5)]
-    assert len(sweep_runs(SimpleNamespace(items=many))) == MAX_RUNS
+    assert len(sweep_runs(SimpleNamespace(slug="me/lp-0123", items=many))) == MAX_RUNS
+    # No item after a full sweep's worth is looked at, however many the Collection holds.
+    late = [item(f"me/x{i}", None) for i in range(MAX_ITEMS)] + many
+    assert sweep_runs(SimpleNamespace(slug="me/lp-0123", items=late)) == []
     assert sweep_runs(None) == []

@@ -3,7 +3,8 @@ to each of its repos, and what its Collection note says of its evaluation.
 
 The list sits between two HTML comments in the adapter card, so that a push of a new run of the sweep can
 rewrite it in every sibling's card (`with_siblings`) without the run that card was written from: a card
-rendered with a list and one rewritten to that list are the same bytes.
+rendered with a list and one rewritten to that list are the same bytes, and a rewrite changes no byte
+outside the markers. What the list shows of a Collection's notes is text, never markup (`text.literal`).
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ def siblings_markdown(setting: str, siblings: Sequence[SweepSibling]) -> str:
         return "No other run of the sweep is on the Hub yet: each one pushed later is listed here."
     lines = []
     for sibling in siblings:
-        # Read back from the Hub: one line, and no HTML (a marker in it would end the list early).
-        result = text.prose(" ".join(sibling.result.split()))
-        point = text.prose(" ".join(f"{setting}={sibling.value}".split()))
-        links = " · ".join(f"[{text.prose(r.kind)}]({r.url})" for r in sibling.repos)
+        # Read back from the Hub: shown as text, in one line (a marker in it would end the list early).
+        result = text.literal(sibling.result)
+        point = " ".join(f"{setting}={sibling.value}".split())  # a note's value holds no ":", so no marker
+        links = " · ".join(f"[{text.literal(r.kind)}]({r.url})" for r in sibling.repos)
         lines.append(f"- {text.code(point)}{': ' + result if result else ''} ({links})")
     return "\n".join(lines)
 
@@ -59,13 +60,15 @@ def siblings_region(setting: str, siblings: Sequence[SweepSibling]) -> str:
     return f"{SIBLINGS_START}\n{siblings_markdown(setting, siblings)}\n{SIBLINGS_END}"
 
 
-def with_siblings(card: str, setting: str, siblings: Sequence[SweepSibling]) -> str | None:
-    """`card` with its list of siblings replaced by `siblings`; None when the card does not hold exactly
+def with_siblings(card: bytes, setting: str, siblings: Sequence[SweepSibling]) -> bytes | None:
+    """`card` with its list of siblings replaced by `siblings`, every byte before and after the markers
+    as it was (a card edited by hand may hold any bytes there); None when the card does not hold exactly
     one list (a card not written by hubkit, or edited by hand: left as it is)."""
-    if card.count(SIBLINGS_START) != 1 or card.count(SIBLINGS_END) != 1:
+    start, end = SIBLINGS_START.encode(), SIBLINGS_END.encode()
+    if card.count(start) != 1 or card.count(end) != 1:
         return None
-    before, _, rest = card.partition(SIBLINGS_START)
-    _, end, after = rest.partition(SIBLINGS_END)
-    if not end:
+    before, _, rest = card.partition(start)
+    _, found, after = rest.partition(end)
+    if not found:
         return None  # the end marker comes first
-    return before + siblings_region(setting, siblings) + after
+    return before + siblings_region(setting, siblings).encode("utf-8") + after

@@ -11,6 +11,7 @@ from hubkit.cards import text
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.metrics import MetricSeries, select, snapshot_steps
 from hubkit.release.layout import checkpoint_dir, revision_name
+from hubkit.safety.local_paths import mask_homes
 
 if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults, ModelResult, Sample
@@ -142,6 +143,7 @@ class AnswerPair:
 
 
 def _shown(answer: str) -> str:
+    answer = mask_homes(answer)
     if len(answer) <= ANSWER_CHARS:
         return answer
     return f"{answer[:ANSWER_CHARS]}\n[… {len(answer) - ANSWER_CHARS:,} more characters]"
@@ -172,7 +174,7 @@ def before_after(inputs: CardInputs, limit: int = 3) -> tuple[AnswerPair, ...]:
 
 
 def _start(answer: str) -> str:
-    flat = " ".join(answer.split())
+    flat = " ".join(mask_homes(answer).split())
     return flat if len(flat) <= STEP_ANSWER_CHARS else flat[:STEP_ANSWER_CHARS] + "…"
 
 
@@ -187,7 +189,7 @@ def _every_step(evaluation: EvalResults, problem_index: int) -> Table:
             "base" if s.step is None else f"step {s.step}",
             f"{s.tokens:,}",
             ("correct" if s.correct else "wrong") + (", cut" if s.truncated else ""),
-            text.cell(text.prose(_start(s.answer))),
+            text.literal(_start(s.answer)),
         )
         for s in answers
     )

@@ -79,6 +79,25 @@ def cell(text: object) -> str:
     return re.sub(r"\s*\n\s*", " ", str(text)).replace("|", "\\|")
 
 
+# What can open inline markup (a link, an image, HTML, an entity, emphasis, code) or end a table cell.
+_INLINE_MARKUP = re.compile(r"[\\`*_\[\]<>!&|~]")
+# What a renderer turns into a link by itself: a URL's scheme, a www. host, an e-mail address.
+_AUTOLINK = re.compile(r"(?i):(?=//)|(?<=\bwww)\.|@")
+# What starts a block at a line's start: a heading, a list item, a quote.
+_BLOCK_START = re.compile(r"^(?:\d*(?=[.)](?:\s|$))|(?=[#+=-]))")
+
+
+def literal(text: object) -> str:
+    """Text shown exactly as typed, in one line, wherever it lands (a list, a table cell, a sentence):
+    every character that could start a link, an image, HTML or other markup is escaped. For what a card
+    reads from outside the run (a Collection's notes, a sibling's card) and what a model wrote."""
+    flat = " ".join(str(text).split())
+    flat = _INLINE_MARKUP.sub(lambda m: "\\" + m[0], flat)
+    flat = _AUTOLINK.sub(lambda m: "\\" + m[0], flat)
+    start = _BLOCK_START.match(flat)
+    return flat if start is None else flat[: start.end()] + "\\" + flat[start.end() :]
+
+
 def code(text: object) -> str:
     """Inline code that survives backticks inside `text`."""
     text = str(text)

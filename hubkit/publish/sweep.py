@@ -28,8 +28,8 @@ from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep_page import note_point, page_files, publish_page, read_sweep_runs
-from hubkit.publish.sweep_siblings import KIND_ORDER, find_collection, update_sibling_cards, value_key
+from hubkit.publish.sweep_page import KIND_ORDER, note_point, page_files, publish_page, read_sweep_runs
+from hubkit.publish.sweep_siblings import find_collection, update_sibling_cards, value_key
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.manifest import SweepInfo
@@ -111,15 +111,16 @@ def join_sweep(
 
 def _order_by_value(api: HfApi, collection: Collection) -> Collection:
     """Move items so that the comparison page comes first, then the runs' repos ordered by the value their
-    note starts with, then by kind; items without a hubkit note keep their place at the end. Returns the
-    Collection as it is then."""
+    note starts with, then by kind; items without a hubkit note, or of another owner, keep their place at
+    the end. Returns the Collection as it is then."""
+    owner = collection.slug.split("/")[0]
 
     def key(item: object) -> tuple:
         note = getattr(item, "note", None) or ""
         if note == PAGE_NOTE:
             return (-1, 0.0, "", 0)
         point = note_point(note)
-        if point is None or point[1] not in KIND_ORDER:
+        if point is None or point[1] not in KIND_ORDER or item.item_id.split("/")[0] != owner:
             return (2, 0.0, "", 0)
         return (*value_key(point[0]), KIND_ORDER.index(point[1]))
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from hubkit.cards import text
 from hubkit.cards.plots import png, sweep_figure
 from hubkit.cards.tables import Table
+from hubkit.errors import ReleaseError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
 from hubkit.formats import parquet
 from hubkit.formats.yaml_file import with_front_matter
@@ -30,7 +31,7 @@ from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.commit import commit_repo, create_repo
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.plan import RepoPlan
+from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.remote import read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import EVAL_COLUMNS
@@ -38,14 +39,21 @@ from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release_files, read_release
 from hubkit.safety import kinds
+from hubkit.safety.local_paths import mask_homes
 
 if TYPE_CHECKING:
-    from huggingface_hub import Collection, HfApi
+    from huggingface_hub import Collection, CollectionItem, HfApi
 
 ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
 _TAGS = ["hubkit", "grpo", "sweep"]
 MAX_RUNS = 100  # the runs a page compares: each is downloaded, and a Collection read back is untrusted
+# Each repo of a release, in the order its items are listed within one run.
+KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
+# The items a sweep of MAX_RUNS runs puts in its Collection (every repo of each, and the page): no item
+# after them is looked at, however many a Collection holds.
+MAX_ITEMS = 1 + MAX_RUNS * len(KIND_ORDER)
+_REPO_TYPES = ("model", "dataset", "space")
 _ANSWER_START = 80
 # Every evaluated answer, as the samples dataset holds one run's, with the run it is from.
 _ANSWER_COLUMNS = {
@@ -73,20 +81,43 @@ def note_point(note: str | None) -> tuple[str, str] | None:
     return (value, kind) if equals and kind else None
 
 
+def release_items(collection: Collection | None) -> list[tuple[CollectionItem, str, str]]:
+    """Each item of the Collection that is a repo of a release its owner pushed to the sweep, with its
+    varied value and kind: among the first `MAX_ITEMS`, in the Collection owner's namespace (another
+    owner's repo listed there is not a run of this sweep, and its card is not the pusher's to rewrite), a
+    valid repo id and a note hubkit writes (``setting=value · kind: …``). Any other item is left out."""
+    if collection is None:
+        return []
+    owner = collection.slug.split("/")[0]
+    found = []
+    for item in collection.items[:MAX_ITEMS]:
+        point = note_point(item.note)
+        if point is None or point[1] not in KIND_ORDER or item.item_type not in _REPO_TYPES:
+            continue
+        if is_repo_id(item.item_id) and item.item_id.split("/")[0] == owner:
+            found.append((item, *point))
+    return found
+
+
 def read_sweep_runs(
     collection: Collection, *, endpoint: str | None, token: str | None
 ) -> tuple[list[SweepRun], list[str]]:
     """Every evaluated run the Collection holds (its adapter items), read back from the Hub; and the runs
     left out, in words (not evaluated, or on other problems than the first run)."""
     runs, left_out = [], []
-    for item in collection.items:
-        point = note_point(item.note)
-        if item.item_type != "model" or point is None or point[1] != "adapter":
-            continue
-        if len(runs) == MAX_RUNS:
+    items = release_items(collection)
+    adapters = [
+        (item, value) for item, value, kind in items if kind == "adapter" and item.item_type == "model"
+    ]
+    for read, (item, value) in enumerate(adapters):
+        if read == MAX_RUNS:  # read or not, each costs calls: a Collection cannot make a push read more
             left_out.append(f"the runs after the first {MAX_RUNS}")
             break
-        release = read_release(item.item_id, endpoint=endpoint, token=token)
+        try:
+            release = read_release(item.item_id, endpoint=endpoint, token=token)
+        except ReleaseError:  # a model noted as a run's adapter that `hubkit push` did not publish
+            left_out.append(f"{item.item_id}: not published by hubkit")
+            continue
         if f"{EVAL_DIR}/{RESULTS_NAME}" not in release.files:
             left_out.append(f"{item.item_id}: not evaluated")
             continue
@@ -101,7 +132,7 @@ def read_sweep_runs(
         if runs and evaluation.summary.problems.sha256 != runs[0].evaluation.summary.problems.sha256:
             left_out.append(f"{item.item_id}: evaluated on other problems than {runs[0].repo_id}")
             continue
-        runs.append(SweepRun(item.item_id, point[0], evaluation))
+        runs.append(SweepRun(item.item_id, value, evaluation))
     return runs, left_out
 
 
@@ -130,7 +161,7 @@ def _table(setting: str, runs: Sequence[SweepRun]) -> Table:
         final, best = run.evaluation.summary.checkpoints[-1], run.evaluation.best()
         rows.append(
             (
-                text.cell(run.value),
+                text.literal(run.value),
                 f"[{text.cell(run.repo_id)}](https://huggingface.co/{run.repo_id})",
                 f"{final.step}: {_result(final)}",
                 f"{final.tokens_mean:.0f} / {final.tokens_median:.0f} / {final.tokens_max}",
@@ -156,10 +187,10 @@ def _answers(runs: Sequence[SweepRun], problem_index: int) -> tuple[str, Table]:
     shown = [(value, s) for value, s in samples if s.problem_index == problem_index]
     rows = tuple(
         (
-            text.cell(value if s.step is None else f"{value}, step {s.step}"),
+            text.literal(value if s.step is None else f"{value}, step {s.step}"),
             "correct" if s.correct else "wrong",
             str(s.tokens),
-            text.cell(text.prose(" ".join(s.answer.split())[:_ANSWER_START])),
+            text.literal(" ".join(mask_homes(s.answer).split())[:_ANSWER_START]),
         )
         for value, s in shown
     )
@@ -207,7 +238,7 @@ def page_files(
         _table(setting, runs).markdown,
         "",
     ]
-    lines += [f"Not compared: {text.prose(note)}." for note in left_out] + ([""] if left_out else [])
+    lines += [f"Not compared: {text.literal(note)}." for note in left_out] + ([""] if left_out else [])
     lines += ["## Every model's answer to one problem", ""]
     lines += [
         "Any two models side by side, on any problem: the `answers` config (`datasets.load_dataset(repo, "
@@ -216,7 +247,7 @@ def page_files(
     ]
     for index in range(min(SHOWN_PROBLEMS, problems.n)):
         problem, answers_table = _answers(runs, index)
-        lines += [f"Problem {index}:", "", text.fence(problem), "", answers_table.markdown, ""]
+        lines += [f"Problem {index}:", "", text.fence(mask_homes(problem)), "", answers_table.markdown, ""]
     lines += ["## `answers`", "", "| column | type | what it is |", "|---|---|---|"]
     lines += [f"| `{c}` | {t} | {what} |" for c, (t, what) in _ANSWER_COLUMNS.items()]
     metadata = {
@@ -246,7 +277,7 @@ def _waiting_page(
         "evaluates them all in one pass, and the next push of any of them compares them here.",
         "",
     ]
-    lines += [f"Not compared: {text.prose(note)}." for note in left_out]
+    lines += [f"Not compared: {text.literal(note)}." for note in left_out]
     card = with_front_matter({"tags": _TAGS}, "\n".join(lines) + "\n")
     figure = sweep_figure([], None, [], "Accuracy vs. answer length, every run", setting)
     return {"README.md": card.encode("utf-8"), SWEEP_CHART: png(figure)}

@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hubkit.cards.sweep_siblings import SiblingRepo, SweepSibling, with_siblings
+from hubkit.cards.sweep_siblings import SiblingRepo, SweepSibling, siblings_region, with_siblings
 from hubkit.errors import HubkitError
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
-from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.hashing import hash_bytes
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.plan import RepoPlan, is_repo_id
+from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import read_remote
-from hubkit.publish.sweep_page import MAX_RUNS, note_point
+from hubkit.publish.sweep_page import KIND_ORDER, MAX_RUNS, release_items
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds
 
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
     from huggingface_hub import Collection, HfApi
 
     from hubkit.runs import Run
-
-# Each repo of a release, in the order its items are listed within one run.
-KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
-_REPO_TYPES = ("model", "dataset", "space")
 
 
 def value_key(text: str) -> tuple[int, float, str]:
@@ -70,14 +66,11 @@ def sweep_runs(collection: Collection | None) -> list[SweepSibling]:
     """Every run the Collection holds (the first `MAX_RUNS`, as the comparison page), one per value of the
     varied setting (its repos in `KIND_ORDER`), ordered by value."""
     runs: dict[str, list[tuple[SiblingRepo, str]]] = {}
-    for item in collection.items if collection is not None else ():
-        point = note_point(item.note)
-        if point is None or point[1] not in KIND_ORDER or item.item_type not in _REPO_TYPES:
-            continue
-        if not is_repo_id(item.item_id) or (point[0] not in runs and len(runs) == MAX_RUNS):
+    for item, value, kind in release_items(collection):
+        if value not in runs and len(runs) == MAX_RUNS:
             continue
         result = (item.note or "").partition(": ")[2]
-        runs.setdefault(point[0], []).append((SiblingRepo(point[1], item.item_id, item.item_type), result))
+        runs.setdefault(value, []).append((SiblingRepo(kind, item.item_id, item.item_type), result))
     siblings = []
     for value in sorted(runs, key=value_key):
         repos = sorted(runs[value], key=lambda r: (KIND_ORDER.index(r[0].kind), r[0].repo_id))
@@ -128,10 +121,12 @@ def _rewrite_card(
     )
     if path is None:
         return None
-    card = with_siblings(path.read_bytes()[:bound].decode("utf-8", errors="replace"), setting, siblings)
+    card = with_siblings(path.read_bytes()[:bound], setting, siblings)
     if card is None:
         return None
-    planned = vetter.generated({"README.md": card.encode("utf-8")}, "model", FileHashCache())
+    # What the push writes is vetted (the list); the bytes around it are the card as the Hub holds it.
+    vetter.data("README.md", kinds.CARD, siblings_region(setting, siblings).encode("utf-8"))
+    planned = (PlannedFile("README.md", kinds.CARD, hash_bytes(card), content=card),)
     plan = RepoPlan(repo_id=repo_id, files=planned, title="hubkit sweep: the sweep's runs")
     committed = commit_repo(api, diff_repo(plan, remote))
     return (
