@@ -6,7 +6,7 @@ A table is written with pyarrow's defaults and no pandas metadata, so the same r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from hubkit.errors import FileFormatError
@@ -69,6 +69,19 @@ def string_cells(table: Any) -> list[str]:
         for value in column.to_pylist()
         if value is not None
     ]
+
+
+def map_strings(table: Any, change: Callable[[str], str]) -> Any:
+    """The table with `change` applied to every string cell (the same columns, types and row order)."""
+    import pyarrow as pa
+
+    columns = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            values = [None if v is None else change(v) for v in column.to_pylist()]
+            column = pa.array(values, type=column.type)
+        columns[name] = column
+    return pa.table(columns)
 
 
 def string_rows(table: Any) -> Iterator[list[str]]:

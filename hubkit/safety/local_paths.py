@@ -110,6 +110,18 @@ def _file_url(text: str) -> Finding | None:
 
 _GENERIC_FINDERS = (_path_under_root, _deep_path, _windows_path, _network_path, _file_url)
 
+# A user's home as a path starts with it: /home/NAME, /Users/NAME, /root, C:\Users\NAME.
+_NAME = r"[^\s/\\\"'<>|*?]+"
+_HOME_RE = re.compile(
+    rf"/(?:home\d*|homes|Users)/{_NAME}|/root(?![^\s/\\])|[A-Za-z]:[\\/]{{1,2}}(?:Users|Documents and Settings)[\\/]{{1,2}}{_NAME}"
+)
+
+
+def mask_homes(text: str) -> str:
+    """`text` with each user's home that starts a path written ``~`` (``/home/bob/notes.txt`` →
+    ``~/notes.txt``): what a model wrote is published with a home's name masked, not refused for it."""
+    return _HOME_RE.sub(lambda m: m[0] if _after_word(text, m.start(), _NOT_BEFORE_ROOT) else "~", text)
+
 
 @dataclass(frozen=True)
 class LocalPathFinder:

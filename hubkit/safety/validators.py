@@ -27,7 +27,7 @@ from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
 from hubkit.runs.manifest import Manifest
 from hubkit.safety import kinds
-from hubkit.safety.local_paths import rewrite_local_fields
+from hubkit.safety.local_paths import mask_homes, rewrite_local_fields
 from hubkit.safety.scan import Scanner
 
 _SHARD_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\.safetensors$")
@@ -143,8 +143,19 @@ def _text_document(read: Callable[[bytes, str], str]) -> Validator:
     return validate
 
 
-def _json_lines(data: bytes, vetting: Vetting) -> Written:
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_homes(value)
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return {k: _masked(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def _json_lines(data: bytes, vetting: Vetting, *, model_text: bool = False) -> Written:
+    """`model_text`: what a model wrote, published with the homes it names masked (`mask_homes`)."""
     records = parse_jsonl(data, vetting.label)
+    if model_text:
+        records = _masked(records)
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise FileFormatError(f"{vetting.label} record {number}: not a JSON object")
@@ -182,7 +193,7 @@ def _benchmark_results(data: bytes, vetting: Vetting) -> Written:
 
 
 def _samples_table(data: bytes, vetting: Vetting) -> Written:
-    table = parquet.read_table(data, vetting.label)
+    table = parquet.map_strings(parquet.read_table(data, vetting.label), mask_homes)  # what a model wrote
     texts = parquet.string_cells(table)
     scanner = vetting.scanner.for_model_text()
     try:
@@ -229,7 +240,7 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.TRAINING_EVENTS: _training_events,
     kinds.EVAL_RESULTS: _json_document(parse_json_object),
     kinds.EVAL_SAMPLES: lambda data, vetting: _json_lines(
-        data, replace(vetting, scanner=vetting.scanner.for_model_text())
+        data, replace(vetting, scanner=vetting.scanner.for_model_text()), model_text=True
     ),
     kinds.BENCHMARK_RESULTS: _benchmark_results,
     kinds.TRAIN_PROBLEM_HASHES: _problem_hashes,
