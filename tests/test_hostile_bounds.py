@@ -137,13 +137,37 @@ def _shared_references(path: Path) -> None:
     torch.save({"learning_rate": 5e-6, "notes": nested}, path)
 
 
+def _slot_state(path: Path) -> None:
+    """A torch.save archive whose pickle BUILDs a GRPOConfig with a slot state naming the reader's own
+    attributes (a setattr on the stand-in, in pickle's own load_build)."""
+    import torch
+
+    torch.save({}, path)
+    text = b"".join(
+        b"X" + len(k).to_bytes(4, "little") + k.encode() + b"K\x05s" for k in ("_hubkit_args", "args")
+    )
+    data_pkl = b"\x80\x02ctrl.trainer.grpo_config\nGRPOConfig\n)\x81N}" + text + b"\x86b."
+    with zipfile.ZipFile(path) as saved:
+        members = [
+            (info, data_pkl if info.filename.endswith("/data.pkl") else saved.read(info))
+            for info in saved.infolist()
+        ]
+    with zipfile.ZipFile(path, "w") as archive:
+        for info, data in members:
+            archive.writestr(info, data)
+
+
 @pytest.mark.parametrize(
     ("plant", "refused"),
-    [(lambda p: _zip_bomb(p, 1536 << 20), "training_args.bin"), (_shared_references, "training_args.bin")],
-    ids=["a 1.5 GB zip bomb", "a pickle of shared references"],
+    [
+        (lambda p: _zip_bomb(p, 1536 << 20), "training_args.bin"),
+        (_shared_references, "training_args.bin"),
+        (_slot_state, None),
+    ],
+    ids=["a 1.5 GB zip bomb", "a pickle of shared references", "a slot state on the reader's attributes"],
 )
 def test_a_hostile_training_args_bin_is_refused_within_bounds(
-    plant, refused: str, trl_run_dir: Path, tiny_qwen3, local_hub, new_repo_id: str, tmp_path: Path
+    plant, refused: str | None, trl_run_dir: Path, tiny_qwen3, local_hub, new_repo_id: str, tmp_path: Path
 ) -> None:
     base = tiny_qwen3.repo_id
     # A run of someone's own script: TRL's output folder alone, its settings read from training_args.bin.

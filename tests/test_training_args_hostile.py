@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import shutil
 import sys
 import types
 import zipfile
@@ -148,8 +149,107 @@ def test_a_malformed_pickle_is_one_line_of_error(
 def test_the_archive_torch_writes_is_read(tmp_path: Path, trl_class) -> None:
     path = tmp_path / "training_args.bin"
     path.write_bytes(_saved(_config(trl_class, learning_rate=5e-6, optim="adamw_torch")))
-    assert read_training_args(path) == {"learning_rate": 5e-6, "optim": "adamw_torch"}
+    read = read_training_args(path)
+    assert read.fields == {"learning_rate": 5e-6, "optim": "adamw_torch"}
+    assert read.config_class == f"{FAKE_MODULE}.Config"
     # Saved to a path, torch names the folder after the file: also torch's own layout.
     torch.save(_config(trl_class, learning_rate=1e-5), tmp_path / "other.bin")
-    assert read_training_args(tmp_path / "other.bin") == {"learning_rate": 1e-5}
+    assert read_training_args(tmp_path / "other.bin").fields == {"learning_rate": 1e-5}
     assert not os.environ.get("HUBKIT_DEBUG")
+
+
+def _pickled_str(text: str) -> bytes:
+    return b"X" + len(text).to_bytes(4, "little") + text.encode()
+
+
+@pytest.mark.parametrize("slots", [("_hubkit_args",), ("args", "state", "called")])
+def test_a_build_slot_state_never_reaches_the_readers_own_attributes(
+    tmp_path: Path, trl_class, slots: tuple[str, ...]
+) -> None:
+    # BUILD with (state, slot state): pickle's load_build would setattr each slot, the stand-in's own
+    # attributes included (the reader once kept a class's arguments in one: an int there was a TypeError).
+    slot_state = b"}" + b"".join(_pickled_str(k) + b"K\x05s" for k in slots)
+    data_pkl = b"\x80\x02ctrl.hubkit_test_fake\nConfig\n)\x81N" + slot_state + b"\x86b."
+    path = tmp_path / "training_args.bin"
+    path.write_bytes(_rewritten(_saved(_config(trl_class, learning_rate=5e-6)), {"/data.pkl": data_pkl}))
+    read = read_training_args(path)  # read as data: a slot state is fields like any other
+    assert read.fields == dict.fromkeys(slots, 5)
+    assert read.config_class == f"{FAKE_MODULE}.Config"
+
+
+@pytest.fixture
+def subclassed(trl_class):
+    """Config subclasses in the modules Unsloth and open-r1 define theirs in (registered while the test runs)."""
+    made = {}
+    for module_name, class_name in (
+        ("unsloth_compiled_cache.UnslothGRPOTrainer", "UnslothGRPOConfig"),
+        ("open_r1.configs", "GRPOConfig"),
+    ):
+        package, module = (types.ModuleType(n) for n in (module_name.split(".")[0], module_name))
+        subclass = type(class_name, (trl_class,), {"__module__": module_name, "__qualname__": class_name})
+        setattr(module, class_name, subclass)
+        sys.modules.update({package.__name__: package, module_name: module})
+        made[f"{module_name}.{class_name}"] = subclass
+    yield made
+    for name in made:
+        module_name = name.rsplit(".", 1)[0]
+        del sys.modules[module_name], sys.modules[module_name.split(".")[0]]
+
+
+def test_a_config_subclassed_in_its_trainers_own_module_is_read_and_named(
+    tmp_path: Path, trl_class, subclassed
+) -> None:
+    for name, subclass in subclassed.items():
+        config = subclass()
+        config.__dict__.update(learning_rate=5e-6, lr_scheduler_type=trl_class())
+        path = tmp_path / "training_args.bin"
+        torch.save(config, path)
+        read = read_training_args(path)
+        assert read.config_class == name and read.fields["learning_rate"] == 5e-6, read
+
+
+def test_a_class_outside_the_trainers_is_refused_anywhere_but_the_saved_object(
+    tmp_path: Path, trl_class, subclassed
+) -> None:
+    unsloth = subclassed["unsloth_compiled_cache.UnslothGRPOTrainer.UnslothGRPOConfig"]
+    name = "unsloth_compiled_cache.UnslothGRPOTrainer.UnslothGRPOConfig"
+    # As a value inside a trainer's config, as an object of no fields, and called (REDUCE) as the root.
+    inside = _config(trl_class, learning_rate=5e-6, extra=_config(unsloth, x=1))
+    _refused(tmp_path, _saved(inside), f"names {name}, which is not a transformers")
+    _refused(tmp_path, _saved(unsloth()), f"names {name}")
+    called = b"\x80\x02cunsloth_compiled_cache.UnslothGRPOTrainer\nUnslothGRPOConfig\n}\x85R."
+    _refused(tmp_path, _rewritten(_saved(unsloth()), {"/data.pkl": called}), f"names {name}")
+    # A name that is no class (a function) is refused before anything is loaded.
+    function = b"\x80\x02cos\nsystem\nX\x04\x00\x00\x00trueK\x01\x86R."
+    _refused(tmp_path, _rewritten(_saved(unsloth()), {"/data.pkl": function}), "names os.system")
+
+
+def test_a_run_whose_config_is_subclassed_publishes_its_hyperparameters(
+    trl_run_dir: Path, tiny_qwen3, local_hub, hub_api, new_repo_id: str, tmp_path: Path
+) -> None:
+    from helpers import push_adapters
+
+    # Someone's own script's output folder, as Unsloth (before 2026-08) and open-r1 save it: TRL's
+    # GRPOConfig subclassed in their own module (registered here only while it is saved).
+    run_dir = tmp_path / "run"
+    shutil.copytree(trl_run_dir / "checkpoints", run_dir)
+    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    saved = torch.load(checkpoints[-1] / "training_args.bin", weights_only=False)  # the test's own file
+    module_name, class_name = "unsloth_compiled_cache.UnslothGRPOTrainer", "UnslothGRPOConfig"
+    package, module = types.ModuleType("unsloth_compiled_cache"), types.ModuleType(module_name)
+    subclass = type(class_name, (type(saved),), {"__module__": module_name, "__qualname__": class_name})
+    setattr(module, class_name, subclass)
+    sys.modules.update({"unsloth_compiled_cache": package, module_name: module})
+    try:
+        saved.__class__ = subclass
+        for checkpoint in checkpoints:
+            torch.save(saved, checkpoint / "training_args.bin")
+    finally:
+        del sys.modules[module_name], sys.modules["unsloth_compiled_cache"]
+    read = read_training_args(checkpoints[-1] / "training_args.bin")
+    assert read.config_class == f"{module_name}.{class_name}"
+    extra = ("--base-model", tiny_qwen3.repo_id)
+    assert push_adapters(run_dir, new_repo_id, local_hub.endpoint, *extra) == 0
+    card = Path(hub_api.hf_hub_download(new_repo_id, "README.md")).read_text()
+    row = f"| `learning_rate` | {saved.learning_rate} | `training_args.bin` |"
+    assert row in card and "| `num_generations` |" in card, card

@@ -10,14 +10,22 @@ A pickle runs whatever code it names, so the file is never unpickled as it is:
    checked below is the pickle torch loads;
 1. torch lists the globals the pickle names outside its own safe set, by disassembling it (nothing
    executed: `torch.serialization.get_unsafe_globals_in_checkpoint`); one outside transformers, TRL and
-   accelerate refuses the file;
-2. ``torch.load(weights_only=True)`` then reads it with each of those globals mapped to `_Recorded`, one
-   stand-in class that only keeps what it is built with: the real classes are never imported or called.
-   A global the listing cannot see (one the pickle builds from strings) is refused by that loader;
-3. what the stand-ins kept becomes plain data: an enum its value, a config object its fields, at most
+   accelerate that is no class name refuses the file;
+2. ``torch.load(weights_only=True)`` then reads it with each of those globals mapped to a `_Recorded`, a
+   stand-in class that only keeps what it is built with, behind ``__setstate__`` (a pickle's state never
+   reaches the stand-in's own attributes): the real classes are never imported or called. A global the
+   listing cannot see (one the pickle builds from strings) is refused by that loader;
+3. a class outside transformers, TRL and accelerate may only be the saved object itself, built as an
+   object of fields: a config subclassed in the trainer's own module (Unsloth's
+   ``unsloth_compiled_cache.UnslothGRPOTrainer.UnslothGRPOConfig``, open-r1's
+   ``open_r1.configs.GRPOConfig``); its name is recorded (`TrainingArgs.config_class`). Such a class
+   anywhere else (a value, an enum, a call) refuses the file;
+4. what the stand-ins kept becomes plain data: an enum its value, a config object its fields, at most
    `MAX_VALUES` values (shared references would otherwise expand without bound).
 
-    fields = read_training_args(checkpoint / "training_args.bin")   # {"learning_rate": 5e-06, ...}
+    args = read_training_args(checkpoint / "training_args.bin")
+    args.fields        # {"learning_rate": 5e-06, ...}
+    args.config_class  # "trl.trainer.grpo_config.GRPOConfig"
 
 torch is imported only by `read_training_args`, and only for a file that is a zip archive.
 """
@@ -27,8 +35,9 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hubkit.errors import FileFormatError, TrainingArgsError
 from hubkit.formats.json_file import read_bounded
@@ -52,34 +61,66 @@ ARCHIVE_RECORDS = frozenset(
 _REFUSED_GLOBAL_RE = re.compile(r"GLOBAL ([\w.]+)")
 
 
-class _Recorded:
-    """Stands in for every class a training_args.bin names: keeps its constructor arguments and the state
-    set on it, and does nothing else."""
+# A name the loader may map to a stand-in outside the trainer modules: a class's (CapWords last part).
+_CLASS_NAME_RE = re.compile(r"^[A-Za-z_][\w.]*\.[A-Z]\w*$")
 
-    __slots__ = ("__dict__", "_hubkit_args")
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    """A saved TrainingArguments, read as data.
+
+    Args:
+        fields: every field the saved object held, enums as their values.
+        config_class: the saved object's class, "module.Name" (None for a saved plain dict).
+    """
+
+    fields: dict[str, Any]
+    config_class: str | None
+
+
+class _Recorded:
+    """Stands in for the classes a training_args.bin names (one subclass per name, `name`): keeps its
+    constructor arguments, whether the pickle called it (an enum, a function) or only created it (an object
+    of fields), and the state BUILD gives it, as given; it does nothing else."""
+
+    __slots__ = ("args", "called", "state")
+    name: ClassVar[str] = ""
 
     def __new__(cls, *args: Any, **_kwargs: Any) -> _Recorded:
         recorded = object.__new__(cls)
-        recorded._hubkit_args = args
+        recorded.args, recorded.called, recorded.state = args, False, None
         return recorded
 
     def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        pass
+        self.called = True  # only REDUCE calls a class; NEWOBJ (an object pickled by its fields) does not
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state  # checked by `_plain`: the loader gives BUILD's state here, whatever it is
+
+
+def _stand_in(name: str) -> type[_Recorded]:
+    return type("_Recorded", (_Recorded,), {"__slots__": (), "name": name})
+
+
+def _is_trainer_global(name: str) -> bool:
+    return name.startswith(TRAINER_MODULES) or name in OTHER_GLOBALS
 
 
 def _refuse_global(label: str, name: str) -> None:
     raise TrainingArgsError(
-        f"{label} names {name}, which is not a transformers, TRL or accelerate class: refusing to "
-        "read it (delete the file to publish without its hyperparameters)"
+        f"{label} names {name}, which is not a transformers, TRL or accelerate class nor the saved "
+        "config's own: refusing to read it (delete the file to publish without its hyperparameters)"
     )
 
 
 class _Budget:
-    """Counts the values `_plain` builds, refusing a pickle that would build more than `MAX_VALUES`."""
+    """Counts the values `_plain` builds, refusing a pickle that would build more than `MAX_VALUES`; and
+    `root`, the one object whose class may be outside the trainer modules (see the top)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, root: object) -> None:
         self.label = label
         self.left = MAX_VALUES
+        self.root = root
 
     def spend(self) -> None:
         self.left -= 1
@@ -89,18 +130,32 @@ class _Budget:
             )
 
 
+def _fields(value: _Recorded, label: str) -> dict[Any, Any] | None:
+    """The fields BUILD gave a stand-in (pickle's ``state`` or ``(state, slot state)``), None if none."""
+    state = value.state
+    parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+    if not all(part is None or isinstance(part, dict) for part in parts):
+        raise TrainingArgsError(
+            f"{label}: the state of its {value.name} is not fields: not training arguments"
+        )
+    fields = {k: v for part in parts if part for k, v in part.items()}
+    return fields or None
+
+
 def _plain(value: Any, budget: _Budget, depth: int = 0) -> Any:
     """What the stand-ins recorded, as JSON-like data (an enum's value, a config's fields)."""
     budget.spend()
     if depth > 8:
         return None
     if isinstance(value, _Recorded):
-        if value.__dict__:
-            return {str(k): _plain(v, budget, depth + 1) for k, v in value.__dict__.items()}
-        args = value._hubkit_args
-        if len(args) == 1:
-            return _plain(args[0], budget, depth + 1)
-        return [_plain(a, budget, depth + 1) for a in args]
+        fields = _fields(value, budget.label)
+        if not _is_trainer_global(value.name) and (value is not budget.root or value.called or not fields):
+            _refuse_global(budget.label, value.name)
+        if fields:
+            return {str(k): _plain(v, budget, depth + 1) for k, v in fields.items()}
+        if len(value.args) == 1:
+            return _plain(value.args[0], budget, depth + 1)
+        return [_plain(a, budget, depth + 1) for a in value.args]
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     if isinstance(value, list | tuple | set | frozenset):
@@ -157,19 +212,20 @@ def is_torch_archive(path: Path) -> bool:
         return False
 
 
-def read_training_args(path: Path, label: str | None = None) -> dict[str, Any]:
-    """The fields of a saved `TrainingArguments`, as plain data, read without running the pickle's code.
+def read_training_args(path: Path, label: str | None = None) -> TrainingArgs:
+    """A saved `TrainingArguments` (or a subclass of it, whatever its module), as plain data, read without
+    running the pickle's code.
 
     Args:
         path: a ``training_args.bin``.
         label: how messages name it (default: its name).
 
     Returns:
-        Every field the saved object held (the caller keeps the ones it needs), enums as their values.
+        Every field the saved object held (the caller keeps the ones it needs), and its class's name.
 
     Raises:
         TrainingArgsError: not a torch.save archive, too large, a global outside transformers / TRL /
-            accelerate (refused before anything is loaded), or a pickle torch refuses.
+            accelerate other than the saved object's own class, or a pickle torch refuses.
     """
     label = label or path.name
     try:
@@ -184,19 +240,19 @@ def read_training_args(path: Path, label: str | None = None) -> dict[str, Any]:
     except Exception as e:
         raise TrainingArgsError(f"{label}: not a readable pickle ({type(e).__name__})") from e
     for name in sorted(names):
-        if not name.startswith(TRAINER_MODULES) and name not in OTHER_GLOBALS:
-            _refuse_global(label, name)
+        if not _is_trainer_global(name) and not _CLASS_NAME_RE.match(name):
+            _refuse_global(label, name)  # a function (os.system): refused before anything is loaded
     try:
-        with torch.serialization.safe_globals([(_Recorded, name) for name in names]):
+        with torch.serialization.safe_globals([(_stand_in(name), name) for name in names]):
             loaded = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    # Any failure of the safe loader on a hostile pickle (a BUILD of the wrong type, STOP on an empty
-    # stack, a persistent id that is no storage) is this file's fault, whatever torch raises for it.
+    # Any failure of the safe loader on a hostile pickle (STOP on an empty stack, a persistent id that is
+    # no storage) is this file's fault, whatever torch raises for it.
     except Exception as e:
         refused = _REFUSED_GLOBAL_RE.search(str(e))
         if refused:
             _refuse_global(label, refused[1])
         raise TrainingArgsError(f"{label}: torch refused to read it ({type(e).__name__})") from e
-    fields = _plain(loaded, _Budget(label))
+    fields = _plain(loaded, _Budget(label, loaded))
     if not isinstance(fields, dict):
         raise TrainingArgsError(f"{label}: does not hold training arguments")
-    return fields
+    return TrainingArgs(fields, loaded.name if isinstance(loaded, _Recorded) else None)

@@ -93,7 +93,7 @@ def _read_training_args(run_dir: Path, path: Path) -> dict[str, Any] | None:
     if not is_torch_archive(path):
         return None  # not what torch.save writes: the trainer state is read instead
     label = path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else path.name
-    fields = read_training_args(path, label)
+    fields = read_training_args(path, label).fields
     kept = {**hyperparameters(fields), **_tracker_fields(fields)}
     keep(cache, json.dumps(kept, sort_keys=True), "a checkpoint's training arguments")
     return kept
