@@ -6,8 +6,9 @@ Dataset Viewer and loadable with `datasets.load_dataset(repo, config)`.
     rollouts/step-000001.parquet     config "rollouts": the completions the framework saved while training,
                                      at most `MAX_ROWS_PER_STEP` per step (`hubkit.runs.completions`)
 
-Each table is vetted as every published file is (`hubkit.safety`): a secret or a local path in an answer is
-refused in one line naming the row, before any repo exists; ``--no-samples`` leaves the dataset out.
+Each table is vetted as every published file is (`hubkit.safety`): a secret or this machine's own folder in
+an answer is refused in one line naming the row, before any repo exists (a user's home is masked as ``~``
+instead); ``--no-samples`` leaves the dataset out.
 """
 
 from __future__ import annotations

@@ -124,6 +124,10 @@ def _rewrite_card(
     card = with_siblings(path.read_bytes()[:bound], setting, siblings)
     if card is None:
         return None
+    try:
+        card.decode("utf-8")
+    except UnicodeDecodeError:  # the Hub's client commits a README only as UTF-8 text: no byte is changed
+        return f"{repo_id}: its card is not UTF-8 text: its list of the sweep's runs was left as it is"
     # What the push writes is vetted (the list); the bytes around it are the card as the Hub holds it.
     vetter.data("README.md", kinds.CARD, siblings_region(setting, siblings).encode("utf-8"))
     planned = (PlannedFile("README.md", kinds.CARD, hash_bytes(card), content=card),)
