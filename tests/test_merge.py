@@ -307,13 +307,6 @@ def test_refuses_a_lora_on_a_tied_lm_head(tiny_qwen2_tied, tmp_path):
     assert_nothing_written(tmp_path / "out")
 
 
-def test_refuses_dora(tiny_qwen3, tmp_path):
-    adapter_dir = build_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", use_dora=True)
-    with pytest.raises(MergeError, match="DoRA"):
-        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
-    assert_nothing_written(tmp_path / "out")
-
-
 def test_a_non_finite_delta_removes_the_partial_output(tiny_qwen3, qwen3_adapter, tmp_path):
     adapter_dir = shutil.copytree(qwen3_adapter, tmp_path / "adapter")
     weights = load_file(adapter_dir / "adapter_model.safetensors")

@@ -24,7 +24,6 @@ from hubkit.errors import BaseModelMismatchError
 from hubkit.formats.peft import (
     ADAPTER_WEIGHTS,
     lora_pairs,
-    parse_lora_key,
     read_adapter_config,
     read_weights_header,
 )
@@ -227,14 +226,15 @@ def check_against_base(
     if record is not None and record.exists():
         return
     header = read_weights_header(Path(adapter_dir), label)
-    lora_pairs(header.by_name(), read_adapter_config(Path(adapter_dir), label), label)
+    # Every tensor belongs to a pair (DoRA's magnitude has its lora_B's rows): checking A and B checks all.
+    pairs = lora_pairs(header.by_name(), read_adapter_config(Path(adapter_dir), label), label)
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
-    for tensor in header.tensors:
-        key = tensor.name
-        parsed = parse_lora_key(key)
-        if parsed is None:
-            raise BaseModelMismatchError(f"{label}: {key!r} is not a LoRA weight of a {base_model} module")
-        module, part = parsed
+    parts = [
+        (module, part, tensor)
+        for module, pair in pairs.items()
+        for part, tensor in (("A", pair.lora_a), ("B", pair.lora_b))
+    ]
+    for module, part, tensor in parts:
         if module not in linears:
             raise BaseModelMismatchError(
                 f"{label}: module {module} does not exist in {base_model}: was it trained on another base?"

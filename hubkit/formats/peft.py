@@ -52,7 +52,6 @@ MAX_RANK = 65_536
 MAX_ALPHA = 1e6
 # The config switches of LoRA variants hubkit's checks and merge do not implement (`unsupported_variant`).
 UNSUPPORTED_VARIANTS = {
-    "use_dora": "DoRA (its magnitude vector rescales each merged weight)",
     "lora_bias": "LoRA biases",
     "fan_in_fan_out": "fan_in_fan_out (Conv1D) layers",
     "modules_to_save": "fully trained modules (modules_to_save)",
@@ -63,11 +62,15 @@ UNSUPPORTED_VARIANTS = {
     "use_qalora": "QA-LoRA",
     "use_bdlora": "block-diagonal LoRA",
 }
+# The prefixes of the `init_lora_weights` that change the base weights (`base_changing_init`).
+BASE_CHANGING_INITS = ("pissa", "corda", "olora", "lora_ga", "loftq")
 # PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
 # `<module>.base_layer.weight`.
 FROZEN_COPY_SUFFIX = ".base_layer.weight"
 # base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
 _LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+# base_model.model.<module path>.lora_magnitude_vector: DoRA's magnitude of each output row (out,), as saved.
+_MAGNITUDE_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_magnitude_vector$")
 
 
 def parse_lora_key(key: str) -> tuple[str, str] | None:
@@ -80,10 +83,12 @@ def normalize_key(key: str) -> str:
     """A LoRA key in PEFT's saved form: adapter name and FSDP wrapper names removed, PEFT prefix present.
 
     ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight`` →
-    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``.
+    ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`` (and DoRA's
+    ``...q_proj.lora_magnitude_vector.default.weight`` → ``...q_proj.lora_magnitude_vector``).
     """
     key = key.replace("_fsdp_wrapped_module.", "")
     key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
+    key = re.sub(r"\.lora_magnitude_vector\.[^.]+\.weight$", ".lora_magnitude_vector", key)
     return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
 
 
@@ -139,6 +144,19 @@ def _check_lora_config(config: dict[str, Any], label: str) -> None:
         or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
     ):
         raise AdapterError(f"{where}: target_modules must be a module name, a pattern or a list of names")
+
+
+def base_changing_init(config: dict[str, Any]) -> str | None:
+    """The ``init_lora_weights`` whose adapter applies to other base weights than the saved base's, or None.
+
+    PiSSA, CorDA, OLoRA and LoRA-GA train on W - s * B0 @ A0 (B0, A0: the initial LoRA) and LoftQ on W
+    quantized; PEFT redoes PiSSA, CorDA, OLoRA and LoftQ on the base as it loads the adapter
+    (`LoraLayer.update_layer`), and LoRA-GA is saved from such a residual. W + s * B @ A is another model.
+    """
+    init = config.get("init_lora_weights")
+    if isinstance(init, str) and init.lower().startswith(BASE_CHANGING_INITS):
+        return init
+    return None
 
 
 def unsupported_variant(config: dict[str, Any]) -> str | None:
@@ -234,7 +252,8 @@ def read_adapter_weights(adapter_dir: Path, label: str) -> dict[str, torch.Tenso
 class LoraPair:
     """One adapted module's A and B, with PEFT's rank and alpha for it (after rank/alpha patterns).
 
-    A and B are tensors, or their safetensors header entries where only shapes are checked.
+    A and B (and DoRA's magnitude) are tensors, or their safetensors header entries where only shapes are
+    checked.
     """
 
     module: str
@@ -242,6 +261,7 @@ class LoraPair:
     lora_b: torch.Tensor  # (out, r)
     rank: int
     alpha: float
+    magnitude: torch.Tensor | None = None  # (out,): DoRA's lora_magnitude_vector, None for plain LoRA
 
 
 def _pattern_key(patterns: dict[str, object], module: str) -> str:
@@ -278,18 +298,23 @@ def lora_pairs(
         frozen_copies: accept ``<module>.base_layer.weight`` copies of adapted modules (and skip them).
 
     Returns:
-        The pairs by module name, sorted.
+        The pairs by module name, sorted; with ``use_dora``, each with its magnitude vector.
 
     Raises:
-        AdapterError: a key that is not a plain LoRA weight, a lora_A without its lora_B (or the
-            reverse), shapes that do not form a pair, a rank other than the config's, or a config rank
-            larger than every weight's.
+        AdapterError: a key that is not a LoRA weight (or a DoRA magnitude with ``use_dora``), a lora_A
+            without its lora_B (or the reverse), shapes that do not form a pair, a rank other than the
+            config's, a config rank larger than every weight's, or a DoRA module without its magnitude.
     """
     halves: dict[str, dict[str, Any]] = {}
+    magnitudes: dict[str, Any] = {}
     copies = []
+    dora = bool(config.get("use_dora"))
     for key, tensor in tensors.items():
         parsed = parse_lora_key(key)
-        if (
+        dora_key = _MAGNITUDE_KEY_RE.match(key) if dora else None
+        if dora_key is not None:
+            magnitudes[dora_key["module"]] = tensor
+        elif (
             parsed is None
             and frozen_copies
             and key.startswith(PEFT_PREFIX)
@@ -303,6 +328,9 @@ def lora_pairs(
     for module in copies:
         if module not in halves:
             raise AdapterError(f"{label}: the adapter stores a full {module} weight without LoRA")
+    for module in magnitudes:
+        if module not in halves:
+            raise AdapterError(f"{label}: the adapter stores a DoRA magnitude for {module} without its LoRA")
     pairs = {}
     for module, parts in sorted(halves.items()):
         if set(parts) != {"A", "B"}:
@@ -315,7 +343,13 @@ def lora_pairs(
         rank, alpha = module_rank_alpha(config, module)
         if rank != a.shape[0]:
             raise AdapterError(f"{label}: module {module} has rank {a.shape[0]} but the config says r={rank}")
-        pairs[module] = LoraPair(module, a, b, int(rank), alpha)  # type: ignore[arg-type]
+        magnitude = magnitudes.get(module)
+        if dora and (magnitude is None or tuple(magnitude.shape) != (b.shape[0],)):
+            raise AdapterError(
+                f"{label}: use_dora is set but module {module} has no lora_magnitude_vector of its "
+                f"{b.shape[0]} output rows: re-save the adapter"
+            )
+        pairs[module] = LoraPair(module, a, b, int(rank), alpha, magnitude)  # type: ignore[arg-type]
     # PEFT allocates every target module at the rank the config gives it as it loads the config: a rank no
     # weight has (a target module the file leaves out) would be memory spent before any weight is read.
     named = [config.get("r"), *(config.get("rank_pattern") or {}).values()]

@@ -1,9 +1,10 @@
 """Streaming LoRA merge: fold a PEFT LoRA adapter into a base model's safetensors shards.
 
 The base is read one tensor at a time and each output shard is written as it is produced, so peak
-memory is about one weight plus the adapter whatever the model size. Every problem with the input
-(a missing or corrupt shard, an adapter for another base, a LoRA on a tied lm_head, DoRA) is found
-before anything is written.
+memory is about one weight plus the adapter whatever the model size. DoRA adapters merge as PEFT merges
+them. Every problem with the input (a missing or corrupt shard, an adapter for another base, a LoRA on a
+tied lm_head, an adapter initialised from the base weights such as PiSSA) is found before anything is
+written.
 
     result = merge_adapter(fetch_base_snapshot("Qwen/Qwen3-4B"), Path("adapter"), Path("merged"))
 """
@@ -31,7 +32,8 @@ __all__ = [
 def merge_adapter(
     base_dir: Path, adapter_dir: Path, out_dir: Path, progress: ProgressCallback | None = None
 ) -> MergeResult:
-    """Merge a LoRA adapter into a base model: W + scale * B @ A for every adapted Linear.
+    """Merge a LoRA adapter into a base model: W + scale * B @ A for every adapted Linear (DoRA: each row
+    of that then rescaled to its magnitude).
 
     Args:
         base_dir: the base model folder (from `fetch_base_snapshot` or a local copy).
@@ -43,8 +45,9 @@ def merge_adapter(
         The merged folder, its shard names, the number of merged modules and the weights' dtype.
 
     Raises:
-        MergeError: missing or corrupt base shards, a tied lm_head LoRA, DoRA or another unsupported
-            LoRA variant, a non-finite delta, or a non-empty `out_dir`.
+        MergeError: missing or corrupt base shards, a tied lm_head LoRA, an unsupported LoRA variant, an
+            init that changes the base weights (PiSSA, OLoRA, ...), a non-finite delta, or a non-empty
+            `out_dir`.
         BaseModelMismatchError: the adapter was trained on another base (missing module, shape).
         AdapterError: the adapter folder is unreadable or holds no LoRA weights.
     """

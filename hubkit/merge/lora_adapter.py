@@ -1,7 +1,9 @@
-"""The adapter side of a merge: a PEFT LoRA folder as the (A, B, scale) triples the merge folds in.
+"""The adapter side of a merge: a PEFT LoRA folder as the (A, B, scale) triples the merge folds in, with
+DoRA's magnitude vector where it has one.
 
-The format itself is read by `hubkit.formats.peft`; this module adds what only a merge cares about:
-the LoRA variants whose merge is not ``W + scale * B @ A`` are refused.
+The format itself is read by `hubkit.formats.peft`; this module adds what only a merge cares about: the
+LoRA variants hubkit does not merge as PEFT does are refused, and so are adapters PEFT loads onto changed
+base weights (PiSSA and the other inits of `base_changing_init`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import AdapterError, MergeError
-from hubkit.formats.peft import lora_pairs, read_adapter_config, read_adapter_weights, unsupported_variant
+from hubkit.formats.peft import (
+    base_changing_init,
+    lora_pairs,
+    read_adapter_config,
+    read_adapter_weights,
+    unsupported_variant,
+)
 from hubkit.merge.lora import lora_scale
 
 
@@ -24,6 +32,7 @@ class LoraModule:
     lora_a: torch.Tensor  # (r, in)
     lora_b: torch.Tensor  # (out, r)
     scale: float
+    magnitude: torch.Tensor | None = None  # (out,): DoRA's trained norm of each merged row
 
     @property
     def weight_name(self) -> str:
@@ -42,7 +51,8 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
     Raises:
         AdapterError: a file is missing, truncated or unreadable, a key is not a PEFT LoRA key, or the
             adapter holds no LoRA weights (as `hubkit.formats.peft` reports them).
-        MergeError: the adapter is not LoRA or uses a variant hubkit cannot merge (DoRA, biases, ...).
+        MergeError: the adapter is not LoRA, uses a variant hubkit cannot merge (biases, ...), or was
+            initialised from the base weights (PiSSA, OLoRA, ...).
     """
     label = f"adapter {adapter_dir.name}"
     config = read_adapter_config(adapter_dir, label)
@@ -53,9 +63,8 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
     variant = unsupported_variant(config)
     if variant is not None:
         raise MergeError(f"the adapter uses {variant}, which hubkit cannot merge; merge it with PEFT instead")
+    _refuse_base_changing_init(config, label)
     tensors = read_adapter_weights(adapter_dir, label)
-    if any("lora_magnitude_vector" in key for key in tensors):
-        raise MergeError("the adapter holds DoRA magnitude vectors, which hubkit cannot merge")
     pairs = lora_pairs(tensors, config, label, frozen_copies=True)
     if not pairs:
         raise AdapterError(f"{label} holds no LoRA weights; it would merge as a no-op")
@@ -66,5 +75,24 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
                 f"{label}: module {pair.module} has lora_alpha {pair.alpha}; it would merge as a no-op"
             )
         scale = lora_scale(pair.alpha, pair.rank, bool(config.get("use_rslora")))
-        modules.append(LoraModule(module=pair.module, lora_a=pair.lora_a, lora_b=pair.lora_b, scale=scale))
+        modules.append(LoraModule(pair.module, pair.lora_a, pair.lora_b, scale, pair.magnitude))
     return modules
+
+
+def _refuse_base_changing_init(config: dict, label: str) -> None:
+    """Refuse an adapter initialised from the base weights (`base_changing_init`): PEFT loads it onto
+    changed base weights, which a merge into the saved base would not be."""
+    init = base_changing_init(config)
+    if init is None:
+        return
+    if init.lower() == "loftq":
+        raise MergeError(
+            f"{label}: init_lora_weights='loftq' applies the adapter to the base weights quantized, which hubkit "
+            "does not reproduce; merge it with PEFT's merge_and_unload instead"
+        )
+    raise MergeError(
+        f"{label}: init_lora_weights={init!r} trains on the base weights minus the initial LoRA (PEFT subtracts it "
+        "again on load), so W + s*B@A would be another model; save it as a plain LoRA with "
+        "model.save_pretrained(out, path_initial_model_for_weight_conversion=<the adapter saved before training>) "
+        "and merge that"
+    )

@@ -150,7 +150,9 @@ def _write_shard(
                 continue
             weight = reads.pop(info.name).result()
             prefetch(k + 1)
-            add_lora_delta_(weight, module.lora_a, module.lora_b, module.scale, module.module)
+            add_lora_delta_(
+                weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
+            )
             buffer_writes[k % len(scratch)] = write_pool.submit(writer.write_tensor, info.name, weight)
             writes.append(buffer_writes[k % len(scratch)])
             k += 1

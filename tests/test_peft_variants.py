@@ -1,0 +1,226 @@
+"""Adapters made with PEFT's other options, merged by hubkit against PEFT's own merge_and_unload: the merged
+model is PEFT's, within the bound the dtype gives, or the merge is refused in one line and writes nothing.
+
+Adapters are built with the real PEFT on the session's tiny Qwen3, as `test_merge` builds its own.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
+from helpers import run_cli
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
+from test_merge import (
+    assert_nothing_written,
+    base_variant,  # noqa: F401  (the fixture: a tiny model re-saved in a dtype)
+    peft_merged_state,
+    read_weights,
+)
+from transformers import AutoModelForCausalLM
+
+from hubkit.errors import MergeError
+from hubkit.merge import merge_adapter
+from hubkit.runs import load_run
+
+TARGETS = ["q_proj", "v_proj", "down_proj"]
+CONVERSION = "path_initial_model_for_weight_conversion"
+
+
+def trained(model: torch.nn.Module, seed: int = 2) -> None:
+    """Move every LoRA weight as training would (and DoRA's magnitudes), so each one matters."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_" in name:
+                param.add_(0.05 * torch.randn_like(param))
+
+
+def fp32_bound(reference: dict[str, torch.Tensor], base: dict[str, torch.Tensor], terms: int) -> dict:
+    """Per weight, how far two float32 computations of it may differ: `terms` rounded terms, each at most
+    the largest magnitude involved (the base weight or the merged one), twice (u = eps / 2, both sides)."""
+    eps = torch.finfo(torch.float32).eps
+    return {
+        name: terms * eps * torch.maximum(base[name].double().abs(), ref.double().abs()).max()
+        for name, ref in reference.items()
+    }
+
+
+def assert_close_within(ours: dict, reference: dict, bounds: dict) -> None:
+    assert sorted(ours) == sorted(reference)
+    for name, tensor in ours.items():
+        diff = (tensor.double() - reference[name].double()).abs().max().item()
+        assert diff <= bounds[name], f"{name}: max diff {diff}, bound {bounds[name]}"
+
+
+# --- 1. inits that change the base weights ---------------------------------------------------------------
+
+
+def build_base_changing(base_dir: Path, out_dir: Path, init: str) -> PeftModel:
+    """A PEFT adapter initialised with `init` from the base, then 'trained'; its initial state is saved in
+    `out_dir/initial` (as PEFT's conversion needs it) and the trained one in `out_dir/trained`."""
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    model = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=init)
+    )
+    model.peft_config["default"].init_lora_weights = True  # PEFT's recipe: the initial adapter as plain LoRA
+    model.save_pretrained(out_dir / "initial")
+    model.peft_config["default"].init_lora_weights = init
+    trained(model)
+    model.save_pretrained(out_dir / "trained")
+    return model
+
+
+@pytest.mark.parametrize("init", ["pissa", "pissa_niter_4", "olora"])
+def test_refuses_to_merge_an_adapter_initialised_from_the_base(tiny_qwen3, tmp_path, init):
+    build_base_changing(tiny_qwen3.local_dir, tmp_path, init)
+    adapter_dir = tmp_path / "trained"
+    assert json.loads((adapter_dir / "adapter_config.json").read_text())["init_lora_weights"] == init
+
+    with pytest.raises(MergeError, match=CONVERSION) as refused:
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
+
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(tmp_path / "out")
+    # The refusal is needed: the model PEFT loads is not W + s * B @ A on the saved base.
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32), adapter_dir
+    )
+    base = read_weights(tiny_qwen3.local_dir)
+    layer = next(
+        m for n, m in peft_model.named_modules() if isinstance(m, LoraLayer) and n.endswith("q_proj")
+    )
+    name = next(n for n, m in peft_model.named_modules() if m is layer).removeprefix("base_model.model.")
+    naive = base[f"{name}.weight"] + layer.get_delta_weight("default")
+    merged = peft_model.merge_and_unload().state_dict()[f"{name}.weight"]
+    assert (naive - merged).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("init", ["corda", "loftq", "lora_ga"])
+def test_refuses_the_other_base_changing_inits_by_their_config(tiny_qwen3, tmp_path, init):
+    # CorDA and LoftQ need packages PEFT does not install (attr, scipy) and LoRA-GA a training step: the
+    # saved config is what hubkit reads, so a real adapter's config says the init.
+    build_base_changing(tiny_qwen3.local_dir, tmp_path, "olora")
+    adapter_dir = tmp_path / "trained"
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    (adapter_dir / "adapter_config.json").write_text(json.dumps({**config, "init_lora_weights": init}))
+
+    with pytest.raises(MergeError, match="merge_and_unload" if init == "loftq" else CONVERSION):
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
+    assert_nothing_written(tmp_path / "out")
+
+
+@pytest.mark.parametrize("init", ["pissa", "olora"])
+def test_a_converted_adapter_merges_to_the_model_peft_loads_unconverted(tiny_qwen3, tmp_path, init):
+    model = build_base_changing(tiny_qwen3.local_dir, tmp_path, init)
+    model.save_pretrained(
+        tmp_path / "converted", path_initial_model_for_weight_conversion=str(tmp_path / "initial")
+    )
+    converted = json.loads((tmp_path / "converted" / "adapter_config.json").read_text())
+    assert (converted["init_lora_weights"], converted["r"]) == (True, 8)  # PEFT rewrote it as a plain LoRA
+
+    merge_adapter(tiny_qwen3.local_dir, tmp_path / "converted", tmp_path / "merged")
+
+    # PEFT redoes the init on the base as it loads the unconverted adapter (W_res = W - s * B0 @ A0).
+    reference = peft_merged_state(tiny_qwen3.local_dir, tmp_path / "trained", torch.float32)
+    ours = read_weights(tmp_path / "merged")
+    base = read_weights(tiny_qwen3.local_dir)
+    # W + s * (B @ A - B0 @ A0) against (W - s * B0 @ A0) + s * B @ A: 2r + 3 rounded terms each side.
+    assert_close_within(ours, reference, fp32_bound(reference, base, terms=2 * 8 + 6))
+    assert any(not torch.equal(ours[name], base[name]) for name in base if "q_proj" in name)
+
+
+# --- 2. DoRA -------------------------------------------------------------------------------------------------
+
+
+def dora_bounds(base_dir: Path, adapter_dir: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Per weight, how far hubkit's DoRA merge may lie from PEFT's, from the rounding each one does.
+
+    Both compute f * (W + d), d = s * B @ A, f = m / ||W + d|| per row (n = in_features terms in the norm).
+    In float32 each side errs by at most u * |f| * ((r + 2) * (|W| + s|B||A|) + (n + 4) * |W + d|), u = eps / 2.
+    In bfloat16 PEFT rounds d, W + d, the norm and the result (u each: u * |f| * (|d| + |W + d|) + 2u * |x|),
+    hubkit only the result (u * |x|); x is the exact merged value.
+    """
+    model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype), adapter_dir
+    )
+    eps = torch.finfo(dtype).eps
+    bounds = {}
+    for name, layer in model.named_modules():
+        if isinstance(layer, LoraLayer) and "default" in layer.lora_A:
+            a = layer.lora_A["default"].weight.detach().double()
+            b = layer.lora_B["default"].weight.detach().double()
+            w = layer.get_base_layer().weight.detach().double()
+            m = layer.lora_magnitude_vector["default"].weight.detach().double()
+            s = layer.scaling["default"]
+            summed = w + s * (b @ a)
+            f = (m / torch.linalg.vector_norm(summed, dim=1)).abs().unsqueeze(1)
+            exact = f * summed.abs()
+            delta = s * (b.abs() @ a.abs())
+            if dtype == torch.float32:
+                bound = eps * f * ((a.shape[0] + 2) * (w.abs() + delta) + (a.shape[1] + 4) * summed.abs())
+            else:
+                bound = eps / 2 * (f * (delta + w.abs() + delta) + 3 * exact)
+            bounds[name.removeprefix("base_model.model.") + ".weight"] = bound
+    return bounds
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: F811
+    base_dir = base_variant("tiny_qwen3", dtype)
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", use_dora=True))
+    trained(model)  # lora_B and the magnitudes move off their init (B = 0, m = ||W||), as training moves them
+    model.save_pretrained(tmp_path / "adapter")
+
+    result = merge_adapter(base_dir, tmp_path / "adapter", tmp_path / "merged")
+
+    reference = peft_merged_state(base_dir, tmp_path / "adapter", dtype)
+    ours = read_weights(tmp_path / "merged")
+    base_weights = read_weights(base_dir)
+    assert sorted(ours) == sorted(reference)
+    bounds = dora_bounds(base_dir, tmp_path / "adapter", dtype)
+    assert len(bounds) == result.merged_modules == 14
+    for name, tensor in ours.items():
+        assert tensor.dtype == dtype
+        if name in bounds:
+            diff = (tensor.double() - reference[name].double()).abs()
+            assert bool((diff <= bounds[name]).all()), f"{name}: max diff {diff.max().item()}"
+            assert not torch.equal(tensor, base_weights[name]), name
+        else:
+            assert torch.equal(tensor, reference[name]), name
+
+
+def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys
+):
+    """`hubkit gguf` exports what the merge writes, and `hubkit merge` is that merge: both refuse, nothing
+    written. The run's final checkpoint is replaced by a PiSSA adapter of the run's rank, alpha and targets."""
+    run_dir = shutil.copytree(trl_run_dir, tmp_path / "run")
+    final = load_run(run_dir).checkpoints[-1]
+    checkpoint = final.adapter_dir or final.path
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32)
+    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS)}
+    model = get_peft_model(base, LoraConfig(**options, init_lora_weights="pissa"))
+    trained(model)
+    model.save_pretrained(tmp_path / "pissa")
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        shutil.copyfile(tmp_path / "pissa" / name, checkpoint / name)
+    capsys.readouterr()  # the progress bars of loading the base above
+
+    for command in ("gguf", "merge"):
+        out = tmp_path / f"out-{command}"
+        argv = [command, "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+        assert run_cli([*argv, *(["--types", "q8_0"] if command == "gguf" else [])]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and CONVERSION in err, err
+        assert len(err.strip().splitlines()) == 1
+        assert not out.exists()
