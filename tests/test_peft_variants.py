@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
-from helpers import run_cli
+from helpers import chat_logits, run_cli
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from test_merge import (
@@ -198,22 +198,31 @@ def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: 
             assert torch.equal(tensor, reference[name]), name
 
 
+def run_with_final_checkpoint(trl_run_dir: Path, base_dir: Path, out_dir: Path, **lora_options) -> Path:
+    """A copy of the TRL run whose final checkpoint is a PEFT adapter of the run's rank, alpha and targets,
+    made with `lora_options`, then 'trained'."""
+    run_dir = shutil.copytree(trl_run_dir, out_dir / "run")
+    final = load_run(run_dir).checkpoints[-1]
+    checkpoint = final.adapter_dir or final.path
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS)}
+    model = get_peft_model(base, LoraConfig(**options, **lora_options))
+    trained(model)
+    model.save_pretrained(out_dir / "adapter")
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        shutil.copyfile(out_dir / "adapter" / name, checkpoint / name)
+    return run_dir
+
+
 def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
     trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys
 ):
     """`hubkit gguf` exports what the merge writes, and `hubkit merge` is that merge: both refuse, nothing
-    written. The run's final checkpoint is replaced by a PiSSA adapter of the run's rank, alpha and targets."""
-    run_dir = shutil.copytree(trl_run_dir, tmp_path / "run")
-    final = load_run(run_dir).checkpoints[-1]
-    checkpoint = final.adapter_dir or final.path
-    torch.manual_seed(1)
-    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32)
-    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS)}
-    model = get_peft_model(base, LoraConfig(**options, init_lora_weights="pissa"))
-    trained(model)
-    model.save_pretrained(tmp_path / "pissa")
-    for name in ("adapter_model.safetensors", "adapter_config.json"):
-        shutil.copyfile(tmp_path / "pissa" / name, checkpoint / name)
+    written."""
+    run_dir = run_with_final_checkpoint(
+        trl_run_dir, tiny_qwen3.local_dir, tmp_path, init_lora_weights="pissa"
+    )
     capsys.readouterr()  # the progress bars of loading the base above
 
     for command in ("gguf", "merge"):
@@ -224,3 +233,17 @@ def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
         assert err.startswith("Error: ") and CONVERSION in err, err
         assert len(err.strip().splitlines()) == 1
         assert not out.exists()
+
+
+def test_merge_command_vets_and_merges_a_dora_checkpoint(trl_run_dir, tiny_qwen3, local_hub, tmp_path):
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, use_dora=True)
+    out = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+    assert run_cli(argv) == 0
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    plain = chat_logits(base)
+    with_adapter = chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter"))
+    merged = chat_logits(AutoModelForCausalLM.from_pretrained(out))
+    assert not torch.allclose(plain, with_adapter, atol=1e-3)
+    torch.testing.assert_close(merged, with_adapter, atol=1e-5, rtol=1e-4)
