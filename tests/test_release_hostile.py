@@ -38,6 +38,10 @@ HOSTILE = {
         "max_completion_length must be an integer from 1 to",
     ),
     "trackers of numbers": ({**VALID, "trackers": [5]}, "trackers cannot be [5]"),
+    "a reward weight of 401 digits": (
+        {**VALID, "reward": {"components": [{"name": "gsm8k_correctness", "weight": 10**400}]}},
+        "weight of 'gsm8k_correctness' must be a finite number, got a number of 401 digits",
+    ),
 }
 RAW = {
     "nesting 100,000 deep": ("[" * 100_000 + "]" * 100_000, "nested too deep"),
@@ -72,7 +76,10 @@ def test_a_hostile_manifest_is_one_line_of_error(name: str, tmp_path: Path) -> N
     assert expected in message and "\n" not in message, message
 
 
-@pytest.mark.parametrize("name", ["a rank of 2^21", "a reward length of 10^12", "a number as the run id"])
+@pytest.mark.parametrize(
+    "name",
+    ["a rank of 2^21", "a reward length of 10^12", "a number as the run id", "a reward weight of 401 digits"],
+)
 def test_a_release_with_a_hostile_manifest_is_refused_in_one_line(
     name: str, hub_api, new_repo_id, capsys
 ) -> None:
@@ -85,6 +92,7 @@ def test_a_release_with_a_hostile_manifest_is_refused_in_one_line(
         assert run_cli(argv) == 1
         err = capsys.readouterr().err
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "hubkit.json" in err, err
 
 
 def test_a_release_file_larger_than_its_kind_is_refused_before_any_download(

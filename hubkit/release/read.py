@@ -215,8 +215,10 @@ def read_release_manifest(
         raise ReleaseError(f"{where} has no {MANIFEST_NAME}: it was not published by `hubkit push`")
     try:
         return Manifest.from_file(path)
-    except ManifestError as e:
-        raise ReleaseError(f"{where}: {e}") from e
+    # Some field readers (the reward's, a range check) do not name the file: the message does.
+    except (ManifestError, RewardSpecError) as e:
+        named = str(e) if MANIFEST_NAME in str(e) else f"{MANIFEST_NAME}: {e}"
+        raise ReleaseError(f"{where}: {named}") from e
 
 
 def read_release_reward(

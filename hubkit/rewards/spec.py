@@ -8,6 +8,7 @@ Only the component names in `COMPONENTS` are accepted, each with the parameters 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -74,9 +75,14 @@ class RewardComponent:
         if (
             isinstance(self.weight, bool)
             or not isinstance(self.weight, int | float)
-            or not math.isfinite(self.weight)
+            or not abs(self.weight) <= sys.float_info.max  # NaN, infinities and ints no float holds
         ):
-            raise RewardSpecError(f"weight of {self.name!r} must be a finite number, got {self.weight!r}")
+            shown = (
+                repr(self.weight)
+                if len(repr(self.weight)) <= 40
+                else f"a number of {len(repr(self.weight))} digits"
+            )
+            raise RewardSpecError(f"weight of {self.name!r} must be a finite number, got {shown}")
         unknown = sorted(set(self.params) - set(info.params))
         if unknown:
             raise RewardSpecError(f"{self.name!r} takes parameters {sorted(info.params)}, not {unknown}")
