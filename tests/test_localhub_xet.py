@@ -2,9 +2,8 @@
 setting changed, a client with `HF_HUB_DISABLE_XET=1` still takes classic LFS, and every xorb, shard and
 token a client sends is checked before anything is stored.
 
-The refusal tests build xorbs and shards by hand (the spec's layout, uncompressed chunks): the hashes come
-from `hubkit.localhub.xet_hashes`, which the real client's uploads check, since the Hub stores nothing
-whose hash it did not recompute.
+The refusal tests build xorbs and shards by hand (`xet_wire.py`). What a client sharing the Hub with
+others may try (another user's bytes, another file's sha256, memory) is in test_localhub_xet_hostile.py.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import hashlib
 import http.client
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -24,10 +22,10 @@ import httpx
 import pytest
 from helpers import team_settings, uploaded
 from huggingface_hub import hf_hub_download, snapshot_download
+from xet_wire import Cas, build_xorb, file_shard
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
-from hubkit.localhub.xet_shard import HEADER_TAG
+from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash
 from hubkit.localhub.xet_xorb import MAX_XORB_SIZE
 
 LFS_BATCH = "/info/lfs/objects/batch"
@@ -169,60 +167,6 @@ def test_a_client_with_an_empty_cache_finds_a_whole_upload_through_the_global_de
 # --- what a hostile client sends ---------------------------------------------------------------------
 
 
-def _xorb(chunks: list[bytes]) -> tuple[str, bytes]:
-    """A xorb of uncompressed chunks (scheme 0) and its hash string."""
-    body = b"".join(
-        bytes([0]) + len(c).to_bytes(3, "little") + bytes([0]) + len(c).to_bytes(3, "little") + c
-        for c in chunks
-    )
-    return hash_to_hex(xorb_hash([(chunk_hash(c), len(c)) for c in chunks])), body
-
-
-def _shard(
-    xorb: str, chunks: list[bytes], *, file_id: bytes | None = None, sha256: bytes | None = None
-) -> bytes:
-    """An upload shard registering one file made of all of `xorb`'s `chunks`, with a verification entry."""
-    hashes = [chunk_hash(c) for c in chunks]
-    xorb_raw = b"".join(int(xorb[i : i + 16], 16).to_bytes(8, "little") for i in range(0, 64, 16))
-    data = b"".join(chunks)
-    file_id = file_id or file_hash([(h, len(c)) for h, c in zip(hashes, chunks, strict=True)])
-    digest = sha256 or hashlib.sha256(data).digest()
-    stored_sha = b"".join(digest[i : i + 8][::-1] for i in range(0, 32, 8))  # the protocol's byte order
-    bookend = b"\xff" * 32 + bytes(16)
-    return b"".join(
-        [
-            HEADER_TAG + struct.pack("<QQ", 2, 0),
-            file_id + struct.pack("<II", (1 << 31) | (1 << 30), 1) + bytes(8),
-            xorb_raw + struct.pack("<IIII", 0, len(data), 0, len(chunks)),
-            verification_hash(hashes) + bytes(16),
-            stored_sha + bytes(16),
-            bookend,
-            bookend,
-        ]
-    )
-
-
-class _Cas:
-    """Raw calls to one Hub's CAS API with a Xet token of one repo."""
-
-    def __init__(self, hub: LocalHub, repo_id: str, scope: str = "write", token: str = "any") -> None:
-        answer = httpx.get(
-            f"{hub.endpoint}/api/models/{repo_id}/xet-{scope}-token/main",
-            headers={"Authorization": f"Bearer {token}"},
-        )
-        answer.raise_for_status()
-        self.url, self.token = answer.json()["casUrl"], answer.json()["accessToken"]
-        assert answer.headers["X-Xet-Access-Token"] == self.token
-
-    def post(self, path: str, body: bytes, token: str | None = None) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token or self.token}"}
-        return httpx.post(f"{self.url}{path}", content=body, headers=headers, timeout=60)
-
-    def get(self, path: str, **headers: str) -> httpx.Response:
-        headers["Authorization"] = f"Bearer {self.token}"
-        return httpx.get(f"{self.url}{path}", headers=headers, timeout=60)
-
-
 def _stored(hub: LocalHub) -> list[str]:
     return sorted(str(p.relative_to(hub.root)) for p in (hub.root / "xet").rglob("*") if p.is_file())
 
@@ -243,14 +187,14 @@ def own_hub(tmp_path):
 
 
 def test_a_hand_built_upload_registers_and_reads_back(own_hub):
-    cas = _Cas(own_hub, "hubkit-user/target")
+    cas = Cas(own_hub, "hubkit-user/target")
     chunks = [os.urandom(9000), b"z" * 20000]
-    xorb, body = _xorb(chunks)
+    xorb, body = build_xorb(chunks)
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": True}
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": False}
-    assert cas.post("/v1/shards", _shard(xorb, chunks)).json() == {"result": 1}
+    assert cas.post("/v1/shards", file_shard(xorb, chunks)).json() == {"result": 1}
     # /v2 (hf_xet's first try) answers in progress frames, the last one `result`.
-    frames = cas.post("/v2/shards", _shard(xorb, chunks)).text.splitlines()
+    frames = cas.post("/v2/shards", file_shard(xorb, chunks)).text.splitlines()
     assert json.loads(frames[-1]) == {"type": "result"}
     file_id = hash_to_hex(file_hash([(chunk_hash(c), len(c)) for c in chunks]))
     plan = cas.get(f"/v1/reconstructions/{file_id}").json()
@@ -264,35 +208,35 @@ def test_a_hand_built_upload_registers_and_reads_back(own_hub):
 
 
 def test_tampered_xorbs_shards_and_tokens_are_refused_and_nothing_is_kept(own_hub):
-    cas = _Cas(own_hub, "hubkit-user/target")
+    cas = Cas(own_hub, "hubkit-user/target")
     chunks = [os.urandom(9000), os.urandom(12000)]
-    xorb, body = _xorb(chunks)
+    xorb, body = build_xorb(chunks)
     tampered = body[:-1] + bytes([body[-1] ^ 1])
     answer = cas.post(f"/v1/xorbs/default/{xorb}", tampered)
     assert answer.status_code == 400 and "hashes to" in answer.json()["error"]
     # Under its own hash, another chunk's bytes: refused the same way.
-    other, other_body = _xorb([os.urandom(5000)])
+    other, other_body = build_xorb([os.urandom(5000)])
     assert cas.post(f"/v1/xorbs/default/{xorb}", other_body).status_code == 400
     assert cas.post(f"/v1/xorbs/default/{other}", other_body[:-3]).status_code == 400  # cut short
     assert _stored(own_hub) == []
 
-    reader = _Cas(own_hub, "hubkit-user/target", scope="read")
+    reader = Cas(own_hub, "hubkit-user/target", scope="read")
     assert reader.post(f"/v1/xorbs/default/{xorb}", body).status_code == 403
-    assert reader.post("/v1/shards", _shard(xorb, chunks)).status_code == 403
+    assert reader.post("/v1/shards", file_shard(xorb, chunks)).status_code == 403
     assert cas.post(f"/v1/xorbs/default/{xorb}", body, token=cas.token[:-2] + "00").status_code == 401
     assert _stored(own_hub) == []
 
     # A shard naming a xorb never uploaded.
-    answer = cas.post("/v1/shards", _shard(xorb, chunks))
+    answer = cas.post("/v1/shards", file_shard(xorb, chunks))
     assert answer.status_code == 400 and "never uploaded" in answer.json()["error"]
 
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).status_code == 200
     xorb_files = _stored(own_hub)
-    wrong_file = cas.post("/v1/shards", _shard(xorb, chunks, file_id=bytes(31) + b"\x01"))
+    wrong_file = cas.post("/v1/shards", file_shard(xorb, chunks, file_id=bytes(31) + b"\x01"))
     assert wrong_file.status_code == 400 and "does not hash" in wrong_file.json()["error"]
-    wrong_sha = cas.post("/v1/shards", _shard(xorb, chunks, sha256=hashlib.sha256(b"other").digest()))
+    wrong_sha = cas.post("/v1/shards", file_shard(xorb, chunks, sha256=hashlib.sha256(b"other").digest()))
     assert wrong_sha.status_code == 400 and "does not match its oid" in wrong_sha.json()["error"]
-    proof = _shard(xorb, chunks)
+    proof = file_shard(xorb, chunks)
     forged = proof.replace(verification_hash([chunk_hash(c) for c in chunks]), bytes(32))
     assert cas.post("/v1/shards", forged).status_code == 400
     assert cas.post("/v2/shards", forged).status_code == 400  # a status, not a frame: nothing was streamed
@@ -304,14 +248,14 @@ def test_a_xorb_of_64_mib_of_chunks_is_taken_with_its_headers(own_hub):
     incompressible bytes is a little over 64 MiB, and the Hub must take it (a loaded machine made the
     real client send one)."""
     chunks = [os.urandom(128 * 1024) for _ in range(512)]  # 64 MiB, the client's largest chunks
-    xorb, body = _xorb(chunks)
+    xorb, body = build_xorb(chunks)
     assert len(body) > 64 * 1024 * 1024
-    cas = _Cas(own_hub, "hubkit-user/target")
+    cas = Cas(own_hub, "hubkit-user/target")
     assert cas.post(f"/v1/xorbs/default/{xorb}", body).json() == {"was_inserted": True}
 
 
 def test_an_oversized_xorb_is_refused_before_it_is_read(own_hub):
-    cas = _Cas(own_hub, "hubkit-user/target")
+    cas = Cas(own_hub, "hubkit-user/target")
     url = urlsplit(cas.url)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     connection.putrequest("POST", f"{url.path}/v1/xorbs/default/{'0' * 64}")
@@ -328,8 +272,8 @@ def test_xet_tokens_expire(tmp_path):
         httpx.post(
             f"{hub.endpoint}/api/repos/create", json={"name": "t"}, headers={"Authorization": "Bearer any"}
         )
-        cas = _Cas(hub, "hubkit-user/t")
-        xorb, body = _xorb([os.urandom(1000)])
+        cas = Cas(hub, "hubkit-user/t")
+        xorb, body = build_xorb([os.urandom(1000)])
         time.sleep(2.1)
         answer = cas.post(f"/v1/xorbs/default/{xorb}", body)
         assert answer.status_code == 401 and "expired" in answer.json()["error"]
@@ -348,18 +292,18 @@ def test_a_reconstruction_never_serves_another_repos_private_file(tmp_path):
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert created.status_code == 200, created.text
-        alice = _Cas(hub, "alice/secretive", token="hf_alice_write")
+        alice = Cas(hub, "alice/secretive", token="hf_alice_write")
         chunks = [os.urandom(7000)]
-        xorb, body = _xorb(chunks)
+        xorb, body = build_xorb(chunks)
         assert alice.post(f"/v1/xorbs/default/{xorb}", body).status_code == 200
-        assert alice.post("/v1/shards", _shard(xorb, chunks)).status_code == 200
+        assert alice.post("/v1/shards", file_shard(xorb, chunks)).status_code == 200
         file_id = hash_to_hex(file_hash([(chunk_hash(chunks[0]), 7000)]))
         assert alice.get(f"/v1/reconstructions/{file_id}").status_code == 200
 
-        carol = _Cas(hub, "carol/open", scope="read", token="hf_carol_write")
+        carol = Cas(hub, "carol/open", scope="read", token="hf_carol_write")
         assert carol.get(f"/v1/reconstructions/{file_id}").status_code == 404
         with pytest.raises(httpx.HTTPStatusError):  # nor a token for the private repo
-            _Cas(hub, "alice/secretive", scope="read", token="hf_carol_write")
+            Cas(hub, "alice/secretive", scope="read", token="hf_carol_write")
 
 
 def test_what_hf_xet_raises_when_it_gives_up_is_a_hub_failure_by_its_status():
