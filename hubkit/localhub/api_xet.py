@@ -3,7 +3,8 @@
 What the real client (huggingface_hub with hf_xet) calls: a token from the Hub, then xorb uploads, a shard
 upload (`/v1/shards`, and `/v2/shards`, which hf_xet tries first), reconstructions (`/v2` is not served:
 the client falls back to `/v1`),
-the global dedup query, and the signed URLs of xorb byte ranges the reconstructions hand out.
+the global dedup query, and the signed URLs of xorb byte ranges the reconstructions hand out (each serves
+the byte range it was made for, and nothing else of the xorb).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import secrets
 import time
 
 from hubkit.localhub import errors
-from hubkit.localhub.api_files import byte_range, file_response
+from hubkit.localhub.api_files import byte_range
 from hubkit.localhub.api_lfs import store_upload
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
@@ -109,61 +110,90 @@ def _fetch_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def _kept_chunks(
+    ctx: HubContext, term: tuple[str, int, int, int], position: int, first: int, last: int
+) -> tuple[int, int, int, int | None]:
+    """The chunks [low, high) of a term at byte `position` of its file that hold bytes first..last, their
+    length, and where byte `first` lies in the first of them (None when it lies in an earlier term). Only
+    a term the range cuts reads its chunks' lengths: the others are kept whole."""
+    xorb, start, end, length = term
+    if first <= position and position + length - 1 <= last:
+        return start, end, length, 0 if position == first else None
+    low = high = kept = 0
+    skip = None
+    for index, chunk in enumerate(ctx.xet.xorb_chunks(xorb, start, end), start):
+        if position + chunk.length > first and position <= last:
+            if not kept:
+                low, skip = index, (first - position if position <= first else None)
+            high, kept = index + 1, kept + chunk.length
+        position += chunk.length
+    return low, high, kept, skip
+
+
 def reconstruction(ctx: HubContext, req: Request, file_id: str) -> Response:
-    """Which chunks of which xorbs make up a file (or the byte range asked for), with signed URLs to them."""
+    """Which chunks of which xorbs make up a file (or the byte range asked for), with signed URLs to the
+    byte ranges of them it uses: a URL serves those bytes only, never the rest of a xorb, which may hold
+    another repo's files. Its cost is the file's terms, not the chunks of the xorbs they are in."""
     repo = _repo(ctx, req, READ)
     record = _readable_file(ctx, repo, file_id)
     span = byte_range(req, record.size)
     first, last = (0, record.size - 1) if span is None else (span[0], span[0] + span[1] - 1)
-    terms, used, indexes, skip, position = [], {}, {}, None, 0
-    for xorb, start, end, _length in record.terms:
-        if xorb not in indexes:  # a xorb's chunk index, read once for all the terms that use it
-            indexes[xorb] = ctx.xet.xorb_chunks(xorb)
-        kept = []
-        for index, chunk in enumerate(indexes[xorb][start:end], start):
-            if position + chunk.length > first and position <= last:
-                skip = first - position if skip is None else skip
-                kept.append((index, chunk.length))
-            position += chunk.length
-        if kept:
-            low, high = kept[0][0], kept[-1][0] + 1
-            terms.append(
-                {
-                    "hash": xorb,
-                    "unpacked_length": sum(n for _, n in kept),
-                    "range": {"start": low, "end": high},
-                }
-            )
+    terms, used, skip, position = [], {}, None, 0
+    for term in record.terms:
+        xorb, length = term[0], term[3]
+        if position > last:
+            break
+        if position + length > first:
+            low, high, kept, offset = _kept_chunks(ctx, term, position, first, last)
+            skip = offset if skip is None else skip
+            terms.append({"hash": xorb, "unpacked_length": kept, "range": {"start": low, "end": high}})
             used.setdefault(xorb, []).append((low, high))
+        position += length
     fetch_info = {}
     for xorb, ranges in used.items():
-        chunks = indexes[xorb]
-        url = ctx.signed_url(
-            req.base_url,
-            f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}",
-            req.caller,
-        )
-        fetch_info[xorb] = [
-            {
-                "range": {"start": low, "end": high},
-                "url": url,
-                "url_range": {"start": chunks[low].start, "end": chunks[high - 1].end - 1},
-            }
-            for low, high in _fetch_ranges(ranges)
-        ]
+        fetch_info[xorb] = []
+        for low, high in _fetch_ranges(ranges):
+            start, end = ctx.xet.chunk_span(xorb, low, high)
+            path = f"{CAS_PREFIX}/xorb-data/{repo.ref.repo_type}s/{repo.ref.repo_id}/{xorb}/{start}-{end - 1}"
+            fetch_info[xorb].append(
+                {
+                    "range": {"start": low, "end": high},
+                    "url": ctx.signed_url(req.base_url, path, req.caller),
+                    "url_range": {"start": start, "end": end - 1},
+                }
+            )
     return json_response({"offset_into_first_range": skip or 0, "terms": terms, "fetch_info": fetch_info})
 
 
 def xorb_data(
-    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, xorb: str
+    ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, xorb: str, span: str
 ) -> Response:
-    """A stored xorb's bytes (a byte range of them, as a reconstruction's `url_range` asks) by signed URL."""
-    path = f"{CAS_PREFIX}/xorb-data/{repo_type}s/{namespace}/{name}/{xorb}"
+    """The bytes `span` (first-last) of a stored xorb by signed URL, or the part of them a Range asks for
+    (hf_xet sends the reconstruction's `url_range`); 416 for any byte outside them."""
+    path = f"{CAS_PREFIX}/xorb-data/{repo_type}s/{namespace}/{name}/{xorb}/{span}"
     ctx.signed_repo(req, path, repo_type, namespace, name, upload=False)
     file = ctx.xet.xorb_file(_checked_hash(xorb, "xorb"))
     if not file.is_file():
         raise errors.not_found(f"Xorb {xorb} not found.")
-    return file_response(req, {"ETag": f'"{xorb}"'}, file.stat().st_size, file, b"")
+    size = file.stat().st_size
+    low, _, high = span.partition("-")  # signed: the Hub wrote it
+    allowed_first, allowed_last = int(low), min(int(high), size - 1)
+    asked = byte_range(req, size)
+    first, length = (allowed_first, allowed_last - allowed_first + 1) if asked is None else asked
+    if first < allowed_first or first + length - 1 > allowed_last:
+        raise errors.HubHTTPError(
+            416,
+            f"This URL serves bytes {allowed_first}-{allowed_last} of xorb {xorb}, not the range asked: "
+            "ask within them, or ask the Hub for a new reconstruction.",
+            headers={"Content-Range": f"bytes */{size}"},
+        )
+    headers = {
+        "Accept-Ranges": "bytes",
+        "Content-Type": "application/octet-stream",
+        "ETag": f'"{xorb}"',
+        "Content-Range": f"bytes {first}-{first + length - 1}/{size}",
+    }
+    return Response(206, headers, file=file, offset=first, length=length)
 
 
 def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Response:

@@ -133,7 +133,9 @@ ROUTES = [
     ),
     _route("GET", CAS + "/v1/reconstructions/{file_id}", api_xet.reconstruction, signed=True),
     _route("GET", CAS + "/v1/chunks/{prefix}/{chunk}", api_xet.dedup_query, signed=True),
-    _route("GET", CAS + "/xorb-data/{types}/{namespace}/{name}/{xorb}", api_xet.xorb_data, signed=True),
+    _route(
+        "GET", CAS + "/xorb-data/{types}/{namespace}/{name}/{xorb}/{span}", api_xet.xorb_data, signed=True
+    ),
     _route("GET", "/{types}/{namespace}/{name}/resolve/{revision}/{path+}", api_files.resolve),
     _route("GET", "/{namespace}/{name}/resolve/{revision}/{path+}", _model(api_files.resolve)),
 ]

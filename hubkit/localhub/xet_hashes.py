@@ -13,7 +13,7 @@ little-endian integer and printed as 16 hex digits.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 DATA_KEY = bytes(
     [102, 151, 245, 119, 91, 149, 80, 222, 49, 53, 203, 172, 165, 151, 24, 28,
@@ -63,44 +63,68 @@ def chunk_hash(data: bytes) -> bytes:
     return keyed_hash(DATA_KEY, data)
 
 
-def _next_cut(nodes: Sequence[tuple[bytes, int]], start: int) -> int:
-    remaining = len(nodes) - start
-    if remaining <= 2:
-        return len(nodes)
-    end = start + min(_MAX_CHILDREN, remaining)
-    for i in range(start + 2, end):
-        if modulo(nodes[i][0], _BRANCHING) == 0:
-            return i + 1
-    return end
-
-
 def _merged(nodes: Sequence[tuple[bytes, int]]) -> tuple[bytes, int]:
     text = "".join(f"{hash_to_hex(h)} : {size}\n" for h, size in nodes)
     return keyed_hash(INTERNAL_NODE_KEY, text.encode()), sum(size for _, size in nodes)
 
 
-def merkle_root(chunks: Sequence[tuple[bytes, int]]) -> bytes:
-    """The root of the protocol's Merkle tree over (chunk hash, chunk length) pairs (zeros when empty)."""
-    nodes = list(chunks)
-    if not nodes:
+class MerkleTree:
+    """The protocol's Merkle tree over (chunk hash, chunk length) pairs, built as they come: a few nodes
+    of each level in memory, however many chunks a file has.
+
+    A level's node ends at its 9th child, or at a child from the 3rd on whose hash is 0 modulo 4; what a
+    level holds at the end is one node, unless the level has a single node in all: that is the root.
+    """
+
+    def __init__(self) -> None:
+        self._levels: list[list[tuple[bytes, int]]] = []  # each level's nodes not yet merged
+        self._counts: list[int] = []  # how many nodes each level has had
+
+    def add(self, node: tuple[bytes, int], level: int = 0) -> None:
+        if level == len(self._levels):
+            self._levels.append([])
+            self._counts.append(0)
+        pending = self._levels[level]
+        pending.append(node)
+        self._counts[level] += 1
+        if len(pending) == _MAX_CHILDREN or (len(pending) > 2 and modulo(node[0], _BRANCHING) == 0):
+            self.add(_merged(pending), level + 1)
+            pending.clear()
+
+    def root(self) -> bytes:
+        """The root hash (zeros when no chunk was added)."""
+        level = 0
+        while level < len(self._levels):
+            pending = self._levels[level]
+            if self._counts[level] == 1 and level == len(self._levels) - 1:
+                return pending[0][0]
+            if pending:
+                self.add(_merged(pending), level + 1)
+                pending.clear()
+            level += 1
         return ZERO_KEY
-    while len(nodes) > 1:
-        merged, start = [], 0
-        while start < len(nodes):
-            cut = _next_cut(nodes, start)
-            merged.append(_merged(nodes[start:cut]))
-            start = cut
-        nodes = merged
-    return nodes[0][0]
 
 
-def xorb_hash(chunks: Sequence[tuple[bytes, int]]) -> bytes:
+def merkle_root(chunks: Iterable[tuple[bytes, int]]) -> bytes:
+    """The root of the protocol's Merkle tree over (chunk hash, chunk length) pairs (zeros when empty)."""
+    tree = MerkleTree()
+    for chunk in chunks:
+        tree.add(chunk)
+    return tree.root()
+
+
+def xorb_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
     return merkle_root(chunks)
 
 
-def file_hash(chunks: Sequence[tuple[bytes, int]]) -> bytes:
-    """A file's hash from its chunks (zeros for an empty file, as the reference implementation gives)."""
-    return keyed_hash(ZERO_KEY, merkle_root(chunks)) if chunks else ZERO_KEY
+def file_hash_of_root(root: bytes) -> bytes:
+    """A file's hash from its chunks' Merkle root (zeros for an empty file, as the reference gives)."""
+    return ZERO_KEY if root == ZERO_KEY else keyed_hash(ZERO_KEY, root)
+
+
+def file_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
+    """A file's hash from its chunks."""
+    return file_hash_of_root(merkle_root(chunks))
 
 
 def verification_hash(chunk_hashes: Sequence[bytes]) -> bytes:

@@ -5,10 +5,14 @@
   there is complete.
 - `files/ab/<hash>.json`: a file's terms, sha256 and size. A file is registered only once every term is
   checked against the stored xorbs (range, length, verification hash), the file hash is recomputed from
-  the chunks, and the bytes rebuilt from them hash to the sha256 the shard claims. The rebuilt bytes
+  the chunks, and the bytes rebuilt from them hash to the sha256 the shard claims, always, even where the
+  repo already holds an object of that sha256. The terms are checked from the shard before any chunk is
+  read (no more chunks than the file's size allows: xet-core's are at least 8 KiB but a file's last),
+  then streamed: memory is bounded by a xorb's 8,192 chunks, not by a file's chunk count. The rebuilt bytes
   become the repo's LFS object, so commits, LFS downloads and the Hub's own readers see a Xet file as any
   other; the xorbs serve Xet downloads. (huggingface.co rebuilds on the fly instead of keeping both.)
-- `sha256/<sha256>`: the file hash of an object, for the download headers that send clients to Xet.
+- `sha256/<sha256>`: the file hash of an object, for the download headers that send clients to Xet; the
+  first file registered under it keeps it (every one is checked to rebuild those bytes).
 - `dedup/ab/<id>`: the xorbs an uploaded shard brought or its files use (its "dedup set"), one hash a
   line, the first `MAX_DEDUP_CHUNKS` chunks' worth: what a global dedup query answers, as huggingface.co
   answers with the shard a chunk arrived in, so one hit tells a client every xorb of an upload.
@@ -34,17 +38,21 @@ from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
 from hubkit.localhub.lfs import LfsStore
 from hubkit.localhub.xet_hashes import (
     GLOBAL_DEDUP_MODULUS,
-    file_hash,
+    MerkleTree,
+    file_hash_of_root,
     hash_to_hex,
     hex_to_hash,
     modulo,
     verification_hash,
 )
-from hubkit.localhub.xet_shard import ShardFile, read_upload_shard
+from hubkit.localhub.xet_shard import ShardFile, Term, read_upload_shard
 from hubkit.localhub.xet_xorb import XorbChunk, read_xorb, unpack_chunk
 
 _INDEX_ENTRY = struct.Struct("<32sIII")
 MAX_DEDUP_CHUNKS = 1_000_000  # a dedup answer's chunks: ~48 MB of shard for ~64 GB of files
+# xet-core's chunker (TARGET_CHUNK_SIZE / MINIMUM_CHUNK_DIVISOR) cuts no chunk shorter but a file's last:
+# a file of n bytes is at most n // MIN_CHUNK_SIZE + 1 chunks.
+MIN_CHUNK_SIZE = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class XetStore:
     def __init__(self, root: Path) -> None:
         self.base = root / "xet"
 
-    def _write(self, target: Path, data: bytes) -> None:
+    def _write(self, target: Path, data: bytes | memoryview) -> None:
         tmp_dir = self.base / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=tmp_dir)
@@ -95,21 +103,36 @@ class XetStore:
         self._write(path, chunks_section)
         return True
 
-    def xorb_chunks(self, xorb: str) -> list[XorbChunk]:
-        """The chunks of a stored xorb (empty when it is not stored)."""
+    def xorb_chunks(self, xorb: str, start: int = 0, end: int | None = None) -> list[XorbChunk]:
+        """Chunks [start, end) of a stored xorb, all by default (fewer past its end; none when it is not
+        stored), read from its index alone."""
         if not self.has_xorb(xorb):
             return []
-        data = self._xorb_path(xorb).with_suffix(".idx").read_bytes()
+        with self._xorb_path(xorb).with_suffix(".idx").open("rb") as f:
+            f.seek(start * _INDEX_ENTRY.size)
+            data = f.read(-1 if end is None else max(0, end - start) * _INDEX_ENTRY.size)
         return [XorbChunk(*entry) for entry in _INDEX_ENTRY.iter_unpack(data)]
+
+    def xorb_chunk_count(self, xorb: str) -> int:
+        if not self.has_xorb(xorb):
+            return 0
+        return self._xorb_path(xorb).with_suffix(".idx").stat().st_size // _INDEX_ENTRY.size
+
+    def chunk_span(self, xorb: str, start: int, end: int) -> tuple[int, int]:
+        """Where the stored bytes of chunks [start, end) of a xorb begin and end."""
+        return self.xorb_chunks(xorb, start, start + 1)[0].start, self.xorb_chunks(xorb, end - 1, end)[0].end
 
     def xorb_file(self, xorb: str) -> Path:
         return self._xorb_path(xorb)
 
-    def _chunk_data(self, xorb: str, chunks: list[XorbChunk]) -> Iterator[bytes]:
-        with self._xorb_path(xorb).open("rb") as f:
-            for chunk in chunks:
-                f.seek(chunk.start)
-                yield unpack_chunk(f.read(chunk.end - chunk.start))
+    def _file_bytes(self, terms: tuple[Term, ...]) -> Iterator[bytes]:
+        """The bytes a file's (checked) terms rebuild, chunk by chunk."""
+        for term in terms:
+            xorb = hash_to_hex(term.xorb)
+            with self._xorb_path(xorb).open("rb") as f:
+                for chunk in self.xorb_chunks(xorb, term.start, term.end):
+                    f.seek(chunk.start)
+                    yield unpack_chunk(f.read(chunk.end - chunk.start))
 
     # --- files ---------------------------------------------------------------------------------
 
@@ -131,49 +154,70 @@ class XetStore:
         except FileNotFoundError:
             return None
 
-    def _checked_terms(self, entry: ShardFile) -> list[tuple[str, list[XorbChunk]]]:
-        """Each term's xorb and chunks, once checked against what is stored."""
-        if len(entry.verifications) != len(entry.terms):
-            raise InvalidInputError("A shard's files must carry one verification hash per term.")
-        checked, indexes = [], {}  # a file's terms often share a xorb (a padded file: one, ~100 times)
-        for term, proof in zip(entry.terms, entry.verifications, strict=True):
-            xorb = hash_to_hex(term.xorb)
-            if xorb not in indexes:
-                indexes[xorb] = self.xorb_chunks(xorb)
-            stored = indexes[xorb]
-            if not stored:
-                raise InvalidInputError(f"The shard names xorb {xorb}, which was never uploaded.")
-            chunks = stored[term.start : term.end]
-            if term.end > len(stored) or sum(c.length for c in chunks) != term.length:
-                raise InvalidInputError(f"A term of the shard does not match xorb {xorb}'s chunks.")
-            if verification_hash([c.hash for c in chunks]) != proof:
-                raise InvalidInputError(f"A term's verification hash does not match xorb {xorb}'s chunks.")
-            checked.append((xorb, chunks))
-        return checked
-
-    def _register(self, entry: ShardFile, lfs: LfsStore, max_size: int, dedup_set: str) -> XetFile:
+    def _check_bounds(self, entry: ShardFile, file_id: str, max_size: int) -> int:
+        """The file's size as its terms declare it, once it is within `max_size` and names no more chunks
+        than that size allows: checked from the shard alone, before a chunk is read."""
         if entry.sha256 is None:
             raise InvalidInputError("A shard's files must carry their sha256 (a git repo names files by it).")
-        terms = self._checked_terms(entry)
-        every_chunk = [(c.hash, c.length) for _, chunks in terms for c in chunks]
-        file_id = hash_to_hex(entry.file_hash)
-        if file_hash(every_chunk) != entry.file_hash:
-            raise InvalidInputError(f"File {file_id} of the shard does not hash to its terms' chunks.")
-        sha256, size = hash_to_hex(entry.sha256), sum(length for _, length in every_chunk)
+        if len(entry.verifications) != len(entry.terms):
+            raise InvalidInputError("A shard's files must carry one verification hash per term.")
+        size = sum(term.length for term in entry.terms)
         if size > max_size:
             raise TooLargeError(
                 f"File {file_id} is {size} bytes: this local Hub takes objects of at most {max_size} bytes "
                 "(hubkit hub serve --max-lfs-size)."
             )
+        references = sum(term.end - term.start for term in entry.terms)
+        if references > size // MIN_CHUNK_SIZE + 1:
+            raise InvalidInputError(
+                f"File {file_id} of the shard names {references} chunks for {size} bytes: xet-core's chunks "
+                f"are at least {MIN_CHUNK_SIZE} bytes but a file's last; send the chunks the client cuts."
+            )
+        return size
+
+    def _check_terms(self, entry: ShardFile, file_id: str) -> bytes:
+        """Check each term against the stored xorbs (range, length, verification hash), reading only the
+        index entries it names, and the file hash against the chunks'; the file's first chunk hash."""
+        tree, first = MerkleTree(), None
+        for term, proof in zip(entry.terms, entry.verifications, strict=True):
+            xorb = hash_to_hex(term.xorb)
+            if not self.has_xorb(xorb):
+                raise InvalidInputError(f"The shard names xorb {xorb}, which was never uploaded.")
+            chunks = self.xorb_chunks(xorb, term.start, term.end)
+            if len(chunks) != term.end - term.start or sum(c.length for c in chunks) != term.length:
+                raise InvalidInputError(f"A term of the shard does not match xorb {xorb}'s chunks.")
+            if verification_hash([c.hash for c in chunks]) != proof:
+                raise InvalidInputError(f"A term's verification hash does not match xorb {xorb}'s chunks.")
+            first = first or chunks[0].hash
+            for chunk in chunks:
+                tree.add((chunk.hash, chunk.length))
+        if file_hash_of_root(tree.root()) != entry.file_hash:
+            raise InvalidInputError(f"File {file_id} of the shard does not hash to its terms' chunks.")
+        return first
+
+    def _register(self, entry: ShardFile, lfs: LfsStore, max_size: int, dedup_set: str) -> XetFile:
+        file_id = hash_to_hex(entry.file_hash)
+        size = self._check_bounds(entry, file_id, max_size)
+        first_chunk = self._check_terms(entry, file_id)
+        sha256 = hash_to_hex(entry.sha256 or b"")
         if lfs.size(sha256) != size:
-            data = (part for xorb, chunks in terms for part in self._chunk_data(xorb, chunks))
-            lfs.write(sha256, size, data)  # verifies the sha256 before the object appears
+            lfs.write(sha256, size, self._file_bytes(entry.terms))  # verifies the sha256 before it appears
+        else:  # the repo holds those bytes already: these terms must still rebuild them
+            digest = hashlib.sha256()
+            for part in self._file_bytes(entry.terms):
+                digest.update(part)
+            if digest.hexdigest() != sha256:
+                raise InvalidInputError(
+                    f"File {file_id} of the shard does not match its oid: its chunks hash to "
+                    f"{digest.hexdigest()}, not {sha256}."
+                )
         record = [[hash_to_hex(t.xorb), t.start, t.end, t.length] for t in entry.terms]
         self._write(
             self._file_path(file_id), json.dumps({"sha256": sha256, "size": size, "terms": record}).encode()
         )
-        self._write(self.base / "sha256" / sha256, file_id.encode())
-        self._index_chunk(terms[0][1][0].hash, dedup_set)  # a file's first chunk: always queryable
+        if self.file_of_object(sha256) is None:  # an earlier file of those bytes keeps them
+            self._write(self.base / "sha256" / sha256, file_id.encode())
+        self._index_chunk(first_chunk, dedup_set)  # a file's first chunk: always queryable
         return XetFile(file_id, sha256, size, tuple(tuple(t) for t in record))  # type: ignore[arg-type]
 
     def _index_chunk(self, chunk: bytes, dedup_set: str) -> None:
@@ -187,7 +231,7 @@ class XetStore:
         chunks): its id and its listing."""
         kept, chunks = [], 0
         for xorb in dict.fromkeys(xorbs):
-            count = len(self.xorb_chunks(xorb))
+            count = self.xorb_chunk_count(xorb)
             if count == 0 or (kept and chunks + count > MAX_DEDUP_CHUNKS):
                 continue
             kept.append(xorb)

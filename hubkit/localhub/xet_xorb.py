@@ -19,6 +19,9 @@ HEADER_SIZE = 8
 # clients, a footer of ~40 bytes a chunk): a xorb of incompressible weights can pass 64 MiB by a few KB.
 MAX_XORB_SIZE = 65 * 1024 * 1024
 MAX_CHUNK_SIZE = 128 * 1024
+# xet-core cuts a xorb at 8,192 chunks (MAX_XORB_CHUNKS) as at 64 MiB: a xorb's index, its hashing and
+# every reconstruction over it are bounded by this, not by how small a sender makes its chunks.
+MAX_XORB_CHUNKS = 8 * 1024
 _FOOTER_IDENT = b"XETBLOB"
 _NONE, _LZ4, _BG4_LZ4 = 0, 1, 2
 
@@ -90,19 +93,24 @@ def unpack_chunk(stored_chunk: bytes) -> bytes:
     return unpack(scheme, stored_chunk[HEADER_SIZE : HEADER_SIZE + stored], length)
 
 
-def read_xorb(body: bytes, expected_hash: bytes) -> tuple[bytes, list[XorbChunk]]:
+def read_xorb(body: bytes, expected_hash: bytes) -> tuple[memoryview, list[XorbChunk]]:
     """The chunk section of an uploaded xorb and its chunks, once every chunk is unpacked and hashed and the
     xorb's Merkle hash equals `expected_hash`.
 
     Raises:
-        InvalidInputError: a malformed chunk, trailing bytes that are not xet-core's footer, no chunk at
-            all, or another hash (a client cannot store bytes under a hash they do not have).
+        InvalidInputError: a malformed chunk, more than MAX_XORB_CHUNKS chunks (refused at the first one
+            over), trailing bytes that are not xet-core's footer, no chunk at all, or another hash (a client cannot store bytes under a hash they do not have).
     """
     if len(body) > MAX_XORB_SIZE:
         raise InvalidInputError(f"A xorb may be at most {MAX_XORB_SIZE} bytes; this one is {len(body)}.")
     chunks: list[XorbChunk] = []
     offset = 0
     while offset < len(body) and not body.startswith(_FOOTER_IDENT, offset):
+        if len(chunks) == MAX_XORB_CHUNKS:
+            raise InvalidInputError(
+                f"A xorb holds at most {MAX_XORB_CHUNKS} chunks (xet-core's MAX_XORB_CHUNKS); this one "
+                "holds more: split it."
+            )
         stored, scheme, length = _header(body, offset)
         end = offset + HEADER_SIZE + stored
         if end > len(body):
@@ -117,4 +125,4 @@ def read_xorb(body: bytes, expected_hash: bytes) -> tuple[bytes, list[XorbChunk]
         raise InvalidInputError(
             f"The xorb's content hashes to {hash_to_hex(actual)}, not {hash_to_hex(expected_hash)}."
         )
-    return body[:offset], chunks
+    return memoryview(body)[:offset], chunks  # not a copy of up to 65 MiB
