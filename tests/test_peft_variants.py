@@ -7,6 +7,7 @@ Adapters are built with the real PEFT on the session's tiny Qwen3, as `test_merg
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
 from helpers import chat_logits, run_cli
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
+from safetensors import safe_open
 from test_merge import (
     assert_nothing_written,
     base_variant,  # noqa: F401  (the fixture: a tiny model re-saved in a dtype)
@@ -24,7 +26,7 @@ from test_merge import (
 )
 from transformers import AutoModelForCausalLM
 
-from hubkit.errors import MergeError
+from hubkit.errors import AdapterError, MergeError
 from hubkit.merge import merge_adapter
 from hubkit.runs import load_run
 
@@ -198,20 +200,78 @@ def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: 
             assert torch.equal(tensor, reference[name]), name
 
 
+# --- 3. adapters that carry embeddings ------------------------------------------------------------------------
+
+# What PEFT saves for each (its keys checked), and the words the one-line refusal must hold.
+EMBEDDING_CASES = {
+    "modules-to-save": (
+        {"target_modules": ["q_proj"], "modules_to_save": ["embed_tokens", "lm_head"]},
+        {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
+        r"modules_to_save.*train without it, or merge it with PEFT",
+    ),
+    "lora-on-embed-tokens": (
+        {"target_modules": ["q_proj", "embed_tokens"]},
+        {
+            "base_model.model.model.embed_tokens.lora_embedding_A",
+            "base_model.model.model.embed_tokens.lora_embedding_B",
+        },
+        r"LoRA on the embedding model\.embed_tokens.*leave it out of target_modules",
+    ),
+    "resized-save-embedding-layers": (
+        {"target_modules": ["q_proj"]},
+        {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
+        r"save_embedding_layers.*tokens were added",
+    ),
+}
+
+
+def build_embedding_adapter(base_dir: Path, out_dir: Path, case: str) -> Path:
+    options, keys, _ = EMBEDDING_CASES[case]
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    if case.startswith("resized"):
+        base.resize_token_embeddings(base.config.vocab_size + 8)  # tokens added before training
+    model = get_peft_model(base, LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, **options))
+    trained(model)
+    model.save_pretrained(out_dir, save_embedding_layers=True if case.startswith("resized") else "auto")
+    assert keys <= set(read_weights_keys(out_dir))
+    return out_dir
+
+
+def read_weights_keys(adapter_dir: Path) -> list[str]:
+    with safe_open(adapter_dir / "adapter_model.safetensors", "pt") as f:
+        return list(f.keys())
+
+
+@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
+def test_an_adapter_carrying_embeddings_is_refused_naming_the_cause_and_the_way_on(
+    tiny_qwen3, tmp_path, case
+):
+    adapter_dir = build_embedding_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", case)
+    with pytest.raises((MergeError, AdapterError), match=EMBEDDING_CASES[case][2]) as refused:
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
+    assert "\n" not in str(refused.value) and "only plain LoRA" not in str(refused.value)
+    assert_nothing_written(tmp_path / "out")
+
+
 def run_with_final_checkpoint(trl_run_dir: Path, base_dir: Path, out_dir: Path, **lora_options) -> Path:
     """A copy of the TRL run whose final checkpoint is a PEFT adapter of the run's rank, alpha and targets,
     made with `lora_options`, then 'trained'."""
-    run_dir = shutil.copytree(trl_run_dir, out_dir / "run")
-    final = load_run(run_dir).checkpoints[-1]
-    checkpoint = final.adapter_dir or final.path
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS)}
     model = get_peft_model(base, LoraConfig(**options, **lora_options))
     trained(model)
     model.save_pretrained(out_dir / "adapter")
+    return run_ending_with(trl_run_dir, out_dir / "adapter", out_dir / "run")
+
+
+def run_ending_with(trl_run_dir: Path, adapter_dir: Path, run_dir: Path) -> Path:
+    """A copy of the TRL run in `run_dir` whose final checkpoint holds the adapter in `adapter_dir`."""
+    shutil.copytree(trl_run_dir, run_dir)
+    final = load_run(run_dir).checkpoints[-1]
     for name in ("adapter_model.safetensors", "adapter_config.json"):
-        shutil.copyfile(out_dir / "adapter" / name, checkpoint / name)
+        shutil.copyfile(adapter_dir / name, (final.adapter_dir or final.path) / name)
     return run_dir
 
 
@@ -247,3 +307,19 @@ def test_merge_command_vets_and_merges_a_dora_checkpoint(trl_run_dir, tiny_qwen3
     merged = chat_logits(AutoModelForCausalLM.from_pretrained(out))
     assert not torch.allclose(plain, with_adapter, atol=1e-3)
     torch.testing.assert_close(merged, with_adapter, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
+def test_push_vetting_refuses_an_adapter_carrying_embeddings_in_one_line(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys, case
+):
+    adapter_dir = build_embedding_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", case)
+    run_dir = run_ending_with(trl_run_dir, adapter_dir, tmp_path / "run")
+    capsys.readouterr()  # the progress bars of loading the base above
+    out = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
+    assert re.search(EMBEDDING_CASES[case][2], err), err
+    assert not out.exists()

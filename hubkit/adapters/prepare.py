@@ -47,6 +47,7 @@ from hubkit.formats.peft import (
     read_saved_adapter_config,
     read_weights_header,
     unsupported_variant,
+    variant_refusal,
 )
 from hubkit.formats.safetensors import SafetensorsHeader
 from hubkit.hub.hashing import FileHashes, FileVersion, hash_file
@@ -152,7 +153,7 @@ def _checked_saved_adapter(
     config = form.config if form.config is not None else read_adapter_config(adapter_dir, label)
     variant = unsupported_variant(config)
     if variant is not None:
-        raise AdapterError(f"{label}: the adapter uses {variant}: only plain LoRA adapters are published")
+        raise AdapterError(variant_refusal(variant, label))
     header = read_weights_header(adapter_dir, label)
     if not header.tensors:
         refuse_empty(label)

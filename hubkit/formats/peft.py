@@ -54,7 +54,7 @@ MAX_ALPHA = 1e6
 UNSUPPORTED_VARIANTS = {
     "lora_bias": "LoRA biases",
     "fan_in_fan_out": "fan_in_fan_out (Conv1D) layers",
-    "modules_to_save": "fully trained modules (modules_to_save)",
+    "modules_to_save": "fully trained modules (modules_to_save: a full copy of each, e.g. embed_tokens, lm_head)",
     "trainable_token_indices": "trainable tokens",
     "target_parameters": "target_parameters (parameter LoRA)",
     "layer_replication": "layer replication",
@@ -69,6 +69,8 @@ BASE_CHANGING_INITS = ("pissa", "corda", "olora", "lora_ga", "loftq")
 FROZEN_COPY_SUFFIX = ".base_layer.weight"
 # base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
 _LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
+# base_model.model.<module path>.lora_embedding_{A,B}: a LoRA on an embedding (no ".weight": a ParameterDict).
+_EMBEDDING_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_embedding_[AB]$")
 # base_model.model.<module path>.lora_magnitude_vector: DoRA's magnitude of each output row (out,), as saved.
 _MAGNITUDE_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_magnitude_vector$")
 
@@ -162,6 +164,14 @@ def base_changing_init(config: dict[str, Any]) -> str | None:
 def unsupported_variant(config: dict[str, Any]) -> str | None:
     """The LoRA variant `config` switches on that hubkit does not implement (`UNSUPPORTED_VARIANTS`), or None."""
     return next((variant for key, variant in UNSUPPORTED_VARIANTS.items() if config.get(key)), None)
+
+
+def variant_refusal(variant: str, label: str) -> str:
+    """The one line refusing an adapter that uses `variant` (from `unsupported_variant`), with the way on."""
+    return (
+        f"{label}: the adapter uses {variant}, which hubkit does not vet or merge: train without it, or "
+        "merge it with PEFT (PeftModel.from_pretrained(base, adapter).merge_and_unload())"
+    )
 
 
 def _pattern_values(config: dict[str, Any], key: str, where: str) -> list[object]:
@@ -264,6 +274,23 @@ class LoraPair:
     magnitude: torch.Tensor | None = None  # (out,): DoRA's lora_magnitude_vector, None for plain LoRA
 
 
+def _why_unexpected(key: str) -> str:
+    """What a tensor that is no LoRA (or DoRA) weight is, and what to do about it."""
+    embedding = _EMBEDDING_LORA_KEY_RE.match(key)
+    if embedding is not None:
+        return (
+            f"a LoRA on the embedding {embedding['module']}, which hubkit does not vet or merge: leave it out of "
+            "target_modules, or merge the adapter with PEFT's merge_and_unload"
+        )
+    if key.startswith(PEFT_PREFIX) and key.endswith(".weight"):
+        return (
+            "a full weight (PEFT's save_embedding_layers, e.g. after tokens were added and the embeddings "
+            "resized), which hubkit does not vet or merge: save with save_embedding_layers=False when no token "
+            "was added, or merge the adapter with PEFT's merge_and_unload"
+        )
+    return "not a LoRA or DoRA weight as PEFT saves them: re-save the adapter with PEFT"
+
+
 def _pattern_key(patterns: dict[str, object], module: str) -> str:
     # PEFT's rule (peft.utils.other.get_pattern_key): a pattern matches a suffix of the module name.
     for key in patterns:
@@ -309,6 +336,10 @@ def lora_pairs(
     magnitudes: dict[str, Any] = {}
     copies = []
     dora = bool(config.get("use_dora"))
+    # A LoRA on an embedding comes with a frozen copy of it: named first, the refusal names the LoRA.
+    embedding = next((key for key in tensors if _EMBEDDING_LORA_KEY_RE.match(key)), None)
+    if embedding is not None:
+        raise AdapterError(f"{label}: unexpected tensor {embedding!r}: {_why_unexpected(embedding)}")
     for key, tensor in tensors.items():
         parsed = parse_lora_key(key)
         dora_key = _MAGNITUDE_KEY_RE.match(key) if dora else None
@@ -322,7 +353,7 @@ def lora_pairs(
         ):
             copies.append(key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX))
         elif parsed is None:
-            raise AdapterError(f"{label}: unexpected tensor {key!r}: only plain LoRA adapters are supported")
+            raise AdapterError(f"{label}: unexpected tensor {key!r}: {_why_unexpected(key)}")
         else:
             halves.setdefault(parsed[0], {})[parsed[1]] = tensor
     for module in copies:

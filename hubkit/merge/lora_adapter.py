@@ -20,6 +20,7 @@ from hubkit.formats.peft import (
     read_adapter_config,
     read_adapter_weights,
     unsupported_variant,
+    variant_refusal,
 )
 from hubkit.merge.lora import lora_scale
 
@@ -62,7 +63,7 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
         )
     variant = unsupported_variant(config)
     if variant is not None:
-        raise MergeError(f"the adapter uses {variant}, which hubkit cannot merge; merge it with PEFT instead")
+        raise MergeError(variant_refusal(variant, label))
     _refuse_base_changing_init(config, label)
     tensors = read_adapter_weights(adapter_dir, label)
     pairs = lora_pairs(tensors, config, label, frozen_copies=True)
