@@ -215,7 +215,7 @@ def test_a_shard_naming_more_chunks_than_its_file_has_bytes_for_is_refused_from_
     data = shard(bytes(32), [term] * 4000, hashlib.sha256(b"x" * 8192 * 4000).digest())
     assert 380_000 < len(data) < 400_000
     answer = served.bounded(lambda: served.cas.post("/v1/shards", data, timeout=120))
-    _refused(answer, "names 32768000 chunks for 32768000 bytes")
+    _refused(answer, "names 32768000 chunks for 32768000 bytes, more than one per 4096")
 
 
 def test_no_reconstruction_runs_over_more_chunks_than_xet_core_puts_in_a_xorb(served):

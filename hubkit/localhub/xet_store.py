@@ -7,7 +7,7 @@
   checked against the stored xorbs (range, length, verification hash), the file hash is recomputed from
   the chunks, and the bytes rebuilt from them hash to the sha256 the shard claims, always, even where the
   repo already holds an object of that sha256. The terms are checked from the shard before any chunk is
-  read (no more chunks than the file's size allows: xet-core's are at least 8 KiB but a file's last),
+  read (no more chunks than the file's size allows: xet-core's are at least ~8 KiB but a file's last),
   then streamed: memory is bounded by a xorb's 8,192 chunks, not by a file's chunk count. The rebuilt bytes
   become the repo's LFS object, so commits, LFS downloads and the Hub's own readers see a Xet file as any
   other; the xorbs serve Xet downloads. (huggingface.co rebuilds on the fly instead of keeping both.)
@@ -50,9 +50,10 @@ from hubkit.localhub.xet_xorb import XorbChunk, read_xorb, unpack_chunk
 
 _INDEX_ENTRY = struct.Struct("<32sIII")
 MAX_DEDUP_CHUNKS = 1_000_000  # a dedup answer's chunks: ~48 MB of shard for ~64 GB of files
-# xet-core's chunker (TARGET_CHUNK_SIZE / MINIMUM_CHUNK_DIVISOR) cuts no chunk shorter but a file's last:
-# a file of n bytes is at most n // MIN_CHUNK_SIZE + 1 chunks.
-MIN_CHUNK_SIZE = 8 * 1024
+# xet-core's chunker cuts no chunk under 8 KiB (TARGET_CHUNK_SIZE / MINIMUM_CHUNK_DIVISOR) less its hash's
+# 64-byte window but a file's last (and, chunking in parallel, a partition's): a file of n bytes is taken
+# with up to n // MIN_CHUNK_SIZE + 1 chunks, half that minimum for a margin.
+MIN_CHUNK_SIZE = 4 * 1024
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,8 @@ class XetStore:
         references = sum(term.end - term.start for term in entry.terms)
         if references > size // MIN_CHUNK_SIZE + 1:
             raise InvalidInputError(
-                f"File {file_id} of the shard names {references} chunks for {size} bytes: xet-core's chunks "
-                f"are at least {MIN_CHUNK_SIZE} bytes but a file's last; send the chunks the client cuts."
+                f"File {file_id} of the shard names {references} chunks for {size} bytes, more than one per "
+                f"{MIN_CHUNK_SIZE} bytes: xet-core cuts chunks of about 8 KiB at least; send the ones it cuts."
             )
         return size
 
