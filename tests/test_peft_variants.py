@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
-from helpers import chat_logits, run_cli
+from helpers import chat_logits, push_argv, run_cli
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from safetensors import safe_open
@@ -323,3 +323,27 @@ def test_push_vetting_refuses_an_adapter_carrying_embeddings_in_one_line(
     assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
     assert re.search(EMBEDDING_CASES[case][2], err), err
     assert not out.exists()
+
+
+def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merged(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys
+):
+    """The refusal comes before any repo is created; the adapter alone is published with its init, which
+    PEFT (the Space, the evaluation) redoes on the base as it loads it."""
+    run_dir = run_with_final_checkpoint(
+        trl_run_dir, tiny_qwen3.local_dir, tmp_path, init_lora_weights="pissa"
+    )
+    capsys.readouterr()  # the progress bars of loading the base above
+    push = push_argv(run_dir, new_repo_id, local_hub.endpoint)
+    assert run_cli([*push, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and CONVERSION in err and len(err.strip().splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+    assert run_cli([*push, "--no-merged", "--quiet"]) == 0
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    published = chat_logits(PeftModel.from_pretrained(base, new_repo_id))
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
