@@ -45,7 +45,9 @@ def length_reward(completion_ids: list[list[int]], **_: object) -> list[float]:
     return [-len(ids) / 12 for ids in completion_ids]
 
 
-def train_plain_grpo(output_dir: Path, model_dir: Path, report_to: str) -> Path:
+def train_plain_grpo(
+    output_dir: Path, model_dir: Path, report_to: str, max_steps: int = MAX_STEPS, seed: int = 7
+) -> Path:
     """What a user's own script does: GRPOTrainer with LoRA and save_steps, nothing of hubkit."""
     from datasets import Dataset
     from peft import LoraConfig
@@ -53,11 +55,11 @@ def train_plain_grpo(output_dir: Path, model_dir: Path, report_to: str) -> Path:
 
     config = GRPOConfig(
         output_dir=str(output_dir),
-        max_steps=MAX_STEPS,
+        max_steps=max_steps,
         save_steps=SAVE_STEPS,
         learning_rate=5e-3,
         beta=0.04,
-        seed=7,
+        seed=seed,
         report_to=report_to,
         **TINY_GRPO_ARGS,
     )
@@ -109,6 +111,37 @@ def test_training_args_are_read_without_running_the_pickle(plain_run: Path):
     assert not {"output_dir", "hub_token", "logging_dir", "push_to_hub", "hub_model_id"} & set(values)
     assert str(plain_run) not in json.dumps(values)
     assert run.finished and [c.step for c in run.checkpoints] == [2, 4]
+
+
+def test_a_script_run_twice_into_one_folder_is_two_runs(
+    plain_run, tmp_path, tiny_qwen3, local_hub, hub_api, capsys
+):
+    """TRL lets a script run again into its output_dir without resuming: the second run's checkpoint-2
+    overwrites the first's, beside the first's checkpoint-4. Published as one run, step 2 would carry the
+    first run's rewards and settings."""
+    output_dir = shutil.copytree(plain_run, tmp_path / "twice")
+    train_plain_grpo(output_dir, Path(tiny_qwen3.local_dir), "none", max_steps=SAVE_STEPS, seed=8)
+    capsys.readouterr()
+    argv = [*push_argv(output_dir, "me/twice", local_hub.endpoint), "--base-model", tiny_qwen3.repo_id]
+    argv += ["--quiet", "--no-merged", "--no-space"]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds the saves of 2 training runs" in err
+    assert "steps 4; steps 2" in err and "--steps 4" in err
+    assert not hub_api.repo_exists("me/twice")
+
+    second = load_run(output_dir, base_model=tiny_qwen3.repo_id, steps=[2])
+    assert [c.step for c in second.checkpoints] == [2] and second.trainer_settings.values["seed"] == 8
+    state = json.loads((output_dir / "checkpoint-2" / "trainer_state.json").read_text())
+    logged = {r["step"]: r["reward"] for r in state["log_history"] if "reward" in r}
+    assert {row.step: row.values["reward"] for row in second.metrics.rows} == logged
+    first = load_run(output_dir, base_model=tiny_qwen3.repo_id, steps=[4])
+    assert first.trainer_settings.values["seed"] == 7 and first.finished
+    assert first.metrics.rows[0].values["reward"] != second.metrics.rows[0].values["reward"]
+
+    assert run_cli([*argv, "--steps", "2"]) == 0
+    published = [json.loads(line) for line in Path(hub_api.hf_hub_download("me/twice", "metrics.jsonl")).open()]
+    assert {r["step"]: r["reward"] for r in published if "reward" in r} == logged
 
 
 def test_the_space_of_a_plain_run_answers_as_long_as_it_trained(plain_run: Path):

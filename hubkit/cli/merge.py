@@ -51,7 +51,8 @@ def merge(
 
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
-    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+    steps = None if step is None else [step]
+    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model, steps=steps)
     token = resolve_token(endpoint, required=False)
     with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:
         columns = (TextColumn("merging"), BarColumn(), DownloadColumn(), TimeRemainingColumn())

@@ -149,7 +149,8 @@ class PushSession:
     ) -> Prepared:
         """Load, choose, vet and prepare: every refusal that needs no network."""
         request = self.request
-        run = in_sweep(run or load_run(request.run_dir, base_model=request.base_model), request.sweep)
+        run = run or load_run(request.run_dir, base_model=request.base_model, steps=request.steps)
+        run = in_sweep(run, request.sweep)
         chosen = select_checkpoints(run, request.steps, request.every, allow_missing=allow_missing_steps)
         tree = checked_checkpoints_tree(run, chosen, request.checkpoints_dir)
         # The token is resolved first: every file is checked not to contain it.

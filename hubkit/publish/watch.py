@@ -23,7 +23,7 @@ def _look(request: PushRequest) -> tuple[Run | None, str | None]:
     if not request.run_dir.is_dir():
         return None, "its folder does not exist yet"
     try:
-        run = load_run(request.run_dir, base_model=request.base_model)
+        run = load_run(request.run_dir, base_model=request.base_model, steps=request.steps)
     except RunNotStartedError:
         return None, "it has no checkpoint yet"
     if not run.checkpoints and not run.finished:

@@ -11,9 +11,10 @@ given or known (`Run.quantized_base` says so).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from hubkit.errors import ManifestError, RunNotStartedError
+from hubkit.errors import CheckpointError, ManifestError, RunNotStartedError
 from hubkit.runs import trl, verl
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
 from hubkit.runs.locate import default_runs_dir, find_run_dir
@@ -146,13 +147,36 @@ def _refuse_other_layout(checkpoints_root: Path, framework: str) -> None:
             )
 
 
-def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
+def _one_training_run(run_dir: Path, contents: RunContents, steps: Sequence[int] | None) -> RunContents:
+    """The contents of the one training run a folder holds, or of the one that saved every step of
+    `steps` when it holds several.
+
+    Raises:
+        CheckpointError: several runs, and `steps` does not name steps of one of them.
+    """
+    if not contents.training_runs:
+        return contents
+    runs = [tuple(c.step for c in each.checkpoints if c.complete) for each in contents.training_runs]
+    for each, saved in zip(contents.training_runs, runs, strict=True):
+        if steps and set(steps) <= set(saved):
+            return each
+    listed = "; ".join(f"steps {', '.join(map(str, saved))}" for saved in runs)
+    raise CheckpointError(
+        f"{run_dir.name} holds the saves of {len(runs)} training runs whose trainer_state.json histories "
+        f"differ (a script run again without resuming?): {listed}; publish one of them with --steps "
+        f"{','.join(map(str, runs[0]))}, or move the other's checkpoint folders out"
+    )
+
+
+def load_run(run_dir: Path, *, base_model: str | None = None, steps: Sequence[int] | None = None) -> Run:
     """Read a run directory into a `Run`.
 
     Args:
         run_dir: the run directory (see `find_run_dir`).
         base_model: the base model's Hub id, for runs without ``hubkit.json`` whose framework did not
             record a Hub id. With a manifest it must agree with the manifest's ``base_model``.
+        steps: the steps asked for (``--steps``): they choose the training run to read when the folder
+            holds the saves of several.
 
     Returns:
         The run: complete checkpoints in ``checkpoints``, incomplete ones in ``pending``, both by step.
@@ -163,11 +187,13 @@ def load_run(run_dir: Path, *, base_model: str | None = None) -> Run:
         RunNotStartedError: a run without a manifest that has saved no checkpoint yet, or whose first
             save is still being written.
         TrainingArgsError: a training_args.bin that names a class outside transformers, TRL and accelerate.
+        CheckpointError: the folder holds the saves of several training runs and `steps` does not choose
+            steps of one of them.
     """
     run_dir = Path(run_dir)
     recorded = (run_dir / MANIFEST_NAME).is_file()
     manifest, quantized = _manifest(run_dir, base_model)
-    contents: RunContents = READERS[manifest.framework].read(run_dir, manifest)
+    contents = _one_training_run(run_dir, READERS[manifest.framework].read(run_dir, manifest), steps)
     if not contents.checkpoints:
         _refuse_other_layout(run_dir / manifest.checkpoints_dir, manifest.framework)
     return Run(

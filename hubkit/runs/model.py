@@ -247,6 +247,9 @@ class RunContents:
     trainer_settings: TrainerSettings | None = None
     trackers: tuple[TrackerRun, ...] = ()
     metrics_source: str | None = None
+    # A folder holding the saves of several training runs (a script run twice without resuming): each
+    # one's contents, the run with the newest step first; the fields above are then not one run's.
+    training_runs: tuple[RunContents, ...] = ()
 
 
 @dataclass(frozen=True)

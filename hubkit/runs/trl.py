@@ -79,19 +79,10 @@ def _metrics(state: dict[str, Any] | None) -> Metrics:
     return Metrics.from_entries(entries)
 
 
-def read(run_dir: Path, manifest: Manifest) -> RunContents:
-    """Checkpoints, metrics and whether training ended, from a TRL run.
-
-    Args:
-        run_dir: the run directory.
-        manifest: its manifest (``checkpoints_dir`` says where the ``checkpoint-N/`` directories are).
-
-    Returns:
-        The run's contents; checkpoints sorted by step, complete or not.
-    """
-    root = run_dir / manifest.checkpoints_dir
-    checkpoints = [_checkpoint(root, step, path) for step, path in numbered_dirs(root, _CHECKPOINT_RE)]
-    state = _newest_state(root, checkpoints)
+def _contents(
+    run_dir: Path, manifest: Manifest, checkpoints: list[Checkpoint], state: dict[str, Any] | None
+) -> RunContents:
+    """What one training run's checkpoints and newest trainer state say."""
     max_steps = (state or {}).get("max_steps")
     ended = bool(state and isinstance(max_steps, int) and max_steps > 0 and state["global_step"] >= max_steps)
     metrics, source = _metrics(state), None
@@ -112,6 +103,62 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
         trainer_settings=settings,
         trackers=trackers,
         metrics_source=source,
+    )
+
+
+# trainer_state.json's settings that one run keeps from its first save to its last (resumed or not).
+_RUN_CONSTANTS = ("max_steps", "train_batch_size", "num_train_epochs", "save_steps", "logging_steps")
+
+
+def _continues(state: dict[str, Any], newer: dict[str, Any]) -> bool:
+    """Whether `newer` is a later state of the same training run as `state`: the same settings, and the
+    log history of `state` is where `newer`'s starts (a resumed run reloads it and appends)."""
+    if any(state.get(name) != newer.get(name) for name in _RUN_CONSTANTS):
+        return False
+    history, later = state.get("log_history") or [], newer.get("log_history") or []
+    return isinstance(history, list) and isinstance(later, list) and later[: len(history)] == history
+
+
+def _training_runs(checkpoints: list[Checkpoint]) -> list[list[Checkpoint]]:
+    """The complete checkpoints grouped by the training run that saved them, the run holding the newest
+    step first: a script run twice into one output_dir without resuming leaves two runs' saves side by side
+    (the second overwriting the first's early steps)."""
+    runs: list[tuple[dict[str, Any], list[Checkpoint]]] = []
+    for checkpoint in sorted((c for c in checkpoints if c.complete), key=lambda c: -c.step):
+        state = read_json_object(checkpoint.path / TRAINER_STATE) or {}
+        home = next((saved for head, saved in runs if _continues(state, head)), None)
+        if home is None:
+            runs.append((state, [checkpoint]))
+        else:
+            home.insert(0, checkpoint)
+    return [saved for _, saved in runs]
+
+
+def read(run_dir: Path, manifest: Manifest) -> RunContents:
+    """Checkpoints, metrics and whether training ended, from a TRL run.
+
+    Args:
+        run_dir: the run directory.
+        manifest: its manifest (``checkpoints_dir`` says where the ``checkpoint-N/`` directories are).
+
+    Returns:
+        The run's contents; checkpoints sorted by step, complete or not. When the folder holds the saves of
+        more than one training run, `RunContents.training_runs` has each one's contents.
+    """
+    root = run_dir / manifest.checkpoints_dir
+    checkpoints = [_checkpoint(root, step, path) for step, path in numbered_dirs(root, _CHECKPOINT_RE)]
+    runs = _training_runs(checkpoints)
+    if len(runs) <= 1:
+        return _contents(run_dir, manifest, checkpoints, _newest_state(root, checkpoints))
+    pending = [c for c in checkpoints if not c.complete]
+    each = []
+    for saved in runs:
+        newest = read_json_object(saved[-1].path / TRAINER_STATE) or {}
+        final = read_json_object(root / TRAINER_STATE)  # trainer.save_state() of whichever run ended
+        state = final if final is not None and _continues(newest, final) else newest
+        each.append(_contents(run_dir, manifest, sorted(saved + pending, key=lambda c: c.step), state))
+    return RunContents(
+        checkpoints=tuple(checkpoints), metrics=Metrics(), training_ended=False, training_runs=tuple(each)
     )
 
 
