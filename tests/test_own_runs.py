@@ -140,7 +140,8 @@ def test_a_script_run_twice_into_one_folder_is_two_runs(
     assert first.metrics.rows[0].values["reward"] != second.metrics.rows[0].values["reward"]
 
     assert run_cli([*argv, "--steps", "2"]) == 0
-    published = [json.loads(line) for line in Path(hub_api.hf_hub_download("me/twice", "metrics.jsonl")).open()]
+    metrics = Path(hub_api.hf_hub_download("me/twice", "metrics.jsonl")).read_text()
+    published = [json.loads(line) for line in metrics.splitlines()]
     assert {r["step"]: r["reward"] for r in published if "reward" in r} == logged
 
 

@@ -192,7 +192,10 @@ def eval_command(
     else:
         from hubkit.runs import find_run_dir, load_run
 
-        release, run = None, load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model, steps=steps)
+        release, run = (
+            None,
+            load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model, steps=steps),
+        )
         plan = plan_eval(run, request, endpoint=endpoint)
         eval_parent = None
     (results,) = _evaluate([plan], console, quiet, endpoint, vllm_python)
