@@ -149,6 +149,11 @@ def test_bytes_claimed_under_another_files_sha256_are_refused(team_hub, tmp_path
         assert answer.status_code == 400 and "does not match its oid" in answer.json()["error"]
         assert "\n" not in answer.json()["error"]
 
+    # The lab's bytes cut otherwise are his to register, but the file the lab's downloads go to stays.
+    halves = [tokenizer[:25_000], tokenizer[25_000:]]
+    halves_id, body = build_xorb(halves)
+    assert cas.post(f"/v1/xorbs/default/{halves_id}", body).status_code == 200
+    assert cas.post("/v1/shards", file_shard(halves_id, halves)).status_code == 200
     assert httpx.head(resolve).headers["X-Xet-Hash"] == lab_file
     forged_file = hash_to_hex(file_hash([(chunk_hash(forged), len(forged))]))
     assert XetStore(team_hub.root).file(forged_file) is None
