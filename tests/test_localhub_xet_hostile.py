@@ -56,10 +56,10 @@ def _client(hub: LocalHub, token: str, machine: Path, *args: str, xet: bool = Tr
     return subprocess.run(command, env=env, check=True, timeout=300, capture_output=True, text=True).stdout
 
 
-def _folder(path: Path, **files: bytes) -> str:
+def _folder(path: Path, files: dict[str, bytes]) -> str:
     path.mkdir(parents=True)
     for name, data in files.items():
-        (path / name.replace("_json", ".json").replace("_st", ".safetensors")).write_bytes(data)
+        (path / name).write_bytes(data)
     return str(path)
 
 
@@ -83,9 +83,11 @@ def test_a_signed_xorb_url_serves_only_the_bytes_of_the_callers_file(team_hub, t
     public file, is handed URLs that serve its bytes and refuse every other byte of that xorb."""
     adapter, tokenizer = _binary(300_000), _binary(120_000)
     alice = tmp_path / "alice-machine"
-    private = _folder(tmp_path / "private", adapter_model_st=adapter, tokenizer_json=tokenizer)
+    private = _folder(
+        tmp_path / "private", {"adapter_model.safetensors": adapter, "tokenizer.json": tokenizer}
+    )
     _client(team_hub, "hf_alice_write", alice, "upload-private", "alice/adapter", private)
-    public = _folder(tmp_path / "public", tokenizer_json=tokenizer)
+    public = _folder(tmp_path / "public", {"tokenizer.json": tokenizer})
     _client(team_hub, "hf_alice_write", alice, "upload", "alice/base", public)
     store = XetStore(team_hub.root)
     public_file = store.file(store.file_of_object(_sha256(tokenizer)) or "")
@@ -133,7 +135,7 @@ def test_bytes_claimed_under_another_files_sha256_are_refused(team_hub, tmp_path
     """bob holds lab/base-model's public tokenizer in a repo of his (through classic LFS), then sends a
     shard that names his own bytes by its sha256: refused, and carol's download still gets the lab's."""
     tokenizer = _binary(50_000)
-    files = _folder(tmp_path / "lab", tokenizer_json=tokenizer)
+    files = _folder(tmp_path / "lab", {"tokenizer.json": tokenizer})
     _client(team_hub, "hf_carol_write", tmp_path / "carol-machine", "upload", "lab/base-model", files)
     resolve = f"{team_hub.endpoint}/lab/base-model/resolve/main/tokenizer.json"
     lab_file = httpx.head(resolve).headers["X-Xet-Hash"]
