@@ -202,3 +202,110 @@ def test_hostile_tensorboard_files_are_read_within_bounds(tmp_path: Path) -> Non
     done = run_bounded(["-c", code, str(tmp_path / "run")], workdir)
     _assert_bounded(done, workdir, refused=None)
     assert "reward" in done.stdout
+
+
+def _hostile_base(hub_api, tiny_qwen3, repo_id: str, name: str, body: bytes) -> None:
+    """A base model repo of the tiny Qwen3's config files with `name` replaced by `body` (no weights:
+    the release is refused before any would load)."""
+    hub_api.create_repo(repo_id)
+    for file in ("config.json", "generation_config.json"):
+        data = body if file == name else (Path(tiny_qwen3.local_dir) / file).read_bytes()
+        hub_api.upload_file(path_or_fileobj=data, path_in_repo=file, repo_id=repo_id)
+
+
+def _two_million_tokens() -> bytes:
+    vocab = ",".join(f'"t{i}":{i}' for i in range(2_000_000))
+    return (
+        '{"version":"1.0","added_tokens":[],"model":{"type":"BPE","vocab":{' + vocab + '},"merges":[]}}'
+    ).encode()
+
+
+def _added_tokens(count: int, first: int) -> bytes:
+    decoder = {str(first + i): {"content": f"<t{i}>", "special": True} for i in range(count)}
+    return json.dumps({"added_tokens_decoder": decoder, "tokenizer_class": "Qwen2Tokenizer"}).encode()
+
+
+HOSTILE_BASES = {
+    "a vocabulary of 2^31": ("config.json", {"vocab_size": 2**31}, "config.json: vocab_size is 2147483648"),
+    "remote code": ("config.json", {"auto_map": {"AutoModelForCausalLM": "m.M"}}, "config.json: auto_map"),
+    "a generation config 100,000 deep": (
+        "generation_config.json",
+        b"[" * 100_000 + b"]" * 100_000,
+        "generation_config.json: nested too deep",
+    ),
+}
+HOSTILE_TOKENIZERS = {
+    "a tokenizer config with remote code": (
+        "tokenizer_config.json",
+        json.dumps({"auto_map": {"AutoTokenizer": ["t.T", None]}}).encode(),
+        "tokenizer_config.json: auto_map",
+    ),
+    "a tokenizer.json that is not JSON": ("tokenizer.json", b"{not json", "tokenizer.json: not JSON"),
+    "37,000 added tokens": (
+        "tokenizer_config.json",
+        _added_tokens(37_000, 151_000),
+        "added_tokens_decoder holds the id 151669, which is no token of the base model's 151669",
+    ),
+    "a 48 MB tokenizer.json of 2 M tokens": (
+        "tokenizer.json",
+        None,
+        "model.vocab holds 2000000 tokens, more than the base model's 151669",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", [*HOSTILE_BASES, *HOSTILE_TOKENIZERS])
+def test_a_release_whose_base_or_tokenizer_is_hostile_is_refused_within_bounds(
+    name: str, release: str, tiny_qwen3, local_hub, hub_api, make_repo_id, tmp_path: Path
+) -> None:
+    if name in HOSTILE_BASES:
+        path, change, refused = HOSTILE_BASES[name]
+        config = json.loads((Path(tiny_qwen3.local_dir) / path).read_text())
+        body = change if isinstance(change, bytes) else json.dumps({**config, **change}).encode()
+        base = make_repo_id("base")
+        _hostile_base(hub_api, tiny_qwen3, base, path, body)
+        manifest = json.loads(Path(hub_api.hf_hub_download(release, "hubkit.json")).read_text())
+        path, body = "hubkit.json", json.dumps({**manifest, "base_model": base}).encode()
+    else:
+        path, body, refused = HOSTILE_TOKENIZERS[name]
+        body = _two_million_tokens() if body is None else body
+    hub_api.upload_file(path_or_fileobj=body, path_in_repo=path, repo_id=release)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    _assert_bounded(run_bounded(_eval(release, local_hub.endpoint), workdir), workdir, refused=refused)
+
+
+@pytest.mark.parametrize(
+    ("records", "refused"),
+    [
+        # 58 MB of 5.3 M one-key records; 100,000 records of one step with a value each, 100 values apiece
+        (lambda: b'{"step":1}\n' * 5_300_000, "holds more than 1000000 lines"),
+        (lambda: b'{"step":1,"a":1}\n' * 100_000, None),
+        (
+            lambda: b"".join(
+                b'{"step":%d,"data":{%s}}\n' % (i, b",".join(b'"m%d":1' % j for j in range(100)))
+                for i in range(10_001)
+            ),
+            "holds more than 1000000 values",
+        ),
+    ],
+    ids=["5.3 M records", "100,000 records of one step", "10,001 steps of 100 values"],
+)
+def test_a_release_with_millions_of_metrics_records_is_read_within_bounds(
+    records, refused: str | None, release: str, local_hub, hub_api, tmp_path: Path
+) -> None:
+    hub_api.upload_file(path_or_fileobj=records(), path_in_repo="metrics.jsonl", repo_id=release)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    argv = [
+        *_eval(release, local_hub.endpoint),
+        "--steps",
+        "3",
+        "--max-new-tokens",
+        "2",
+        "--dtype",
+        "float32",
+    ]
+    done = run_bounded(argv, workdir)
+    _assert_bounded(done, workdir, refused=refused)
+    print(f"{done.seconds:.1f} s, {done.peak_bytes / 2**20:.0f} MiB")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.read import Release, download_release, read_release
 from hubkit.runs import Run, select_checkpoints
 from hubkit.safety import kinds
@@ -39,13 +40,24 @@ def open_release(
 
     Raises:
         HubError: the repo cannot be read (`hubkit.hub.failures`).
-        ReleaseError: it is not a release of `hubkit push`.
+        ReleaseError: it is not a release of `hubkit push`, or its base model or tokenizer is refused.
+        MergeError: the base model cannot be fetched.
         CheckpointError: a requested step is not published.
     """
+    from hubkit.merge.base_files import fetch_base_snapshot
+
     release = read_release(repo_id, endpoint=endpoint, token=token)
     where = {"extra": (TRAIN_PROBLEM_HASHES_NAME,), "endpoint": endpoint, "token": token}
     # The listing alone, to choose the steps as for a run directory (same rules, same messages).
-    listed = download_release(release, (), max_bytes=kinds.max_bytes_of, **where)
+    listed = download_release(release, (), max_bytes=kinds.max_bytes_of, read_metrics=False, **where)
     chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
     run = download_release(release, chosen, max_bytes=kinds.max_bytes_of, **where)
+    manifest = release.manifest
+    base_dir = fetch_base_snapshot(
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+    )
+    vocab_size = check_base_files(base_dir, manifest.base_model)
+    check_tokenizer_files(base_dir, vocab_size, f"base model {manifest.base_model}")
+    if release.has_tokenizer:
+        check_tokenizer_files(run.run_dir, vocab_size, repo_id)
     return release, run

@@ -29,10 +29,10 @@ from hubkit.release.layout import (
     checkpoint_files,
     steps_in_paths,
 )
+from hubkit.release.metrics import read_release_metrics
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 from hubkit.runs.model import Checkpoint, Metrics, Run
-from hubkit.runs.verl import read_metrics_jsonl
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,7 @@ def download_release(
     endpoint: str | None = None,
     token: str | None = None,
     max_bytes: Callable[[str], int | None],
+    read_metrics: bool = True,
 ) -> Run:
     """Download what a command needs of `release` and read it as a `Run`.
 
@@ -111,6 +112,7 @@ def download_release(
             listing says is larger is refused before any byte of the release is downloaded.
         endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
         token: for a private repo.
+        read_metrics: False to leave the metrics unread (`Run.metrics` empty): a listing of the steps.
 
     Returns:
         The run: every published step as a complete checkpoint (`adapter_dir` set for the downloaded
@@ -137,10 +139,8 @@ def download_release(
         )
         for step in release.steps
     )
-    try:
-        metrics = read_metrics_jsonl(folder / METRICS_NAME) if METRICS_NAME in release.files else Metrics()
-    except ManifestError as e:
-        raise ReleaseError(f"{release.repo_id}: {e}") from e
+    present = read_metrics and METRICS_NAME in release.files
+    metrics = read_release_metrics(folder / METRICS_NAME, release.repo_id) if present else Metrics()
     return Run(
         run_dir=folder,
         manifest=release.manifest,
