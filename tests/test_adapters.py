@@ -154,7 +154,8 @@ def _unpaired(tensors: dict[str, torch.Tensor]) -> None:
 
 
 def _foreign(tensors: dict[str, torch.Tensor]) -> None:
-    tensors["base_model.model.lm_head.weight"] = torch.ones(2, 2)
+    # A whole weight of a module modules_to_save does not name (lm_head's would be save_embedding_layers').
+    tensors["base_model.model.model.norm.weight"] = torch.ones(2)
 
 
 def _empty(tensors: dict[str, torch.Tensor]) -> None:
@@ -166,7 +167,11 @@ REFUSED_TENSORS: list[tuple[Callable[[dict[str, torch.Tensor]], None], type[Exce
     (_with_inf, AdapterError, "NaN or Inf"),
     (_zero_b, AdapterError, "every lora_B is zero"),
     (_unpaired, AdapterError, "but not its pair"),
-    (_foreign, AdapterError, "unexpected tensor 'base_model.model.lm_head.weight'"),
+    (
+        _foreign,
+        AdapterError,
+        "unexpected tensor 'base_model.model.model.norm.weight': .*modules_to_save does not",
+    ),
     (_empty, AdapterError, "holds no tensors"),
 ]
 

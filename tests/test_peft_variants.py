@@ -20,13 +20,17 @@ from peft.tuners.lora import LoraLayer
 from safetensors import safe_open
 from test_merge import (
     assert_nothing_written,
+    assert_within_bound,
+    assert_within_one_ulp,
     base_variant,  # noqa: F401  (the fixture: a tiny model re-saved in a dtype)
+    fp32_merge_error_bounds,
     peft_merged_state,
     read_weights,
 )
 from transformers import AutoModelForCausalLM
 
-from hubkit.errors import AdapterError, MergeError
+from hubkit.adapters.base_check import BaseConfig, check_against_base
+from hubkit.errors import AdapterError, BaseModelMismatchError, MergeError
 from hubkit.merge import merge_adapter
 from hubkit.runs import load_run
 
@@ -35,11 +39,12 @@ CONVERSION = "path_initial_model_for_weight_conversion"
 
 
 def trained(model: torch.nn.Module, seed: int = 2) -> None:
-    """Move every LoRA weight as training would (and DoRA's magnitudes), so each one matters."""
+    """Move every LoRA weight as training would (and DoRA's magnitudes, and the copies of modules_to_save),
+    so each one matters."""
     torch.manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if "lora_" in name:
+            if "lora_" in name or "modules_to_save" in name:
                 param.add_(0.05 * torch.randn_like(param))
 
 
@@ -204,11 +209,6 @@ def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: 
 
 # What PEFT saves for each (its keys checked), and the words the one-line refusal must hold.
 EMBEDDING_CASES = {
-    "modules-to-save": (
-        {"target_modules": ["q_proj"], "modules_to_save": ["embed_tokens", "lm_head"]},
-        {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
-        r"modules_to_save.*train without it, or merge it with PEFT",
-    ),
     "lora-on-embed-tokens": (
         {"target_modules": ["q_proj", "embed_tokens"]},
         {
@@ -220,9 +220,66 @@ EMBEDDING_CASES = {
     "resized-save-embedding-layers": (
         {"target_modules": ["q_proj"]},
         {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
-        r"save_embedding_layers.*tokens were added",
+        r"(embed_tokens|lm_head) has .*tokens were added and the embeddings resized.*merge_and_unload",
     ),
 }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "saved",
+    [{"modules_to_save": ["embed_tokens", "lm_head"]}, {"save_embedding_layers": True}],
+    ids=["modules-to-save", "save-embedding-layers"],
+)
+def test_whole_embeddings_an_adapter_carries_replace_the_bases_as_peft_loads_them(
+    base_variant,  # noqa: F811
+    tmp_path,
+    dtype,
+    saved,
+):
+    base_dir = base_variant("tiny_qwen3", dtype)
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    to_save = {k: v for k, v in saved.items() if k == "modules_to_save"}
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, **to_save))
+    trained(model)
+    model.save_pretrained(
+        tmp_path / "adapter", save_embedding_layers=saved.get("save_embedding_layers", "auto")
+    )
+    whole = {"model.embed_tokens.weight", "lm_head.weight"}
+    assert {f"base_model.model.{name}" for name in whole} <= set(read_weights_keys(tmp_path / "adapter"))
+
+    result = merge_adapter(base_dir, tmp_path / "adapter", tmp_path / "merged")
+
+    reference = peft_merged_state(base_dir, tmp_path / "adapter", dtype)
+    ours = read_weights(tmp_path / "merged")
+    base_weights = read_weights(base_dir)
+    assert sorted(ours) == sorted(reference)
+    assert result.merged_modules == 2 * len(TARGETS)  # the LoRA modules; the whole weights are replaced
+    bounds = fp32_merge_error_bounds(base_dir, tmp_path / "adapter") if dtype == torch.float32 else {}
+    for name, tensor in ours.items():
+        assert tensor.dtype == dtype, name
+        if name in whole:  # PEFT's trained copy (modules_to_save) or the saved one, in the base's dtype
+            assert torch.equal(tensor, reference[name].to(dtype)), name
+            assert torch.equal(tensor, base_weights[name]) == ("save_embedding_layers" in saved), name
+        elif name in bounds:
+            assert_within_bound(tensor, reference[name], bounds[name], name)
+        else:
+            assert_within_one_ulp(tensor, reference[name], name)
+
+
+def test_whole_embeddings_of_a_tied_base_are_refused(tiny_qwen2_tied, tmp_path):
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen2_tied.local_dir, dtype=torch.float32)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, modules_to_save=["embed_tokens"])
+    model = get_peft_model(base, config)
+    trained(model)
+    model.save_pretrained(tmp_path / "adapter")
+    with pytest.raises(
+        MergeError, match=r"whole model\.embed_tokens but the base model ties lm_head.*merge_and_unload"
+    ):
+        merge_adapter(tiny_qwen2_tied.local_dir, tmp_path / "adapter", tmp_path / "out")
+    assert_nothing_written(tmp_path / "out")
 
 
 def build_embedding_adapter(base_dir: Path, out_dir: Path, case: str) -> Path:
@@ -295,8 +352,15 @@ def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
         assert not out.exists()
 
 
-def test_merge_command_vets_and_merges_a_dora_checkpoint(trl_run_dir, tiny_qwen3, local_hub, tmp_path):
-    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, use_dora=True)
+@pytest.mark.parametrize(
+    "options",
+    [{"use_dora": True}, {"modules_to_save": ["embed_tokens", "lm_head"]}],
+    ids=["dora", "modules-to-save"],
+)
+def test_merge_command_vets_and_merges_a_checkpoint_as_peft_loads_it(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, options
+):
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **options)
     out = tmp_path / "merged"
     argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
     assert run_cli(argv) == 0
@@ -347,3 +411,27 @@ def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merge
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
     torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
+@pytest.mark.parametrize(
+    "case", ["modules-to-save", "resized-save-embedding-layers", "resized-modules-to-save"]
+)
+def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_path, case):
+    """What push and evaluation check before anything is published: the whole weights' shapes."""
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32)
+    if case.startswith("resized"):
+        base.resize_token_embeddings(base.config.vocab_size + 8)
+    to_save = (
+        {} if case == "resized-save-embedding-layers" else {"modules_to_save": ["embed_tokens", "lm_head"]}
+    )
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, **to_save))
+    model.save_pretrained(tmp_path / "adapter", save_embedding_layers=case.startswith("resized") or "auto")
+    base_config = BaseConfig(tiny_qwen3.repo_id, tiny_qwen3.local_dir / "config.json", key="k")
+    if case.startswith("resized"):
+        # PEFT saves its wrapper's copies of a resized modules_to_save module under their own names.
+        error = AdapterError if case == "resized-modules-to-save" else BaseModelMismatchError
+        with pytest.raises(error, match=r"tokens were added and the embeddings resized.*merge_and_unload"):
+            check_against_base(tmp_path / "adapter", base_config)
+    else:
+        check_against_base(tmp_path / "adapter", base_config)

@@ -23,10 +23,13 @@ from pathlib import Path
 from hubkit.errors import BaseModelMismatchError
 from hubkit.formats.peft import (
     ADAPTER_WEIGHTS,
+    EMBEDDING_LAYER_NAMES,
+    full_weights,
     lora_pairs,
     read_adapter_config,
     read_weights_header,
 )
+from hubkit.formats.safetensors import TensorInfo
 from hubkit.hub.download import cached_repo_file, download_repo_file
 from hubkit.hub.hashing import FileVersion
 from hubkit.runs.state import BASE_CHECKS_DIR, BASE_SHAPES_DIR, keep
@@ -227,7 +230,8 @@ def check_against_base(
         return
     header = read_weights_header(Path(adapter_dir), label)
     # Every tensor belongs to a pair (DoRA's magnitude has its lora_B's rows): checking A and B checks all.
-    pairs = lora_pairs(header.by_name(), read_adapter_config(Path(adapter_dir), label), label)
+    config = read_adapter_config(Path(adapter_dir), label)
+    pairs = lora_pairs(header.by_name(), config, label)
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
     parts = [
         (module, part, tensor)
@@ -247,5 +251,34 @@ def check_against_base(
                 f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
                 f"is {in_features}->{out_features}: was it trained on another base?"
             )
+    _check_full_weights(full_weights(header.by_name(), config), linears, base_model, label)
     if record is not None:
         keep(record, "", "a base model check")
+
+
+def _check_full_weights(
+    weights: dict[str, TensorInfo], linears: dict[str, tuple[int, int]], base_model: str, label: str
+) -> None:
+    """The whole weights an adapter carries (`hubkit.formats.peft.full_weights`) have the base's shapes: an
+    embedding has lm_head's rows (the vocabulary), a Linear its (out, in)."""
+    for module, tensor in weights.items():
+        if module.split(".")[-1] in EMBEDDING_LAYER_NAMES and "lm_head" in linears:
+            hidden, vocab = linears["lm_head"]
+            if len(tensor.shape) == 2 and tensor.shape[0] > vocab and tensor.shape[1] == hidden:
+                raise BaseModelMismatchError(
+                    f"{label}: the adapter's {module} has {tensor.shape[0]} rows but {base_model}'s vocabulary "
+                    f"is {vocab}: tokens were added and the embeddings resized, which hubkit does not merge or "
+                    "publish; merge it with PEFT (resize_token_embeddings, then merge_and_unload)"
+                )
+            expected = (vocab, hidden)
+        elif module in linears:
+            expected = tuple(reversed(linears[module]))
+        else:
+            raise BaseModelMismatchError(
+                f"{label}: the adapter carries a full {module}, which {base_model} has no Linear or embedding of"
+            )
+        if tuple(tensor.shape) != expected:
+            raise BaseModelMismatchError(
+                f"{label}: the adapter's full {module} has shape {tuple(tensor.shape)} but {base_model}'s is "
+                f"{expected}: was it trained on another base?"
+            )

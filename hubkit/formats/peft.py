@@ -1,7 +1,9 @@
 """The PEFT LoRA adapter format, read in one place: file names, key names, the config, A/B pairs.
 
 A saved adapter is a folder with ``adapter_config.json`` and ``adapter_model.safetensors`` whose keys are
-``base_model.model.<module>.lora_A.weight`` (r × in) and ``...lora_B.weight`` (out × r). Publishing
+``base_model.model.<module>.lora_A.weight`` (r × in) and ``...lora_B.weight`` (out × r), with DoRA's
+``...lora_magnitude_vector`` (out) and any whole weight (``base_model.model.<module>.weight``: modules_to_save,
+save_embedding_layers) beside them. Publishing
 (`hubkit.adapters`), merging (`hubkit.merge.lora_adapter`), the run readers and evaluation all read
 adapters through this module, so the same defect gives the same error on every path. Nothing else in
 hubkit parses ``adapter_config.json``.
@@ -54,7 +56,6 @@ MAX_ALPHA = 1e6
 UNSUPPORTED_VARIANTS = {
     "lora_bias": "LoRA biases",
     "fan_in_fan_out": "fan_in_fan_out (Conv1D) layers",
-    "modules_to_save": "fully trained modules (modules_to_save: a full copy of each, e.g. embed_tokens, lm_head)",
     "trainable_token_indices": "trainable tokens",
     "target_parameters": "target_parameters (parameter LoRA)",
     "layer_replication": "layer replication",
@@ -67,6 +68,9 @@ BASE_CHANGING_INITS = ("pissa", "corda", "olora", "lora_ga", "loftq")
 # PEFT also saves a frozen copy of a LoRA-adapted embedding or lm_head (`save_embedding_layers`) under
 # `<module>.base_layer.weight`.
 FROZEN_COPY_SUFFIX = ".base_layer.weight"
+# The layers whose full weight PEFT's `save_embedding_layers` stores (peft.utils.other.EMBEDDING_LAYER_NAMES);
+# `modules_to_save` names others. Each such weight replaces the base's (`full_weights`).
+EMBEDDING_LAYER_NAMES = ("embed_tokens", "lm_head")
 # base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
 _LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 # base_model.model.<module path>.lora_embedding_{A,B}: a LoRA on an embedding (no ".weight": a ParameterDict).
@@ -282,13 +286,38 @@ def _why_unexpected(key: str) -> str:
             f"a LoRA on the embedding {embedding['module']}, which hubkit does not vet or merge: leave it out of "
             "target_modules, or merge the adapter with PEFT's merge_and_unload"
         )
-    if key.startswith(PEFT_PREFIX) and key.endswith(".weight"):
+    if ".modules_to_save." in key or ".original_module." in key:  # how PEFT saves them after a resize
         return (
-            "a full weight (PEFT's save_embedding_layers, e.g. after tokens were added and the embeddings "
-            "resized), which hubkit does not vet or merge: save with save_embedding_layers=False when no token "
-            "was added, or merge the adapter with PEFT's merge_and_unload"
+            "PEFT's copies of a modules_to_save module as save_embedding_layers stores them after tokens were "
+            "added and the embeddings resized, which hubkit does not merge: merge it with PEFT "
+            "(resize_token_embeddings, then merge_and_unload)"
         )
+    if key.startswith(PEFT_PREFIX) and key.endswith(".weight"):
+        return "a full weight of a module modules_to_save does not name: re-save the adapter with PEFT"
     return "not a LoRA or DoRA weight as PEFT saves them: re-save the adapter with PEFT"
+
+
+def _full_weight_module(key: str, config: dict[str, Any]) -> str | None:
+    """The module whose whole weight `key` is (a `modules_to_save` copy, or an embedding or head PEFT's
+    `save_embedding_layers` stored), or None."""
+    if not key.startswith(PEFT_PREFIX) or not key.endswith(".weight") or key.endswith(FROZEN_COPY_SUFFIX):
+        return None
+    module = key.removeprefix(PEFT_PREFIX).removesuffix(".weight")
+    names = [*(config.get("modules_to_save") or []), *EMBEDDING_LAYER_NAMES]
+    if parse_lora_key(key) or not any(module == n or module.endswith(f".{n}") for n in names):
+        return None
+    return module
+
+
+def full_weights(tensors: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The whole weights an adapter carries, by module: PEFT loads each in place of the base's weight.
+
+    Args:
+        tensors: the adapter's tensors (or header entries) by key, in PEFT's saved form.
+        config: its ``adapter_config.json``.
+    """
+    modules = {key: _full_weight_module(key, config) for key in tensors}
+    return {module: tensors[key] for key, module in modules.items() if module is not None}
 
 
 def _pattern_key(patterns: dict[str, object], module: str) -> str:
@@ -345,6 +374,8 @@ def lora_pairs(
         dora_key = _MAGNITUDE_KEY_RE.match(key) if dora else None
         if dora_key is not None:
             magnitudes[dora_key["module"]] = tensor
+        elif parsed is None and _full_weight_module(key, config) is not None:
+            continue  # a whole weight, not a pair: `full_weights`
         elif (
             parsed is None
             and frozen_copies

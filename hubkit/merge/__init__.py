@@ -1,8 +1,8 @@
 """Streaming LoRA merge: fold a PEFT LoRA adapter into a base model's safetensors shards.
 
 The base is read one tensor at a time and each output shard is written as it is produced, so peak
-memory is about one weight plus the adapter whatever the model size. DoRA adapters merge as PEFT merges
-them. Every problem with the input (a missing or corrupt shard, an adapter for another base, a LoRA on a
+memory is about one weight plus the adapter whatever the model size (an adapter's whole weights, from
+modules_to_save, are in it). DoRA adapters merge as PEFT merges them, and whole weights replace the base's. Every problem with the input (a missing or corrupt shard, an adapter for another base, a LoRA on a
 tied lm_head, an adapter initialised from the base weights such as PiSSA) is found before anything is
 written.
 

@@ -16,6 +16,7 @@ import torch
 from hubkit.errors import AdapterError, MergeError
 from hubkit.formats.peft import (
     base_changing_init,
+    full_weights,
     lora_pairs,
     read_adapter_config,
     read_adapter_weights,
@@ -40,14 +41,27 @@ class LoraModule:
         return f"{self.module}.weight"
 
 
-def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
+@dataclass(frozen=True)
+class FullWeight:
+    """A whole weight the adapter carries (`modules_to_save`, `save_embedding_layers`): PEFT loads it in
+    place of the base's, and so the merge writes it, in the base weight's dtype."""
+
+    module: str  # e.g. "model.embed_tokens"
+    weight: torch.Tensor  # the base weight's shape
+
+    @property
+    def weight_name(self) -> str:
+        return f"{self.module}.weight"
+
+
+def load_lora_adapter(adapter_dir: Path) -> list[LoraModule | FullWeight]:
     """Load every LoRA module of a PEFT adapter folder, with PEFT's per-module rank and scaling.
 
     Args:
         adapter_dir: a folder with adapter_config.json and adapter_model.safetensors.
 
     Returns:
-        One LoraModule per adapted module, sorted by module name.
+        One LoraModule per adapted module, sorted by module name, then one FullWeight per whole weight.
 
     Raises:
         AdapterError: a file is missing, truncated or unreadable, a key is not a PEFT LoRA key, or the
@@ -69,7 +83,7 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
     pairs = lora_pairs(tensors, config, label, frozen_copies=True)
     if not pairs:
         raise AdapterError(f"{label} holds no LoRA weights; it would merge as a no-op")
-    modules = []
+    modules: list[LoraModule | FullWeight] = []
     for pair in pairs.values():
         if not pair.alpha:
             raise AdapterError(
@@ -77,7 +91,10 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule]:
             )
         scale = lora_scale(pair.alpha, pair.rank, bool(config.get("use_rslora")))
         modules.append(LoraModule(pair.module, pair.lora_a, pair.lora_b, scale, pair.magnitude))
-    return modules
+    return [
+        *modules,
+        *(FullWeight(module, weight) for module, weight in full_weights(tensors, config).items()),
+    ]
 
 
 def _refuse_base_changing_init(config: dict, label: str) -> None:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubkit.errors import BaseModelMismatchError, MergeError
+from hubkit.formats.peft import EMBEDDING_LAYER_NAMES
 from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo
 from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
-from hubkit.merge.lora_adapter import LoraModule
+from hubkit.merge.lora_adapter import FullWeight, LoraModule
 from hubkit.merge.shards import TORCH_DTYPES, read_shard_header
 
 # The output head of the Qwen2/Qwen3/Llama family; with tied embeddings it has no weight of its own.
@@ -27,7 +28,7 @@ class MergePlan:
     base_dir: Path
     shards: tuple[SafetensorsHeader, ...]
     index: dict | None  # the parsed model.safetensors.index.json, None for a single-file model
-    targets: dict[str, LoraModule]  # base weight name -> the LoRA module merged into it
+    targets: dict[str, LoraModule | FullWeight]  # base weight name -> what is merged into it (or replaces it)
     carried: tuple[Path, ...]  # config, generation config, tokenizer, chat template, license
 
     @property
@@ -41,7 +42,7 @@ class MergePlan:
         return str(TORCH_DTYPES[counts.most_common(1)[0][0]]).removeprefix("torch.")
 
 
-def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
+def plan_merge(base_dir: Path, modules: list[LoraModule | FullWeight]) -> MergePlan:
     """Read the base's headers and config and match every LoRA module to a base weight.
 
     Args:
@@ -53,8 +54,10 @@ def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
 
     Raises:
         MergeError: a shard is missing or corrupt, the base has no safetensors weights, or the adapter
-            targets a tied lm_head or a non-floating-point weight.
-        BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ.
+            targets a tied lm_head, carries a whole embedding or head of a tied base, or targets a
+            non-floating-point weight.
+        BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ (a
+            vocabulary the adapter resized included).
     """
     carried = carried_files(base_dir)
     try:
@@ -73,6 +76,11 @@ def plan_merge(base_dir: Path, modules: list[LoraModule]) -> MergePlan:
     tied = bool(config.get("tie_word_embeddings")) or f"{LM_HEAD}.weight" not in weights
     targets = {}
     for module in modules:
+        if isinstance(module, FullWeight) and tied and module.module.split(".")[-1] in EMBEDDING_LAYER_NAMES:
+            raise MergeError(
+                f"the adapter carries a whole {module.module} but the base model ties lm_head to the "
+                "embeddings, which hubkit does not untie; merge it with PEFT's merge_and_unload"
+            )
         if module.module == LM_HEAD and tied:
             raise MergeError(
                 "the adapter has a LoRA on lm_head but the base model ties lm_head to the embeddings; "
@@ -121,12 +129,30 @@ def _check_index(index: dict, shards: tuple[SafetensorsHeader, ...]) -> None:
             )
 
 
-def _check_shapes(module: LoraModule, info: TensorInfo) -> None:
+def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo) -> None:
     if info.dtype not in TORCH_DTYPES:
         raise MergeError(
             f"base weight {info.name} is {info.dtype}; hubkit merges into F32, F16 or BF16 weights only "
             "(use the unquantized base model)"
         )
+    if isinstance(module, FullWeight):
+        if tuple(module.weight.shape) != tuple(info.shape):
+            resized = module.module.split(".")[-1] in EMBEDDING_LAYER_NAMES and module.weight.dim() == 2
+            raise BaseModelMismatchError(
+                f"the adapter's whole {module.module} has shape {tuple(module.weight.shape)} but the base "
+                f"weight is {info.shape}; "
+                + (
+                    "tokens were added and the embeddings resized, which hubkit does not merge: merge it with "
+                    "PEFT (resize_token_embeddings, then merge_and_unload)"
+                    if resized
+                    else "the adapter was trained on another base model"
+                )
+            )
+        if not bool(module.weight.isfinite().all()):
+            raise MergeError(
+                f"the adapter's whole {module.module} holds NaN or infinity; it cannot be merged"
+            )
+        return
     expected = (module.lora_b.shape[0], module.lora_a.shape[1])
     if len(info.shape) != 2 or tuple(info.shape) != expected:
         raise BaseModelMismatchError(

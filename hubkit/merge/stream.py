@@ -16,8 +16,9 @@ from hubkit.errors import MergeError
 from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo, known_metadata
 from hubkit.merge.base_files import SHARD_INDEX, copy_carried_files
 from hubkit.merge.lora import add_lora_delta_
+from hubkit.merge.lora_adapter import FullWeight
 from hubkit.merge.plan import MergePlan
-from hubkit.merge.shards import ShardReader, ShardWriter
+from hubkit.merge.shards import TORCH_DTYPES, ShardReader, ShardWriter
 
 # Called with (bytes written so far, total bytes) after each tensor.
 ProgressCallback = Callable[[int, int], None]
@@ -28,7 +29,7 @@ class MergeResult:
     """A finished merged model folder."""
 
     out_dir: Path
-    merged_modules: int
+    merged_modules: int  # LoRA modules merged (whole weights that replace the base's are not counted)
     shards: tuple[str, ...]  # file names, in the base's order
     dtype: str  # torch dtype name of the merged weights, e.g. "bfloat16"
 
@@ -58,7 +59,9 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
         raise
     return MergeResult(
         out_dir=out_dir,
-        merged_modules=len(merged),
+        # The LoRA modules, as the adapter's vetting counts them (`PreparedAdapter.num_modules`): a whole
+        # weight replaced is not one.
+        merged_modules=sum(not isinstance(plan.targets[info.name], FullWeight) for info in merged),
         shards=tuple(shard.path.name for shard in plan.shards),
         dtype=plan.dtype,
     )
@@ -66,7 +69,10 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
 
 def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | None) -> list[TensorInfo]:
     copy_carried_files(list(plan.carried), out_dir, plan.dtype)
-    largest = max(t.nbytes for shard in plan.shards for t in shard.tensors if t.name in plan.targets)
+    merged_in = {name for name, module in plan.targets.items() if not isinstance(module, FullWeight)}
+    largest = max(
+        (t.nbytes for shard in plan.shards for t in shard.tensors if t.name in merged_in), default=0
+    )
     # Three buffers for the weights being merged, reused (see ShardReader.read_tensor): one is read
     # while one is merged and one is written (see _write_shard).
     scratch = tuple(torch.empty(largest, dtype=torch.uint8) for _ in range(3))
@@ -119,7 +125,11 @@ def _write_shard(
     current one, and a writer thread writes the previous one (and copies untouched tensors), in order.
     Weight k uses scratch buffer k % 3, which is free once the write of weight k - 3 is done.
     """
-    targets = [info for info in shard.tensors if info.name in plan.targets]
+    targets = [
+        info
+        for info in shard.tensors
+        if info.name in plan.targets and not isinstance(plan.targets[info.name], FullWeight)
+    ]
     reads: dict[str, Future[torch.Tensor]] = {}
     buffer_writes: list[Future[None] | None] = [None] * len(scratch)
     writes: list[Future[None]] = []
@@ -147,6 +157,11 @@ def _write_shard(
             if module is None:
                 writes.append(write_pool.submit(writer.copy_tensor, info.name, reader, info))
                 yield info, False
+                continue
+            if isinstance(module, FullWeight):  # PEFT loads it in place of the base's: written, cast
+                weight = module.weight.to(TORCH_DTYPES[info.dtype])
+                writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
+                yield info, True
                 continue
             weight = reads.pop(info.name).result()
             prefetch(k + 1)
