@@ -498,7 +498,9 @@ def test_a_run_with_only_a_manifest_gets_a_card_that_says_what_is_missing(tmp_pa
         "this card was written at step 40 and is refreshed by each push" in adapter
     )  # no max_steps recorded
     assert "has not been evaluated yet" in adapter
-    assert "The run recorded no reward spec and logged no reward function." in adapter
+    # Nothing says how it was trained: no algorithm claimed, so no reward section nor GRPO's paper.
+    assert "| algorithm | not recorded | not recorded by the run |" in adapter
+    assert "## Reward" not in adapter and "GRPO" not in adapter and "grpo" not in front["tags"]
     assert "base model's dtype (bfloat16); 7 modules were merged" in merged and "global_step_20" not in merged
     local = replace(run, manifest=manifest.with_updates(dataset=DatasetInfo(id="gsm8k_mini.jsonl")))
     card = adapter_card_files(replace(inputs, run=local))["README.md"].decode()

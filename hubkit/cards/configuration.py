@@ -6,7 +6,8 @@ off the trainer's and PEFT's own files (``training_args.bin``, ``trainer_state.j
 from __future__ import annotations
 
 from hubkit.cards import text
-from hubkit.cards.sections import framework_name, run_algorithm, wall_time
+from hubkit.cards.sections import framework_name, wall_time
+from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.runs.model import Run
 
@@ -18,22 +19,14 @@ SOURCES_NOTE = (
 )
 
 
-def _algorithm_source(run: Run) -> str:
-    if run.manifest.reward is not None:
-        return MANIFEST_NAME
-    if run.trainer_settings is not None and "multi_objective_aggregation" in run.trainer_settings.values:
-        return run.trainer_settings.source
-    return "hubkit (GRPO unless the run records otherwise)"
-
-
 def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
     """Framework, algorithm, base model, every hyperparameter, LoRA, QLoRA, hardware and times, each as
     (setting, value, where it was read), cell-safe."""
-    manifest = run.manifest
+    manifest, trained = run.manifest, run_algorithm(run)
     own = MANIFEST_NAME if run.manifest_recorded else None
     rows: list[tuple[str, str, str]] = [
         ("framework", framework_name(manifest), own or "the checkpoint folders"),
-        ("algorithm", run_algorithm(run), _algorithm_source(run)),
+        ("algorithm", trained.name or "not recorded", trained.source),
         ("base model", manifest.base_model, run.base_model_source),
     ]
     quantized = run.quantized_base

@@ -19,6 +19,7 @@ from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
 from hubkit.formats import gguf_types
 from hubkit.release.layout import SWEEP_CHART, sweep_page_repo_id
+from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.state import CHARTS_DIR
 
 ADAPTER_TEMPLATE = "adapter.md.j2"
@@ -81,6 +82,7 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "objective": sections.objective(run),
         "progress": sections.progress(run, inputs.steps),
         "license_statement": license_statement(inputs.base),
+        "reward_driven": manifest.reward is not None or run_algorithm(run).reward_driven,
         "reward": sections.reward_section(manifest.reward),
         "reward_functions": _reward_functions(inputs),
         "configuration": tables.Table(
@@ -98,7 +100,7 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "contamination": sections.contamination(run, inputs.eval),
         "citations": tuple(
             replace(c, bibtex=text.fence(c.bibtex, "bibtex")) if c.bibtex else c
-            for c in sections.citations(manifest, run.trainer_settings)
+            for c in sections.citations(run)
         ),
         "merged_repo_id": inputs.merged_repo_id,
         "merged_step": inputs.merged_step,

@@ -10,8 +10,8 @@ from hubkit.cards.gguf_record import METADATA_KEY as GGUF_METADATA_KEY
 from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.merge_record import METADATA_KEY, MergeRecord
-from hubkit.cards.sections import run_algorithm
 from hubkit.cards.tables import result_at
+from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.model import Run
 
 if TYPE_CHECKING:
@@ -27,10 +27,12 @@ _TRACKIO_SPACE_RE = re.compile(
 
 
 def tags(run: Run, *extra: str) -> list[str]:
-    """hubkit, lora, the framework, grpo or gdpo, qlora for a 4-bit base, math when the reward checks math
+    """hubkit, lora, the framework, the algorithm (grpo, gdpo, sft...) when the run says it, qlora for a 4-bit base, math when the reward checks math
     answers, and the trackio tags of a dashboard on a Space."""
     manifest = run.manifest
-    found = ["hubkit", "lora", *extra, manifest.framework, run_algorithm(run).lower()]
+    trained = run_algorithm(run).name
+    found = ["hubkit", "lora", *extra, manifest.framework]
+    found += [trained.lower().replace(" ", "-")] if trained else []
     if run.quantized_base is not None:
         found.append("qlora")
     reward = manifest.reward

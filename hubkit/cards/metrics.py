@@ -49,7 +49,7 @@ KEY_METRICS: tuple[KeyMetric, ...] = (
     # PPO's KL between the policy that sampled and the updated one (verl logs it whatever the KL penalty).
     KeyMetric("policy_kl", "KL, updated to sampling policy", {"trl": (), "verl": ("actor/ppo_kl",)}),
     # TRL logs `policy_loss` only with entropy regularisation; its `loss` is the policy loss (+ β·KL).
-    KeyMetric("policy_loss", "policy loss", {"trl": ("policy_loss", "loss"), "verl": ("actor/pg_loss",)}),
+    KeyMetric("policy_loss", "loss", {"trl": ("policy_loss", "loss"), "verl": ("actor/pg_loss",)}),
     KeyMetric("grad_norm", "gradient norm", {"trl": ("grad_norm",), "verl": ("actor/grad_norm",)}),
     KeyMetric("entropy", "entropy", {"trl": ("entropy",), "verl": ("actor/entropy",)}),
 )

@@ -12,8 +12,9 @@ from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_probl
 from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
+from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.manifest import DatasetInfo, Manifest
-from hubkit.runs.model import Run, TrainerSettings
+from hubkit.runs.model import Run
 
 if TYPE_CHECKING:
     from hubkit.evaluate.results import EvalResults
@@ -63,20 +64,6 @@ _GOALS = {
 }
 
 
-def algorithm(spec: RewardSpec | None, settings: TrainerSettings | None = None) -> str:
-    """``GDPO`` for a normalize-then-sum reward (recorded in the spec, or TRL's ``multi_objective_aggregation``
-    in the trainer's settings), else ``GRPO`` (a run without a spec trained with GRPO)."""
-    if spec is not None:
-        return "GDPO" if spec.aggregation == "normalize_then_sum" else "GRPO"
-    aggregation = settings.values.get("multi_objective_aggregation") if settings else None
-    return "GDPO" if aggregation == "normalize_then_sum" else "GRPO"
-
-
-def run_algorithm(run: Run) -> str:
-    """The run's algorithm (`algorithm`), from its reward spec or its trainer's settings."""
-    return algorithm(run.manifest.reward, run.trainer_settings)
-
-
 def framework_name(manifest: Manifest) -> str:
     """``TRL 1.16.0`` / ``verl 0.6.1`` (the version when the manifest records it)."""
     name = {"trl": "TRL", "verl": "verl"}[manifest.framework]
@@ -95,7 +82,9 @@ def objective(run: Run) -> str:
     manifest = run.manifest
     spec = manifest.reward
     base = f"[{manifest.base_model}]({HUB_ENDPOINT}/{manifest.base_model})"
-    parts = [f"{run_algorithm(run)} ({framework_name(manifest)}) trained a LoRA adapter on {base}"]
+    trained = run_algorithm(run)
+    by = f"{trained.name} ({framework_name(manifest)})" if trained.name else framework_name(manifest)
+    parts = [f"{by} trained a LoRA adapter on {base}"]
     quantized = run.quantized_base
     if quantized is not None:
         parts.append(f" as QLoRA, on its 4-bit quantization {text.code(quantized.trained_on)}")
@@ -112,6 +101,8 @@ def objective(run: Run) -> str:
         rows = f", {dataset.num_rows:,} problems" if dataset.num_rows is not None else ""
         parts.append(f", on {dataset_link(dataset)} ({dataset.split} split{rows})")
     sentence = "".join(parts) + "."
+    if spec is None and not trained.reward_driven:
+        return sentence
     if spec is None:
         functions = reward_functions(run)
         if not functions:
@@ -314,6 +305,11 @@ GDPO_CITATION = Citation(
     title="GDPO: Group reward-Decoupled Normalization Policy Optimization for Multi-reward RL Optimization",
     url="https://huggingface.co/papers/2601.05242",
 )
+DPO_CITATION = Citation(
+    role="DPO",
+    title="Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
+    url="https://huggingface.co/papers/2305.18290",
+)
 _DATASET_CITATIONS = {
     "openai/gsm8k": Citation(
         role="dataset",
@@ -329,11 +325,13 @@ _DATASET_CITATIONS = {
 }
 
 
-def citations(manifest: Manifest, settings: TrainerSettings | None = None) -> tuple[Citation, ...]:
-    """GRPO always (GDPO builds on it), GDPO when the reward is normalize-then-sum, and the dataset."""
-    found = [GRPO_CITATION]
-    if algorithm(manifest.reward, settings) == "GDPO":
-        found.append(GDPO_CITATION)
+def citations(run: Run) -> tuple[Citation, ...]:
+    """The algorithm's papers (GRPO's for GRPO and GDPO, which builds on it; GDPO's; DPO's) and the
+    dataset's."""
+    manifest, trained = run.manifest, run_algorithm(run).name
+    found = [GRPO_CITATION] if trained in ("GRPO", "GDPO") else []
+    found += [GDPO_CITATION] if trained == "GDPO" else []
+    found += [DPO_CITATION] if trained == "DPO" else []
     dataset = manifest.dataset
     if dataset is not None and dataset.on_hub:
         found.append(

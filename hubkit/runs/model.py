@@ -119,10 +119,13 @@ class TrainerSettings:
     Args:
         values: setting name → value, as the trainer named them (``learning_rate``, ``num_generations``).
         source: the file they were read from (``training_args.bin`` or ``trainer_state.json``).
+        config_class: the saved arguments' class, "module.Name" (``trl.trainer.sft_config.SFTConfig``),
+            when the file names one.
     """
 
     values: dict[str, JSONScalar | list[JSONScalar]]
     source: str
+    config_class: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from hubkit.runs.tensorboard import TENSORBOARD
 
 TRAINER_STATE = "trainer_state.json"
 HUB_URL = "https://huggingface.co"
-# TrainingArguments / GRPOConfig fields a card shows, in the order it shows them.
+# TrainingArguments / GRPOConfig / SFTConfig / DPOConfig fields a card shows, in the order it shows them.
 HYPERPARAMETERS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "optim", "weight_decay",
     "adam_beta1", "adam_beta2", "max_grad_norm",
@@ -34,8 +34,13 @@ HYPERPARAMETERS = (
     "max_completion_length", "temperature", "top_p", "top_k", "repetition_penalty",
     "beta", "epsilon", "epsilon_high", "num_iterations", "loss_type", "scale_rewards",
     "importance_sampling_level", "multi_objective_aggregation", "mask_truncated_completions",
-    "reward_weights", "use_vllm", "vllm_mode", "report_to", "run_name",
+    "reward_weights", "use_vllm", "vllm_mode",
+    "max_length", "max_seq_length", "packing", "padding_free", "completion_only_loss", "assistant_only_loss",
+    "dataset_text_field", "rpo_alpha", "label_smoothing",
+    "report_to", "run_name",
 )  # fmt: skip
+# Where the cache of what was read keeps the arguments' class (no TrainingArguments field has that name).
+CONFIG_CLASS = "config_class"
 # trainer_state.json's own names for the few settings it keeps.
 STATE_SETTINGS = ("train_batch_size", "max_steps", "num_train_epochs", "save_steps", "logging_steps")
 # A string setting is kept only when it is a plain word: never a path, a URL or anything with spaces.
@@ -93,8 +98,8 @@ def _read_training_args(run_dir: Path, path: Path) -> dict[str, Any] | None:
     if not is_torch_archive(path):
         return None  # not what torch.save writes: the trainer state is read instead
     label = path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else path.name
-    fields = read_training_args(path, label).fields
-    kept = {**hyperparameters(fields), **_tracker_fields(fields)}
+    args = read_training_args(path, label)
+    kept = {**hyperparameters(args.fields), **_tracker_fields(args.fields), CONFIG_CLASS: args.config_class}
     keep(cache, json.dumps(kept, sort_keys=True), "a checkpoint's training arguments")
     return kept
 
@@ -121,7 +126,11 @@ def read_trainer_settings(
     if fields is not None:
         trackers = trackers_from_args(fields, run_dir)
         values = {name: fields[name] for name in HYPERPARAMETERS if name in fields}
-        return (TrainerSettings(values, TRAINING_ARGS) if values else None), trackers
+        config_class = fields.get(CONFIG_CLASS)
+        settings = TrainerSettings(
+            values, TRAINING_ARGS, config_class if isinstance(config_class, str) else None
+        )
+        return (settings if values else None), trackers
     values = hyperparameters(state or {}, STATE_SETTINGS)
     return (TrainerSettings(values, TRAINER_STATE) if values else None), ()
 
