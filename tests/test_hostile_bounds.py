@@ -309,3 +309,66 @@ def test_a_release_with_millions_of_metrics_records_is_read_within_bounds(
     done = run_bounded(argv, workdir)
     _assert_bounded(done, workdir, refused=refused)
     print(f"{done.seconds:.1f} s, {done.peak_bytes / 2**20:.0f} MiB")
+
+
+def _plant_in_adapter_configs(hub_api, release: str, change: dict) -> None:
+    """`change` in every adapter config of the release: its root's and each step's."""
+    paths = [p for p in hub_api.list_repo_files(release) if p.endswith("adapter_config.json")]
+    for config_path in paths:
+        config = json.loads(Path(hub_api.hf_hub_download(release, config_path)).read_text())
+        body = json.dumps({**config, **change}).encode()
+        hub_api.upload_file(path_or_fileobj=body, path_in_repo=config_path, repo_id=release)
+
+
+HOSTILE_ADAPTERS = {
+    "target modules the base has not": (
+        {"target_modules": ["router_proj", "expert_proj"]},
+        "target_modules names 'router_proj', 'expert_proj', none of which",
+    ),
+    "a layer replicated 20,000 times": ({"layer_replication": [[0, 2]] * 20_000}, "layer_replication"),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_ADAPTERS)
+def test_a_release_whose_adapters_the_base_cannot_load_is_refused_within_bounds(
+    name: str, release: str, local_hub, hub_api, tmp_path: Path
+) -> None:
+    change, refused = HOSTILE_ADAPTERS[name]
+    _plant_in_adapter_configs(hub_api, release, change)
+    for argv in (_eval(release, local_hub.endpoint), _space(release, local_hub.endpoint)):
+        workdir = tmp_path / argv[2]
+        workdir.mkdir()
+        _assert_bounded(run_bounded(argv, workdir), workdir, refused=refused)
+
+
+def _space(repo_id: str, endpoint: str) -> list[str]:
+    return ["-m", "hubkit", "space", "--repo-id", repo_id, "--endpoint", endpoint, "--port", "1"]
+
+
+def test_hubkit_space_refuses_adapters_of_rank_2_21_within_bounds(
+    release: str, local_hub, hub_api, tmp_path: Path
+) -> None:
+    _plant_in_adapter_configs(hub_api, release, {"r": 2**21})
+    done = run_bounded(_space(release, local_hub.endpoint), tmp_path)
+    _assert_bounded(done, tmp_path, refused="every rank must be an integer from 1 to 65536")
+    assert "the root adapter" in done.stderr  # checked before any step's, before the app loads one
+
+
+def test_a_release_with_huge_eval_samples_serves_without_reading_them(
+    release: str, local_hub, hub_api
+) -> None:
+    import time
+
+    from huggingface_hub import try_to_load_from_cache
+
+    from hubkit.space.config import FALLBACK_EXAMPLES, MAX_EXAMPLE_SAMPLES_BYTES, space_config_from_hub
+
+    line = json.dumps({"model": "base", "problem": "What is 1 + 1?", "reference": "2"}).encode() + b"\n"
+    samples = line * (MAX_EXAMPLE_SAMPLES_BYTES // len(line) + 1)
+    hub_api.upload_file(path_or_fileobj=b"{}", path_in_repo="eval/results.json", repo_id=release)
+    hub_api.upload_file(path_or_fileobj=samples, path_in_repo="eval/samples.jsonl", repo_id=release)
+    started = time.monotonic()
+    config = space_config_from_hub(hub_api, release)
+    assert time.monotonic() - started < SECONDS
+    assert tuple((e.prompt, e.answer) for e in config.app.examples) == FALLBACK_EXAMPLES
+    assert not isinstance(try_to_load_from_cache(release, "eval/samples.jsonl"), str)  # never downloaded

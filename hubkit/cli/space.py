@@ -53,6 +53,9 @@ def space(
             raise click.UsageError(f"run {run.manifest.run_id} records no push_to: pass --repo-id OWNER/NAME")
         config = SpaceConfig.from_run(run, repo_id)
     elif repo_id:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()  # the release's adapters are downloaded to be checked: errors stay one line
         config = space_config_from_hub(hub_client(endpoint, resolve_token(endpoint, required=False)), repo_id)
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")

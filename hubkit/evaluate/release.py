@@ -40,11 +40,15 @@ def open_release(
 
     Raises:
         HubError: the repo cannot be read (`hubkit.hub.failures`).
-        ReleaseError: it is not a release of `hubkit push`, or its base model or tokenizer is refused.
+        ReleaseError: it is not a release of `hubkit push`, or its base model, tokenizer or an adapter's
+            target modules are refused.
+        AdapterError, BaseModelMismatchError: an adapter's rank or weights do not fit the base.
         MergeError: the base model cannot be fetched.
         CheckpointError: a requested step is not published.
     """
+    from hubkit.adapters.base_check import BaseConfig
     from hubkit.merge.base_files import fetch_base_snapshot
+    from hubkit.release.adapters import check_adapters_against_base
 
     release = read_release(repo_id, endpoint=endpoint, token=token)
     where = {"extra": (TRAIN_PROBLEM_HASHES_NAME,), "endpoint": endpoint, "token": token}
@@ -60,4 +64,6 @@ def open_release(
     check_tokenizer_files(base_dir, vocab_size, f"base model {manifest.base_model}")
     if release.has_tokenizer:
         check_tokenizer_files(run.run_dir, vocab_size, repo_id)
+    chosen_dirs = {c.name: c.adapter_dir for c in run.checkpoints if c.adapter_dir is not None}
+    check_adapters_against_base(chosen_dirs, BaseConfig.of(manifest.base_model, base_dir / "config.json"))
     return release, run

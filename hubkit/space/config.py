@@ -19,8 +19,7 @@ from hubkit.errors import SpaceError
 from hubkit.evaluate.length import answer_length, manifest_length
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.download import download_repo_file
-from hubkit.hub.failures import hub_errors
-from hubkit.release.read import read_release_manifest
+from hubkit.release.read import read_release
 from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
 
@@ -35,6 +34,9 @@ APP_NAME = "compare"
 # free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
 DEFAULT_HARDWARE = "zero-a10g"
 EXAMPLES_FROM_EVAL = 5
+# A release's eval samples larger than this are not read for examples: the whole file is parsed (~1 s a
+# MB) before the app serves, for five examples (the fallback ones are used instead).
+MAX_EXAMPLE_SAMPLES_BYTES = 16_000_000
 _APP_CONFIG_MODULE = "hubkit._space_app_config"
 # Problems shown when the run has no evaluation to take held-out problems from (written for hubkit,
 # so they are in no training set).
@@ -241,7 +243,11 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple
 
 def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None = None) -> SpaceConfig:
     """The Space of an adapter repo published by `hubkit push`, from what the repo holds: its `hubkit.json`,
-    whether its root has the run's tokenizer, and examples from its `eval/` when there is one.
+    whether its root has the run's tokenizer, and examples from its `eval/` when there is one (and its
+    samples are at most `MAX_EXAMPLE_SAMPLES_BYTES`: five examples are not worth reading more).
+
+    Every adapter the repo publishes is checked against the base model first, from the files' headers
+    (`hubkit.release.adapters`): the app loads them all as it starts.
 
     Args:
         api: a client bound to the Hub the repo is on.
@@ -253,26 +259,26 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
 
     Raises:
         HubError: no such repo, or the Hub failed (`hubkit.hub.failures`).
-        ReleaseError: a repo without `hubkit.json`.
+        ReleaseError: a repo without `hubkit.json` or checkpoints, or an adapter the base cannot load.
+        AdapterError, BaseModelMismatchError: an adapter whose config or weights do not fit the base.
     """
-    with hub_errors(repo_id, api.endpoint):
-        root = {entry.path for entry in api.list_repo_tree(repo_id)}
-    manifest = read_release_manifest(repo_id, endpoint=api.endpoint, token=api.token)
+    from hubkit.release.adapters import check_published_adapters
+
+    release = read_release(repo_id, endpoint=api.endpoint, token=api.token)
+    check_published_adapters(release, endpoint=api.endpoint, token=api.token)
     examples: tuple[tuple[str, str], ...] = ()
-    if EVAL_DIR in root:
-        results = download_repo_file(
-            repo_id, f"{EVAL_DIR}/{RESULTS_NAME}", revision=None, endpoint=api.endpoint, token=api.token
-        )
-        download_repo_file(
-            repo_id, f"{EVAL_DIR}/{SAMPLES_NAME}", revision=None, endpoint=api.endpoint, token=api.token
-        )
+    results_path, samples_path = f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}"
+    if results_path in release.files and release.sizes.get(samples_path, 0) <= MAX_EXAMPLE_SAMPLES_BYTES:
+        where = {"revision": release.commit, "endpoint": api.endpoint, "token": api.token}
+        results = download_repo_file(repo_id, results_path, **where)
+        download_repo_file(repo_id, samples_path, **where)
         if results is not None:
             # The client's cache lays a revision's files out as in the repo: its folder reads as a run's.
             examples = eval_examples(results.parents[1])
     return SpaceConfig.from_manifest(
-        manifest,
+        release.manifest,
         repo_id,
         space_repo_id=space_repo_id,
-        tokenizer_published="tokenizer_config.json" in root,
+        tokenizer_published=release.has_tokenizer,
         examples=examples,
     )
