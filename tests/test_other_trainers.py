@@ -20,13 +20,15 @@ from hubkit.runs.algorithm import run_algorithm
 PROMPTS = [f"What is {a} + {a}?" for a in range(8)]
 
 
-def _lora():
+def _lora(**options):
     from peft import LoraConfig
 
-    return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM", **options
+    )
 
 
-def train_sft(output_dir: Path, model_dir: Path) -> Path:
+def train_sft(output_dir: Path, model_dir: Path, **lora_options) -> Path:
     """SFTTrainer with LoRA on prompt-completion pairs (loss on the completions only), a save every step."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -48,7 +50,9 @@ def train_sft(output_dir: Path, model_dir: Path) -> Path:
         seed=3,
     )
     data = Dataset.from_dict({"prompt": PROMPTS, "completion": [f" {2 * a}" for a in range(8)]})
-    SFTTrainer(model=str(model_dir), args=config, train_dataset=data, peft_config=_lora()).train()
+    SFTTrainer(
+        model=str(model_dir), args=config, train_dataset=data, peft_config=_lora(**lora_options)
+    ).train()
     return output_dir
 
 
@@ -79,6 +83,19 @@ def test_an_sft_run_is_published_as_sft(tmp_path, tiny_qwen3, local_hub, hub_api
     ):
         assert setting in body
     assert "| algorithm | SFT | training_args.bin (SFTConfig) |" in body
+
+
+def test_the_card_states_ranks_and_alphas_by_module_and_the_adapted_layers(
+    tmp_path, tiny_qwen3, local_hub, hub_api
+):
+    layout = {"rank_pattern": {"v_proj": 8}, "alpha_pattern": {"v_proj": 32}, "layers_to_transform": [1]}
+    run_dir = train_sft(tmp_path / "patterned", Path(tiny_qwen3.local_dir), **layout)
+    argv = [*push_argv(run_dir, "me/patterned", local_hub.endpoint), "--base-model", tiny_qwen3.repo_id]
+    assert run_cli([*argv, "--quiet", "--no-space", "--no-merged"]) == 0
+    _, body = _card_of(hub_api, "me/patterned")
+    assert "| LoRA rank by module | v\\_proj: 8 | `adapter_config.json` |" in body
+    assert "| LoRA alpha by module | v\\_proj: 32 | `adapter_config.json` |" in body
+    assert "| LoRA on layers | 1 | `adapter_config.json` |" in body
 
 
 OPEN_R1_CONFIGS = '''

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hubkit.cards import text
 from hubkit.cards.sections import framework_name, wall_time
+from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.manifest import MANIFEST_NAME
 from hubkit.runs.model import Run
@@ -53,6 +54,7 @@ def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
             ("LoRA dropout", text.setting(lora.dropout), source),
             ("rsLoRA", text.setting(lora.use_rslora), source),
         ]
+    rows += _lora_layout_rows(run)
     hardware = manifest.hardware
     if hardware is not None:
         nodes = "node" if hardware.nodes == 1 else "nodes"
@@ -71,6 +73,47 @@ def configuration_rows(run: Run) -> tuple[tuple[str, str, str], ...]:
     if elapsed:
         rows.append(("wall time", elapsed, MANIFEST_NAME))
     return tuple((name, text.cell(value), _source(source)) for name, value, source in rows)
+
+
+# adapter_config.json settings that change which weights are adapted, or how, from the plain LoRA the rank,
+# alpha and targets describe; shown when set (PEFT's defaults are empty or false).
+_LORA_LAYOUT = (
+    ("rank_pattern", "LoRA rank by module"),
+    ("alpha_pattern", "LoRA alpha by module"),
+    ("layers_to_transform", "LoRA on layers"),
+    ("layers_pattern", "LoRA layers pattern"),
+    ("use_dora", "DoRA"),
+    ("modules_to_save", "trained in full"),
+)
+_MAX_SHOWN = 32  # entries of a pattern or a layer list shown in one cell
+
+
+def _shown(value: object) -> str:
+    """A pattern (module → number), a list or a flag as one cell's words, every name as literal text."""
+    if isinstance(value, dict):
+        items = [f"{text.literal(k)}: {text.setting(v)}" for k, v in list(value.items())[:_MAX_SHOWN]]
+        more = len(value) - len(items)
+    elif isinstance(value, list):
+        items = [text.literal(v) for v in value[:_MAX_SHOWN]]
+        more = len(value) - len(items)
+    else:
+        return text.setting(value)
+    return ", ".join(items) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _lora_layout_rows(run: Run) -> list[tuple[str, str, str]]:
+    """The newest adapter's per-module ranks and alphas, adapted layers, DoRA and fully trained modules,
+    where its config sets them."""
+    latest = run.latest
+    config = read_saved_adapter_config(latest.adapter_dir) if latest and latest.adapter_dir else None
+    if config is None:
+        return []
+    rows = []
+    for key, label in _LORA_LAYOUT:
+        value = config.get(key)
+        if value not in (None, False, [], {}, "") and isinstance(value, dict | list | bool | int | str):
+            rows.append((label, _shown(value), ADAPTER_CONFIG))
+    return rows
 
 
 def _source(source: str) -> str:
