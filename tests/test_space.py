@@ -452,3 +452,43 @@ def test_hubkit_space_needs_a_run_or_a_repo(published, capsys) -> None:
     # The run records no push_to.
     assert run_cli(["space", "--run-dir", str(published.run_dir)]) == 2
     assert "pass --repo-id" in capsys.readouterr().err
+
+
+# A template that loops, or builds a 4 GB string, only when the question holds a word: rendered for the
+# Space's examples before it serves, it is harmless; a user's request then holds it.
+TRIGGERED = {
+    "loops": "{% if 'xyzzy' in messages[-1]['content'] %}{% for i in range(100000) %}{% for j in "
+    "range(100000) %}{% endfor %}{% endfor %}{% endif %}{{ messages[-1]['content'] }}",
+    "grows": "{% if 'xyzzy' in messages[-1]['content'] %}{% set x = 'a' * 100000000 %}{% for i in "
+    "range(40) %}{{ x }}{% endfor %}{% endif %}{{ messages[-1]['content'] }}",
+}
+
+
+@pytest.mark.parametrize("kind", TRIGGERED)
+def test_a_request_whose_prompt_the_template_cannot_render_is_refused_and_the_next_is_served(
+    kind: str, space_config: SpaceConfig, app_modules
+) -> None:
+    import resource
+
+    import gradio as gr
+
+    app_module = importlib.import_module("app")
+    try:
+        config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
+        engine = app_modules.engine.Engine(config, device="cpu")
+        engine.tokenizer.chat_template = TRIGGERED[kind]
+        app = app_module.CompareApp(config, engine)
+        try:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            started = time.monotonic()
+            with pytest.raises(gr.Error, match="chat template"):
+                app.api_compare("xyzzy: what is 7 + 5?", "checkpoints/global_step_1")
+            assert time.monotonic() - started < 15
+            # The template ran in a child: this process's memory did not grow with its string.
+            assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 200_000  # KiB
+            base, trained = app.api_compare(PROMPT, "checkpoints/global_step_1")
+            assert base and trained
+        finally:
+            app.grader.close()
+    finally:
+        sys.modules.pop("app", None)

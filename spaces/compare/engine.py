@@ -36,6 +36,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from config import AppConfig
 from hardware import Limits, resolve_dtype
+from render import RequestError, render_bounded
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +45,6 @@ FINAL = ""  # the checkpoint value of the final adapter, at the adapter repo's r
 CHECKPOINTS_DIR = "checkpoints"
 _CHECKPOINT_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)$")
 _STREAM_INTERVAL_S = 0.1  # how often partial answers are handed on while generating
-
-
-class RequestError(Exception):
-    """A request the app refuses or cannot serve; the message is for the user."""
 
 
 @dataclass(frozen=True)
@@ -352,7 +349,7 @@ class Engine:
             messages = [{"role": "user", "content": prompt}]
             if self.config.system_prompt:
                 messages.insert(0, {"role": "system", "content": self.config.system_prompt})
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = render_bounded(self.tokenizer, messages)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) > self.config.max_prompt_tokens:
             raise RequestError(
