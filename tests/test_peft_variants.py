@@ -209,14 +209,6 @@ def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: 
 
 # What PEFT saves for each (its keys checked), and the words the one-line refusal must hold.
 EMBEDDING_CASES = {
-    "lora-on-embed-tokens": (
-        {"target_modules": ["q_proj", "embed_tokens"]},
-        {
-            "base_model.model.model.embed_tokens.lora_embedding_A",
-            "base_model.model.model.embed_tokens.lora_embedding_B",
-        },
-        r"LoRA on the embedding model\.embed_tokens.*leave it out of target_modules",
-    ),
     "resized-save-embedding-layers": (
         {"target_modules": ["q_proj"]},
         {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
@@ -282,6 +274,61 @@ def test_whole_embeddings_of_a_tied_base_are_refused(tiny_qwen2_tied, tmp_path):
     assert_nothing_written(tmp_path / "out")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_lora_on_embed_tokens_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: F811
+    base_dir = base_variant("tiny_qwen3", dtype)
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "embed_tokens"]))
+    trained(model)
+    model.save_pretrained(tmp_path / "adapter")  # with the frozen embed_tokens.base_layer.weight
+    saved = {"lora_embedding_A", "lora_embedding_B", "base_layer.weight"}
+    assert {f"base_model.model.model.embed_tokens.{key}" for key in saved} <= set(
+        read_weights_keys(tmp_path / "adapter")
+    )
+
+    result = merge_adapter(base_dir, tmp_path / "adapter", tmp_path / "merged")
+
+    reference = peft_merged_state(base_dir, tmp_path / "adapter", dtype)
+    ours = read_weights(tmp_path / "merged")
+    base_weights = read_weights(base_dir)
+    assert sorted(ours) == sorted(reference) and result.merged_modules == 2 + 1
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype), tmp_path / "adapter"
+    )
+    embedding = peft_model.base_model.model.model.embed_tokens
+    a = embedding.lora_embedding_A["default"].detach().double()
+    b = embedding.lora_embedding_B["default"].detach().double()
+    # delta = (B @ A).T * s. float32: a sum of r products each side, test_merge's bound turned around.
+    # bfloat16: PEFT rounds the delta to bf16 and then the sum (u |d| + u |W + d|), hubkit the sum (u |x|).
+    w = base_weights["model.embed_tokens.weight"].double().abs()
+    d = embedding.scaling["default"] * (b.abs() @ a.abs()).T
+    if dtype == torch.float32:
+        bounds = {
+            "model.embed_tokens.weight": (a.shape[0] + 2) * torch.finfo(dtype).eps * (w + d),
+            **fp32_merge_error_bounds(base_dir, tmp_path / "adapter"),
+        }
+    else:
+        bounds = {"model.embed_tokens.weight": torch.finfo(dtype).eps * (w + 1.5 * d)}
+    for name, tensor in ours.items():
+        if name in bounds:
+            assert_within_bound(tensor, reference[name], bounds[name], name)
+        else:
+            assert_within_one_ulp(tensor, reference[name], name)
+    assert not torch.equal(ours["model.embed_tokens.weight"], base_weights["model.embed_tokens.weight"])
+    assert torch.equal(ours["lm_head.weight"], base_weights["lm_head.weight"])
+
+
+def test_a_lora_on_the_embeddings_of_a_tied_base_is_refused(tiny_qwen2_tied, tmp_path):
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen2_tied.local_dir, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "embed_tokens"]))
+    model.save_pretrained(tmp_path / "adapter")
+    with pytest.raises(MergeError, match=r"LoRA on model\.embed_tokens but the base model ties lm_head"):
+        merge_adapter(tiny_qwen2_tied.local_dir, tmp_path / "adapter", tmp_path / "out")
+    assert_nothing_written(tmp_path / "out")
+
+
 def build_embedding_adapter(base_dir: Path, out_dir: Path, case: str) -> Path:
     options, keys, _ = EMBEDDING_CASES[case]
     torch.manual_seed(1)
@@ -316,8 +363,8 @@ def run_with_final_checkpoint(trl_run_dir: Path, base_dir: Path, out_dir: Path, 
     made with `lora_options`, then 'trained'."""
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS)}
-    model = get_peft_model(base, LoraConfig(**options, **lora_options))
+    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS), **lora_options}
+    model = get_peft_model(base, LoraConfig(**options))
     trained(model)
     model.save_pretrained(out_dir / "adapter")
     return run_ending_with(trl_run_dir, out_dir / "adapter", out_dir / "run")
@@ -354,8 +401,12 @@ def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
 
 @pytest.mark.parametrize(
     "options",
-    [{"use_dora": True}, {"modules_to_save": ["embed_tokens", "lm_head"]}],
-    ids=["dora", "modules-to-save"],
+    [
+        {"use_dora": True},
+        {"modules_to_save": ["embed_tokens", "lm_head"]},
+        {"target_modules": [*LORA_TARGETS, "embed_tokens"]},
+    ],
+    ids=["dora", "modules-to-save", "lora-on-embed-tokens"],
 )
 def test_merge_command_vets_and_merges_a_checkpoint_as_peft_loads_it(
     trl_run_dir, tiny_qwen3, local_hub, tmp_path, options
@@ -414,7 +465,14 @@ def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merge
 
 
 @pytest.mark.parametrize(
-    "case", ["modules-to-save", "resized-save-embedding-layers", "resized-modules-to-save"]
+    "case",
+    [
+        "modules-to-save",
+        "lora-on-embed-tokens",
+        "resized-save-embedding-layers",
+        "resized-modules-to-save",
+        "resized-lora-on-embed-tokens",
+    ],
 )
 def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_path, case):
     """What push and evaluation check before anything is published: the whole weights' shapes."""
@@ -422,10 +480,12 @@ def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_p
     base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir, dtype=torch.float32)
     if case.startswith("resized"):
         base.resize_token_embeddings(base.config.vocab_size + 8)
-    to_save = (
-        {} if case == "resized-save-embedding-layers" else {"modules_to_save": ["embed_tokens", "lm_head"]}
-    )
-    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, **to_save))
+    options: dict = {"target_modules": TARGETS}
+    if case.endswith("modules-to-save"):
+        options["modules_to_save"] = ["embed_tokens", "lm_head"]
+    elif case.endswith("lora-on-embed-tokens"):
+        options["target_modules"] = [*TARGETS, "embed_tokens"]
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, **options))
     model.save_pretrained(tmp_path / "adapter", save_embedding_layers=case.startswith("resized") or "auto")
     base_config = BaseConfig(tiny_qwen3.repo_id, tiny_qwen3.local_dir / "config.json", key="k")
     if case.startswith("resized"):

@@ -229,10 +229,17 @@ def check_against_base(
     if record is not None and record.exists():
         return
     header = read_weights_header(Path(adapter_dir), label)
-    # Every tensor belongs to a pair (DoRA's magnitude has its lora_B's rows): checking A and B checks all.
+    # Every tensor belongs to a pair (DoRA's magnitude has its lora_B's rows) or is a whole weight (a frozen
+    # copy is one too): checking A, B and the whole weights checks all.
     config = read_adapter_config(Path(adapter_dir), label)
     pairs = lora_pairs(header.by_name(), config, label)
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
+    whole = full_weights(header.by_name(), config)
+    whole.update({module: pair.base_copy for module, pair in pairs.items() if pair.base_copy is not None})
+    _check_full_weights(whole, linears, base_model, label)
+    if "lm_head" in linears:  # an embedding, (vocab, dim), is lm_head's (dim -> vocab) turned around
+        turned = tuple(reversed(linears["lm_head"]))
+        linears = {**linears, **{m: turned for m, pair in pairs.items() if pair.embedding}}
     parts = [
         (module, part, tensor)
         for module, pair in pairs.items()
@@ -251,7 +258,6 @@ def check_against_base(
                 f"{label}: {module}.lora_{part} has shape {shape} but {base_model}'s {module} "
                 f"is {in_features}->{out_features}: was it trained on another base?"
             )
-    _check_full_weights(full_weights(header.by_name(), config), linears, base_model, label)
     if record is not None:
         keep(record, "", "a base model check")
 

@@ -74,7 +74,7 @@ EMBEDDING_LAYER_NAMES = ("embed_tokens", "lm_head")
 # base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
 _LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 # base_model.model.<module path>.lora_embedding_{A,B}: a LoRA on an embedding (no ".weight": a ParameterDict).
-_EMBEDDING_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_embedding_[AB]$")
+_EMBEDDING_LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_embedding_(?P<part>[AB])$")
 # base_model.model.<module path>.lora_magnitude_vector: DoRA's magnitude of each output row (out,), as saved.
 _MAGNITUDE_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_magnitude_vector$")
 
@@ -95,6 +95,7 @@ def normalize_key(key: str) -> str:
     key = key.replace("_fsdp_wrapped_module.", "")
     key = re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", key)
     key = re.sub(r"\.lora_magnitude_vector\.[^.]+\.weight$", ".lora_magnitude_vector", key)
+    key = re.sub(r"\.(lora_embedding_[AB])\.[^.]+$", r".\1", key)
     return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
 
 
@@ -276,16 +277,14 @@ class LoraPair:
     rank: int
     alpha: float
     magnitude: torch.Tensor | None = None  # (out,): DoRA's lora_magnitude_vector, None for plain LoRA
+    # A LoRA on an embedding (PEFT's lora_embedding_A (r, vocab) and _B (dim, r)): its weight is (vocab, dim)
+    # and its delta (B @ A).T.
+    embedding: bool = False
+    base_copy: torch.Tensor | None = None  # the frozen <module>.base_layer.weight PEFT saved, if any
 
 
 def _why_unexpected(key: str) -> str:
     """What a tensor that is no LoRA (or DoRA) weight is, and what to do about it."""
-    embedding = _EMBEDDING_LORA_KEY_RE.match(key)
-    if embedding is not None:
-        return (
-            f"a LoRA on the embedding {embedding['module']}, which hubkit does not vet or merge: leave it out of "
-            "target_modules, or merge the adapter with PEFT's merge_and_unload"
-        )
     if ".modules_to_save." in key or ".original_module." in key:  # how PEFT saves them after a resize
         return (
             "PEFT's copies of a modules_to_save module as save_embedding_layers stores them after tokens were "
@@ -338,11 +337,7 @@ def module_rank_alpha(config: dict[str, Any], module: str) -> tuple[object, obje
 
 
 def lora_pairs(
-    tensors: Mapping[str, torch.Tensor | TensorInfo],
-    config: dict[str, Any],
-    label: str,
-    *,
-    frozen_copies: bool = False,
+    tensors: Mapping[str, torch.Tensor | TensorInfo], config: dict[str, Any], label: str
 ) -> dict[str, LoraPair]:
     """Pair every module's lora_A and lora_B and check them against the config.
 
@@ -351,38 +346,36 @@ def lora_pairs(
             entries when only shapes are checked (the pairs then hold those entries).
         config: its ``adapter_config.json``.
         label: how errors name the adapter.
-        frozen_copies: accept ``<module>.base_layer.weight`` copies of adapted modules (and skip them).
 
     Returns:
-        The pairs by module name, sorted; with ``use_dora``, each with its magnitude vector.
+        The pairs by module name, sorted; with ``use_dora``, each with its magnitude vector; a LoRA on an
+        embedding (``lora_embedding_A/B``) marked, and the frozen copy PEFT saves of an adapted embedding
+        or head (``<module>.base_layer.weight``) on its pair.
 
     Raises:
         AdapterError: a key that is not a LoRA weight (or a DoRA magnitude with ``use_dora``), a lora_A
             without its lora_B (or the reverse), shapes that do not form a pair, a rank other than the
-            config's, a config rank larger than every weight's, or a DoRA module without its magnitude.
+            config's, a config rank larger than every weight's, a DoRA module without its magnitude, or
+            DoRA on an embedding.
     """
     halves: dict[str, dict[str, Any]] = {}
     magnitudes: dict[str, Any] = {}
-    copies = []
+    copies: dict[str, Any] = {}
+    embeddings = set()
     dora = bool(config.get("use_dora"))
-    # A LoRA on an embedding comes with a frozen copy of it: named first, the refusal names the LoRA.
-    embedding = next((key for key in tensors if _EMBEDDING_LORA_KEY_RE.match(key)), None)
-    if embedding is not None:
-        raise AdapterError(f"{label}: unexpected tensor {embedding!r}: {_why_unexpected(embedding)}")
     for key, tensor in tensors.items():
         parsed = parse_lora_key(key)
         dora_key = _MAGNITUDE_KEY_RE.match(key) if dora else None
+        embedding = _EMBEDDING_LORA_KEY_RE.match(key)
         if dora_key is not None:
             magnitudes[dora_key["module"]] = tensor
+        elif embedding is not None:
+            embeddings.add(embedding["module"])
+            halves.setdefault(embedding["module"], {})[embedding["part"]] = tensor
         elif parsed is None and _full_weight_module(key, config) is not None:
             continue  # a whole weight, not a pair: `full_weights`
-        elif (
-            parsed is None
-            and frozen_copies
-            and key.startswith(PEFT_PREFIX)
-            and key.endswith(FROZEN_COPY_SUFFIX)
-        ):
-            copies.append(key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX))
+        elif parsed is None and key.startswith(PEFT_PREFIX) and key.endswith(FROZEN_COPY_SUFFIX):
+            copies[key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX)] = tensor
         elif parsed is None:
             raise AdapterError(f"{label}: unexpected tensor {key!r}: {_why_unexpected(key)}")
         else:
@@ -393,6 +386,11 @@ def lora_pairs(
     for module in magnitudes:
         if module not in halves:
             raise AdapterError(f"{label}: the adapter stores a DoRA magnitude for {module} without its LoRA")
+    if dora and embeddings:
+        raise AdapterError(
+            f"{label}: DoRA on the embedding {min(embeddings)}, which hubkit does not merge: leave it out of "
+            "target_modules, or merge the adapter with PEFT's merge_and_unload"
+        )
     pairs = {}
     for module, parts in sorted(halves.items()):
         if set(parts) != {"A", "B"}:
@@ -411,7 +409,9 @@ def lora_pairs(
                 f"{label}: use_dora is set but module {module} has no lora_magnitude_vector of its "
                 f"{b.shape[0]} output rows: re-save the adapter"
             )
-        pairs[module] = LoraPair(module, a, b, int(rank), alpha, magnitude)  # type: ignore[arg-type]
+        pairs[module] = LoraPair(
+            module, a, b, int(rank), alpha, magnitude, module in embeddings, copies.get(module)
+        )  # type: ignore[arg-type]
     # PEFT allocates every target module at the rank the config gives it as it loads the config: a rank no
     # weight has (a target module the file leaves out) would be memory spent before any weight is read.
     named = [config.get("r"), *(config.get("rank_pattern") or {}).values()]

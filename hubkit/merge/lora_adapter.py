@@ -35,6 +35,8 @@ class LoraModule:
     lora_b: torch.Tensor  # (out, r)
     scale: float
     magnitude: torch.Tensor | None = None  # (out,): DoRA's trained norm of each merged row
+    embedding: bool = False  # an Embedding: A and B are PEFT's lora_embedding_B.T and lora_embedding_A.T
+    base_copy: torch.Tensor | None = None  # the frozen weight PEFT saved and loads in place of the base's
 
     @property
     def weight_name(self) -> str:
@@ -80,7 +82,7 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule | FullWeight]:
         raise MergeError(variant_refusal(variant, label))
     _refuse_base_changing_init(config, label)
     tensors = read_adapter_weights(adapter_dir, label)
-    pairs = lora_pairs(tensors, config, label, frozen_copies=True)
+    pairs = lora_pairs(tensors, config, label)
     if not pairs:
         raise AdapterError(f"{label} holds no LoRA weights; it would merge as a no-op")
     modules: list[LoraModule | FullWeight] = []
@@ -90,7 +92,9 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule | FullWeight]:
                 f"{label}: module {pair.module} has lora_alpha {pair.alpha}; it would merge as a no-op"
             )
         scale = lora_scale(pair.alpha, pair.rank, bool(config.get("use_rslora")))
-        modules.append(LoraModule(pair.module, pair.lora_a, pair.lora_b, scale, pair.magnitude))
+        # An Embedding's delta is (B @ A).T * scale (PEFT's Embedding.get_delta_weight), = A.T @ B.T * scale.
+        a, b = (pair.lora_b.T, pair.lora_a.T) if pair.embedding else (pair.lora_a, pair.lora_b)
+        modules.append(LoraModule(pair.module, a, b, scale, pair.magnitude, pair.embedding, pair.base_copy))
     return [
         *modules,
         *(FullWeight(module, weight) for module, weight in full_weights(tensors, config).items()),

@@ -81,6 +81,12 @@ def plan_merge(base_dir: Path, modules: list[LoraModule | FullWeight]) -> MergeP
                 f"the adapter carries a whole {module.module} but the base model ties lm_head to the "
                 "embeddings, which hubkit does not untie; merge it with PEFT's merge_and_unload"
             )
+        if isinstance(module, LoraModule) and module.embedding and tied:
+            raise MergeError(
+                f"the adapter has a LoRA on {module.module} but the base model ties lm_head to the embeddings: "
+                "merged, it would change lm_head too, which the adapter does not; merge it with PEFT's "
+                "merge_and_unload if that is meant"
+            )
         if module.module == LM_HEAD and tied:
             raise MergeError(
                 "the adapter has a LoRA on lm_head but the base model ties lm_head to the embeddings; "
@@ -153,6 +159,12 @@ def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo) -> None:
                 f"the adapter's whole {module.module} holds NaN or infinity; it cannot be merged"
             )
         return
+    if module.base_copy is not None and tuple(module.base_copy.shape) != tuple(info.shape):
+        raise BaseModelMismatchError(
+            f"the adapter's copy of {module.module} has shape {tuple(module.base_copy.shape)} but the base weight "
+            f"is {info.shape}; tokens were added and the embeddings resized, which hubkit does not merge: merge "
+            "it with PEFT (resize_token_embeddings, then merge_and_unload)"
+        )
     expected = (module.lora_b.shape[0], module.lora_a.shape[1])
     if len(info.shape) != 2 or tuple(info.shape) != expected:
         raise BaseModelMismatchError(

@@ -165,6 +165,8 @@ def _write_shard(
                 continue
             weight = reads.pop(info.name).result()
             prefetch(k + 1)
+            if module.base_copy is not None:  # PEFT loads the saved copy over the base's weight
+                weight.copy_(module.base_copy)
             add_lora_delta_(
                 weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
             )
