@@ -46,6 +46,7 @@ from hubkit.evaluate.results import (
     model_name,
 )
 from hubkit.runs import Checkpoint, Run, select_checkpoints
+from hubkit.runs.locate import base_differences
 
 DEFAULT_PROBLEMS = 200
 
@@ -234,16 +235,12 @@ class _Prompts:
 def _check_one_pass(first: EvalPlan, plan: EvalPlan) -> None:
     """Refuse to answer with `plan`'s models in `first`'s pass where an answer would differ."""
     same = {
-        "base model": (first.run.manifest.base_model, plan.run.manifest.base_model),
-        "base model revision": (
-            first.run.manifest.base_model_revision,
-            plan.run.manifest.base_model_revision,
-        ),
         "problems": (first.problems.sha256, plan.problems.sha256),
         "decoding settings": (first.settings, plan.settings),
         "backend and dtype": ((first.backend, first.dtype), (plan.backend, plan.dtype)),
     }
-    differ = [what for what, (a, b) in same.items() if a != b]
+    differ = base_differences(first.run.manifest, plan.run.manifest)
+    differ += [what for what, (a, b) in same.items() if a != b]
     if differ:
         raise EvalError(
             f"runs {first.run.manifest.run_id} and {plan.run.manifest.run_id} differ in {', '.join(differ)}: "

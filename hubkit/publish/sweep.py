@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import HUB_ENDPOINT
@@ -32,6 +34,7 @@ from hubkit.publish.sweep_page import KIND_ORDER, note_point, page_files, publis
 from hubkit.publish.sweep_siblings import find_collection, update_sibling_cards, value_key
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
+from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
 
 if TYPE_CHECKING:
@@ -140,6 +143,29 @@ def in_sweep(run: Run, sweep: SweepInfo | None) -> Run:
     """The run as one point of `sweep` (`hubkit push --sweep`), its manifest saying so where it is
     published and in the cards; the run as it is without one."""
     return run if sweep is None else replace(run, manifest=run.manifest.with_updates(sweep=sweep))
+
+
+def check_sweep_runs(name: str, run_dirs: Sequence[Path]) -> None:
+    """Refuse a sweep whose runs cannot be compared (another base model or revision), as `hubkit eval
+    --sweep` refuses it: before any of its runs is pushed.
+
+    Raises:
+        PublishError: the first run that differs from the first, naming both and what differs.
+    """
+    from hubkit.runs.manifest import Manifest
+
+    def base(manifest: Manifest) -> str:
+        return manifest.base_model + (f"@{manifest.base_model_revision}" if manifest.base_model_revision else "")
+
+    first, *others = [Manifest.load(folder) for folder in run_dirs]
+    for other in others:
+        differ = base_differences(first, other)
+        if differ:
+            raise PublishError(
+                f"runs {first.run_id} ({base(first)}) and {other.run_id} ({base(other)}) of the sweep {name!r} "
+                f"differ in {', '.join(differ)}: a sweep compares runs of one base model, as `hubkit eval "
+                "--sweep` does; give the others a sweep of their own (hubkit push --run-id RUN --sweep OTHER)"
+            )
 
 
 def planned_sweep(run: Run) -> list[str]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hubkit.errors import RunNotFoundError
+
+if TYPE_CHECKING:
+    from hubkit.runs.manifest import Manifest
 
 RUNS_DIR_ENV = "HUBKIT_RUNS_DIR"
 DEFAULT_RUNS_DIR = "runs"
@@ -82,3 +86,13 @@ def sweep_run_dirs(name: str, runs_dir: str | Path | None = None) -> list[Path]:
             f"no run of the sweep {name!r} in {base.resolve()}: check the name, or --runs-dir"
         )
     return found
+
+
+def base_differences(first: Manifest, other: Manifest) -> list[str]:
+    """What two runs of a sweep must share to be compared, and do not: "base model", "base model revision"
+    (`hubkit eval --sweep` answers with one base model, `hubkit push --sweep` compares them on one page)."""
+    same = {
+        "base model": (first.base_model, other.base_model),
+        "base model revision": (first.base_model_revision, other.base_model_revision),
+    }
+    return [what for what, (a, b) in same.items() if a != b]
