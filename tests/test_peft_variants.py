@@ -495,3 +495,23 @@ def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_p
             check_against_base(tmp_path / "adapter", base_config)
     else:
         check_against_base(tmp_path / "adapter", base_config)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"use_dora": True}, {"modules_to_save": ["embed_tokens", "lm_head"]}],
+    ids=["dora", "modules-to-save"],
+)
+def test_push_publishes_and_merges_a_checkpoint_as_peft_loads_it(
+    trl_run_dir, tiny_qwen3, local_hub, new_repo_id, tmp_path, options
+):
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **options)
+    assert run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet"]) == 0
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    published = chat_logits(PeftModel.from_pretrained(base, new_repo_id))
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    assert not torch.allclose(published, chat_logits(base), atol=1e-3)
+    torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
+    merged = chat_logits(AutoModelForCausalLM.from_pretrained(f"{new_repo_id}-merged"))
+    torch.testing.assert_close(merged, published, atol=1e-5, rtol=1e-4)
