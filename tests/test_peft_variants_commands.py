@@ -1,0 +1,145 @@
+"""The commands (`hubkit merge`, `hubkit gguf`, `hubkit push`) on a real TRL run whose final checkpoint is
+an adapter made with PEFT's other options (`test_peft_variants` builds them): vetted, merged and published
+as PEFT loads them, or refused in one line before anything is created."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
+from helpers import chat_logits, push_argv, run_cli
+from peft import LoraConfig, PeftModel, get_peft_model
+from test_peft_variants import CONVERSION, EMBEDDING_CASES, build_embedding_adapter, trained
+from transformers import AutoModelForCausalLM
+
+from hubkit.runs import load_run
+
+
+def run_with_final_checkpoint(trl_run_dir: Path, base_dir: Path, out_dir: Path, **lora_options) -> Path:
+    """A copy of the TRL run whose final checkpoint is a PEFT adapter of the run's rank, alpha and targets,
+    made with `lora_options`, then 'trained'."""
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": list(LORA_TARGETS), **lora_options}
+    model = get_peft_model(base, LoraConfig(**options))
+    trained(model)
+    model.save_pretrained(out_dir / "adapter")
+    return run_ending_with(trl_run_dir, out_dir / "adapter", out_dir / "run")
+
+
+def run_ending_with(trl_run_dir: Path, adapter_dir: Path, run_dir: Path) -> Path:
+    """A copy of the TRL run in `run_dir` whose final checkpoint holds the adapter in `adapter_dir`."""
+    shutil.copytree(trl_run_dir, run_dir)
+    final = load_run(run_dir).checkpoints[-1]
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        shutil.copyfile(adapter_dir / name, (final.adapter_dir or final.path) / name)
+    return run_dir
+
+
+def test_gguf_and_merge_commands_refuse_a_pissa_checkpoint_in_one_line(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys
+):
+    """`hubkit gguf` exports what the merge writes, and `hubkit merge` is that merge: both refuse, nothing
+    written."""
+    run_dir = run_with_final_checkpoint(
+        trl_run_dir, tiny_qwen3.local_dir, tmp_path, init_lora_weights="pissa"
+    )
+    capsys.readouterr()  # the progress bars of loading the base above
+
+    for command in ("gguf", "merge"):
+        out = tmp_path / f"out-{command}"
+        argv = [command, "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+        assert run_cli([*argv, *(["--types", "q8_0"] if command == "gguf" else [])]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and CONVERSION in err, err
+        assert len(err.strip().splitlines()) == 1
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"use_dora": True},
+        {"modules_to_save": ["embed_tokens", "lm_head"]},
+        {"target_modules": [*LORA_TARGETS, "embed_tokens"]},
+    ],
+    ids=["dora", "modules-to-save", "lora-on-embed-tokens"],
+)
+def test_merge_command_vets_and_merges_a_checkpoint_as_peft_loads_it(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, options
+):
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **options)
+    out = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+    assert run_cli(argv) == 0
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    plain = chat_logits(base)
+    with_adapter = chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter"))
+    merged = chat_logits(AutoModelForCausalLM.from_pretrained(out))
+    assert not torch.allclose(plain, with_adapter, atol=1e-3)
+    torch.testing.assert_close(merged, with_adapter, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
+def test_push_vetting_refuses_an_adapter_carrying_embeddings_in_one_line(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys, case
+):
+    adapter_dir = build_embedding_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", case)
+    run_dir = run_ending_with(trl_run_dir, adapter_dir, tmp_path / "run")
+    capsys.readouterr()  # the progress bars of loading the base above
+    out = tmp_path / "merged"
+    argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
+    assert re.search(EMBEDDING_CASES[case][2], err), err
+    assert not out.exists()
+
+
+def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merged(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys
+):
+    """The refusal comes before any repo is created; the adapter alone is published with its init, which
+    PEFT (the Space, the evaluation) redoes on the base as it loads it."""
+    run_dir = run_with_final_checkpoint(
+        trl_run_dir, tiny_qwen3.local_dir, tmp_path, init_lora_weights="pissa"
+    )
+    capsys.readouterr()  # the progress bars of loading the base above
+    push = push_argv(run_dir, new_repo_id, local_hub.endpoint)
+    assert run_cli([*push, "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and CONVERSION in err and len(err.strip().splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+    assert run_cli([*push, "--no-merged", "--quiet"]) == 0
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    published = chat_logits(PeftModel.from_pretrained(base, new_repo_id))
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"use_dora": True}, {"modules_to_save": ["embed_tokens", "lm_head"]}],
+    ids=["dora", "modules-to-save"],
+)
+def test_push_publishes_and_merges_a_checkpoint_as_peft_loads_it(
+    trl_run_dir, tiny_qwen3, local_hub, new_repo_id, tmp_path, options
+):
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **options)
+    assert run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet"]) == 0
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    published = chat_logits(PeftModel.from_pretrained(base, new_repo_id))
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    assert not torch.allclose(published, chat_logits(base), atol=1e-3)
+    torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
+    merged = chat_logits(AutoModelForCausalLM.from_pretrained(f"{new_repo_id}-merged"))
+    torch.testing.assert_close(merged, published, atol=1e-5, rtol=1e-4)
