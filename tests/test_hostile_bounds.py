@@ -88,9 +88,10 @@ def test_a_hostile_release_is_refused_within_bounds(
             )
     else:
         hub_api.upload_file(path_or_fileobj=body, path_in_repo=path, repo_id=release)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    _assert_bounded(run_bounded(_eval(release, local_hub.endpoint), workdir), workdir, refused=refused)
+    for argv in (_eval(release, local_hub.endpoint), _space(release, local_hub.endpoint)):
+        workdir = tmp_path / argv[2]
+        workdir.mkdir()
+        _assert_bounded(run_bounded(argv, workdir), workdir, refused=refused)
 
 
 def test_a_release_whose_run_id_writes_to_the_clipboard_is_printed_escaped(
@@ -270,9 +271,10 @@ def test_a_release_whose_base_or_tokenizer_is_hostile_is_refused_within_bounds(
         path, body, refused = HOSTILE_TOKENIZERS[name]
         body = _two_million_tokens() if body is None else body
     hub_api.upload_file(path_or_fileobj=body, path_in_repo=path, repo_id=release)
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    _assert_bounded(run_bounded(_eval(release, local_hub.endpoint), workdir), workdir, refused=refused)
+    for argv in (_eval(release, local_hub.endpoint), _space(release, local_hub.endpoint)):
+        workdir = tmp_path / argv[2]
+        workdir.mkdir()
+        _assert_bounded(run_bounded(argv, workdir), workdir, refused=refused)
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,10 @@ from pathlib import Path
 from hubkit.adapters.base_check import BaseConfig, check_against_base, linear_shapes
 from hubkit.errors import ReleaseError
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, read_adapter_config
-from hubkit.release.base_files import check_base_files
-from hubkit.release.layout import checkpoint_dir, checkpoint_files
+from hubkit.formats.tokenizer import GENERATION_CONFIG
+from hubkit.hub.download import download_repo_file
+from hubkit.release.base_files import check_base_files, check_tokenizer_files
+from hubkit.release.layout import TOKENIZER_FILES, checkpoint_dir, checkpoint_files
 from hubkit.release.read import Release, download_release_files
 from hubkit.safety import kinds
 
@@ -76,8 +78,8 @@ def check_adapters_against_base(adapter_dirs: Mapping[str, Path], base: BaseConf
 
 
 def check_published_adapters(release: Release, *, endpoint: str | None, token: str | None) -> None:
-    """Download every adapter `release` publishes (its root's and each step's) and the base's config, and
-    check them as `check_adapters_against_base` does.
+    """Download every adapter `release` publishes (its root's and each step's), its tokenizer and the base's
+    config, and check them as `check_adapters_against_base` and `hubkit.release.base_files` do.
 
     Raises:
         ReleaseError, AdapterError, BaseModelMismatchError: as `check_adapters_against_base`, or the base's
@@ -85,14 +87,20 @@ def check_published_adapters(release: Release, *, endpoint: str | None, token: s
         HubError: a download failed.
     """
     manifest = release.manifest
-    paths = [*ADAPTER_FILES, *(path for step in release.steps for path in checkpoint_files(step))]
+    paths = [*ADAPTER_FILES, *TOKENIZER_FILES]
+    paths += [path for step in release.steps for path in checkpoint_files(step)]
     folder = download_release_files(
         release, paths, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
     )
     base = BaseConfig.download(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
     )
-    check_base_files(base.path.parent, manifest.base_model)
+    # Beside the config in the client's cache, where the app's transformers reads it.
+    where = {"revision": manifest.base_model_revision, "endpoint": endpoint, "token": token}
+    download_repo_file(manifest.base_model, GENERATION_CONFIG, **where)
+    vocab_size = check_base_files(base.path.parent, manifest.base_model)
+    if release.has_tokenizer:  # the app's tokenizer (else the base's, which transformers reads as it loads)
+        check_tokenizer_files(folder, vocab_size, release.repo_id)
     dirs = {f"global_step_{step}": folder / checkpoint_dir(step) for step in release.steps}
     if all(name in release.files for name in ADAPTER_FILES):
         dirs = {"the root adapter": folder, **dirs}
