@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import threading
 from pathlib import Path
 
 import click
-
-_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
-_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from `50GB`, `16MiB` or `1000`. Raises ValueError naming the option for anything else."""
-    match = re.fullmatch(r"\s*([0-9]+)(\.[0-9]+)?\s*([A-Za-z]*)\s*", text)
-    unit = _UNITS.get(match.group(3).lower()) if match else None
-    if match is None or unit is None:
-        raise ValueError(f"Invalid --max-lfs-size {text!r}: give bytes, or a size such as 50GB or 16MiB.")
-    size = int(match.group(1)) * unit + int(float(match.group(2) or 0) * unit)
-    if size < 1:
-        raise ValueError(f"Invalid --max-lfs-size {text!r}: it must be at least one byte.")
-    return size
 
 
 @click.group()
@@ -103,6 +87,40 @@ def hub() -> None:
         "Example: lfs_503=0.3,lfs_429=1:2,commit_500_after_lfs=1:1,seed=7"
     ),
 )
+@click.option(
+    "--plan",
+    type=click.Choice(["unlimited", "free", "pro", "team", "enterprise"]),
+    default="unlimited",
+    show_default=True,
+    help=(
+        "The plan whose quotas apply to the administrator (--token), to every caller of an open Hub, and "
+        "to organizations (unlimited: the operator, no quota, only commits_per_repo); a user of --users "
+        'has the plan = "..." of the file (default free).'
+    ),
+)
+@click.option(
+    "--limit",
+    "limit_settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help=(
+        "Change one of huggingface.co's limits, which the Hub enforces by default (repeatable, or "
+        "comma-separated; `off` turns a count off). Rate limits: PLAN.api_calls / PLAN.resolver_calls "
+        "per api_window=300 s, fixed window, answers carry RateLimit and RateLimit-Policy headers, 429 "
+        "past it (free 1000/5000, pro 2500/12000, team 3000/20000, enterprise 6000/50000; "
+        "anonymous_api_calls=500, anonymous_resolver_calls=3000 per IP; hub-docs rate-limits.md); "
+        'commits_per_repo=256 per commit_window=3600 s, 429 with Retry-After and "You can retry this '
+        "action in about N ...\" (undocumented: the number of the Hub's 2026 messages, 128 in 2025); "
+        "PLAN.repo_creations=100 per repo_creation_window=3600 s per account (undocumented on the Hub: this "
+        "server's choice). Quotas: PLAN.private_storage (free 100GB, others 1TB; 403 \"Private "
+        'repository storage limit reached"; storage-limits.md); PLAN.paid_spaces (free false: a non-static '
+        "Space on cpu-basic is refused 402 as the Hub does since 2026-07), PLAN.zero_gpu_spaces (free 2, "
+        "pro 10, team/enterprise 50; spaces-zerogpu.md); commit_files_warning=100 (the Hub's recommended "
+        "files per commit: more are logged as a warning). "
+        "Example: --limit commits_per_repo=3,commit_window=60 --limit free.api_calls=off"
+    ),
+)
+@click.option("--no-limits", is_flag=True, help="Enforce none of huggingface.co's limits (a team's own Hub).")
 def serve(
     root: Path,
     host: str,
@@ -113,22 +131,30 @@ def serve(
     max_lfs_size: str,
     no_cdn: bool,
     faults: str | None,
+    plan: str,
+    limit_settings: tuple[str, ...],
+    no_limits: bool,
 ) -> None:
     """Serve a local Hub until stopped; the first line printed is its endpoint URL."""
     from hubkit.errors import LocalHubError
     from hubkit.localhub import HubSettings, LocalHub
     from hubkit.localhub.access import load_users
     from hubkit.localhub.faults import FaultPlan
+    from hubkit.localhub.limits import HubLimits, parse_size
 
     try:
-        plan = FaultPlan.parse(faults) if faults else None
+        fault_plan = FaultPlan.parse(faults) if faults else None
         users = load_users(users_file) if users_file else ()
+        limits = HubLimits.off() if no_limits else HubLimits()
+        limits = limits.with_settings(",".join(limit_settings))
         settings = HubSettings(
             token=token or None,
             users=users,
             allowed_hosts=allowed_hosts,
             max_lfs_size=parse_size(max_lfs_size),
-            faults=plan,
+            faults=fault_plan,
+            plan=plan,
+            limits=limits,
         )
     except ValueError as e:
         raise LocalHubError(str(e)) from None

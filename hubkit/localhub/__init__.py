@@ -29,7 +29,8 @@ is refused in a commit (`gitrules`, `gitmodules`).
 Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitstore` and
 `lfs` (objects on disk), `xet_hashes`, `xet_xorb`, `xet_shard` (the Xet formats), `xet_store` and
 `xet_tokens` (Xet objects and tokens), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
-`identity` (tokens, users, namespace rules), `signed_urls`, `faults` (failures injected on purpose, for
+`identity` (tokens, users, plans, namespace rules), `limits` (huggingface.co's rate limits and quotas
+per plan), `signed_urls`, `faults` (failures injected on purpose, for
 tests), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
 `handler` and `server` (sockets, threads, start/stop).
 """

@@ -15,6 +15,7 @@ Three ways to run, from the server's settings:
       tokens = ["hf_alice_token"]           # read and write
       read_tokens = ["hf_alice_read_token"] # read only
       orgs = ["lab"]
+      plan = "pro"                          # free (default), pro, team or enterprise: its quotas
 
       [users.bob]
       tokens = ["sha256:<hex>"]             # a token may be given by its sha256 instead
@@ -33,6 +34,7 @@ from pathlib import Path
 from hubkit.localhub import errors
 from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.identity import ANONYMOUS, Caller
+from hubkit.localhub.limits import PLAN_NAMES
 from hubkit.localhub.names import check_name
 
 
@@ -44,9 +46,12 @@ class Account:
     orgs: tuple[str, ...]
     digest: bytes
     can_write: bool
+    plan: str = "free"
 
     def __repr__(self) -> str:  # the digest stays out of logs and tracebacks
-        return f"Account(user={self.user!r}, orgs={self.orgs!r}, can_write={self.can_write})"
+        return (
+            f"Account(user={self.user!r}, orgs={self.orgs!r}, can_write={self.can_write}, plan={self.plan!r})"
+        )
 
 
 def token_digest(token: str) -> bytes:
@@ -84,8 +89,11 @@ def load_users(path: Path) -> tuple[Account, ...]:
     accounts: list[Account] = []
     for name, entry in users.items():
         where = f"{path}: [users.{name}]"
-        if not isinstance(entry, dict) or set(entry) - {"tokens", "read_tokens", "orgs"}:
-            raise ValueError(f"{where} may hold only tokens, read_tokens and orgs.")
+        if not isinstance(entry, dict) or set(entry) - {"tokens", "read_tokens", "orgs", "plan"}:
+            raise ValueError(f"{where} may hold only tokens, read_tokens, orgs and plan.")
+        plan = entry.get("plan", "free")
+        if plan not in PLAN_NAMES:
+            raise ValueError(f"{where}: plan must be one of {', '.join(PLAN_NAMES)}; got {plan!r}.")
         orgs = entry.get("orgs", [])
         tokens, read_tokens = entry.get("tokens", []), entry.get("read_tokens", [])
         if not all(isinstance(v, list) for v in (orgs, tokens, read_tokens)):
@@ -97,7 +105,7 @@ def load_users(path: Path) -> tuple[Account, ...]:
         except InvalidInputError as e:
             raise ValueError(f"{where}: {e}") from None
         for token, can_write in [(t, True) for t in tokens] + [(t, False) for t in read_tokens]:
-            accounts.append(Account(name, tuple(orgs), _digest(token, where), can_write))
+            accounts.append(Account(name, tuple(orgs), _digest(token, where), can_write, plan))
     if len({a.digest for a in accounts}) != len(accounts):
         raise ValueError(f"{path}: a token is listed twice.")
     clash = {a.user for a in accounts} & {org for a in accounts for org in a.orgs}
@@ -121,24 +129,35 @@ class AccessPolicy:
         accounts: the tokens of a users file.
         secret: the server's signing key: a caller's `credential` is an HMAC of its token's digest, so that
             a URL names its signer without revealing anything about the token.
+        admin_plan: the plan of the administrator, of every caller on an open Hub, and of organizations.
     """
 
     def __init__(
-        self, admin_name: str, admin_token: str | None, accounts: tuple[Account, ...], secret: bytes
+        self,
+        admin_name: str,
+        admin_token: str | None,
+        accounts: tuple[Account, ...],
+        secret: bytes,
+        admin_plan: str = "unlimited",
     ) -> None:
         self.open = admin_token is None and not accounts
         self._secret = secret
         self._admin_digest = token_digest(admin_token) if admin_token else None
         self._accounts = accounts
         admin_credential = OPEN_WRITER if self.open else self._credential(self._admin_digest)
-        self.admin = Caller(admin_name, can_write=True, admin=True, credential=admin_credential)
+        self.admin_plan = admin_plan
+        self.admin = Caller(
+            admin_name, can_write=True, admin=True, credential=admin_credential, plan=admin_plan
+        )
         # On an open Hub, a request without an Authorization header reads everything and writes nothing:
         # a web page's no-cors request cannot send one, the huggingface_hub client always does.
-        self._open_reader = Caller(admin_name, admin=True)
+        self._open_reader = Caller(admin_name, admin=True, plan=admin_plan)
         callers = [
-            Caller(a.user, a.orgs, a.can_write, credential=self._credential(a.digest)) for a in accounts
+            Caller(a.user, a.orgs, a.can_write, credential=self._credential(a.digest), plan=a.plan)
+            for a in accounts
         ]
         self._callers = {caller.credential: caller for caller in callers}
+        self._plans = {a.user: a.plan for a in accounts}
 
     def _credential(self, digest: bytes | None) -> str:
         if digest is None:
@@ -162,6 +181,11 @@ class AccessPolicy:
         if not found:
             raise errors.unauthorized()
         return self._callers[self._credential(found[0].digest)]
+
+    def plan_of(self, namespace: str) -> str:
+        """The plan whose quotas a namespace's repositories count against (a user's own, else the
+        administrator's: organizations and the administrator's namespace)."""
+        return self._plans.get(namespace, self.admin_plan)
 
     @staticmethod
     def signer(caller: Caller) -> str:

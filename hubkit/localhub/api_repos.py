@@ -7,6 +7,7 @@ import time
 from hubkit.localhub import errors
 from hubkit.localhub.cards import EVAL_RESULTS_DIR, MAX_METADATA_CHARS, card_data, eval_results_items
 from hubkit.localhub.context import HubContext
+from hubkit.localhub.limits import ZERO_GPU_PREFIX, check_space_creation
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import SPACE_SDKS, FileEntry, RepoMeta, RepoRef, default_initial_files
 
@@ -28,13 +29,28 @@ def create_repo(ctx: HubContext, req: Request) -> Response:
     if ctx.store.exists(ref):
         # The client reads "url" even from a 409 when exist_ok=True.
         raise errors.conflict(f"You already created this {ref.repo_type} repo", url=url)
-    sdk = data.get("sdk")
-    if ref.repo_type == "space" and sdk not in SPACE_SDKS:
-        raise errors.bad_request(f"A Space needs an sdk, one of {', '.join(SPACE_SDKS)}; got {sdk!r}.")
+    sdk, hardware = data.get("sdk"), data.get("hardware")
+    if ref.repo_type == "space":
+        if sdk not in SPACE_SDKS:
+            raise errors.bad_request(f"A Space needs an sdk, one of {', '.join(SPACE_SDKS)}; got {sdk!r}.")
+        if hardware is not None and not isinstance(hardware, str):
+            raise errors.bad_request(
+                f"A Space's hardware is a flavor name such as cpu-basic; got {hardware!r}."
+            )
+        plan = ctx.settings.limits.plan(ctx.access.plan_of(ref.namespace))
+        check_space_creation(plan, sdk, hardware, _zero_gpu_spaces(ctx, ref.namespace))
+    creator = req.caller.name or ref.namespace
+    ctx.limiter.check_creation(creator, ctx.settings.limits.plan(req.caller.plan))
     private = bool(data.get("private")) or data.get("visibility") in ("private", "protected")
-    meta = RepoMeta(private=private, sdk=sdk if ref.repo_type == "space" else None)
+    space = ref.repo_type == "space"
+    meta = RepoMeta(private=private, sdk=sdk if space else None, hardware=hardware if space else None)
     ctx.store.create(ref, meta, default_initial_files(ref, meta.sdk), ctx.author(req.caller))
     return json_response({"url": url, "name": ref.repo_id})
+
+
+def _zero_gpu_spaces(ctx: HubContext, namespace: str) -> int:
+    spaces = (ctx.store.get(r).meta for r in ctx.store.list("space") if r.namespace == namespace)
+    return sum(1 for meta in spaces if (meta.hardware or "").startswith(ZERO_GPU_PREFIX))
 
 
 def delete_repo(ctx: HubContext, req: Request) -> Response:
@@ -104,7 +120,7 @@ def _space_runtime(meta: RepoMeta, paths: set[str]) -> dict:
     stage = "RUNNING" if app_file.get(meta.sdk or "") in paths else "NO_APP_FILE"
     return {
         "stage": stage,
-        "hardware": {"current": "cpu-basic", "requested": "cpu-basic"},
+        "hardware": {"current": meta.hardware or "cpu-basic", "requested": meta.hardware or "cpu-basic"},
         "storage": None,
         "gcTimeout": 172800,
         "replicas": {"current": 1, "requested": 1},

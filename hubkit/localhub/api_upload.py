@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
@@ -13,6 +13,7 @@ from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
 from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
+from hubkit.localhub.limits import check_private_storage, private_usage, warn_large_commit
 from hubkit.localhub.messages import Request, Response, json_response, list_field, parse_json
 from hubkit.localhub.names import COMMIT_SHA, check_path
 from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, Repo
@@ -28,6 +29,18 @@ def validate_yaml(ctx: HubContext, req: Request) -> Response:
 # --- preupload -------------------------------------------------------------------------------------
 
 
+def _check_storage(ctx: HubContext, repo: Repo, new_bytes: Callable[[set[str]], int]) -> None:
+    """Refuse what would take a private repository's namespace past its plan's private storage;
+    `new_bytes` says how many bytes the request adds, given the oids already stored."""
+    plan = ctx.settings.limits.plan(ctx.access.plan_of(repo.ref.namespace))
+    if not repo.meta.private or plan.private_storage is None:
+        return
+    namespace = repo.ref.namespace
+    refs = [r for t in ("model", "dataset", "space") for r in ctx.store.list(t) if r.namespace == namespace]
+    used, stored = private_usage(r for r in map(ctx.store.get, refs) if r.meta.private)
+    check_private_storage(plan, namespace, used, new_bytes(stored))
+
+
 def preupload(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
@@ -36,7 +49,19 @@ def preupload(
     commit = repo.resolve(revision)
     patterns = repo.lfs_patterns(commit)
     answers = []
-    for item in list_field(req.body.json(), "files"):
+    items = list_field(req.body.json(), "files")
+    current = repo.files(commit)
+    # A file whose path holds one of the same size is most likely re-sent: it is not counted.
+    _check_storage(
+        ctx,
+        repo,
+        lambda stored: sum(
+            int(i.get("size") or 0)
+            for i in items
+            if isinstance(i, dict) and getattr(current.get(i.get("path")), "size", None) != i.get("size")
+        ),
+    )
+    for item in items:
         try:
             path = check_path(item["path"])
             size = int(item["size"])
@@ -152,11 +177,27 @@ def _all_lfs_arrived(repo: Repo, operations: list[Operation]) -> bool:
     return bool(lfs) and all(size is not None and want in (None, size) for size, want in stored)
 
 
+def _added_bytes(repo: Repo, operations: list[Operation], stored: set[str]) -> int:
+    """Bytes a commit adds: its regular files, and its LFS objects not already stored."""
+    total = 0
+    for op in operations:
+        if isinstance(op, AddContent):
+            total += len(op.content)
+        elif isinstance(op, AddLfs) and op.oid not in stored:
+            stored.add(op.oid)
+            total += op.size if op.size is not None else repo.lfs.size(op.oid) or 0
+    return total
+
+
 def commit(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
+    ctx.limiter.check_commit(f"{repo_type}/{repo.ref.repo_id}".lower())
     payload = parse_commit_payload(req.body.lines())
+    _check_storage(ctx, repo, lambda stored: _added_bytes(repo, payload.operations, stored))
+    added = sum(isinstance(op, (AddContent, AddLfs)) for op in payload.operations)
+    warn_large_commit(ctx.settings.limits, repo.ref.repo_id, added)
     if _all_lfs_arrived(repo, payload.operations) and ctx.faults.draw("commit_500_after_lfs"):
         raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
     message = payload.summary + (f"\n\n{payload.description}" if payload.description.strip() else "")

@@ -11,6 +11,7 @@ from hubkit.localhub.collection_store import CollectionStore
 from hubkit.localhub.exceptions import RepoNotFoundError
 from hubkit.localhub.faults import FaultPlan, Faults
 from hubkit.localhub.identity import Caller
+from hubkit.localhub.limits import PLAN_NAMES, UNLIMITED, HubLimits, Limiter
 from hubkit.localhub.messages import Request
 from hubkit.localhub.repos import Repo, RepoRef
 from hubkit.localhub.signed_urls import Grant, UrlSigner
@@ -43,9 +44,14 @@ class HubSettings:
         incomplete_upload_timeout: seconds after its last write that an unfinished multipart upload is
             removed (None: `signed_url_ttl` plus 10 minutes, when none of its URLs can add to it).
         faults: faults to inject on purpose, for tests of clients against a flaky Hub (`faults.py`).
+        plan: the plan (free, pro, team, enterprise) of the administrator, of every caller of an open Hub,
+            and of organizations; `unlimited` (the default): the server's operator, without quotas. Users
+            of a users file have their own (default free).
+        limits: production's limits the Hub enforces for each plan (`limits.py`; `HubLimits.off()`: none).
 
     Raises:
-        ValueError: a limit that is not positive, or an upload timeout shorter than the URLs' validity.
+        ValueError: a limit that is not positive, an unknown plan, or an upload timeout shorter than the
+            URLs' validity.
     """
 
     token: str | None = field(default=None, repr=False)
@@ -60,8 +66,13 @@ class HubSettings:
     signed_url_ttl: int = 3600
     incomplete_upload_timeout: int | None = None
     faults: FaultPlan | None = None
+    plan: str = UNLIMITED
+    limits: HubLimits = field(default_factory=HubLimits)
 
     def __post_init__(self) -> None:
+        if self.plan not in (*PLAN_NAMES, UNLIMITED):
+            names = ", ".join((*PLAN_NAMES, UNLIMITED))
+            raise ValueError(f"The plan must be one of {names}; got {self.plan!r}.")
         limits = (self.multipart_chunk_size, self.max_lfs_size, self.max_json_body, self.max_commit_body)
         if min(*limits, self.signed_url_ttl) < 1:
             raise ValueError("The local Hub's sizes, limits and URL lifetime must be positive.")
@@ -97,9 +108,12 @@ class HubContext:
     collections: CollectionStore = field(init=False)
     xet: XetStore = field(init=False)
     xet_tokens: XetTokens = field(init=False)
+    limiter: Limiter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.access = AccessPolicy(self.settings.user, self.settings.token, self.settings.users, self.secret)
+        settings = self.settings
+        self.access = AccessPolicy(settings.user, settings.token, settings.users, self.secret, settings.plan)
+        self.limiter = Limiter(settings.limits)
         self.signer = UrlSigner(self.secret, self.settings.signed_url_ttl)
         self.collections = CollectionStore(self.store.root)
         self.xet = XetStore(self.store.root)

@@ -49,6 +49,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             headers=self.headers,
             body=body,
             base_url=self._base_url(),
+            client=str(self.client_address[0]),
         )
         try:
             response = dispatch(self.server.context, request, self.server.hosts)

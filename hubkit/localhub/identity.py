@@ -18,6 +18,7 @@ class Caller:
     can_write: bool = False
     admin: bool = False  # reads and writes every namespace
     credential: str | None = None
+    plan: str = "free"  # the account's plan, for its quotas (`limits.py`)
 
     def owns(self, namespace: str) -> bool:
         """Whether the caller may see private repos of `namespace` (and write there, with a write token)."""

@@ -160,6 +160,7 @@ class Request:
     base_url: str = ""  # scheme and address the client used (from Host), for every URL in the answer
     caller: Caller = ANONYMOUS
     write: bool = False  # the route changes the repository (set by the dispatcher)
+    client: str = ""  # the client's IP address (anonymous callers' rate limits count per address)
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)

@@ -109,6 +109,7 @@ class RepoMeta:
 
     private: bool = False
     sdk: str | None = None
+    hardware: str | None = None  # a Space's requested hardware flavor (zero-a10g: ZeroGPU)
     created_at: int = field(default_factory=lambda: int(time.time()))
 
 

@@ -141,13 +141,42 @@ ROUTES = [
 ]
 
 
+def _bucket(segments: list[str]) -> str | None:
+    """The Hub's rate-limit bucket of a path: "api" (its API and the git LFS batch), "resolvers" (file
+    downloads), or None (uploads and Xet go to other services; hubkit's own `/api/local-hub/`)."""
+    if segments[:1] == ["api"]:
+        return None if segments[1:2] == ["local-hub"] else "api"
+    if "resolve" in segments[1:4]:
+        return "resolvers"
+    return "api" if any(s.endswith(".git") for s in segments[:3]) else None
+
+
+def _count_call(ctx: HubContext, req: Request) -> dict[str, str]:
+    """Count an API call against its caller's quota: the rate-limit headers of the answer.
+
+    Raises:
+        HubHTTPError: 429 past the quota.
+    """
+    bucket = _bucket(req.segments)
+    if bucket is None:
+        return {}
+    caller = req.caller
+    plan = ctx.settings.limits.plan(caller.plan) if caller.name else None
+    headers, over = ctx.limiter.api_headers(bucket, caller.name or f"ip:{req.client}", plan)
+    if over:
+        raise ctx.limiter.api_refusal(bucket, headers)
+    return headers
+
+
 def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
     """Answer one request; every refusal becomes the Hub's status code and error body.
 
     Before a handler runs: the Host must name this server (`hosts`), the body be of its route's type and
-    within its limit, and the caller be allowed to write, for a write.
+    within its limit, the caller be within its API quota (every answer then carries the rate-limit
+    headers), and be allowed to write, for a write.
     """
     method = "GET" if req.method == "HEAD" else req.method
+    rate_headers: dict[str, str] = {}
     try:
         guards.check_host(hosts, req.headers.get("Host"))
         for route in ROUTES:
@@ -157,15 +186,20 @@ def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
             req.write = route.write
             if not route.signed:
                 req.caller = ctx.access.authenticate(req.headers.get("Authorization"))
+                rate_headers = _count_call(ctx, req)
                 if route.write:
                     ctx.access.check_write(req.caller)  # the namespace is checked where the repo is known
-            return route.handler(ctx, req, **params)
-        raise errors.not_found(f"Not found: {req.method} /{'/'.join(req.segments)}")
+            response = route.handler(ctx, req, **params)
+            break
+        else:
+            raise errors.not_found(f"Not found: {req.method} /{'/'.join(req.segments)}")
     except HubHTTPError as e:
-        return e.to_response()
+        response = e.to_response()
     except StorageError as e:
-        return errors.from_storage(e).to_response()
+        response = errors.from_storage(e).to_response()
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # every write path cleans up after itself
-            return errors.insufficient_storage().to_response()
-        raise
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        response = errors.insufficient_storage().to_response()  # every write path cleans up after itself
+    response.headers.update(rate_headers)
+    return response
