@@ -78,6 +78,26 @@ class HubRefusedError(HubError):
     """The Hub answered a request with an error other than the conditions above."""
 
 
+class StorageQuotaError(HubError):
+    """The Hub refused to store more: the account's storage quota is full (403)."""
+
+
+class PlanRequiredError(HubError):
+    """The Hub refused what the account's plan does not include (402): a Gradio Space on a free account."""
+
+
+class RateLimitedError(HubError):
+    """The Hub's rate limit was reached (429) and its reset is further away than the push may wait.
+
+    `until` is when the Hub said to try again (a UTC datetime), None when it said nothing; `refusal` the
+    Hub's answer in words, for a caller that says more (the commits left)."""
+
+    def __init__(self, message: str, until: object = None, refusal: str | None = None) -> None:
+        super().__init__(message)
+        self.until = until
+        self.refusal = refusal or message
+
+
 class PublishError(HubkitError):
     """A push cannot publish what it was asked to (the subclasses say why)."""
 

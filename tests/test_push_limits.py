@@ -5,18 +5,149 @@ Space the Hub refuses costing nothing else, and a sweep of mixed base models ref
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from helpers import run_cli
+from helpers import push_adapters, push_argv, run_cli
+from huggingface_hub import HfApi
 
+from hubkit.localhub import HubSettings, LocalHub
+from hubkit.localhub.limits import HubLimits
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.testing.runs import TINY_SHAPES, make_run
+
+REPO_ID = "limits/run"
 
 
 def _one_error_line(capsys) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), lines
     return lines[0]
+
+
+@contextmanager
+def _free_hub(root: Path, tiny_qwen3, limits: str = "") -> Iterator[LocalHub]:
+    """A local Hub whose callers are on the free plan, with production's limits as `limits` changes them,
+    holding the base model's config.json (the push checks the adapters against it)."""
+    settings = HubSettings(plan="free", limits=HubLimits().with_settings(limits))
+    with LocalHub(root, settings=settings) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo(tiny_qwen3.repo_id, exist_ok=True)
+        api.upload_file(
+            path_or_fileobj=tiny_qwen3.local_dir / "config.json",
+            path_in_repo="config.json",
+            repo_id=tiny_qwen3.repo_id,
+        )
+        yield hub
+
+
+def _commits_by_branch(api: HfApi, repo_id: str) -> dict[str, int]:
+    """Each branch's commits on top of the repo's first (the push's own)."""
+    refs = api.list_repo_refs(repo_id)
+    return {b.name: len(api.list_repo_commits(repo_id, revision=b.name)) - 1 for b in refs.branches}
+
+
+# --- each refusal by its condition ------------------------------------------------------------------------
+
+
+def test_a_private_push_past_the_storage_quota_names_the_quota_in_the_hubs_words(
+    tmp_path, tiny_qwen3, capsys
+):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "free.private_storage=1kB") as hub:
+        capsys.readouterr()
+        assert push_adapters(run_dir, REPO_ID, hub.endpoint, "--private") == 1
+        error = _one_error_line(capsys)
+    assert "storage quota" in error and "Private repository storage limit reached" in error, error
+    assert "HTTP 403" in error and "without --private" in error
+    assert "HF_TOKEN" not in error and "hf auth login" not in error
+
+
+def test_a_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_qwen3, capsys):
+    """A free account may not host a Gradio Space on cpu-basic (402): the adapter repo and every step's
+    branch are published, the push exits 0 with one warning line, and no card links the Space."""
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        capsys.readouterr()
+        argv = [*push_argv(run_dir, REPO_ID, hub.endpoint), "--no-merged", "--space-hardware", "cpu-basic"]
+        assert run_cli(argv) == 0
+        out = capsys.readouterr().out
+        warnings = [line for line in out.splitlines() if "Space" in line and "not created" in line]
+        assert len(warnings) == 1, out
+        (warning,) = warnings
+        assert warning.startswith("Warning: the Space limits/run-demo was not created")
+        assert "HTTP 402" in warning and "requires a PRO subscription" in warning
+        assert "--no-space" in warning and "--space-hardware zero-a10g" in warning
+        assert not api.repo_exists(REPO_ID + "-demo", repo_type="space")
+        assert _commits_by_branch(api, REPO_ID) == {"main": 1, "step-1": 1, "step-2": 1}
+        for revision in ("main", "step-1", "step-2"):
+            card = Path(api.hf_hub_download(REPO_ID, "README.md", revision=revision)).read_text()
+            assert "run-demo" not in card and "/spaces/" not in card, revision
+
+
+def test_the_space_is_created_on_zerogpu_which_a_free_account_may_host(tmp_path, tiny_qwen3, capsys):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3) as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        assert run_cli([*push_argv(run_dir, REPO_ID, hub.endpoint), "--no-merged", "-q"]) == 0
+        assert api.get_space_runtime(REPO_ID + "-demo").hardware == "zero-a10g"
+        card = Path(api.hf_hub_download(REPO_ID, "README.md")).read_text()
+        assert "limits/run-demo" in card
+
+
+# --- the Hub's commit rate ----------------------------------------------------------------------------------
+
+
+def test_a_push_past_the_commit_rate_waits_until_the_hub_says_and_completes_in_one_invocation(
+    tmp_path, tiny_qwen3, caplog
+):
+    """3 commits per repo per 12 s: the adapter repo's main and 4 step branches wait once. The retries of
+    today gave up after 1 + 2 + 4 s; the push waits as the Hub's Retry-After says, saying until when."""
+    run_dir = make_run(tmp_path / "runs", (1, 2, 3, 4), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=3,commit_window=12") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        started = time.monotonic()
+        assert push_adapters(run_dir, REPO_ID, hub.endpoint) == 0
+        took = time.monotonic() - started
+        assert _commits_by_branch(api, REPO_ID) == {"main": 1, **{f"step-{s}": 1 for s in (1, 2, 3, 4)}}
+    waits = [r.getMessage() for r in caplog.records if "waiting until" in r.getMessage()]
+    assert len(waits) == 1 and re.search(r"waiting until \d\d:\d\d:\d\d UTC \(1[0-2] s\)", waits[0]), waits
+    assert "You have exceeded the rate limit for repository commits" in waits[0]
+    print(f"\n5 commits at 3 per 12 s: one invocation, {len(waits)} waits, {took:.1f} s")
+
+
+def test_a_rate_limit_past_max_wait_stops_in_one_line_and_the_rerun_commits_only_what_is_left(
+    tmp_path, tiny_qwen3, capsys
+):
+    run_dir = make_run(tmp_path / "runs", (1, 2, 3, 4), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    invocations = 0
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=3,commit_window=3600") as hub:
+        capsys.readouterr()
+        invocations += 1
+        assert push_adapters(run_dir, REPO_ID, hub.endpoint, "--max-wait", "5") == 1
+        error = _one_error_line(capsys)
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        before = _commits_by_branch(api, REPO_ID)
+    assert "rate-limited" in error and "You can retry this action in about 60 minutes" in error, error
+    assert re.search(
+        r"2 of this push's 5 commits are left: run the push again after \d\d:\d\d:\d\d UTC \(it makes only "
+        r"those\), or give it --max-wait 3\d\d\d to wait$",
+        error,
+    )
+    assert "HF_TOKEN" not in error
+    # step-3's branch was made for its commit (it holds only the repo's first commit).
+    assert before == {"main": 1, "step-1": 1, "step-2": 1, "step-3": 0}
+    # The same Hub after its window (restarted: its counters start again): the rerun makes the 2 left.
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=3,commit_window=3600") as hub:
+        invocations += 1
+        assert push_adapters(run_dir, REPO_ID, hub.endpoint) == 0
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        assert _commits_by_branch(api, REPO_ID) == {"main": 1, **{f"step-{s}": 1 for s in (1, 2, 3, 4)}}
+    print(f"\n5 commits at 3 per hour: {invocations} invocations, each step's branch committed once")
 
 
 # --- a sweep of two base models ---------------------------------------------------------------------------

@@ -141,7 +141,8 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
 @click.option(
     "--gguf",
     metavar="TYPES",
-    help="Also write the merged model as GGUF files of these comma-separated types (q8_0, bf16, f16) "
+    help="Also write the merged model as GGUF files of these comma-separated types (q8_0, bf16, f16; "
+    "the k-quants q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s/m/l, q4_k_s, q5_k_s with hubkit[gguf-quant]) "
     "and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
 )
 @click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF files' repo.  [default: <repo-id>-GGUF]")
@@ -183,6 +184,15 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     help="What this run varies in the sweep, e.g. length_penalty_weight=0.25 (with --sweep, for a run "
     "whose hubkit.json records no sweep).",
 )
+@click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    default=15 * 60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="The longest the push waits for the Hub's rate limit to reset (it says until when); a later "
+    "reset stops it in one line saying how many commits are left and when to run it again.",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -210,6 +220,7 @@ def push(
     checkpoints_dir: Path | None,
     sweep_name: str | None,
     sweep_value: str | None,
+    max_wait: float,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -230,6 +241,7 @@ def push(
 
     from hubkit.publish import PushRequest, push_run, watch_run
     from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
+    from hubkit.publish.sweep import check_sweep_runs
     from hubkit.runs import find_run_dir
     from hubkit.runs.locate import sweep_run_dirs
 
@@ -244,6 +256,7 @@ def push(
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
     if whole_sweep:
         folders = sweep_run_dirs(sweep_name, runs_dir)
+        check_sweep_runs(sweep_name, folders)
     else:
         folders = [find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch)]
     found = folders[0]
@@ -267,6 +280,7 @@ def push(
         dry_run=dry_run,
         checkpoints_dir=checkpoints_dir,
         sweep=None if whole_sweep else _sweep(sweep_name, sweep_value, found),
+        max_wait=max_wait,
     )
 
     def show(report) -> None:

@@ -8,17 +8,27 @@ what huggingface_hub raises, for reads and writes alike.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 from hubkit.errors import (
     AuthError,
     HubkitError,
     HubRefusedError,
     HubUnreachableError,
+    PlanRequiredError,
+    RateLimitedError,
     RepoChangedError,
     RepoNotFoundError,
+    StorageQuotaError,
 )
-from hubkit.hub.retry import failure_status, hub_failure
+from hubkit.hub.retry import clock, failure_status, hub_failure, hub_words, rate_limit_wait
+
+# A 403 that is the account's storage, not its token: "Private repository storage limit reached, please
+# upgrade your plan"; or its plan's other limits ("... the most its plan allows: upgrade").
+_STORAGE_REFUSAL = re.compile(r"storage|quota", re.IGNORECASE)
+_PLAN_REFUSAL = re.compile(r"\bplan\b|upgrade|subscription", re.IGNORECASE)
 
 
 @contextlib.contextmanager
@@ -34,7 +44,8 @@ def hub_errors(
         what: the file read, named when the Hub cannot be reached.
 
     Raises:
-        RepoNotFoundError, AuthError, HubUnreachableError, RepoChangedError, HubRefusedError.
+        RepoNotFoundError, AuthError, StorageQuotaError, PlanRequiredError, RateLimitedError,
+        HubUnreachableError, RepoChangedError, HubRefusedError.
     """
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -76,6 +87,25 @@ def hub_errors(
             raise HubUnreachableError(
                 f"cannot reach {hub} ({type(failure).__name__}): check --endpoint / HF_ENDPOINT"
             ) from error
+        said = hub_words(failure)
+        if status == 403 and _STORAGE_REFUSAL.search(said):
+            raise StorageQuotaError(
+                f"{hub} refused to store {repo_id}: the account's storage quota is full (HTTP 403: {said}): "
+                "free space (delete private repos or files you no longer need), upgrade the plan, or push "
+                "public repos (without --private)"
+            ) from error
+        if status == 402 or (status == 403 and _PLAN_REFUSAL.search(said)):
+            raise PlanRequiredError(
+                f"{hub} refused {where} for the account's plan (HTTP {status}: {said}): upgrade the plan, or "
+                "leave out what it does not include"
+            ) from error
+        if status == 429:
+            seconds = rate_limit_wait(failure)
+            until = datetime.now(UTC) + timedelta(seconds=seconds) if seconds is not None else None
+            when = f"run it again after {clock(until)}" if until else "wait a few minutes and run it again"
+            raise RateLimitedError(
+                f"{hub} rate-limited a request for {where} (HTTP 429: {said}): {when}", until=until
+            ) from error
         if status in (401, 403):
             raise AuthError(
                 f"{hub} refused access to {repo_id} (HTTP {status}): set HF_TOKEN or run `hf auth login` "
@@ -89,5 +119,4 @@ def hub_errors(
             raise RepoChangedError(
                 f"{repo_id} changed on the Hub while pushing; nothing was committed, run the push again"
             ) from error
-        said = getattr(failure, "server_message", None) or failure
         raise HubRefusedError(f"{hub} refused a request for {where} (HTTP {status}): {said}") from error

@@ -5,21 +5,29 @@ hf_xet each Xet request (5 retries from 3 s apart, `HF_XET_CLIENT_RETRY_*`); hub
 (see `hubkit.publish.commit` for when a commit may be sent again). When the retries run out, the push
 stops with one line saying it can simply be run again: nothing half-done is visible on the Hub, and a
 rerun sends only what the Hub does not hold yet.
+
+A 429 is the Hub's rate limit: the wait is the Hub's own answer (`RateLimit` with nothing remaining,
+`Retry-After`, or its message's "You can retry this action in about N minutes"), waited out with one
+line saying until when while it is within the policy's `max_wait`; a longer one stops the step with
+`RateLimitedError` naming when to try again.
 """
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import httpx2
 from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import parse_ratelimit_headers
 
-from hubkit.errors import HubUnreachableError
+from hubkit.errors import HubError, HubUnreachableError, RateLimitedError
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +43,21 @@ class RetryPolicy:
         attempts: tries of one step in all (the first included).
         first_delay: seconds before the first retry; doubled after each, up to `max_delay`.
         max_delay: the longest wait between two tries.
+        max_wait: the longest a step waits, in all, for the Hub's rate limit to reset (`--max-wait`).
     """
 
     attempts: int = 4
     first_delay: float = 1.0
     max_delay: float = 8.0
+    max_wait: float = 15 * 60.0
 
     def __post_init__(self) -> None:
-        if self.attempts < 1 or self.first_delay < 0 or self.max_delay < self.first_delay:
+        if (
+            self.attempts < 1
+            or self.first_delay < 0
+            or self.max_delay < self.first_delay
+            or self.max_wait < 0
+        ):
             raise ValueError(f"invalid retry policy {self}")
 
     def delays(self) -> Iterator[float]:
@@ -120,8 +135,97 @@ def describe(error: BaseException) -> str:
     return "Xet connection" if isinstance(error, XetTransferError) else type(error).__name__
 
 
-def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> HubUnreachableError:
-    """The one-line error of a push whose retries ran out."""
+# The Hub's words on a commit or creation past its limit: "You can retry this action in about 1 hour",
+# "... in about 12 minutes", "... in about an hour".
+_RETRY_IN = re.compile(
+    r"retry (?:this action )?in (?:about )?(an?|\d+(?:\.\d+)?) (second|minute|hour)s?", re.IGNORECASE
+)
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600}
+
+
+def hub_words(failure: BaseException) -> str:
+    """What the Hub said, on one line (its message, else the client's)."""
+    said = getattr(failure, "server_message", None) or str(failure)
+    return " ".join(str(said).split())
+
+
+def rate_limit_wait(failure: BaseException) -> float | None:
+    """The seconds a 429 says to wait: its `RateLimit` header when nothing remains, its `Retry-After`
+    (seconds or a date), else its message's "retry ... in about N minutes"; None for no 429 or no word."""
+    if not isinstance(failure, HfHubHTTPError) or failure.response is None:
+        return None
+    if failure.response.status_code != 429:
+        return None
+    headers = failure.response.headers
+    info = parse_ratelimit_headers(headers)
+    if info is not None and info.remaining == 0:
+        return float(info.reset_in_seconds)
+    retry_after = headers.get("Retry-After")
+    if retry_after is not None:
+        if retry_after.strip().isdigit():
+            return float(retry_after)
+        with_zone = email.utils.parsedate_to_datetime(retry_after) if retry_after.strip() else None
+        if with_zone is not None:
+            return max(0.0, (with_zone - datetime.now(UTC)).total_seconds())
+    match = _RETRY_IN.search(hub_words(failure))
+    if match is None:
+        return None
+    amount = 1.0 if match.group(1).lower() in ("a", "an") else float(match.group(1))
+    return amount * _UNIT_SECONDS[match.group(2).lower()]
+
+
+def clock(moment: datetime) -> str:
+    """A moment as the user reads it: "15:42:10 UTC"."""
+    return moment.strftime("%H:%M:%S UTC")
+
+
+def wait_out_rate_limit(
+    failure: BaseException, policy: RetryPolicy, waited: float, what: str
+) -> float | None:
+    """Wait as the Hub's 429 says, when it says (else None: not a rate limit with a wait).
+
+    Args:
+        failure: the step's failure.
+        policy: its `max_wait` bounds `waited` plus this wait.
+        waited: the seconds this step has waited for rate limits so far.
+        what: the step, for the progress line.
+
+    Returns:
+        The seconds waited for rate limits, this wait included.
+
+    Raises:
+        RateLimitedError: the wait would pass `max_wait`.
+    """
+    seconds = rate_limit_wait(failure)
+    if seconds is None or seconds <= 0:
+        return None
+    until = datetime.now(UTC) + timedelta(seconds=seconds)
+    if waited + seconds > policy.max_wait:
+        refusal = f"the Hub rate-limited {what} (HTTP 429: {hub_words(failure)})"
+        raise RateLimitedError(
+            f"{refusal}: it takes requests again at {clock(until)}, later than --max-wait "
+            f"({policy.max_wait:g} s) allows; run the push again then",
+            until=until,
+            refusal=refusal,
+        )
+    logger.warning(
+        "%s: the Hub's rate limit (%s); waiting until %s (%g s)",
+        what,
+        hub_words(failure),
+        clock(until),
+        seconds,
+    )
+    time.sleep(seconds)
+    return waited + seconds
+
+
+def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> HubError:
+    """The one-line error of a push whose retries ran out (a 429's says it was the Hub's rate limit)."""
+    if isinstance(error, HubFailure) and failure_status(error) == 429:
+        return RateLimitedError(
+            f"the Hub rate-limited {what} ({attempts} tries, HTTP 429: {hub_words(error)}) without saying "
+            "until when: wait a few minutes and run the push again, it sends only what the Hub does not have yet"
+        )
     return HubUnreachableError(
         f"{endpoint} kept failing while {what} ({describe(error)}, {attempts} tries): nothing half-done is "
         "visible on the Hub; run the push again, it sends only what the Hub does not have yet"
@@ -142,9 +246,11 @@ def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint
 
     Raises:
         HubUnreachableError: the failures were transient and the tries ran out.
+        RateLimitedError: the Hub's rate limit resets later than `policy.max_wait` allows.
         Exception: a failure that is not transient, as `call` raised it.
     """
     delays = policy.delays()
+    waited = 0.0
     while True:
         try:
             return call()
@@ -152,6 +258,9 @@ def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint
             cause = transient_cause(error)
             if cause is None:
                 raise
+            if (rate_waited := wait_out_rate_limit(cause, policy, waited, what)) is not None:
+                waited = rate_waited
+                continue
             delay = next(delays, None)
             if delay is None:
                 raise gave_up(what, endpoint, cause, policy.attempts) from error

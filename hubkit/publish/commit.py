@@ -22,16 +22,18 @@ each in the run directory.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from hubkit.errors import PublishError
+from hubkit.errors import PublishError, RateLimitedError
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
 from hubkit.hub.repo_types import RepoType
@@ -39,9 +41,11 @@ from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
     RetryPolicy,
+    clock,
     describe,
     gave_up,
     transient_cause,
+    wait_out_rate_limit,
     with_retries,
 )
 from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
@@ -108,16 +112,22 @@ def create_repo(
     *,
     private: bool,
     space_sdk: str | None = None,
+    space_hardware: str | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> None:
-    """Create a repo; one that exists meanwhile is kept as it is.
+    """Create a repo (a Space with its SDK and hardware); one that exists meanwhile is kept as it is.
 
     Raises:
         The client's HTTP failure once retries run out (`hub_errors` makes it one line).
     """
     with_retries(
         lambda: api.create_repo(
-            repo_id, repo_type=repo_type, private=private, exist_ok=True, space_sdk=space_sdk
+            repo_id,
+            repo_type=repo_type,
+            private=private,
+            exist_ok=True,
+            space_sdk=space_sdk,
+            space_hardware=space_hardware,  # type: ignore[arg-type]
         ),
         retry,
         f"creating {repo_id}",
@@ -339,6 +349,7 @@ def _commit_once(api: HfApi, diff: RepoDiff, parent: str, send: Callable[[], str
     """
     what = f"committing to {diff.plan.repo_id}"
     delays = retry.delays()
+    waited = 0.0
     while True:
         try:
             return send()
@@ -359,11 +370,17 @@ def _commit_once(api: HfApi, diff: RepoDiff, parent: str, send: Callable[[], str
                 raise
         # Whether the commit was applied is not known: nothing is sent again before the repo is read.
         while True:
-            delay = next(delays, None)
-            if delay is None:
-                raise gave_up(what, api.endpoint, failure, retry.attempts) from failure
-            logger.warning("%s failed (%s); reading the repo again in %g s", what, describe(failure), delay)
-            time.sleep(delay)
+            rate_waited = wait_out_rate_limit(failure, retry, waited, what)
+            if rate_waited is not None:
+                waited = rate_waited
+            else:
+                delay = next(delays, None)
+                if delay is None:
+                    raise gave_up(what, api.endpoint, failure, retry.attempts) from failure
+                logger.warning(
+                    "%s failed (%s); reading the repo again in %g s", what, describe(failure), delay
+                )
+                time.sleep(delay)
             try:
                 head = _applied_head(api, diff, parent)
             except Exception as unreadable:
@@ -406,6 +423,7 @@ def commit_plan(
     notes: list[str],
     progress: PushProgress,
     ahead: UploadsAhead | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> tuple[tuple[RepoReport, ...], tuple[RepoReport, ...]]:
     """One commit per repo of the plan, in its order, then one per checkpoint branch, each recorded in the
     run directory. The branches come last: their weights are the main branch's LFS objects, on the Hub by
@@ -420,11 +438,14 @@ def commit_plan(
         notes: gets a note for a repo that is public though the push asked for private ones.
         progress: told the bytes to upload, then each file uploaded.
         ahead: uploads started before the plan was whole (the adapter repo's new weights).
+        retry: how transient failures and the Hub's rate limits are met (its `max_wait`).
 
     Returns:
         One report per repo, and one per branch (a branch's `steps` are its step, whatever of it changed).
 
     Raises:
+        RateLimitedError: the Hub's rate limit resets later than the push may wait; the line names the
+            commits left and when to run the push again (it makes only those).
         HubkitError: as `commit_repo`.
     """
     diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
@@ -437,11 +458,33 @@ def commit_plan(
             )
     progress.upload_started(sum(d.upload_size for d in diffs))
     reports = []
-    for diff in [*diffs, *branch_diffs]:
+    every = [*diffs, *branch_diffs]
+    for index, diff in enumerate(every):
         on_uploaded = (lambda f: progress.uploaded(f.size)) if diff.plan.revision == "main" else None
-        report = commit_repo(api, diff, on_uploaded=on_uploaded, ahead=ahead)
+        try:
+            report = commit_repo(api, diff, on_uploaded=on_uploaded, retry=retry, ahead=ahead)
+        except RateLimitedError as limited:
+            raise _commits_left(
+                limited, every[index:], len([d for d in every if not d.is_empty])
+            ) from limited
         save_record(run_dir, api.endpoint, diff.plan, report.commit_sha or diff.remote.head_sha or "")
         if diff.plan.revision != "main":
             report = replace(report, steps=diff.plan.steps)
         reports.append(report)
     return tuple(reports[: len(diffs)]), tuple(reports[len(diffs) :])
+
+
+def _commits_left(limited: RateLimitedError, left: list[RepoDiff], commits: int) -> RateLimitedError:
+    """The push's one line when the Hub's rate limit outlasts its wait: the commits left, and when to rerun."""
+    count = len([d for d in left if not d.is_empty])
+    until = limited.until
+    if isinstance(until, datetime):
+        seconds = math.ceil((until - datetime.now(UTC)).total_seconds())
+        when = f"after {clock(until)} (it makes only those), or give it --max-wait {max(seconds, 1)} to wait"
+    else:
+        when = "in a few minutes (it makes only those)"
+    return RateLimitedError(
+        f"{limited.refusal}: {count} of this push's {commits} commits are left: run the push again {when}",
+        until=until,
+        refusal=limited.refusal,
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token, token_owner
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import (
     check_adapters_against_base,
     checked_checkpoints_tree,
@@ -52,7 +54,7 @@ from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, create_space
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
@@ -64,6 +66,7 @@ from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
 from hubkit.runs.completions import Completions, read_completions
 from hubkit.safety import VetContext
+from hubkit.space.config import DEFAULT_HARDWARE
 
 if TYPE_CHECKING:
     from hubkit.cards.gguf_record import GGUFRecord
@@ -139,6 +142,7 @@ class PushSession:
         decided = self._decide(local, remote, progress, may_merge=may_merge)
         if remote.api is None:
             return self._dry_run_report(local, remote, decided)
+        remote = self._open_space(remote, decided.notes)
         report = self._execute(local, remote, decided, progress)
         return with_sweep(remote.api, report, remote.repos, local, self.request)
 
@@ -270,7 +274,8 @@ class PushSession:
         remotes[repos.adapter] = self._create_if_new(api, remotes[repos.adapter])
         published = steps_in_paths(remotes[repos.adapter].files)
         adapter_plan = plan_adapter_repo(run, repos.adapter, local.run_files, published_steps=published)
-        ahead = UploadsAhead(api, diff_repo(adapter_plan, remotes[repos.adapter]))
+        retry = replace(DEFAULT_RETRY, max_wait=self.request.max_wait)
+        ahead = UploadsAhead(api, diff_repo(adapter_plan, remotes[repos.adapter]), retry)
         try:
             made = self._merge(decided.to_merge, decided.merge_plan, progress)
             merged = made if decided.merging.adapter is not None else None
@@ -290,7 +295,7 @@ class PushSession:
             plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
             notes = list(decided.notes)
             repo_reports, branch_reports = commit_plan(
-                api, plan, remotes, remote.branches, self.request.run_dir, notes, progress, ahead
+                api, plan, remotes, remote.branches, self.request.run_dir, notes, progress, ahead, retry
             )
         finally:
             ahead.close()
@@ -414,6 +419,20 @@ class PushSession:
         with hub_errors(remote.repo_id, api.endpoint):
             create_repo(api, remote.repo_id, "model", private=self.request.private)
             return read_remote(api, remote.repo_id, "model")
+
+    def _open_space(self, remote: Remote, notes: list[str]) -> Remote:
+        """The Space created before any card is committed: one the Hub refuses for the account's plan is
+        left out (a warning in `notes`), and no card links it."""
+        space, api = remote.repos.space, remote.api
+        if space is None or api is None or remote.remotes[space].exists:
+            return remote
+        hardware = self.request.space_hardware or DEFAULT_HARDWARE
+        refusal = create_space(api, space, hardware=hardware, private=self.request.private)
+        if refusal is not None:
+            notes.append(refusal)
+            return replace(remote, repos=replace(remote.repos, space=None))
+        remote.remotes[space] = read_remote(api, space, "space")
+        return remote
 
     def _merge(
         self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress

@@ -15,15 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from huggingface_hub import HfApi
+
 from hubkit.cards import BaseModelCard, CardInputs
+from hubkit.errors import PlanRequiredError
+from hubkit.hub.failures import hub_errors
+from hubkit.hub.retry import failure_status, hub_failure, hub_words
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
+from hubkit.publish.commit import create_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
 from hubkit.publish.remote import RemoteFile
 from hubkit.publish.request import PushRequest
 from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.runs import Run
-from hubkit.space.config import default_space_repo_id
+from hubkit.space.config import DEFAULT_HARDWARE, default_space_repo_id
 
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
@@ -145,3 +151,30 @@ def release_card_inputs(
         samples_repo_id=links.samples,
         sweep_siblings=links.sweep_siblings,
     )
+
+
+def create_space(api: HfApi, space: str, *, hardware: str, private: bool) -> str | None:
+    """Create the release's Space (Gradio, on `hardware`) before any card links it.
+
+    Returns:
+        None when it exists now; the push's warning when the Hub refused it for the account's plan (402):
+        the rest of the release is published without it, and no card links it.
+
+    Raises:
+        HubkitError: any other refusal, as `hub_errors` names it.
+    """
+    try:
+        with hub_errors(space, api.endpoint):
+            create_repo(api, space, "space", private=private, space_sdk="gradio", space_hardware=hardware)
+    except PlanRequiredError as refused:
+        failure = hub_failure(refused)
+        said = (
+            f"HTTP {failure_status(failure)}: {hub_words(failure)}" if failure is not None else str(refused)
+        )
+        other = "" if hardware.startswith("zero-") else f", --space-hardware {DEFAULT_HARDWARE} (ZeroGPU)"
+        return (
+            f"Warning: the Space {space} was not created: the Hub refused it for the account's plan "
+            f"({said}); the rest of the release is published without it. Pass --no-space, or use a paid "
+            f"plan{other}"
+        )
+    return None

@@ -11,6 +11,7 @@ from pathlib import Path
 from hubkit.errors import PublishError
 from hubkit.formats.gguf_types import choose_types
 from hubkit.hub.repo_types import HUB_ENDPOINT
+from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.push_record import PushRecord
@@ -60,6 +61,8 @@ class PushRequest:
             such a run is refused (another run's checkpoints would be published under this one's name).
         sweep: the sweep the run is one point of, when its manifest records none or another
             (`hubkit.publish.sweep`): its repos join the Hub Collection named for it.
+        max_wait: the longest one step of the push waits for the Hub's rate limit to reset (seconds); a
+            later reset stops the push in one line saying when to run it again.
     """
 
     run_dir: Path
@@ -82,6 +85,7 @@ class PushRequest:
     dry_run: bool = False
     checkpoints_dir: Path | None = None
     sweep: SweepInfo | None = None
+    max_wait: float = DEFAULT_RETRY.max_wait
 
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:
