@@ -24,6 +24,7 @@ OSC_52 = "\x1b]52;c;aGFja2Vk\x07"  # a clipboard write, as a terminal reads it
 
 
 def _assert_bounded(done: Bounded, workdir: Path, *, refused: str | None) -> None:
+    print(f"{done.seconds:.1f} s, peak {done.peak_bytes / 2**20:.0f} MiB")  # shown with -s
     assert done.seconds < SECONDS, f"ran {done.seconds:.1f} s"
     assert done.peak_bytes < PEAK_BYTES, f"peak {done.peak_bytes / 2**20:.0f} MiB"
     printed = done.stdout + done.stderr
@@ -280,9 +281,8 @@ def test_a_release_whose_base_or_tokenizer_is_hostile_is_refused_within_bounds(
 @pytest.mark.parametrize(
     ("records", "refused"),
     [
-        # 58 MB of 5.3 M one-key records; 100,000 records of one step with a value each, 100 values apiece
+        # 58 MB of 5.3 M one-key records; 10,001 steps of 100 values each.
         (lambda: b'{"step":1}\n' * 5_300_000, "holds more than 1000000 lines"),
-        (lambda: b'{"step":1,"a":1}\n' * 100_000, None),
         (
             lambda: b"".join(
                 b'{"step":%d,"data":{%s}}\n' % (i, b",".join(b'"m%d":1' % j for j in range(100)))
@@ -291,10 +291,10 @@ def test_a_release_whose_base_or_tokenizer_is_hostile_is_refused_within_bounds(
             "holds more than 1000000 values",
         ),
     ],
-    ids=["5.3 M records", "100,000 records of one step", "10,001 steps of 100 values"],
+    ids=["5.3 M records", "10,001 steps of 100 values"],
 )
 def test_a_release_with_millions_of_metrics_records_is_read_within_bounds(
-    records, refused: str | None, release: str, local_hub, hub_api, tmp_path: Path
+    records, refused: str, release: str, local_hub, hub_api, tmp_path: Path
 ) -> None:
     hub_api.upload_file(path_or_fileobj=records(), path_in_repo="metrics.jsonl", repo_id=release)
     workdir = tmp_path / "work"
@@ -310,7 +310,6 @@ def test_a_release_with_millions_of_metrics_records_is_read_within_bounds(
     ]
     done = run_bounded(argv, workdir)
     _assert_bounded(done, workdir, refused=refused)
-    print(f"{done.seconds:.1f} s, {done.peak_bytes / 2**20:.0f} MiB")
 
 
 def _plant_in_adapter_configs(hub_api, release: str, change: dict) -> None:

@@ -212,3 +212,19 @@ def test_hubkit_space_refuses_a_release_whose_chat_template_loops(
     assert time.monotonic() - started < 30
     err = capsys.readouterr().err
     assert "did not render" in err and err.count("\n") == 1, err
+
+
+def test_a_release_metrics_file_is_streamed_into_one_row_a_step(tmp_path: Path) -> None:
+    import resource
+
+    from hubkit.release.metrics import read_release_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    # 300,000 records of one step (11 MB): kept as one row, not one object a line.
+    path.write_bytes(b'{"step": 1, "data": {"reward": 0.5}}\n' * 300_000 + b'{"step": 2, "reward": 1.0}')
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    metrics = read_release_metrics(path, "me/run")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+    assert [(row.step, row.values) for row in metrics.rows] == [
+        (1, {"reward": 0.5})
+    ]  # the last line is unended
