@@ -128,10 +128,17 @@ def test_a_rate_limit_past_max_wait_stops_in_one_line_and_the_rerun_commits_only
     with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=3,commit_window=3600") as hub:
         capsys.readouterr()
         invocations += 1
+        start = len(hub.request_log)
         assert push_adapters(run_dir, REPO_ID, hub.endpoint, "--max-wait", "5") == 1
         error = _one_error_line(capsys)
         api = HfApi(endpoint=hub.endpoint, token="any")
         before = _commits_by_branch(api, REPO_ID)
+        commits = [p.rsplit("/", 1)[1] for m, p, status in hub.request_log[start:] if "/commit/" in p]
+        committed = [
+            p.rsplit("/", 1)[1]
+            for m, p, status in hub.request_log[start:]
+            if "/commit/" in p and status == 200
+        ]
     assert "rate-limited" in error and "You can retry this action in about 60 minutes" in error, error
     assert re.search(
         r"2 of this push's 5 commits are left: run the push again after \d\d:\d\d:\d\d UTC \(it makes only "
@@ -139,8 +146,10 @@ def test_a_rate_limit_past_max_wait_stops_in_one_line_and_the_rerun_commits_only
         error,
     )
     assert "HF_TOKEN" not in error
-    # step-3's branch was made for its commit (it holds only the repo's first commit).
-    assert before == {"main": 1, "step-1": 1, "step-2": 1, "step-3": 0}
+    # Main first (every checkpoint loadable by subfolder), then the branches newest first; step-2's branch
+    # was made for its commit and holds only the repo's first commit.
+    assert committed == ["main", "step-4", "step-3"] and commits[-1] == "step-2", commits
+    assert before == {"main": 1, "step-4": 1, "step-3": 1, "step-2": 0}
     # The same Hub after its window (restarted: its counters start again): the rerun makes the 2 left.
     with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=3,commit_window=3600") as hub:
         invocations += 1
@@ -170,3 +179,22 @@ def test_a_sweep_of_two_base_models_is_refused_by_the_push_before_anything_is_se
     assert tiny_qwen3.repo_id in error and tiny_qwen3_tied.repo_id in error
     assert local_hub.request_log[start:] == []  # nothing sent, not even a read
     assert not any(hub_api.repo_exists(r) for r in repos)
+
+
+# --- the dry run's commit count ----------------------------------------------------------------------------
+
+
+def test_the_dry_run_says_how_many_commits_the_push_makes_against_the_hubs_hourly_limit(
+    tmp_path, tiny_qwen3, capsys
+):
+    steps = tuple(range(1, 131))
+    run_dir = make_run(tmp_path / "runs", steps, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    capsys.readouterr()
+    argv = [*push_argv(run_dir, REPO_ID, "http://127.0.0.1:9"), "--no-merged", "--no-space", "--dry-run"]
+    assert run_cli(argv) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Commits:")]
+    assert line.startswith(f"Commits: 131 ({REPO_ID}: 131)")
+    assert "more than the Hub's 128 commits per repo per hour" in line and "--every N" in line
+    assert run_cli([*argv, "--every", "10"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Commits:")]
+    assert line == f"Commits: 14 ({REPO_ID}: 14); within the Hub's 128 commits per repo per hour."

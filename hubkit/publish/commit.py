@@ -425,9 +425,10 @@ def commit_plan(
     ahead: UploadsAhead | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> tuple[tuple[RepoReport, ...], tuple[RepoReport, ...]]:
-    """One commit per repo of the plan, in its order, then one per checkpoint branch, each recorded in the
-    run directory. The branches come last: their weights are the main branch's LFS objects, on the Hub by
-    then, so a branch's commit sends none of them again.
+    """One commit per repo of the plan, in its order, then one per checkpoint branch, newest first, each
+    recorded in the run directory. The branches come last: their weights are the main branch's LFS
+    objects, on the Hub by then, so a branch's commit sends none of them again; and every checkpoint is
+    loadable by subfolder from main before any branch is made.
 
     Args:
         api: the push's client.
@@ -458,7 +459,9 @@ def commit_plan(
             )
     progress.upload_started(sum(d.upload_size for d in diffs))
     reports = []
-    every = [*diffs, *branch_diffs]
+    # The branches newest first: a push the Hub's rate limit stops has published the newest checkpoints.
+    newest_first = sorted(branch_diffs, key=lambda d: d.plan.steps, reverse=True)
+    every = [*diffs, *newest_first]
     for index, diff in enumerate(every):
         on_uploaded = (lambda f: progress.uploaded(f.size)) if diff.plan.revision == "main" else None
         try:
@@ -471,7 +474,8 @@ def commit_plan(
         if diff.plan.revision != "main":
             report = replace(report, steps=diff.plan.steps)
         reports.append(report)
-    return tuple(reports[: len(diffs)]), tuple(reports[len(diffs) :])
+    by_branch = {r.revision: r for r in reports[len(diffs) :]}
+    return tuple(reports[: len(diffs)]), tuple(by_branch[b.plan.revision] for b in branch_diffs)
 
 
 def _commits_left(limited: RateLimitedError, left: list[RepoDiff], commits: int) -> RateLimitedError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hubkit.hub.retry import HUB_COMMITS_PER_REPO_PER_HOUR
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.push_record import FileStatus
 from hubkit.publish.request import PushReport, RepoReport
@@ -55,6 +56,7 @@ def describe_dry_run(report: PushReport) -> str:
         statuses = {record.status(f) if record else FileStatus.NEW for f in branch.files}
         state = "unchanged" if statuses == {FileStatus.UNCHANGED} else "new" if record is None else "changed"
         lines.append(f"  {branch.revision:<12} {len(branch.files)} files, {state}")
+    lines.append(describe_commits(report))
     if report.checkpoints_from:
         lines.append(report.checkpoints_from[:1].upper() + report.checkpoints_from[1:])
     lines.extend(describe_left_out(report.left_out))
@@ -64,6 +66,27 @@ def describe_dry_run(report: PushReport) -> str:
     lines.extend(report.notes)
     lines.append("Dry run: nothing was sent; a push uploads only the files that differ from the remote.")
     return "\n".join(lines)
+
+
+def describe_commits(report: PushReport) -> str:
+    """How many commits the push makes (each repo or branch with a file not in its last recorded push),
+    per repo, against the Hub's commits per repo per hour."""
+    per_repo: dict[str, int] = {}
+    for plan in (*report.plan.repos, *report.plan.branches):
+        key = plan.repo_id if plan.revision == "main" else f"{plan.repo_id}@{plan.revision}"
+        record = report.records.get(key)
+        changed = record is None or any(record.status(f) is not FileStatus.UNCHANGED for f in plan.files)
+        per_repo[plan.repo_id] = per_repo.get(plan.repo_id, 0) + changed
+    total = sum(per_repo.values())
+    busiest, most = max(per_repo.items(), key=lambda item: item[1], default=("", 0))
+    line = f"Commits: {total} ({', '.join(f'{r}: {n}' for r, n in per_repo.items() if n) or 'none'})"
+    if most <= HUB_COMMITS_PER_REPO_PER_HOUR:
+        return f"{line}; within the Hub's {HUB_COMMITS_PER_REPO_PER_HOUR} commits per repo per hour."
+    return (
+        f"{line}; {busiest} needs {most}, more than the Hub's {HUB_COMMITS_PER_REPO_PER_HOUR} commits per "
+        "repo per hour: the push waits for the Hub's limit (up to --max-wait) or stops saying when to run it "
+        "again; --every N or --steps publishes fewer branches."
+    )
 
 
 def describe_left_out(left_out: tuple[LeftOutOf, ...]) -> list[str]:
