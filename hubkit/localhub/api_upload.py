@@ -8,22 +8,51 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors
-from hubkit.localhub.cards import metadata_errors
+from hubkit.localhub.cards import metadata_errors, metadata_warnings
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
 from hubkit.localhub.gitattributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.limits import check_private_storage, private_usage, warn_large_commit
-from hubkit.localhub.messages import Request, Response, json_response, list_field, parse_json
+from hubkit.localhub.messages import (
+    Request,
+    Response,
+    json_response,
+    list_field,
+    parse_json,
+)
 from hubkit.localhub.names import COMMIT_SHA, check_path
 from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, Repo
 
 
 def validate_yaml(ctx: HubContext, req: Request) -> Response:
-    data = req.body.json()
-    problems = metadata_errors(str(data.get("content") or ""))
+    """The Hub's check of a README: 400 with its errors, or 200 with its warnings; in plain text for a
+    client that asks for it (`RepoCard.validate` raises the text as its error)."""
+    content = str(req.body.json().get("content") or "")
+    problems, warnings = metadata_errors(content), metadata_warnings(content)
     status = 400 if problems else 200
-    return json_response({"errors": [{"message": p} for p in problems], "warnings": []}, status)
+    if "text/plain" in (req.headers.get("Accept") or ""):
+        lines = [f"- Error: {p}" for p in problems] or [f"- Warning: {w}" for w in warnings]
+        text = "\n".join(lines).encode()
+        return Response(status, {"Content-Type": "text/plain; charset=utf-8"}, text)
+    return json_response(
+        {"errors": [{"message": p} for p in problems], "warnings": [{"message": w} for w in warnings]}, status
+    )
+
+
+def _check_readme(operations: list[Operation]) -> None:
+    """Refuse a commit whose root README's metadata the Hub would refuse (400, its errors named)."""
+    for op in operations:
+        if isinstance(op, AddContent) and op.path == "README.md":
+            problems = metadata_errors(op.content.decode("utf-8", "replace"))
+            if problems:
+                # The Hub's words for a git push refused on its metadata, one error a line.
+                words = "Sorry, your push was rejected during YAML metadata verification:"
+                raise errors.HubHTTPError(
+                    400,
+                    words + "".join(f"\n - Error: {p}" for p in problems),
+                    header_message=f"{words} {' '.join(problems)}",
+                )
 
 
 # --- preupload -------------------------------------------------------------------------------------
@@ -195,6 +224,7 @@ def commit(
     repo = ctx.repo(req, repo_type, namespace, name)
     ctx.limiter.check_commit(f"{repo_type}/{repo.ref.repo_id}".lower())
     payload = parse_commit_payload(req.body.lines())
+    _check_readme(payload.operations)
     _check_storage(ctx, repo, lambda stored: _added_bytes(repo, payload.operations, stored))
     added = sum(isinstance(op, (AddContent, AddLfs)) for op in payload.operations)
     warn_large_commit(ctx.settings.limits, repo.ref.repo_id, added)
