@@ -145,15 +145,15 @@ class HubContext:
         caller = req.caller
         ref = RepoRef(repo_type, namespace, name)
         try:
-            repo = self.store.get(ref)
-            hidden = repo.meta.private and not caller.owns(namespace)
+            repo = self.store.get(ref)  # in any case, as on the Hub: the rules below read its own spelling
+            hidden = repo.meta.private and not caller.owns(repo.ref.namespace)
         except RepoNotFoundError:
             hidden = True
         if hidden:
             status = 401 if caller.name is None else 404
             raise errors.repo_not_found(f"Repository not found: {repo_type}s/{ref.repo_id}", status)
         if write or req.write:
-            self.access.check_write(caller, namespace)
+            self.access.check_write(caller, repo.ref.namespace)
         return repo
 
     def signed_repo(

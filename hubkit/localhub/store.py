@@ -88,9 +88,25 @@ class RepoStore:
     def _git_path(self, ref: RepoRef) -> Path:
         return self.root / "repos" / f"{ref.repo_type}s" / ref.namespace / f"{ref.name}.git"
 
+    def canonical(self, ref: RepoRef) -> RepoRef:
+        """`ref` as its repository spells it: the Hub's repo ids are case-insensitive (`me/Case-Repo` and
+        `me/case-repo` are one repository), so a namespace or name in another case finds it."""
+        if self._git_path(ref).exists():
+            return ref
+        base = self.root / "repos" / f"{ref.repo_type}s"
+        folded = (ref.namespace.casefold(), f"{ref.name}.git".casefold())
+        for namespace in base.glob("*") if base.is_dir() else ():
+            if namespace.name.casefold() != folded[0]:
+                continue
+            for git_dir in namespace.glob("*.git"):
+                if git_dir.name.casefold() == folded[1]:
+                    return RepoRef(ref.repo_type, namespace.name, git_dir.name.removesuffix(".git"))
+        return ref
+
     def get(self, ref: RepoRef) -> Repo:
-        """The repository `ref`. Raises RepoNotFoundError."""
+        """The repository `ref` (in any case). Raises RepoNotFoundError."""
         with self._lock:
+            ref = self.canonical(ref)
             repo = self._open.get(ref)
             if repo is None:
                 path = self._git_path(ref)
@@ -100,13 +116,13 @@ class RepoStore:
             return repo
 
     def exists(self, ref: RepoRef) -> bool:
-        return (self._git_path(ref) / "HEAD").is_file()
+        return (self._git_path(self.canonical(ref)) / "HEAD").is_file()
 
     def create(self, ref: RepoRef, meta: RepoMeta, initial_files: dict[str, bytes], author: str) -> Repo:
         """Create `ref` with one initial commit holding `initial_files`. Raises RepoExistsError."""
         with self._lock:
             path = self._git_path(ref)
-            if path.exists():
+            if path.exists() or self.canonical(ref) != ref:
                 raise RepoExistsError(f"You already created this {ref.repo_type} repo: {ref.repo_id}")
             staging = path.with_name(f".creating-{ref.name}")
             shutil.rmtree(staging, ignore_errors=True)
@@ -132,7 +148,7 @@ class RepoStore:
             repo.git.close()
             shutil.rmtree(repo.git.path)
             repo.meta_path.unlink(missing_ok=True)
-            self._open.pop(ref, None)
+            self._open.pop(repo.ref, None)
 
     def list(self, repo_type: str) -> list[RepoRef]:
         base = self.root / "repos" / f"{repo_type}s"
