@@ -56,13 +56,16 @@ def _commits_by_branch(api: HfApi, repo_id: str) -> dict[str, int]:
 def test_a_private_push_past_the_storage_quota_names_the_quota_in_the_hubs_words(
     tmp_path, tiny_qwen3, capsys
 ):
+    """No empty repo is left behind: the adapter repo the push created, with nothing committed, is removed."""
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     with _free_hub(tmp_path / "hub", tiny_qwen3, "free.private_storage=1kB") as hub:
         capsys.readouterr()
         assert push_adapters(run_dir, REPO_ID, hub.endpoint, "--private") == 1
         error = _one_error_line(capsys)
+        assert not HfApi(endpoint=hub.endpoint, token="any").repo_exists(REPO_ID)
     assert "storage quota" in error and "Private repository storage limit reached" in error, error
     assert "HTTP 403" in error and "without --private" in error
+    assert error.endswith(f"removed {REPO_ID}, created by this push with nothing committed")
     assert "HF_TOKEN" not in error and "hf auth login" not in error
 
 

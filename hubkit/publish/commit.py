@@ -135,6 +135,22 @@ def create_repo(
     )
 
 
+def remove_if_empty(api: HfApi, repos: list[tuple[str, RepoType]]) -> list[str]:
+    """Delete each of `repos` (created by this push) that holds only its first commit; returns those
+    deleted. One that cannot be read or deleted now is left as it is."""
+    removed = []
+    for repo_id, repo_type in repos:
+        try:
+            if not api.repo_exists(repo_id, repo_type=repo_type):
+                continue
+            if len(api.list_repo_commits(repo_id, repo_type=repo_type)) == 1:
+                api.delete_repo(repo_id, repo_type=repo_type)
+                removed.append(repo_id)
+        except HfHubHTTPError as error:
+            logger.warning("could not remove the empty %s (%s)", repo_id, error)
+    return removed
+
+
 def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy = DEFAULT_RETRY) -> str:
     """Create `branch` from the repo's first commit (which holds only `.gitattributes`), so that it holds
     nothing but what is committed to it; one created meanwhile is kept as it is.

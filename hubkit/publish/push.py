@@ -31,7 +31,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
-from hubkit.errors import PublishError
+from hubkit.errors import PublishError, StorageQuotaError
 from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token, token_owner
 from hubkit.hub.failures import hub_errors
@@ -44,7 +44,7 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
 )
-from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, remove_if_empty
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
@@ -54,7 +54,7 @@ from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, create_space
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
@@ -66,7 +66,6 @@ from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
 from hubkit.runs.completions import Completions, read_completions
 from hubkit.safety import VetContext
-from hubkit.space.config import DEFAULT_HARDWARE
 
 if TYPE_CHECKING:
     from hubkit.cards.gguf_record import GGUFRecord
@@ -142,8 +141,17 @@ class PushSession:
         decided = self._decide(local, remote, progress, may_merge=may_merge)
         if remote.api is None:
             return self._dry_run_report(local, remote, decided)
-        remote = self._open_space(remote, decided.notes)
-        report = self._execute(local, remote, decided, progress)
+        api = remote.api
+        new = [(r, kind) for r, kind in remote.repos.kinds().items() if not remote.remotes[r].exists]
+        try:
+            repos = open_space(api, remote.repos, remote.remotes, self.request, decided.notes)
+            remote = replace(remote, repos=repos)
+            report = self._execute(local, remote, decided, progress)
+        except StorageQuotaError as full:
+            # No repo half-made: the ones this push created and could not commit to go again.
+            removed = ", ".join(remove_if_empty(api, new))
+            left = f"; removed {removed}, created by this push with nothing committed" if removed else ""
+            raise StorageQuotaError(f"{full}{left}") from full
         return with_sweep(remote.api, report, remote.repos, local, self.request)
 
     # --- the stages, in order --------------------------------------------------------------------
@@ -419,20 +427,6 @@ class PushSession:
         with hub_errors(remote.repo_id, api.endpoint):
             create_repo(api, remote.repo_id, "model", private=self.request.private)
             return read_remote(api, remote.repo_id, "model")
-
-    def _open_space(self, remote: Remote, notes: list[str]) -> Remote:
-        """The Space created before any card is committed: one the Hub refuses for the account's plan is
-        left out (a warning in `notes`), and no card links it."""
-        space, api = remote.repos.space, remote.api
-        if space is None or api is None or remote.remotes[space].exists:
-            return remote
-        hardware = self.request.space_hardware or DEFAULT_HARDWARE
-        refusal = create_space(api, space, hardware=hardware, private=self.request.private)
-        if refusal is not None:
-            notes.append(refusal)
-            return replace(remote, repos=replace(remote.repos, space=None))
-        remote.remotes[space] = read_remote(api, space, "space")
-        return remote
 
     def _merge(
         self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress

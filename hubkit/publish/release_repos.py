@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from huggingface_hub import HfApi
@@ -20,12 +20,13 @@ from huggingface_hub import HfApi
 from hubkit.cards import BaseModelCard, CardInputs
 from hubkit.errors import PlanRequiredError
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import failure_status, hub_failure, hub_words
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.commit import create_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
-from hubkit.publish.remote import RemoteFile
+from hubkit.publish.remote import RemoteFile, RemoteRepo, read_remote
 from hubkit.publish.request import PushRequest
 from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.runs import Run
@@ -93,6 +94,14 @@ class ReleaseRepos:
                 check_repo_id(repo_id)
         linked = space or request.space_repo_id or default_space_repo_id(adapter_repo_id)
         return cls(adapter_repo_id, merged, gguf, space, linked, notes, samples)
+
+    def kinds(self) -> dict[str, RepoType]:
+        """Every repo of the release (the ones the cards link too) with its type."""
+        kinds: dict[str, RepoType] = {self.adapter: "model", self.merged: "model", self.gguf: "model"}
+        kinds[self.linked_space] = "space"
+        if self.samples is not None:
+            kinds[self.samples] = "dataset"
+        return kinds
 
 
 @dataclass(frozen=True)
@@ -178,3 +187,24 @@ def create_space(api: HfApi, space: str, *, hardware: str, private: bool) -> str
             f"plan{other}"
         )
     return None
+
+
+def open_space(
+    api: HfApi, repos: ReleaseRepos, remotes: dict[str, RemoteRepo], request: PushRequest, notes: list[str]
+) -> ReleaseRepos:
+    """The release's Space created before any card is committed (`remotes` gets it as created): one the
+    Hub refuses for the account's plan is left out, a warning in `notes`, and no card links it.
+
+    Returns:
+        The repos, without the Space when the Hub refused it.
+    """
+    space = repos.space
+    if space is None or remotes[space].exists:
+        return repos
+    hardware = request.space_hardware or DEFAULT_HARDWARE
+    refusal = create_space(api, space, hardware=hardware, private=request.private)
+    if refusal is not None:
+        notes.append(refusal)
+        return replace(repos, space=None)
+    remotes[space] = read_remote(api, space, "space")
+    return repos
