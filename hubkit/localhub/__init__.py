@@ -26,7 +26,8 @@ its body have the route's type and fit its limit; writes need a token even on an
 URLs expire and serve only while their signer keeps access (`signed_urls`). What git refuses in a tree
 is refused in a commit (`gitrules`, `gitmodules`).
 
-Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitstore` and
+Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitignore`
+(the Hub's `shouldIgnore`), `gitstore` and
 `lfs` (objects on disk), `xet_hashes`, `xet_xorb`, `xet_shard` (the Xet formats), `xet_store` and
 `xet_tokens` (Xet objects and tokens), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
 `identity` (tokens, users, plans, namespace rules), `limits` (huggingface.co's rate limits and quotas

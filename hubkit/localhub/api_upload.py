@@ -7,7 +7,7 @@ import binascii
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from hubkit.localhub import errors
+from hubkit.localhub import errors, gitignore
 from hubkit.localhub.cards import metadata_errors, metadata_warnings
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
@@ -22,7 +22,18 @@ from hubkit.localhub.messages import (
     parse_json,
 )
 from hubkit.localhub.names import COMMIT_SHA, check_path
-from hubkit.localhub.repos import AddContent, AddLfs, DeleteFile, DeleteFolder, Operation, Repo
+from hubkit.localhub.repos import (
+    AddContent,
+    AddLfs,
+    DeleteFile,
+    DeleteFolder,
+    FileEntry,
+    Operation,
+    Repo,
+)
+
+# A repository's .gitignore larger than this is not applied (no real one comes near it).
+MAX_GITIGNORE = 1 << 20
 
 
 def validate_yaml(ctx: HubContext, req: Request) -> Response:
@@ -70,6 +81,16 @@ def _check_storage(ctx: HubContext, repo: Repo, new_bytes: Callable[[set[str]], 
     check_private_storage(plan, namespace, used, new_bytes(stored))
 
 
+def _gitignore_text(repo: Repo, sent: object, files: dict[str, FileEntry]) -> str:
+    """The `.gitignore` that applies: the one the client sent (its commit adds one), else the revision's."""
+    if isinstance(sent, str):
+        return sent
+    entry = files.get(".gitignore")
+    if entry is None or entry.size > MAX_GITIGNORE:
+        return ""
+    return repo.read(entry).decode("utf-8", "replace")
+
+
 def preupload(
     ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str, revision: str
 ) -> Response:
@@ -78,8 +99,10 @@ def preupload(
     commit = repo.resolve(revision)
     patterns = repo.lfs_patterns(commit)
     answers = []
-    items = list_field(req.body.json(), "files")
+    data = req.body.json()
+    items = list_field(data, "files")
     current = repo.files(commit)
+    ignore = gitignore.parse(_gitignore_text(repo, data.get("gitIgnore"), current))
     # A file whose path holds one of the same size is most likely re-sent: it is not counted.
     _check_storage(
         ctx,
@@ -102,7 +125,8 @@ def preupload(
         except EntryNotFoundError:
             remote_oid = None
         mode = "lfs" if is_lfs_upload(path, size, sample, patterns) else "regular"
-        answers.append({"path": path, "uploadMode": mode, "shouldIgnore": False, "oid": remote_oid})
+        ignored = gitignore.is_ignored(ignore, path)
+        answers.append({"path": path, "uploadMode": mode, "shouldIgnore": ignored, "oid": remote_oid})
     return json_response({"files": answers, "commitOid": commit})
 
 
