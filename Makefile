@@ -17,7 +17,7 @@ LLAMA_HUB_STAMP := $(LLAMA_VENV)/.installed-hub-client
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl venv-vllm venv-llama environments test lint format demo bench clean chromium
+.PHONY: venv venv-verl venv-vllm venv-llama venv-gguf-quant environments test lint format demo bench clean chromium
 
 venv: $(STAMP)
 
@@ -65,6 +65,7 @@ $(VLLM_STAMP):
 # examples, server or tests), and for no particular CPU: GGML_NATIVE=OFF with every x86 extension off, so
 # the environment runs on any x86-64 whichever machine built it (2 cores: 3 to 5 minutes). The sdist stays
 # unpacked in src/: it holds llama.cpp's own convert_hf_to_gguf.py, which tests and bench/gguf_export.py compare with.
+# The wheel is built once into src/wheels/: hubkit[gguf-quant] is installed into .venv from it, uncompiled.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \
 	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
@@ -76,8 +77,18 @@ $(LLAMA_STAMP):
 	rm -rf $(LLAMA_VENV)/src && mkdir $(LLAMA_VENV)/src
 	$(LLAMA_VENV)/bin/python -m pip download -q --no-deps --no-binary :all: -d $(LLAMA_VENV)/src $(LLAMA_CPP_PYTHON)
 	tar -xzf $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_VENV)/src
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-		$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_VENV)/bin/python -m pip \
+		wheel -q --no-deps -w $(LLAMA_VENV)/src/wheels $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl
+	touch $@
+
+# hubkit[gguf-quant] (llama.cpp's quantizer, for the k-quant GGUF types) in the test environment, from the
+# wheel venv-llama built: installed in seconds instead of compiled a second time.
+GGUF_QUANT_STAMP := $(VENV)/.installed-gguf-quant
+venv-gguf-quant: $(GGUF_QUANT_STAMP)
+
+$(GGUF_QUANT_STAMP): $(STAMP) $(LLAMA_STAMP)
+	$(PY) -m pip install -q --find-links $(LLAMA_VENV)/src/wheels $(LLAMA_CPP_PYTHON)
 	touch $@
 
 $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
@@ -87,6 +98,7 @@ $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 # The environments are independent: built side by side (downloads overlap the llama.cpp compile).
 environments:
 	$(MAKE) -j4 venv venv-verl venv-vllm venv-llama chromium
+	$(MAKE) venv-gguf-quant
 
 # Two workers, each module whole on one (tests/conftest.py hands out the longest first).
 test: environments lint

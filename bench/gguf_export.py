@@ -9,11 +9,17 @@ memory above the interpreter (VmHWM minus the resident set once its imports are 
     converter bf16    python convert_hf_to_gguf.py model --outtype bf16   (one type per run)
     converter q8_0    python convert_hf_to_gguf.py model --outtype q8_0
 
+With --k-quants, Q4_K_M too, which llama.cpp's own quantizer makes from a BF16 file:
+
+    hubkit-q4_k_m     export_gguf(model, out, ["q4_k_m"]): BF16 written, then quantized in this process
+    quantizer-q4_k_m  llama_cpp.llama_model_quantize(BF16 file, Q4_K_M) alone, in a process that imports
+                      nothing else: what llama-quantize does (not built by `make venv-llama`)
+
 The converter is the one inside the llama-cpp-python sdist that `make venv-llama` keeps in
 .venv-llama/src (its imports: torch, transformers, sentencepiece, its own gguf-py). Told the same
 general.name, it must write the same bytes as hubkit: the files' sha256 are compared.
 
-    $ .venv/bin/python bench/gguf_export.py [--layers 36] [--per-type] [--keep DIR]
+    $ .venv/bin/python bench/gguf_export.py [--layers 36] [--per-type] [--k-quants] [--keep DIR]
 
 (Not bench/gguf.py: run as a script, that name would shadow the gguf package it measures.)
 """
@@ -113,6 +119,31 @@ def work_converter(model_dir: Path, out_dir: Path, file_type: str) -> dict[str, 
     }
 
 
+def work_quantizer(bf16_file: Path, out_dir: Path) -> dict[str, object]:
+    import ctypes
+
+    import llama_cpp
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{NAME}-Q4_K_M.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    before = rss_mib("VmRSS")
+    start = time.perf_counter()
+    if llama_cpp.llama_model_quantize(str(bf16_file).encode(), str(out).encode(), ctypes.byref(params)):
+        raise SystemExit(f"llama.cpp could not quantize {bf16_file}")
+    wall = time.perf_counter() - start
+    digest = hashlib.sha256()
+    with out.open("rb") as f:
+        while chunk := f.read(16 * 1024 * 1024):
+            digest.update(chunk)
+    return {
+        "wall_s": wall,
+        "rss_before_mib": before,
+        "files": {"q4_k_m": {"size": out.stat().st_size, "sha256": digest.hexdigest()}},
+    }
+
+
 def run_worker(name: str, model_dir: Path, out_dir: Path) -> dict[str, object]:
     command = [sys.executable, __file__, "--worker", name, str(model_dir), str(out_dir)]
     os.sync()  # no contender pays for the previous one's writeback
@@ -132,11 +163,16 @@ def main() -> None:
         action="store_true",
         help="also time hubkit writing each type alone, as the converter does",
     )
+    parser.add_argument(
+        "--k-quants", action="store_true", help="also Q4_K_M, against llama.cpp's quantizer alone"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("NAME", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         name, model_dir, out_dir = args.worker
-        if name.startswith("hubkit"):
+        if name == "quantizer-q4_k_m":
+            measured = work_quantizer(Path(model_dir), Path(out_dir))
+        elif name.startswith("hubkit"):
             types = [name.removeprefix("hubkit-")] if name != "hubkit" else list(TYPES)
             measured = work_hubkit(Path(model_dir), Path(out_dir), types)
         else:
@@ -161,6 +197,13 @@ def main() -> None:
             out_dir = Path(tmp) / f"out-{name}"
             results[name] = run_worker(name, model_dir, out_dir)
             shutil.rmtree(out_dir)  # the disk holds one contender's files at a time
+        if args.k_quants:
+            results["hubkit-q4_k_m"] = run_worker("hubkit-q4_k_m", model_dir, Path(tmp) / "out-q4")
+            shutil.rmtree(Path(tmp) / "out-q4")
+            bf16_dir = Path(tmp) / "out-bf16"
+            run_worker("hubkit-bf16", model_dir, bf16_dir)
+            bf16 = bf16_dir / f"{NAME}-BF16.gguf"
+            results["quantizer-q4_k_m"] = run_worker("quantizer-q4_k_m", bf16, Path(tmp) / "out-quantizer")
 
     print(f"{'':<16}{'wall':>9}{'peak RSS above imports':>26}{'files':>10}")
     for name, r in results.items():
@@ -188,6 +231,16 @@ def main() -> None:
     for file_type in TYPES if args.per_type else ():
         alone, theirs = results[f"hubkit-{file_type}"]["wall_s"], results[f"converter-{file_type}"]["wall_s"]
         print(f"wall, {file_type} alone, hubkit / converter: {alone / theirs:.2f}x")
+    if args.k_quants:
+        ours, theirs = results["hubkit-q4_k_m"], results["quantizer-q4_k_m"]
+        ours_above = ours["peak_rss_mib"] - ours["rss_before_mib"]
+        theirs_above = theirs["peak_rss_mib"] - theirs["rss_before_mib"]
+        same = ours["files"]["q4_k_m"]["sha256"] == theirs["files"]["q4_k_m"]["sha256"]
+        print(
+            f"q4_k_m: peak RSS above imports {ours_above:.0f} MiB (the quantizer alone: {theirs_above:.0f} MiB), "
+            f"wall {ours['wall_s'] / theirs['wall_s']:.2f}x the quantizer alone (BF16 written first), "
+            f"{'same bytes' if same else 'DIFFERENT BYTES'}"
+        )
     if any(hubkit["files"][t]["sha256"] != results[f"converter-{t}"]["files"][t]["sha256"] for t in TYPES):
         raise SystemExit("hubkit's files are not the converter's")
 

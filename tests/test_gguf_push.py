@@ -202,8 +202,9 @@ def test_the_training_callback_refuses_an_unknown_gguf_type_before_training() ->
     from hubkit.errors import PublishError
     from hubkit.integrations.trl import HubkitPushCallback
 
-    with pytest.raises(PublishError, match="unknown GGUF type 'q4_k_m'"):
-        HubkitPushCallback("me/run", gguf=["q4_k_m"])
+    # An importance-matrix type (llama-quantize makes it only with --imatrix) is not offered.
+    with pytest.raises(PublishError, match="unknown GGUF type 'iq4_xs'"):
+        HubkitPushCallback("me/run", gguf=["iq4_xs"])
 
 
 def test_without_gguf_py_the_push_refuses_in_one_line_before_any_repo(
@@ -252,5 +253,10 @@ def test_every_type_push_accepts_is_written_and_vetted_as_gguf() -> None:
     from hubkit.formats.gguf_types import GGUF_TYPES
 
     for gguf_type in GGUF_TYPES:
-        assert FILE_TYPES[gguf_type.name.lower()].name == gguf_type.name
+        if gguf_type.quantized_by_llama_cpp:  # made by llama.cpp's quantizer, as this file type
+            assert (
+                gguf_type.llama_ftype == f"LLAMA_FTYPE_{gguf.LlamaFileType[f'MOSTLY_{gguf_type.name}'].name}"
+            )
+        else:
+            assert FILE_TYPES[gguf_type.name.lower()].name == gguf_type.name
         assert kinds.kind_of(f"run-{gguf_type.name}.gguf") is kinds.GGUF_WEIGHTS

@@ -297,7 +297,8 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
     if inputs.merged_repo_id is None or not record.files:
         raise PublishError(f"no GGUF files to write a card for ({gguf_repo_id})")
     types = sorted(record.files, key=gguf_types.listing_order)
-    default = "Q8_0" if "Q8_0" in record.files else types[0]
+    # What people run on a laptop first, when the repo holds it.
+    default = next((t for t in ("Q4_K_M", "Q8_0") if t in record.files), types[0])
     same_bits = record.merge.dtype == "bfloat16"  # a bf16 base (Qwen3-4B's) merges to bf16
     context = {
         **_common_context(inputs),
@@ -318,6 +319,7 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
             else f"BF16 rounds the merged {record.merge.dtype} weights to the nearest bfloat16"
         ),
         "default_type": default,
+        "k_quants": [t for t in types if gguf_types.made_by_llama_cpp(t)],
         "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),
     }
     return {"README.md": render_card(gguf_card_data(inputs, record), GGUF_TEMPLATE, context).encode()}

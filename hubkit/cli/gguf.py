@@ -28,7 +28,11 @@ if TYPE_CHECKING:
     "--step", type=click.IntRange(min=0), help="The run's checkpoint to merge.  [default: the last]"
 )
 @click.option(
-    "--types", default="q8_0", show_default=True, help="Comma-separated GGUF types: bf16, f16, q8_0."
+    "--types",
+    default="q8_0",
+    show_default=True,
+    help="Comma-separated GGUF types: bf16, f16, q8_0, and with hubkit[gguf-quant] the k-quants "
+    "q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q5_k_s.",
 )
 @click.option(
     "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="The folder for the files."

@@ -9,6 +9,9 @@ whatever the model's size; only Llama's q/k weights, whose rows are reordered, a
     plan = plan_gguf_export(Path("merged"), Path("gguf"), ["q8_0", "bf16"], GGUFMetadata(name="run"))
     result = write_gguf(plan)
 
+The k-quants (Q4_K_M, ...) are then made from the BF16 file by llama.cpp's own quantizer
+(`hubkit.export.gguf_quantize`); a BF16 file not asked for is written beside them and removed after.
+
 The tensors can also come from elsewhere than the folder's shards, e.g. a merge that streams its output
 (`TensorStream`); config.json and the tokenizer are still read from the folder.
 """
@@ -30,6 +33,7 @@ import numpy
 import torch
 
 from hubkit.errors import GGUFExportError
+from hubkit.export.gguf_quantize import quantize, require_quantizer
 from hubkit.formats.gguf import (
     SKIPPED_SUFFIXES,
     FileType,
@@ -37,6 +41,7 @@ from hubkit.formats.gguf import (
     GGUFMetadata,
     MetadataField,
     TensorLayout,
+    choose_gguf_types,
     encode_rows,
     file_types,
     general_fields,
@@ -51,6 +56,7 @@ from hubkit.formats.gguf_arch import (
     hyperparameter_fields,
     llama_permute,
 )
+from hubkit.formats.gguf_types import GGUFType
 from hubkit.formats.gguf_vocab import vocab_fields
 from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 from hubkit.merge.shards import TORCH_DTYPES, ShardReader
@@ -107,6 +113,14 @@ class PlannedFile:
 
 
 @dataclass(frozen=True)
+class QuantizedFile:
+    """One k-quant file, made by llama.cpp's quantizer from the plan's BF16 file."""
+
+    gguf_type: GGUFType
+    path: Path
+
+
+@dataclass(frozen=True)
 class GGUFPlan:
     """Everything checked and decided before the first byte of an export is written."""
 
@@ -117,6 +131,9 @@ class GGUFPlan:
     generated: tuple[tuple[str, numpy.ndarray], ...]  # computed tensors, written first (as the converter)
     sources: tuple[SourceTensor, ...]
     files: tuple[PlannedFile, ...]
+    quantized: tuple[QuantizedFile, ...] = ()
+    order: tuple[str, ...] = ()  # every asked type's name, in the asked order
+    scratch: Path | None = None  # the BF16 file the k-quants are made from, when it was not asked for
 
     @property
     def input_bytes(self) -> int:
@@ -156,7 +173,7 @@ def export_gguf(
         model_dir: the model folder: config.json, tokenizer files, generation_config.json and, unless
             `stream` is given, its safetensors shards.
         out_dir: where the files go (created); each is ``<name>-<TYPE>.gguf``, replaced if present.
-        types: ``bf16``, ``f16``, ``q8_0`` (any case).
+        types: ``bf16``, ``f16``, ``q8_0`` or a k-quant (``q4_k_m``, ...; any case).
         metadata: what ``general.*`` says (name, base model, licence).
         stream: the tensors, if not from the folder's shards.
         progress: called with (input bytes done, total) after each tensor.
@@ -182,9 +199,17 @@ def plan_gguf_export(
 
     Raises:
         GGUFExportError: an unknown type or architecture, an unreadable config or tokenizer, missing or
-            corrupt shards, a tensor with no GGUF name or of an unsupported dtype.
+            corrupt shards, a tensor with no GGUF name or of an unsupported dtype; a k-quant without
+            llama.cpp's quantizer installed.
     """
-    chosen = file_types(types)
+    asked = choose_gguf_types(types)
+    k_quants = [t for t in asked if t.quantized_by_llama_cpp]
+    if k_quants:
+        require_quantizer()
+    chosen = file_types([t.name for t in asked])
+    bf16_asked = any(t.name == "BF16" for t in chosen)
+    if k_quants and not bf16_asked:
+        chosen = (*chosen, *file_types(["bf16"]))
     config = read_json(model_dir / "config.json", required=True)
     architecture = architecture_of(config)
     vocab_size = int(config.get("vocab_size") or 0)
@@ -201,6 +226,7 @@ def plan_gguf_export(
     generation_config = read_json(model_dir / "generation_config.json", required=False)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", metadata.name).strip("-.") or "model"
     files = []
+    scratch = None
     for file_type in chosen:
         layouts = tuple(
             TensorLayout(name, tuple(data.shape), gguf.GGMLQuantizationType.F32) for name, data in generated
@@ -215,8 +241,14 @@ def plan_gguf_export(
             + vocab
         )
         path = out_dir / f"{stem}-{file_type.name}.gguf"
+        if file_type.name == "BF16" and not bf16_asked:
+            path = scratch = out_dir / f"{stem}-BF16.source.gguf"
         files.append(PlannedFile(file_type, path, fields, layouts))
-    return GGUFPlan(architecture, out_dir, shards, stream, generated, sources, tuple(files))
+    quantized = tuple(QuantizedFile(t, out_dir / f"{stem}-{t.name}.gguf") for t in k_quants)
+    order = tuple(t.name for t in asked)
+    return GGUFPlan(
+        architecture, out_dir, shards, stream, generated, sources, tuple(files), quantized, order, scratch
+    )
 
 
 def _read_shards(model_dir: Path) -> tuple[SafetensorsHeader, ...]:
@@ -281,7 +313,7 @@ def _plan_sources(
 
 
 def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUFExport:
-    """Write every planned file in one pass over the tensors.
+    """Write every planned file in one pass over the tensors, then make the k-quants from the BF16 one.
 
     This thread reads and encodes (numpy's quantization, which releases the GIL); a writer thread appends
     and hashes what was encoded, one block behind, so that the two overlap. Each file appears complete or
@@ -323,13 +355,18 @@ def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUF
                 progress(done, total or done)  # a stream's input size is known only at its end
         while in_flight:
             in_flight.popleft().result()
-    return GGUFExport(
-        architecture=plan.architecture.name,
-        files=tuple(
-            GGUFFile(f.file_type.name, w.path, w.size, w.sha256)
-            for f, w in zip(plan.files, writers, strict=True)
-        ),
-    )
+    written = {
+        f.file_type.name: GGUFFile(f.file_type.name, w.path, w.size, w.sha256)
+        for f, w in zip(plan.files, writers, strict=True)
+    }
+    try:
+        for k_quant in plan.quantized:
+            size, sha256 = quantize(written["BF16"].path, k_quant.path, k_quant.gguf_type)
+            written[k_quant.gguf_type.name] = GGUFFile(k_quant.gguf_type.name, k_quant.path, size, sha256)
+    finally:
+        if plan.scratch is not None:
+            plan.scratch.unlink(missing_ok=True)
+    return GGUFExport(architecture=plan.architecture.name, files=tuple(written[t] for t in plan.order))
 
 
 def _start(writers: Sequence[GGUFFileWriter], name: str) -> None:

@@ -28,7 +28,7 @@ import torch
 from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from hubkit.errors import FileFormatError, GGUFExportError
-from hubkit.formats.gguf_types import GGUF_TYPES, choose_types
+from hubkit.formats.gguf_types import GGUF_TYPES, GGUFType, choose_types
 
 # --- file types ---------------------------------------------------------------------------------
 
@@ -48,26 +48,41 @@ class FileType:
     file_type: LlamaFileType
 
 
-# `hubkit.formats.gguf_types`' table with gguf-py's enums for each type, found by llama.cpp's names.
+# The types of `hubkit.formats.gguf_types`' table that hubkit writes itself (the k-quants are llama.cpp's
+# quantizer's, `hubkit.export.gguf_quantize`), with gguf-py's enums, found by llama.cpp's names.
 FILE_TYPES: dict[str, FileType] = {
     t.name.lower(): FileType(t.name, GGMLQuantizationType[t.name], LlamaFileType[f"MOSTLY_{t.name}"])
     for t in GGUF_TYPES
+    if not t.quantized_by_llama_cpp
 }
 
 
 def file_types(names: Iterable[str]) -> tuple[FileType, ...]:
-    """The file types named (case-insensitive, each once, in the order given).
+    """The file types hubkit writes itself among those named (case-insensitive, each once, in the order
+    given); the k-quants among them are left to `gguf_types.choose_types`' callers.
 
     Raises:
-        GGUFExportError: none named, or a name that is not one of `FILE_TYPES`.
+        GGUFExportError: none named, or a name that is not one of `gguf_types.GGUF_TYPES`.
+    """
+    chosen = choose_gguf_types(names)
+    return tuple(FILE_TYPES[t.name.lower()] for t in chosen if not t.quantized_by_llama_cpp)
+
+
+def choose_gguf_types(names: Iterable[str]) -> tuple[GGUFType, ...]:
+    """`gguf_types.choose_types`, refusing as the export refuses.
+
+    Raises:
+        GGUFExportError: none named, or an unknown name.
     """
     try:
         chosen = choose_types(list(names))
     except ValueError as e:
         raise GGUFExportError(str(e)) from e
     if not chosen:
-        raise GGUFExportError(f"no GGUF type given: choose from {', '.join(FILE_TYPES)}")
-    return tuple(FILE_TYPES[t.name.lower()] for t in chosen)
+        raise GGUFExportError(
+            f"no GGUF type given: choose from {', '.join(t.name.lower() for t in GGUF_TYPES)}"
+        )
+    return chosen
 
 
 # --- metadata -----------------------------------------------------------------------------------

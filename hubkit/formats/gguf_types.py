@@ -1,7 +1,10 @@
 """The GGUF file types hubkit writes, in one table read by `--gguf`, the export, the vetting and the cards.
 
-They are the types llama.cpp's converter writes without its compiled ``llama-quantize`` (its ``--outtype``
-choices). Nothing here imports torch or gguf-py: a push that writes no GGUF file imports neither.
+Q8_0, F16 and BF16 are written by hubkit (gguf-py's encoders, as llama.cpp's converter's ``--outtype``);
+the k-quants are made from hubkit's BF16 file by llama.cpp's own quantizer (``llama_model_quantize``, what
+``llama-quantize`` runs), with llama.cpp's per-tensor mixture for each ``_S``/``_M``/``_L`` type. The ones
+offered are those llama-quantize makes without an importance matrix (the IQ types and Q2_K_S need one).
+Nothing here imports torch, gguf-py or llama.cpp: a push that writes no GGUF file imports none of them.
 """
 
 from __future__ import annotations
@@ -18,10 +21,41 @@ class GGUFType:
 
     name: str
     weights: str
+    llama_ftype: str | None = None  # made by llama.cpp's quantizer as this ``llama_ftype``; else by hubkit
+
+    @property
+    def quantized_by_llama_cpp(self) -> bool:
+        return self.llama_ftype is not None
+
+
+def _k_quant(name: str, figures: str) -> GGUFType:
+    # `figures`: llama-quantize's own for Llama-3-8B (its size, and the perplexity added to F16's).
+    return GGUFType(
+        name,
+        f"llama.cpp's {name} mixture of k-quants ({figures} perplexity at Llama-3-8B)",
+        f"LLAMA_FTYPE_MOSTLY_{name}",
+    )
+
+
+# The extra that installs llama.cpp's quantizer, and the one line that says so.
+QUANTIZER_EXTRA = "gguf-quant"
+QUANTIZER_MISSING = (
+    "the k-quant GGUF types are made by llama.cpp's quantizer (llama-cpp-python): "
+    f"pip install 'hubkit[{QUANTIZER_EXTRA}]'"
+)
 
 
 # Smallest first, as GGUF repos list their files.
 GGUF_TYPES: tuple[GGUFType, ...] = (
+    _k_quant("Q2_K", "2.96 GB, +3.5199"),
+    _k_quant("Q3_K_S", "3.41 GB, +1.6321"),
+    _k_quant("Q3_K_M", "3.74 GB, +0.6569"),
+    _k_quant("Q3_K_L", "4.03 GB, +0.5562"),
+    _k_quant("Q4_K_S", "4.37 GB, +0.2689"),
+    _k_quant("Q4_K_M", "4.58 GB, +0.1754"),
+    _k_quant("Q5_K_S", "5.21 GB, +0.1049"),
+    _k_quant("Q5_K_M", "5.33 GB, +0.0569"),
+    _k_quant("Q6_K", "6.14 GB, +0.0217"),
     GGUFType("Q8_0", "8-bit blocks of 32 with a float16 scale"),
     GGUFType("F16", "float16"),
     GGUFType("BF16", "bfloat16, the merged weights' own bits"),
@@ -44,6 +78,17 @@ def choose_types(asked: Sequence[str]) -> tuple[GGUFType, ...]:
             raise ValueError(f"unknown GGUF type {name!r}: use one or more of {', '.join(_BY_KEY)}")
         chosen.setdefault(key, _BY_KEY[key])
     return tuple(chosen.values())
+
+
+def needs_quantizer(types: Sequence[GGUFType]) -> bool:
+    """Whether any of `types` is made by llama.cpp's quantizer."""
+    return any(t.quantized_by_llama_cpp for t in types)
+
+
+def made_by_llama_cpp(name: str) -> bool:
+    """Whether the type named (``Q4_K_M``) is made by llama.cpp's quantizer (False when unknown)."""
+    found = _BY_KEY.get(name.lower())
+    return found is not None and found.quantized_by_llama_cpp
 
 
 def listing_order(name: str) -> int:
