@@ -123,6 +123,53 @@ def test_a_push_past_the_commit_rate_waits_until_the_hub_says_and_completes_in_o
     print(f"\n5 commits at 3 per 12 s: one invocation, {len(waits)} waits, {took:.1f} s")
 
 
+def test_sixty_checkpoints_at_ten_commits_per_window_end_complete_in_one_invocation(
+    tmp_path, tiny_qwen3, caplog
+):
+    """Main first, then the 60 branches newest first, each committed once, waiting for the Hub's window
+    where it must; every checkpoint loads with PEFT from main's subfolder and from its branch."""
+    import torch
+    from helpers import logits
+    from huggingface_hub import snapshot_download
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    steps = tuple(range(1, 61))
+    run_dir = make_run(tmp_path / "runs", steps, base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "commits_per_repo=10,commit_window=3") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        start = len(hub.request_log)
+        started = time.monotonic()
+        assert push_adapters(run_dir, REPO_ID, hub.endpoint) == 0
+        took = time.monotonic() - started
+        log = hub.request_log[start:]
+        committed = [p.rsplit("/", 1)[1] for _m, p, status in log if "/commit/" in p and status == 200]
+        refused = sum(1 for _m, p, status in log if "/commit/" in p and status == 429)
+        assert committed == ["main", *(f"step-{s}" for s in reversed(steps))]
+        assert _commits_by_branch(api, REPO_ID) == {"main": 1, **{f"step-{s}": 1 for s in steps}}
+        folders = {p.split("/")[1] for p in api.list_repo_files(REPO_ID) if p.startswith("checkpoints/")}
+        assert folders == {f"global_step_{s}" for s in steps}
+        ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
+        for step in (1, 60):
+            by_branch = snapshot_download(
+                REPO_ID, revision=f"step-{step}", endpoint=hub.endpoint, cache_dir=tmp_path / "c"
+            )
+            main = snapshot_download(REPO_ID, endpoint=hub.endpoint, cache_dir=tmp_path / "c")
+            models = [
+                PeftModel.from_pretrained(
+                    AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir), folder
+                ).eval()
+                for folder in (by_branch, f"{main}/checkpoints/global_step_{step}")
+            ]
+            torch.testing.assert_close(logits(models[0], ids), logits(models[1], ids), rtol=0, atol=0)
+    waits = [r.getMessage() for r in caplog.records if "waiting until" in r.getMessage()]
+    assert waits and refused == len(waits)
+    print(
+        f"\n60 checkpoints at 10 commits per 3 s: 1 invocation, {len(committed)} commits, {refused} answered "
+        f"429 and waited out, {took:.1f} s"
+    )
+
+
 def test_a_rate_limit_past_max_wait_stops_in_one_line_and_the_rerun_commits_only_what_is_left(
     tmp_path, tiny_qwen3, capsys
 ):
