@@ -186,7 +186,7 @@ def test_refuses_bad_tensors(
     tensors = _tensors()
     mutate(tensors)
     _trl_run(tmp_path / "run", tensors=tensors)
-    with pytest.raises(error, match=f"checkpoint global_step_1 of run handmade: .*{message}") as caught:
+    with pytest.raises(error, match=f"checkpoint-1 of run handmade: .*{message}") as caught:
         _prepare(tmp_path / "run", tmp_path / "out", alongside_others)
     assert type(caught.value) is error
     assert not (tmp_path / "out").exists()  # nothing half-written
@@ -235,14 +235,14 @@ def test_refuses_bad_tensors(
 )
 def test_refuses_bad_config(tmp_path: Path, config, lora, message: str) -> None:
     _trl_run(tmp_path / "run", config=config, lora=lora)
-    with pytest.raises(AdapterError, match=f"checkpoint global_step_1 of run handmade: .*{message}"):
+    with pytest.raises(AdapterError, match=f"checkpoint-1 of run handmade: .*{message}"):
         _prepare(tmp_path / "run", tmp_path / "out")
 
 
 def test_refuses_missing_config(tmp_path: Path) -> None:
     checkpoint = _trl_run(tmp_path / "run")
     (checkpoint / "adapter_config.json").unlink()
-    with pytest.raises(AdapterError, match=r"global_step_1 of run handmade: no adapter_config\.json"):
+    with pytest.raises(AdapterError, match=r"checkpoint-1 of run handmade: no adapter_config\.json"):
         _prepare(tmp_path / "run", tmp_path / "out")
 
 
@@ -253,7 +253,7 @@ def test_refuses_truncated_safetensors(tmp_path: Path, keep_bytes: int) -> None:
     data = weights.read_bytes()
     weights.write_bytes(data[:keep_bytes])
     with pytest.raises(
-        AdapterError, match=r"global_step_1 of run handmade: adapter_model\.safetensors is truncated"
+        AdapterError, match=r"checkpoint-1 of run handmade: adapter_model\.safetensors is truncated"
     ):
         _prepare(tmp_path / "run", tmp_path / "out")
 
@@ -274,7 +274,7 @@ def test_refuses_pickle_only_checkpoint_without_unpickling(tmp_path: Path) -> No
     marker = tmp_path / "unpickled"
     (checkpoint / "adapter_model.bin").write_bytes(pickle.dumps({"weights": _Tripwire(marker)}))
     with pytest.raises(
-        AdapterError, match=r"global_step_1 of run handmade: only adapter_model\.bin \(a pickle"
+        AdapterError, match=r"checkpoint-1 of run handmade: only adapter_model\.bin \(a pickle"
     ):
         _prepare(tmp_path / "run", tmp_path / "out")
     assert not marker.exists()
@@ -284,7 +284,7 @@ def test_refuses_incomplete_checkpoint(tmp_path: Path) -> None:
     _trl_run(tmp_path / "run")
     run = load_run(tmp_path / "run")
     pending = Checkpoint(5, tmp_path / "run" / "checkpoint-5", incomplete_reason="still being saved")
-    with pytest.raises(CheckpointError, match="checkpoint global_step_5 of run handmade is not complete"):
+    with pytest.raises(CheckpointError, match="checkpoint-5 of run handmade is not complete"):
         prepare_adapter(run, pending, tmp_path / "out")
 
 

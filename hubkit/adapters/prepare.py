@@ -274,7 +274,7 @@ def prepare_adapter(
         CheckpointError: an incomplete, truncated or pickle-only checkpoint, or missing LoRA settings.
         AdapterError: a missing config, NaN/Inf, all-zero lora_B, lora_alpha 0, foreign keys or bad shapes.
     """
-    label = f"checkpoint {checkpoint.name} of run {run.manifest.run_id}"
+    label = f"{checkpoint.label} of run {run.manifest.run_id}"
     form = form or PublishedForm()
     if not checkpoint.complete:
         raise CheckpointError(
