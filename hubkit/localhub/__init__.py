@@ -15,7 +15,8 @@ Where it differs from huggingface.co, knowingly:
 - Xet without `/v2/` reconstructions or shards (the client falls back to `/v1/`); a Xet upload is also
   kept whole as the repo's LFS object (huggingface.co rebuilds it on the fly);
 - accounts are a users file (tokens → user, orgs, read-only), or one administrator's token, or
-  none (then loopback only, and any token writes): no fine-grained scopes, no gated repos (`access.py`);
+  none (then loopback only, and any token writes): no fine-grained scopes; a gated repo's authorized list
+  is its namespace's members, with no access requests (`access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
 - tree listings are not paginated and carry no `lastCommit`; `.gitattributes` matching is an
   fnmatch approximation of git's rules;

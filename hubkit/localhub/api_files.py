@@ -106,6 +106,7 @@ def resolve(
 ) -> Response:
     """A file at a revision: regular files inline, LFS files by a 302 to the CDN (as huggingface.co does)."""
     repo = ctx.repo(req, repo_type, namespace, name)
+    ctx.check_download(req, repo)
     commit = repo.resolve(revision)
     entry = repo.file(commit, _clean_path(path))
     headers = {"X-Repo-Commit": commit}

@@ -67,6 +67,16 @@ def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: st
         repo.set_private(data["visibility"] in ("private", "protected"))
     elif "private" in data:  # huggingface_hub <1.10
         repo.set_private(bool(data["private"]))
+    if "gated" in data:
+        if data["gated"] not in ("auto", "manual", False):
+            raise errors.bad_request(f'"gated" must be one of [auto, manual, false]; got {data["gated"]!r}.')
+        repo.set_gated(data["gated"])
+    return json_response({})
+
+
+def auth_check(ctx: HubContext, req: Request, repo_type: str, namespace: str, name: str) -> Response:
+    """Whether the caller may download the repository's files (`HfApi.auth_check`)."""
+    ctx.check_download(req, ctx.repo(req, repo_type, namespace, name))
     return json_response({})
 
 
@@ -143,7 +153,7 @@ def repo_info(
         "createdAt": iso_time(meta.created_at),
         "private": meta.private,
         "disabled": False,
-        "gated": False,
+        "gated": meta.gated,
         "downloads": 0,
         "likes": 0,
         "tags": [],

@@ -156,6 +156,25 @@ class HubContext:
             self.access.check_write(caller, repo.ref.namespace)
         return repo
 
+    def check_download(self, req: Request, repo: Repo) -> None:
+        """Refuse a gated repository's files to a caller outside its namespace, in the Hub's words (there
+        are no access requests here: its namespace's members and the administrator are the authorized list).
+
+        Raises:
+            HubHTTPError: GatedRepo, 401 to an anonymous caller, else 403.
+        """
+        if not repo.meta.gated or req.caller.owns(repo.ref.namespace):
+            return
+        what = f"Access to {repo.ref.repo_type} {repo.ref.repo_id} is restricted"
+        if req.caller.name is None:
+            raise errors.gated(
+                401, f"{what}. You must have access to it and be authenticated to access it. Please log in."
+            )
+        url = self.repo_url(req, repo.ref)
+        raise errors.gated(
+            403, f"{what} and you are not in the authorized list. Visit {url} to ask for access."
+        )
+
     def signed_repo(
         self, req: Request, path: str, repo_type: str, namespace: str, name: str, upload: bool
     ) -> tuple[Repo, Grant]:

@@ -67,6 +67,10 @@ def repo_not_found(message: str, status: int = 404) -> HubHTTPError:
     return HubHTTPError(status, message, code="RepoNotFound")
 
 
+def gated(status: int, message: str) -> HubHTTPError:
+    return HubHTTPError(status, message, code="GatedRepo")
+
+
 def revision_not_found(message: str) -> HubHTTPError:
     return HubHTTPError(404, message, code="RevisionNotFound")
 

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hubkit.localhub.exceptions import (
@@ -110,6 +110,7 @@ class RepoMeta:
     private: bool = False
     sdk: str | None = None
     hardware: str | None = None  # a Space's requested hardware flavor (zero-a10g: ZeroGPU)
+    gated: str | bool = False  # "auto" or "manual": only its namespace's members download its files
     created_at: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -129,9 +130,14 @@ class Repo:
         return RepoMeta(**json.loads(self.meta_path.read_text()))
 
     def set_private(self, private: bool) -> None:
+        self._update_meta(private=private)
+
+    def set_gated(self, gated: str | bool) -> None:
+        self._update_meta(gated=gated)
+
+    def _update_meta(self, **changes: object) -> None:
         with self.lock:
-            meta = self.meta
-            meta.private = private
+            meta = replace(self.meta, **changes)
             atomic_write(self.meta_path, json.dumps(asdict(meta)).encode())
 
     # --- revisions -------------------------------------------------------------------------------

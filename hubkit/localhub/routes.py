@@ -100,6 +100,7 @@ ROUTES = [
     _route("GET", REPO + "/revision/{revision}", api_repos.repo_info),
     _route("PUT", REPO + "/settings", api_repos.update_settings, write=True),
     _route("GET", REPO + "/refs", api_repos.list_refs),
+    _route("GET", REPO + "/auth-check", api_repos.auth_check),
     _route("GET", "/api/spaces/{namespace}/{name}/runtime", api_repos.space_runtime),
     _route("GET", REPO + "/commits/{revision}", api_repos.list_commits),
     _route("POST", REPO + "/branch/{branch}", api_repos.create_branch, write=True),
