@@ -18,7 +18,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "resources"}),
     frozenset({"formats", "rewards", "hub"}),
     frozenset({"runs", "localhub"}),  # the local Hub reads YAML with formats' bounded reader
-    frozenset({"adapters", "release", "safety"}),
+    frozenset({"adapters", "safety"}),
+    frozenset({"release"}),  # a release read back is checked as a run is: the adapters' and safety's checks
     frozenset({"merge"}),  # merging a run's checkpoint prepares its adapter first (merge/checkpoint.py)
     frozenset({"evaluate", "export"}),
     frozenset({"cards"}),
