@@ -225,3 +225,13 @@ def test_serve_takes_the_limits_as_flags_and_refuses_a_bad_one_in_one_line(tmp_p
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_users_file_with_an_unknown_plan_is_refused_in_one_line(tmp_path):
+    users = tmp_path / "users.toml"
+    users.write_text('[users.alice]\ntokens = ["hf_alice"]\nplan = "gold"\n')
+    with pytest.raises(ValueError) as caught:
+        load_users(users)
+    assert str(caught.value) == (
+        f"{users}: [users.alice]: plan must be one of free, pro, team, enterprise; got 'gold'."
+    )

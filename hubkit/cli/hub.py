@@ -52,9 +52,10 @@ def hub() -> None:
     "users_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help=(
-        "TOML file of users: [users.NAME] with tokens = [...] (write), read_tokens = [...] (read-only) "
-        "and orgs = [...]; a token may be written as sha256:HEX. A user writes under their own name "
-        "and their orgs only, and sees private repos there only."
+        "TOML file of users: [users.NAME] with tokens = [...] (write), read_tokens = [...] (read-only), "
+        'orgs = [...] and plan = "free" (default), "pro", "team" or "enterprise" (its quotas: --limit); '
+        "a token may be written as sha256:HEX. A user writes under their own name and their orgs only, "
+        "and sees private repos there only."
     ),
 )
 @click.option(
