@@ -27,3 +27,15 @@ def test_a_repo_id_in_another_case_reaches_the_same_repo(hub_api, new_repo_id, t
     assert [r.id for r in hub_api.list_models(author=namespace, search=f"case-{name}")] == [mixed]
     hub_api.delete_repo(upper)
     assert not hub_api.repo_exists(mixed)
+
+
+def test_an_id_without_a_namespace_is_a_missing_repo_and_answers_name_their_request(local_hub, hub_api):
+    from huggingface_hub import get_session
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    assert hub_api.repo_exists("gpt2") is False  # no namespace: RepoNotFound, as from the Hub
+    with pytest.raises(RepositoryNotFoundError) as caught:
+        next(iter(hub_api.list_repo_tree("gpt2")))
+    assert "Request ID: Root=1-" in str(caught.value)
+    ids = {get_session().get(f"{local_hub.endpoint}/api/whoami-v2").headers["X-Request-Id"] for _ in range(2)}
+    assert len(ids) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -142,6 +143,13 @@ ROUTES = [
 ]
 
 
+def _without_namespace(segments: list[str]) -> bool:
+    """Whether a path is a repo route whose id has no namespace (`/api/models/gpt2[/tree/main]`)."""
+    if segments[:1] != ["api"] or len(segments) < 3 or segments[1] not in _TYPES:
+        return False
+    return len(segments) == 3 or segments[3] in _REPO_ROUTES
+
+
 def _bucket(segments: list[str]) -> str | None:
     """The Hub's rate-limit bucket of a path: "api" (its API and the git LFS batch), "resolvers" (file
     downloads), or None (uploads and Xet go to other services; hubkit's own `/api/local-hub/`)."""
@@ -169,6 +177,12 @@ def _count_call(ctx: HubContext, req: Request) -> dict[str, str]:
     return headers
 
 
+# What follows a repo id in the routes under REPO (`/api/{types}/{namespace}/{name}/...`).
+_REPO_ROUTES = {
+    r.pattern[4] for r in ROUTES if r.pattern[:4] == tuple(REPO.strip("/").split("/")) and len(r.pattern) > 4
+}
+
+
 def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
     """Answer one request; every refusal becomes the Hub's status code and error body.
 
@@ -193,6 +207,10 @@ def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
             response = route.handler(ctx, req, **params)
             break
         else:
+            if _without_namespace(req.segments):
+                # A repo id without a namespace (`gpt2`) names no repository here: the client's
+                # repo_exists() and friends read RepoNotFound, as from the Hub.
+                raise errors.repo_not_found(f"Repository not found: /{'/'.join(req.segments[1:])}")
             raise errors.not_found(f"Not found: {req.method} /{'/'.join(req.segments)}")
     except HubHTTPError as e:
         response = e.to_response()
@@ -203,4 +221,6 @@ def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
             raise
         response = errors.insufficient_storage().to_response()  # every write path cleans up after itself
     response.headers.update(rate_headers)
+    # Every answer names its request, as the Hub's do (the client prints it with an error).
+    response.headers["X-Request-Id"] = f"Root=1-{uuid.uuid4().hex}"
     return response
