@@ -135,25 +135,20 @@ def create_repo(
     )
 
 
-def remove_if_empty(api: HfApi, repos: list[tuple[str, RepoType]]) -> list[str]:
-    """Delete each of `repos` (created by this push) that holds only its first commit; returns those
-    deleted. One that cannot be read or deleted now is left as it is."""
-    removed = []
-    for repo_id, repo_type in repos:
-        try:
-            if not api.repo_exists(repo_id, repo_type=repo_type):
-                continue
-            if len(api.list_repo_commits(repo_id, repo_type=repo_type)) == 1:
-                api.delete_repo(repo_id, repo_type=repo_type)
-                removed.append(repo_id)
-        except HfHubHTTPError as error:
-            logger.warning("could not remove the empty %s (%s)", repo_id, error)
-    return removed
-
-
-def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy = DEFAULT_RETRY) -> str:
+def create_branch(
+    api: HfApi,
+    repo_id: str,
+    branch: str,
+    *,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    first_commits: dict[str, str] | None = None,
+) -> str:
     """Create `branch` from the repo's first commit (which holds only `.gitattributes`), so that it holds
     nothing but what is committed to it; one created meanwhile is kept as it is.
+
+    Args:
+        first_commits: each repo's first commit as read by this push (read once, not once per branch:
+            the Hub counts every API call against the account's window).
 
     Returns:
         The branch's head: the commit to make the next one on top of.
@@ -162,7 +157,12 @@ def create_branch(api: HfApi, repo_id: str, branch: str, *, retry: RetryPolicy =
         The client's HTTP failure once retries run out (`hub_errors` makes it one line).
     """
     what = f"creating branch {branch} of {repo_id}"
-    first = with_retries(lambda: api.list_repo_commits(repo_id)[-1].commit_id, retry, what, api.endpoint)
+    known = first_commits if first_commits is not None else {}
+    if repo_id not in known:
+        known[repo_id] = with_retries(
+            lambda: api.list_repo_commits(repo_id)[-1].commit_id, retry, what, api.endpoint
+        )
+    first = known[repo_id]
     with_retries(
         lambda: api.create_branch(repo_id, branch=branch, revision=first, exist_ok=True),
         retry,
@@ -264,6 +264,7 @@ def commit_repo(
     on_uploaded: UploadCallback | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     ahead: UploadsAhead | None = None,
+    first_commits: dict[str, str] | None = None,
 ) -> RepoReport:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
@@ -273,6 +274,7 @@ def commit_repo(
         on_uploaded: called once per file when its bytes are on the Hub (for progress bars).
         retry: how transient failures are retried (see the module docstring).
         ahead: this repo's weights already being uploaded; their objects are not sent again.
+        first_commits: as `create_branch`'s, shared by a push's commits.
 
     Returns:
         The commit made (or found applied), or a result with `commit_sha` None when the diff was empty.
@@ -288,7 +290,7 @@ def commit_repo(
     with hub_errors(plan.repo_id, endpoint):
         parent = diff.remote.head_sha
         if parent is None and plan.revision != "main":
-            parent = create_branch(api, plan.repo_id, plan.revision, retry=retry)
+            parent = create_branch(api, plan.repo_id, plan.revision, retry=retry, first_commits=first_commits)
         elif parent is None:
             create_repo(
                 api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
@@ -478,10 +480,13 @@ def commit_plan(
     # The branches newest first: a push the Hub's rate limit stops has published the newest checkpoints.
     newest_first = sorted(branch_diffs, key=lambda d: d.plan.steps, reverse=True)
     every = [*diffs, *newest_first]
+    first_commits: dict[str, str] = {}
     for index, diff in enumerate(every):
         on_uploaded = (lambda f: progress.uploaded(f.size)) if diff.plan.revision == "main" else None
         try:
-            report = commit_repo(api, diff, on_uploaded=on_uploaded, retry=retry, ahead=ahead)
+            report = commit_repo(
+                api, diff, on_uploaded=on_uploaded, retry=retry, ahead=ahead, first_commits=first_commits
+            )
         except RateLimitedError as limited:
             raise _commits_left(
                 limited, every[index:], len([d for d in every if not d.is_empty])

@@ -44,7 +44,7 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
 )
-from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo, remove_if_empty
+from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
@@ -54,7 +54,7 @@ from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
-from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space
+from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run

@@ -11,11 +11,13 @@ the GGUF files', and the Space.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.cards import BaseModelCard, CardInputs
 from hubkit.errors import PlanRequiredError
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.cards.sweep_siblings import SweepSibling
     from hubkit.evaluate.results import EvalResults
+
+logger = logging.getLogger(__name__)
 
 GGUF_SUFFIX = "-GGUF"
 
@@ -208,3 +212,19 @@ def open_space(
         return replace(repos, space=None)
     remotes[space] = read_remote(api, space, "space")
     return repos
+
+
+def remove_if_empty(api: HfApi, repos: list[tuple[str, RepoType]]) -> list[str]:
+    """Delete each of `repos` (created by this push) that holds only its first commit; returns those
+    deleted. One that cannot be read or deleted now is left as it is."""
+    removed = []
+    for repo_id, repo_type in repos:
+        try:
+            if not api.repo_exists(repo_id, repo_type=repo_type):
+                continue
+            if len(api.list_repo_commits(repo_id, repo_type=repo_type)) == 1:
+                api.delete_repo(repo_id, repo_type=repo_type)
+                removed.append(repo_id)
+        except HfHubHTTPError as error:
+            logger.warning("could not remove the empty %s (%s)", repo_id, error)
+    return removed
