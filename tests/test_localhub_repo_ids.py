@@ -39,3 +39,13 @@ def test_an_id_without_a_namespace_is_a_missing_repo_and_answers_name_their_requ
     assert "Request ID: Root=1-" in str(caught.value)
     ids = {get_session().get(f"{local_hub.endpoint}/api/whoami-v2").headers["X-Request-Id"] for _ in range(2)}
     assert len(ids) == 2
+
+
+def test_a_short_commit_id_names_its_commit_for_tags_and_reads(hub_api, new_repo_id):
+    hub_api.create_repo(new_repo_id)
+    first = hub_api.upload_file(path_or_fileobj=b"1", path_in_repo="n.txt", repo_id=new_repo_id).oid
+    hub_api.upload_file(path_or_fileobj=b"2", path_in_repo="n.txt", repo_id=new_repo_id)
+    hub_api.create_tag(new_repo_id, tag="v1", revision=first[:7])
+    refs = hub_api.list_repo_refs(new_repo_id)
+    assert [(t.name, t.target_commit) for t in refs.tags] == [("v1", first)]
+    assert hub_api.model_info(new_repo_id, revision=first[:10]).sha == first

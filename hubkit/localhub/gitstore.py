@@ -137,6 +137,13 @@ class GitDir:
             raise GitObjectMissingError(sha)
         return obj
 
+    def commit_by_prefix(self, prefix: str) -> str | None:
+        """The one commit whose id starts with `prefix` (hex), or None: none, or more than one."""
+        with self._lock:
+            found = [sha.decode() for sha in self._repo.object_store.iter_prefix(prefix.encode())]
+        commits = [sha for sha in found if self.is_commit(sha)]
+        return commits[0] if len(commits) == 1 else None
+
     def is_commit(self, sha: str) -> bool:
         try:
             self._read(sha, GitCommit)

@@ -11,6 +11,7 @@ from hubkit.localhub.gitrules import check_component
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
 REF_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,200}$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")
 PR_REF = re.compile(r"^refs/pr/([0-9]{1,9})$")
 # Paths git stores and every client checks out: Linux's PATH_MAX, and far fewer folders than git's
 # core.maxTreeDepth (512 for some Windows builds); the tree code recurses once per folder.

@@ -25,7 +25,15 @@ from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
 from hubkit.localhub.gitrules import check_special_file
 from hubkit.localhub.gitstore import Commit, GitDir, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
-from hubkit.localhub.names import COMMIT_SHA, PR_REF, REF_NAME, check_name, check_path, check_ref_name
+from hubkit.localhub.names import (
+    COMMIT_SHA,
+    PR_REF,
+    REF_NAME,
+    SHORT_SHA,
+    check_name,
+    check_path,
+    check_ref_name,
+)
 
 REPO_TYPES = ("model", "dataset", "space")
 SPACE_SDKS = ("gradio", "streamlit", "docker", "static")
@@ -143,7 +151,8 @@ class Repo:
     # --- revisions -------------------------------------------------------------------------------
 
     def resolve(self, revision: str) -> str:
-        """The commit id of a branch, tag, `refs/...` name or full commit id. Raises RevisionNotFoundError."""
+        """The commit id of a branch, tag, `refs/...` name, or full or short (7+ hex digits, unambiguous)
+        commit id. Raises RevisionNotFoundError."""
         if not isinstance(revision, str):
             raise InvalidInputError(f"Invalid revision {revision!r}.")
         if COMMIT_SHA.match(revision):
@@ -158,6 +167,9 @@ class Repo:
             for ref in full:
                 if sha := self.git.read_ref(ref):
                     return sha
+            # A short commit id, as git and the Hub take one (a branch or tag of that name comes first).
+            if SHORT_SHA.match(revision) and (sha := self.git.commit_by_prefix(revision)):
+                return sha
         raise RevisionNotFoundError(f"Invalid rev id: {revision}")
 
     def log(self, revision: str) -> list[Commit]:
