@@ -155,7 +155,31 @@ def test_eval_writes_results_for_base_and_two_checkpoints(
     assert answers["base"] != answers["global_step_3"], "the checkpoints answer with their own adapters"
 
 
-def test_mixed_adapter_answers_equal_each_checkpoint_loaded_alone(trl_run_dir: Path, tiny_qwen3) -> None:
+def _dora_adapters(base_dir: Path, out: Path, steps: tuple[int, ...]) -> dict[str, Path]:
+    """DoRA adapters made with PEFT on the base, their B nonzero (as training leaves them)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapters = {}
+    for step in steps:
+        torch.manual_seed(step)
+        config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], use_dora=True)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), config)
+        for module in model.modules():
+            if hasattr(module, "lora_B"):
+                torch.nn.init.normal_(module.lora_B["default"].weight, std=0.5)
+        model.save_pretrained(out / f"dora-{step}")
+        adapters[f"global_step_{step}"] = out / f"dora-{step}"
+    return adapters
+
+
+@pytest.mark.parametrize("kind", ["lora", "dora"])
+def test_mixed_adapter_answers_equal_each_checkpoint_loaded_alone(
+    trl_run_dir: Path, tiny_qwen3, tmp_path: Path, kind: str
+) -> None:
+    """One batch for every model (PEFT's mixed-adapter batch; DoRA, which PEFT refuses there, each model
+    on its own) answers as each checkpoint loaded alone."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -168,6 +192,8 @@ def test_mixed_adapter_answers_equal_each_checkpoint_loaded_alone(trl_run_dir: P
     prompts = render_prompts(
         adapters["global_step_3"], [r["question"] for r in _rows(HELDOUT)[:2]], "Be brief."
     )
+    if kind == "dora":
+        adapters = _dora_adapters(base_dir, tmp_path, (1, 3))
     stop_ids = stop_token_ids(base_dir, tokenizer)
     job = GenerationJob(
         base_dir=base_dir,

@@ -311,6 +311,66 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
     )
 
 
+def test_dora_checkpoints_answer_as_each_model_alone(
+    space_config: SpaceConfig, app_modules, hub_api, tmp_path: Path
+) -> None:
+    """PEFT refuses DoRA in a mixed batch ("Cannot pass `adapter_names` when DoRA is enabled"): the app
+    answers each row on its own, as PEFT loads each model alone."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
+
+    def fresh_base():
+        return AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float64).eval()
+
+    repo_id = f"{TEST_NAMESPACE}/dora-{uuid.uuid4().hex[:8]}"
+    hub_api.create_repo(repo_id)
+    torch.manual_seed(0)
+    dora = get_peft_model(
+        fresh_base(), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], use_dora=True)
+    )
+    for module in dora.modules():
+        if hasattr(module, "lora_B"):
+            torch.nn.init.normal_(module.lora_B["default"].weight, std=0.5)  # a trained adapter, not a no-op
+    dora.save_pretrained(tmp_path / "dora")
+    tokenizer = ["tokenizer*", "*.jinja", "special_tokens_map.json", "vocab.json", "merges.txt"]
+    hub_api.upload_folder(  # the run's tokenizer, as a release holds it at its root
+        repo_id=repo_id, folder_path=hub_api.snapshot_download(config.adapter_repo, allow_patterns=tokenizer)
+    )
+    hub_api.upload_folder(
+        repo_id=repo_id, folder_path=tmp_path / "dora", path_in_repo="checkpoints/global_step_1"
+    )
+    engine = app_modules.engine.Engine(dataclasses.replace(config, adapter_repo=repo_id), device="cpu")
+    prompt_ids = engine.encode(PROMPT)
+    value = "checkpoints/global_step_1"
+
+    def alone(model) -> tuple[int, ...]:
+        with torch.inference_mode():
+            output = model.generate(
+                input_ids=torch.tensor([prompt_ids]),
+                attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+                max_new_tokens=MAX_NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=list(engine.stop_ids),
+                pad_token_id=engine.pad_id,
+            )
+        ids = output[0, len(prompt_ids) :].tolist()
+        stops = [i for i, token in enumerate(ids) if token in engine.stop_ids]
+        return tuple(ids[: stops[0]] if stops else ids)
+
+    expected = [
+        alone(fresh_base()),
+        alone(PeftModel.from_pretrained(fresh_base(), repo_id, subfolder=value).eval()),
+    ]
+    assert expected[0] != expected[1]
+    answers = engine.generate(
+        prompt_ids, [None, value], app_modules.engine.Settings(max_new_tokens=MAX_NEW_TOKENS)
+    )
+    assert [a.token_ids for a in answers] == expected
+
+
 def test_adapter_cache_is_bounded(space_config: SpaceConfig, app_modules) -> None:
     config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
     engine = app_modules.engine.Engine(config, device="cpu")  # one adapter at a time on a CPU

@@ -3,8 +3,9 @@
 Each `generate` call answers a batch of problems for the base model and every checkpoint at once, with
 PEFT's mixed-adapter batches: row i runs through adapter ``adapter_names[i]``, ``"__base__"`` meaning no
 adapter (peft ``tuners/lora/layer.py``, ``_mixed_batch_forward``). That needs the model in eval mode and
-every name loaded; PEFT refuses merged adapters and DoRA there. Adapters are loaded with an explicit
-``torch_device``: PEFT's default picks CUDA whenever it exists (peft issue 3793).
+every name loaded; PEFT refuses merged adapters and DoRA there, so with DoRA adapters each model answers
+the batch on its own. Adapters are loaded with an explicit ``torch_device``: PEFT's default picks CUDA
+whenever it exists (peft issue 3793).
 
 With one model only, the batch runs without `adapter_names` (the checkpoint active, or the adapters
 disabled for the base): what loading that checkpoint alone gives.
@@ -122,29 +123,46 @@ def generate(model: Any, job: GenerationJob, progress: Progress | None = None) -
     config = _generation_config(job)
     torch.manual_seed(job.settings.seed)
     out: GeneratedIds = {name: [] for name in job.models}
-    mixed = len(job.models) > 1
+    # PEFT refuses DoRA in a mixed batch: each model of a DoRA run then answers the batch on its own.
+    together = [list(job.models)] if not _uses_dora(model) else [[name] for name in job.models]
     for batch in job.batches():
-        rows = [(name, i) for name in job.models for i in batch]
-        width = max(len(job.prompts[i]) for _, i in rows)
-        input_ids = torch.full((len(rows), width), job.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, (_, i) in enumerate(rows):  # left padding: every row's answer starts at column `width`
-            prompt = job.prompts[i]
-            input_ids[r, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            attention_mask[r, width - len(prompt) :] = 1
-        inputs = {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device)}
-        with torch.inference_mode():
-            if mixed:
-                names = [PEFT_BASE if name == BASE_NAME else name for name, _ in rows]
-                generated = model.generate(**inputs, generation_config=config, adapter_names=names)
-            else:
-                with _single_model_context(model, job.models[0]):
-                    generated = model.generate(**inputs, generation_config=config)
-        for (name, _), ids in zip(rows, generated[:, width:].tolist(), strict=True):
-            out[name].append(ids)
-        if progress is not None:
-            progress(len(rows))
+        for models in together:
+            rows = [(name, i) for name in models for i in batch]
+            for (name, _), ids in zip(rows, _generate_rows(model, job, config, rows, device), strict=True):
+                out[name].append(ids)
+            if progress is not None:
+                progress(len(rows))
     return out
+
+
+def _uses_dora(model: Any) -> bool:
+    configs = getattr(model, "peft_config", {})
+    return any(getattr(config, "use_dora", False) for config in configs.values())
+
+
+def _generate_rows(
+    model: Any, job: GenerationJob, config: Any, rows: list[tuple[str, int]], device: Any
+) -> list[list[int]]:
+    """The generated ids of each row (a model's name, a prompt's index), left-padded into one batch."""
+    import torch
+
+    width = max(len(job.prompts[i]) for _, i in rows)
+    input_ids = torch.full((len(rows), width), job.pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, (_, i) in enumerate(rows):  # left padding: every row's answer starts at column `width`
+        prompt = job.prompts[i]
+        input_ids[r, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention_mask[r, width - len(prompt) :] = 1
+    inputs = {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device)}
+    names = list(dict.fromkeys(name for name, _ in rows))
+    with torch.inference_mode():
+        if len(names) > 1:
+            adapter_names = [PEFT_BASE if name == BASE_NAME else name for name, _ in rows]
+            generated = model.generate(**inputs, generation_config=config, adapter_names=adapter_names)
+        else:
+            with _single_model_context(model, names[0]):
+                generated = model.generate(**inputs, generation_config=config)
+    return generated[:, width:].tolist()
 
 
 def run(job: GenerationJob, progress: Progress | None = None, *, device: str | None = None) -> GeneratedIds:

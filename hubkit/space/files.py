@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 APP_FILE = "app.py"
 REQUIREMENTS_NAME = "requirements.txt"
 # The app's own modules, copied as they are.
-APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py", "hardware.py", "render.py")
+APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py", "hardware.py", "render.py", "streaming.py")
 # ZeroGPU documents Python 3.10 and 3.12 only, and these torch releases.
 ZEROGPU_PYTHONS = ("3.10", "3.12")
 ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")

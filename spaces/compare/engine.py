@@ -2,7 +2,7 @@
 
 Every answer the app shows comes from `Engine.stream`: one `generate` call in which each row of the
 batch uses its own adapter (PEFT's mixed-adapter batch, `adapter_names=[...]`, with `"__base__"` for
-the base model). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
+the base model; DoRA adapters, which PEFT refuses there, answer one row after the other). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
 checkpoint. Adapters are loaded on first use into a bounded cache; the least recently used one is
 unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
 `generate` fails): a new one is loaded first.
@@ -13,8 +13,8 @@ answer length.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import queue
 import re
 import threading
 import time
@@ -29,14 +29,13 @@ from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
-    StoppingCriteria,
     StoppingCriteriaList,
 )
-from transformers.generation.streamers import BaseStreamer
 
 from config import AppConfig
 from hardware import Limits, resolve_dtype
 from render import RequestError, render_bounded
+from streaming import Cancelled, OneRow, RowStreamer
 
 logger = logging.getLogger(__name__)
 
@@ -104,34 +103,6 @@ def _short(error: BaseException) -> str:
 
 def _contiguous_input(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     return (args[0].contiguous(), *args[1:])
-
-
-class _RowStreamer(BaseStreamer):
-    """Receives the tokens of every row from `generate` (the prompt first, then one token per row per step)."""
-
-    def __init__(self, rows: int) -> None:
-        self.rows = rows
-        self.queue: queue.Queue[list[list[int]] | None] = queue.Queue()
-        self._prompt_seen = False
-
-    def put(self, value: torch.Tensor) -> None:
-        if not self._prompt_seen:
-            self._prompt_seen = True
-            return
-        self.queue.put(value.reshape(self.rows, -1).tolist())
-
-    def end(self) -> None:
-        self.queue.put(None)
-
-
-class _Cancelled(StoppingCriteria):
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
-        return torch.full(
-            (input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device
-        )
 
 
 class Engine:
@@ -393,7 +364,7 @@ class Engine:
         """
         if all(value is None for value in rows):
             raise ValueError("stream needs at least one adapter row")
-        streamer = _RowStreamer(len(rows))
+        streamer = RowStreamer(len(rows))
         cancel = threading.Event()
         outcome: dict[str, object] = {}
         thread = threading.Thread(
@@ -429,9 +400,10 @@ class Engine:
         if "error" in outcome:
             raise outcome["error"]  # type: ignore[misc]
         total = time.perf_counter() - started
-        output: torch.Tensor = outcome["output"]  # type: ignore[assignment]
+        output = outcome["output"]  # a batch's tensor, or each row's ids when the rows ran one by one
+        sequences = output.tolist() if isinstance(output, torch.Tensor) else output
         answers = []
-        for row, sequence in enumerate(output[:, len(prompt_ids) :].tolist()):
+        for row, sequence in enumerate(s[len(prompt_ids) :] for s in sequences):  # type: ignore[union-attr]
             ids, finished = self._until_stop(sequence)
             answers.append(Answer(self._decode(ids), tuple(ids), stopped_at[row] or total, finished))
         yield answers
@@ -454,12 +426,38 @@ class Engine:
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def _uses_dora(self) -> bool:
+        return any(getattr(c, "use_dora", False) for c in getattr(self.model, "peft_config", {}).values())
+
+    def _generate_alone(
+        self,
+        input_ids: torch.Tensor,
+        name: str | None,
+        row: int,
+        streamer: RowStreamer,
+        options: dict[str, object],
+    ) -> list[int]:
+        """One row's answer by one model (None: the base), streamed into `row` of `streamer`."""
+        if name is None:
+            context: contextlib.AbstractContextManager[object] = self.model.disable_adapter()
+        else:
+            self.model.set_adapter(name)
+            context = contextlib.nullcontext()
+        with context:
+            output = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                streamer=OneRow(streamer, row),
+                **options,
+            )
+        return output[0].tolist()
+
     def _generate(
         self,
         prompt_ids: list[int],
         rows: list[str | None],
         settings: Settings,
-        streamer: _RowStreamer,
+        streamer: RowStreamer,
         cancel: threading.Event,
         outcome: dict[str, object],
     ) -> None:
@@ -478,18 +476,29 @@ class Engine:
                     if settings.temperature > 0
                     else {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
                 )
+                options: dict[str, object] = {
+                    "max_new_tokens": settings.max_new_tokens,
+                    "eos_token_id": list(self.stop_ids),
+                    "pad_token_id": self.pad_id,
+                    "stopping_criteria": StoppingCriteriaList([Cancelled(cancel)]),
+                    **sampling,
+                }
                 with torch.inference_mode():
-                    outcome["output"] = self.model.generate(
-                        input_ids=input_ids,
-                        attention_mask=torch.ones_like(input_ids),
-                        adapter_names=[BASE if v is None else names[v] for v in rows],
-                        max_new_tokens=settings.max_new_tokens,
-                        eos_token_id=list(self.stop_ids),
-                        pad_token_id=self.pad_id,
-                        streamer=streamer,
-                        stopping_criteria=StoppingCriteriaList([_Cancelled(cancel)]),
-                        **sampling,
-                    )
+                    if not self._uses_dora():
+                        outcome["output"] = self.model.generate(
+                            input_ids=input_ids,
+                            attention_mask=torch.ones_like(input_ids),
+                            adapter_names=[BASE if v is None else names[v] for v in rows],
+                            streamer=streamer,
+                            **options,
+                        )
+                    else:  # PEFT refuses DoRA in a mixed batch: one row after the other
+                        outcome["output"] = [
+                            self._generate_alone(
+                                input_ids[:1], None if v is None else names[v], row, streamer, options
+                            )
+                            for row, v in enumerate(rows)
+                        ]
         except BaseException as e:  # handed to the consumer, which raises it in the request's thread
             outcome["error"] = e
         finally:
