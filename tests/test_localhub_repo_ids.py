@@ -49,3 +49,13 @@ def test_a_short_commit_id_names_its_commit_for_tags_and_reads(hub_api, new_repo
     refs = hub_api.list_repo_refs(new_repo_id)
     assert [(t.name, t.target_commit) for t in refs.tags] == [("v1", first)]
     assert hub_api.model_info(new_repo_id, revision=first[:10]).sha == first
+
+
+def test_a_delete_without_a_trailing_slash_deletes_the_folder_as_on_the_hub(hub_api, new_repo_id):
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    hub_api.create_repo(new_repo_id)
+    adds = [CommitOperationAdd(p, b"data") for p in ("1/file_1.md", "1/2/file_2.md", "2/file_3.md")]
+    hub_api.create_commit(new_repo_id, adds, commit_message="init")
+    hub_api.create_commit(new_repo_id, [CommitOperationDelete("1")], commit_message="delete folder 1")
+    assert sorted(hub_api.list_repo_files(new_repo_id)) == [".gitattributes", "2/file_3.md"]

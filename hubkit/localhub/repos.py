@@ -313,13 +313,15 @@ class Repo:
                 self._check_no_file_folder_clash(files, path)
                 files[path] = blob_sha(data)
                 blobs.append(data)
-            elif isinstance(op, DeleteFile):
-                if files.pop(path, None) is None:
-                    raise EntryNotFoundError(f"A file with this name doesn't exist: {path}", commit=head)
+            elif isinstance(op, DeleteFile) and files.pop(path, None) is not None:
+                continue
             else:
+                # A folder; or a file's delete naming a folder, which the Hub takes as the folder's
+                # (the client sends a path without a trailing slash as a file).
                 inside = [p for p in files if p.startswith(path + "/")]
                 if not inside:
-                    raise EntryNotFoundError(f"A folder with this name doesn't exist: {path}", commit=head)
+                    kind = "file" if isinstance(op, DeleteFile) else "folder"
+                    raise EntryNotFoundError(f"A {kind} with this name doesn't exist: {path}", commit=head)
                 for p in inside:
                     del files[p]
         return blobs
