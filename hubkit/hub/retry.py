@@ -163,13 +163,16 @@ def rate_limit_wait(failure: BaseException) -> float | None:
     info = parse_ratelimit_headers(headers)
     if info is not None and info.remaining == 0:
         return float(info.reset_in_seconds)
-    retry_after = headers.get("Retry-After")
-    if retry_after is not None:
-        if retry_after.strip().isdigit():
-            return float(retry_after)
-        with_zone = email.utils.parsedate_to_datetime(retry_after) if retry_after.strip() else None
-        if with_zone is not None:
-            return max(0.0, (with_zone - datetime.now(UTC)).total_seconds())
+    retry_after = (headers.get("Retry-After") or "").strip()
+    if retry_after.isdigit():
+        return float(retry_after)
+    if retry_after:
+        try:  # an HTTP date
+            return max(
+                0.0, (email.utils.parsedate_to_datetime(retry_after) - datetime.now(UTC)).total_seconds()
+            )
+        except (TypeError, ValueError):
+            pass  # neither: the message may still say
     match = _RETRY_IN.search(hub_words(failure))
     if match is None:
         return None
