@@ -1,5 +1,5 @@
-"""Repo ids as the Hub reads them, through the real client: case-insensitive, one repository whatever the
-case of its namespace or name."""
+"""Repo ids, revisions and listings as the Hub reads and answers them, through the real client: ids in any
+case, without a namespace, short commit ids, a folder delete without its slash, `expand`'s last commits."""
 
 from __future__ import annotations
 
@@ -59,3 +59,24 @@ def test_a_delete_without_a_trailing_slash_deletes_the_folder_as_on_the_hub(hub_
     hub_api.create_commit(new_repo_id, adds, commit_message="init")
     hub_api.create_commit(new_repo_id, [CommitOperationDelete("1")], commit_message="delete folder 1")
     assert sorted(hub_api.list_repo_files(new_repo_id)) == [".gitattributes", "2/file_3.md"]
+
+
+def test_trees_and_paths_info_carry_the_last_commit_with_expand(hub_api, new_repo_id):
+    from huggingface_hub import CommitOperationAdd
+
+    hub_api.create_repo(new_repo_id)
+    first = hub_api.create_commit(
+        new_repo_id, [CommitOperationAdd(p, b"1") for p in ("a.txt", "d/b.txt")], commit_message="first"
+    )
+    second = hub_api.create_commit(
+        new_repo_id, [CommitOperationAdd("d/c.txt", b"2")], commit_message="second"
+    )
+    tree = {e.path: e.last_commit for e in hub_api.list_repo_tree(new_repo_id, expand=True)}
+    assert (tree["a.txt"].oid, tree["a.txt"].title) == (first.oid, "first")
+    assert (tree["d"].oid, tree["d"].title) == (second.oid, "second")  # a folder: its newest change
+    info = {
+        e.path: e.last_commit
+        for e in hub_api.get_paths_info(new_repo_id, ["d/b.txt", "d/c.txt"], expand=True)
+    }
+    assert (info["d/b.txt"].oid, info["d/c.txt"].oid) == (first.oid, second.oid)
+    assert all(e.last_commit is None for e in hub_api.list_repo_tree(new_repo_id))  # only when asked

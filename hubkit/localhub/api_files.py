@@ -7,10 +7,11 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
+from hubkit.localhub.api_repos import iso_time
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.names import check_path
-from hubkit.localhub.repos import FileEntry, FolderEntry, RepoRef
+from hubkit.localhub.repos import FileEntry, FolderEntry, Repo, RepoRef
 
 _RANGE = re.compile(r"^bytes=([0-9]{0,19})-([0-9]{0,19})$")
 
@@ -36,6 +37,17 @@ def _xet_headers(ctx: HubContext, req: Request, ref: RepoRef, revision: str, oid
     return {"X-Xet-Hash": xet_hash, "Link": f'<{token_url}>; rel="xet-auth"'}
 
 
+def _entries_json(ctx: HubContext, repo: Repo, commit: str, entries: list, expand: bool) -> list[dict]:
+    """The entries as the Hub lists them; with `expand`, each with the last commit that changed it."""
+    items = [_entry_json(ctx, e) for e in entries]
+    if expand:
+        last = repo.last_commits(commit, [e.path for e in entries])
+        for item in items:
+            c = last[item["path"]]
+            item["lastCommit"] = {"id": c.sha, "title": c.title, "date": iso_time(c.timestamp)}
+    return items
+
+
 def _clean_path(path: str) -> str:
     return check_path(path) if path else ""
 
@@ -46,7 +58,7 @@ def list_tree(
     repo = ctx.repo(req, repo_type, namespace, name)
     commit = repo.resolve(revision)
     entries = repo.tree(commit, _clean_path(path.strip("/")), recursive=req.flag("recursive"))
-    return json_response([_entry_json(ctx, e) for e in entries])
+    return json_response(_entries_json(ctx, repo, commit, entries, req.flag("expand")))
 
 
 def paths_info(
@@ -54,13 +66,16 @@ def paths_info(
 ) -> Response:
     repo = ctx.repo(req, repo_type, namespace, name)
     if "json" in req.headers.get("Content-Type", ""):
-        paths = req.body.json().get("paths", [])
+        data = req.body.json()
+        paths, expand = data.get("paths", []), data.get("expand") in (True, "true", "True", "1")
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise errors.bad_request("'paths' must be a list of strings.")
     else:
-        paths = parse_qs(req.body.read().decode("utf-8", "replace"), keep_blank_values=True).get("paths", [])
-    entries = repo.paths_info(repo.resolve(revision), [_clean_path(p.strip("/")) for p in paths])
-    return json_response([_entry_json(ctx, e) for e in entries])
+        form = parse_qs(req.body.read().decode("utf-8", "replace"), keep_blank_values=True)
+        paths, expand = form.get("paths", []), form.get("expand", [""])[0].lower() in ("true", "1")
+    commit = repo.resolve(revision)
+    entries = repo.paths_info(commit, [_clean_path(p.strip("/")) for p in paths])
+    return json_response(_entries_json(ctx, repo, commit, entries, expand))
 
 
 def byte_range(req: Request, size: int) -> tuple[int, int] | None:

@@ -208,6 +208,32 @@ class Repo:
             sha, is_tree = entry.sha, entry.is_tree
         return FolderEntry(path, sha) if is_tree else self._entry(path, sha)
 
+    def _path_sha(self, tree: str, path: str) -> str | None:
+        """The blob or tree id at `path` under `tree`, or None."""
+        sha, is_tree = tree, True
+        for part in path.split("/") if path else []:
+            entry = next((e for e in self.git.read_tree(sha) if e.name == part), None) if is_tree else None
+            if entry is None:
+                return None
+            sha, is_tree = entry.sha, entry.is_tree
+        return sha
+
+    def last_commits(self, commit: str, paths: list[str], limit: int = 1000) -> dict[str, Commit]:
+        """The newest commit, along first parents from `commit`, that changed each path (its blob or its
+        tree), as the Hub's `lastCommit`; a path unchanged over `limit` commits gets the oldest one read."""
+        pending, found = set(paths), {}
+        current = self.git.read_commit(commit)
+        for _ in range(limit):
+            parent = self.git.read_commit(current.parents[0]) if current.parents else None
+            for path in sorted(pending):
+                if parent is None or self._path_sha(current.tree, path) != self._path_sha(parent.tree, path):
+                    found[path] = current
+                    pending.discard(path)
+            if not pending or parent is None:
+                break
+            current = parent
+        return found | dict.fromkeys(pending, current)
+
     def file(self, commit: str, path: str) -> FileEntry:
         """The file at `path`. Raises EntryNotFoundError (naming the commit) if there is none."""
         entry = self._find(commit, path)
