@@ -18,7 +18,7 @@ Where it differs from huggingface.co, knowingly:
   none (then loopback only, and any token writes): no fine-grained scopes; a gated repo's authorized list
   is its namespace's members, with no access requests (`access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
-- tree listings are not paginated and carry no `lastCommit`; `.gitattributes` matching is an
+- tree listings are not paginated (`expand` adds `lastCommit` only); `.gitattributes` matching is an
   fnmatch approximation of git's rules;
 - Spaces never run: their runtime stage only says whether the SDK's app file exists.
 
