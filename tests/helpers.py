@@ -249,3 +249,18 @@ def team_settings(folder: Path):
 
     (folder / "users.toml").write_text(TEAM_USERS)
     return HubSettings(token="hf_admin", users=load_users(folder / "users.toml"))
+
+
+def save_tiny_peft_adapter(out: Path) -> Path:
+    """A real adapter in `out`: PEFT's save_pretrained of LoRA on a tiny Qwen3 (adapter files and PEFT's README)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+    )  # fmt: skip
+    model = get_peft_model(Qwen3ForCausalLM(config), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
+    model.save_pretrained(out)
+    return out

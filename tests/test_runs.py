@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import save_tiny_peft_adapter
 
 from hubkit.errors import ManifestError, RunNotFoundError, RunNotStartedError
 from hubkit.runs import Metrics, MetricsRow, find_run_dir, load_run
@@ -239,17 +240,7 @@ def test_unrecognized_or_ambiguous_layout_is_refused(tmp_path: Path) -> None:
 
 def test_a_single_saved_adapter_is_named_as_such(tmp_path: Path) -> None:
     """`model.save_pretrained("lora_model")` (Unsloth's last notebook cell), pushed as if it were a run."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=8,
-    )  # fmt: skip
-    model = get_peft_model(Qwen3ForCausalLM(config), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
-    model.save_pretrained(tmp_path / "lora_model")
+    save_tiny_peft_adapter(tmp_path / "lora_model")
     with pytest.raises(
         ManifestError, match=r"^lora_model is a single saved adapter .*checkpoint-N/"
     ) as refused:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import save_tiny_peft_adapter
 from planted import HF_TOKEN, planted_secrets
 
 from hubkit.errors import (
@@ -78,19 +79,7 @@ def context(run_dir: Path, tmp_path: Path) -> VetContext:
 @pytest.fixture(scope="module")
 def peft_adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real adapter: PEFT's save_pretrained of LoRA on a tiny Qwen3 (adapter files and PEFT's README)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=8,
-    )  # fmt: skip
-    model = get_peft_model(Qwen3ForCausalLM(config), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"]))
-    out = tmp_path_factory.mktemp("adapter")
-    model.save_pretrained(out)
-    return out
+    return save_tiny_peft_adapter(tmp_path_factory.mktemp("adapter"))
 
 
 @pytest.fixture

@@ -264,6 +264,24 @@ def test_compare_two_checkpoints_and_the_trajectory(client) -> None:
     assert all(row["error"] is None and 0 < row["tokens"] <= MAX_NEW_TOKENS for row in rows)
 
 
+def _alone(engine, prompt_ids: list[int], model) -> tuple[int, ...]:
+    """`model`'s greedy answer to the prompt, loaded alone (no batch), cut at the engine's stop ids."""
+    import torch
+
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids=torch.tensor([prompt_ids]),
+            attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+            max_new_tokens=MAX_NEW_TOKENS,
+            do_sample=False,
+            eos_token_id=list(engine.stop_ids),
+            pad_token_id=engine.pad_id,
+        )
+    ids = output[0, len(prompt_ids) :].tolist()
+    stops = [i for i, token in enumerate(ids) if token in engine.stop_ids]
+    return tuple(ids[: stops[0]] if stops else ids)
+
+
 def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modules, client) -> None:
     import torch
     from peft import PeftModel
@@ -278,27 +296,13 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
     settings = engine_module.Settings(max_new_tokens=MAX_NEW_TOKENS)
     values = [f"checkpoints/global_step_{s}" for s in STEPS[:2]]
 
-    def alone(model) -> tuple[int, ...]:
-        with torch.inference_mode():
-            output = model.generate(
-                input_ids=torch.tensor([prompt_ids]),
-                attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
-                max_new_tokens=MAX_NEW_TOKENS,
-                do_sample=False,
-                eos_token_id=list(engine.stop_ids),
-                pad_token_id=engine.pad_id,
-            )
-        ids = output[0, len(prompt_ids) :].tolist()
-        stops = [i for i, token in enumerate(ids) if token in engine.stop_ids]
-        return tuple(ids[: stops[0]] if stops else ids)
-
     def fresh_base():
         return AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float64).eval()
 
-    expected = {None: alone(fresh_base())}
+    expected = {None: _alone(engine, prompt_ids, fresh_base())}
     for value in values:
         peft_model = PeftModel.from_pretrained(fresh_base(), config.adapter_repo, subfolder=value).eval()
-        expected[value] = alone(peft_model)
+        expected[value] = _alone(engine, prompt_ids, peft_model)
     assert len(set(expected.values())) == 3  # the three models answer differently
 
     for rows in ([None, values[0]], [None, values[1]], values):
@@ -346,23 +350,9 @@ def test_dora_checkpoints_answer_as_each_model_alone(
     prompt_ids = engine.encode(PROMPT)
     value = "checkpoints/global_step_1"
 
-    def alone(model) -> tuple[int, ...]:
-        with torch.inference_mode():
-            output = model.generate(
-                input_ids=torch.tensor([prompt_ids]),
-                attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
-                max_new_tokens=MAX_NEW_TOKENS,
-                do_sample=False,
-                eos_token_id=list(engine.stop_ids),
-                pad_token_id=engine.pad_id,
-            )
-        ids = output[0, len(prompt_ids) :].tolist()
-        stops = [i for i, token in enumerate(ids) if token in engine.stop_ids]
-        return tuple(ids[: stops[0]] if stops else ids)
-
     expected = [
-        alone(fresh_base()),
-        alone(PeftModel.from_pretrained(fresh_base(), repo_id, subfolder=value).eval()),
+        _alone(engine, prompt_ids, fresh_base()),
+        _alone(engine, prompt_ids, PeftModel.from_pretrained(fresh_base(), repo_id, subfolder=value).eval()),
     ]
     assert expected[0] != expected[1]
     answers = engine.generate(
