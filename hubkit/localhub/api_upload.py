@@ -77,7 +77,8 @@ def _check_storage(ctx: HubContext, repo: Repo, new_bytes: Callable[[set[str]], 
         return
     namespace = repo.ref.namespace
     refs = [r for t in ("model", "dataset", "space") for r in ctx.store.list(t) if r.namespace == namespace]
-    used, stored = private_usage(r for r in map(ctx.store.get, refs) if r.meta.private)
+    private = (r for r in map(ctx.store.get, refs) if r.meta.private)
+    used, stored = private_usage(private, ctx.limiter.commit_sizes)
     check_private_storage(plan, namespace, used, new_bytes(stored))
 
 

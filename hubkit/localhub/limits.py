@@ -35,7 +35,7 @@ import math
 import re
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
@@ -252,6 +252,7 @@ class Limiter:
         self._api = FixedWindow(limits.api_window)
         self._commits = SlidingCounter(limits.commit_window)
         self._creations = SlidingCounter(limits.repo_creation_window)
+        self.commit_sizes = CommitSizes()
 
     def api_headers(self, bucket: str, key: str, plan: Plan | None) -> tuple[dict[str, str], bool]:
         """Count a request of `bucket` ("api" or "resolvers") by `key` (an account, or an IP address for
@@ -333,13 +334,36 @@ def check_space_creation(plan: Plan, sdk: str, hardware: str | None, zero_gpu_sp
         )
 
 
-def private_usage(repos: Iterable[Repo]) -> tuple[int, set[str]]:
+class CommitSizes:
+    """{oid: size} of each commit's files, kept for the last `size` commits read: a commit never changes,
+    and a push's many branches would otherwise be listed again at every commit."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._sizes: OrderedDict[tuple[str, str], dict[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, repo: Repo, commit: str) -> dict[str, int]:
+        key = (str(repo.git.path), commit)
+        with self._lock:
+            if (sizes := self._sizes.get(key)) is not None:
+                self._sizes.move_to_end(key)
+                return sizes
+        sizes = {entry.oid: entry.size for entry in repo.files(commit).values()}
+        with self._lock:
+            self._sizes[key] = sizes
+            if len(self._sizes) > self._size:
+                self._sizes.popitem(last=False)
+        return sizes
+
+
+def private_usage(repos: Iterable[Repo], cache: CommitSizes) -> tuple[int, set[str]]:
     """Bytes of the distinct files at the head of every branch of `repos` (a namespace's private
     repositories), and their oids (so that a commit re-adding one costs nothing more)."""
     sizes: dict[str, int] = {}
     for repo in repos:
-        for head in repo.git.list_refs("refs/heads/").values():
-            sizes.update((entry.oid, entry.size) for entry in repo.files(head).values())
+        for head in set(repo.git.list_refs("refs/heads/").values()):
+            sizes.update(cache.of(repo, head))
     return sum(sizes.values()), set(sizes)
 
 
