@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -230,6 +231,38 @@ def test_mixed_adapter_answers_equal_each_checkpoint_loaded_alone(
         reference = alone(adapters.get(name))
         assert [cut(ids) for ids in mixed[name]] == [cut(ids) for ids in reference], name
     assert mixed["base"] != mixed["global_step_3"] != mixed["global_step_1"]
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (
+            {"init_lora_weights": "pissa"},
+            "init_lora_weights='pissa' adapters apply to the base PEFT rebuilds",
+        ),
+        (
+            {"init_lora_weights": "olora"},
+            "init_lora_weights='olora' adapters apply to the base PEFT rebuilds",
+        ),
+        ({"use_dora": True}, "vLLM applies plain LoRA only, not DoRA"),
+    ],
+    ids=["pissa", "olora", "dora"],
+)
+def test_vllm_is_not_handed_an_adapter_it_would_apply_otherwise_than_peft(
+    tiny_qwen3, tmp_path: Path, options: dict, refusal: str
+) -> None:
+    """vLLM adds s·B·A to the base it loads: a PiSSA/OLoRA adapter (trained on PEFT's residual of the base)
+    would answer silently wrong there, and DoRA is not applied."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from hubkit.evaluate.backend_vllm import max_lora_rank
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], **options))
+    model.save_pretrained(tmp_path / "global_step_1")
+    with pytest.raises(EvalError, match=f"^global_step_1: {re.escape(refusal)}.*--backend transformers"):
+        max_lora_rank([tmp_path / "global_step_1"])
 
 
 def test_overlapping_problems_are_refused_and_held_out_ones_checked(

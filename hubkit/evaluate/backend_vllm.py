@@ -19,7 +19,7 @@ from typing import Any
 
 from hubkit.errors import AdapterError, EvalError
 from hubkit.evaluate.generation import GeneratedIds, GenerationJob, Progress
-from hubkit.formats.peft import max_rank, read_adapter_config
+from hubkit.formats.peft import base_changing_init, max_rank, read_adapter_config
 
 PYTHON_ENV = "HUBKIT_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -32,14 +32,17 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     ``rank_pattern``; 8 when there is none).
 
     Raises:
-        EvalError: an adapter's rank is above what vLLM supports, or its config is unreadable.
+        EvalError: an adapter's rank is above what vLLM supports, its config is unreadable, or vLLM would
+            not apply it as PEFT does.
     """
     ranks = []
     for adapter_dir in adapter_dirs:
         try:
-            rank = max_rank(read_adapter_config(adapter_dir, adapter_dir.name))
+            config = read_adapter_config(adapter_dir, adapter_dir.name)
         except AdapterError as e:
             raise EvalError(f"cannot read the LoRA rank: {e}") from e
+        _refuse_what_vllm_misreads(config, adapter_dir.name)
+        rank = max_rank(config)
         if rank is None:
             raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: its config has no usable r")
         ranks.append(rank)
@@ -49,6 +52,26 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
             f"LoRA rank {needed} is above vLLM's largest ({VLLM_LORA_RANKS[-1]}): use --backend transformers"
         )
     return next(rank for rank in VLLM_LORA_RANKS if rank >= needed)
+
+
+def _refuse_what_vllm_misreads(config: dict[str, Any], name: str) -> None:
+    """vLLM applies W + s·B·A and nothing else: an adapter trained on a residual of the base (PiSSA,
+    OLoRA...: PEFT redoes the init as it loads) would give silently wrong answers there, and DoRA or whole
+    modules it does not apply (`vllm/lora/peft_helper.py`).
+
+    Raises:
+        EvalError: such an adapter, naming the backend that evaluates it as PEFT loads it.
+    """
+    init = base_changing_init(config)
+    if init is not None:
+        raise EvalError(
+            f"{name}: init_lora_weights={init!r} adapters apply to the base PEFT rebuilds as it loads them, "
+            "not to the base vLLM loads: use --backend transformers, or convert the adapter with PEFT's "
+            "save_pretrained(..., path_initial_model_for_weight_conversion=...)"
+        )
+    for key, what in (("use_dora", "DoRA"), ("modules_to_save", "whole modules (modules_to_save)")):
+        if config.get(key):
+            raise EvalError(f"{name}: vLLM applies plain LoRA only, not {what}: use --backend transformers")
 
 
 def job_payload(job: GenerationJob) -> dict[str, Any]:
