@@ -1,0 +1,192 @@
+"""`hubkit push --gguf q4_k_m,q8_0`: the k-quants made by llama.cpp's own quantizer (llama-cpp-python, the
+`gguf-quant` extra) from hubkit's BF16 file, published to the local Hub and loaded in llama.cpp.
+
+The base is a tiny Qwen3 wide enough for k-quants (rows of 256 and 512 values: llama.cpp's k-quant blocks
+hold 256; hubkit.demo.tiny's 64-wide models would get llama.cpp's 32-block fallbacks everywhere), four
+layers, so that llama.cpp's per-layer rule shows, taught three texts (as tests/test_gguf.py's models are)
+so that its next-token choices are not near ties, then trained for two GRPO steps with TRL."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import uuid
+from pathlib import Path
+
+import gguf
+import pytest
+import torch
+import yaml
+from fixtures_hub import TEST_NAMESPACE
+from fixtures_runs import make_trl_run
+from helpers import push_argv, run_cli, run_llama_worker
+from test_gguf import LLAMA_PYTHON, PROMPT_TOKENS, TEXTS, _teach
+
+from hubkit.cards.text import size as size_text
+from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer, publish_model
+
+needs_llama_cpp = pytest.mark.skipif(
+    not LLAMA_PYTHON.exists(), reason="no llama.cpp environment (.venv-llama): run `make venv-llama`"
+)
+needs_quantizer = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="no llama.cpp quantizer: run `make venv-gguf-quant`"
+)
+LAYERS = 4
+WIDE_SIZES = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": LAYERS,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "max_position_embeddings": 2048,
+}
+# llama.cpp's Q4_K_M rule (src/llama-quant.cpp, llama_tensor_get_type_impl): attn_v and ffn_down get Q6_K
+# in the layers use_more_bits picks (i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2: layers 2 and 3 of 4),
+# output.weight Q6_K, every other matrix Q4_K; 1-D tensors stay F32.
+MORE_BITS_LAYERS = (2, 3)
+# llama.cpp's published "same top p" against F16 for Llama-3-8B (tools/perplexity/README.md): Q4_K_M
+# 91.9 %, Q8_0 97.7 %; taught texts have larger margins than Wikipedia's, so the tiny model must do as well.
+AGREEMENT_BOUNDS = {"Q4_K_M": 0.919, "Q8_0": 0.977}
+# The taught model answers the run's first prompts alike, so its first step's rewards tie and that step
+# does not move the adapter: the release is the second step's.
+PUSHED = ("--no-space", "--steps", "2")
+
+
+def _build_wide_qwen3(out_dir: Path) -> Path:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    vocab_size = copy_tokenizer(out_dir)
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        bos_token_id=ENDOFTEXT_ID,
+        eos_token_id=IM_END_ID,
+        pad_token_id=ENDOFTEXT_ID,
+        tie_word_embeddings=False,
+        **WIDE_SIZES,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        Qwen3ForCausalLM(config).save_pretrained(out_dir)
+    return out_dir
+
+
+@pytest.fixture(scope="module")
+def wide_run(tmp_path_factory: pytest.TempPathFactory, hub_api) -> Path:
+    """A 2-step TRL run on the wide tiny Qwen3, published as the run's base."""
+    base_dir = _build_wide_qwen3(tmp_path_factory.mktemp("wide") / "tiny-qwen3-wide")
+    _teach(base_dir)
+    base = publish_model(hub_api, base_dir, f"{TEST_NAMESPACE}/tiny-qwen3-wide")
+    run_dir = tmp_path_factory.mktemp("wide-runs") / "wide-qwen3-trl-grpo"
+    return make_trl_run(run_dir, base_dir, base.repo_id, steps=2)
+
+
+@pytest.fixture(scope="module")
+def quantized_release(wide_run: Path, local_hub) -> str:
+    """The wide run pushed with ``--gguf q4_k_m,q8_0``; returns the adapter repo id."""
+    repo_id = f"{TEST_NAMESPACE}/gguf-quant-{uuid.uuid4().hex[:8]}"
+    argv = [*push_argv(wide_run, repo_id, local_hub.endpoint), *PUSHED, "--quiet"]
+    assert run_cli([*argv, "--gguf", "q4_k_m,q8_0"]) == 0
+    return repo_id
+
+
+def _tensor_types(path: str) -> dict[str, str]:
+    return {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
+
+
+def _expected_q4_k_m(names: list[str]) -> dict[str, str]:
+    expected = {}
+    for name in names:
+        layer = re.match(r"blk\.(\d+)\.", name)
+        if name.endswith("norm.weight"):
+            expected[name] = "F32"
+        elif name == "output.weight" or (
+            layer
+            and int(layer[1]) in MORE_BITS_LAYERS
+            and name.endswith(("attn_v.weight", "ffn_down.weight"))
+        ):
+            expected[name] = "Q6_K"
+        else:
+            expected[name] = "Q4_K"
+    return expected
+
+
+@needs_quantizer
+@needs_llama_cpp
+def test_q4_k_m_has_llama_cpps_mixture_and_agrees_with_the_merged_model(
+    quantized_release: str, hub_api, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = quantized_release.split("/")[1]
+    gguf_id, merged_id = f"{quantized_release}-GGUF", f"{quantized_release}-merged"
+    files = {t: f"{name}-{t}.gguf" for t in ("Q4_K_M", "Q8_0")}
+    # The BF16 file the k-quants were made from was not asked for: it is not published.
+    assert set(hub_api.list_repo_files(gguf_id)) - {".gitattributes"} == {"README.md", *files.values()}
+    paths = {t: hub_api.hf_hub_download(gguf_id, f) for t, f in files.items()}
+
+    q4 = _tensor_types(paths["Q4_K_M"])
+    assert q4 == _expected_q4_k_m(list(q4))
+    assert set(_tensor_types(paths["Q8_0"]).values()) == {"Q8_0", "F32"}
+    fields = gguf.GGUFReader(paths["Q4_K_M"]).fields
+    assert fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q4_K_M
+
+    # The merged model's greedy continuation of each text's first tokens, and llama.cpp's top-1 at each
+    # of those positions given the same tokens.
+    merged_dir = Path(hub_api.snapshot_download(merged_id))
+    model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(merged_dir)
+    sequences = []
+    for text in TEXTS:
+        ids = tokenizer(text)["input_ids"]
+        prompt = torch.tensor([ids[:PROMPT_TOKENS]])
+        with torch.no_grad():
+            out = model.generate(prompt, max_new_tokens=len(ids) - PROMPT_TOKENS, do_sample=False)
+        sequences.append(out[0].tolist())
+    agreement = {}
+    for gguf_type, path in paths.items():
+        job = {
+            "model": path,
+            "n_ctx": 64,
+            "texts": [],
+            "prompts": [],
+            "max_new_tokens": 0,
+            "sequences": sequences,
+            "metadata_keys": ["general.architecture"],
+        }
+        out = tmp_path / gguf_type
+        out.mkdir()
+        logits = run_llama_worker(job, out)["logits"]
+        same = total = 0
+        for sequence, scores in zip(sequences, logits, strict=True):
+            top1 = scores[PROMPT_TOKENS - 1 : len(sequence) - 1].argmax(-1).tolist()
+            same += sum(a == b for a, b in zip(top1, sequence[PROMPT_TOKENS:], strict=True))
+            total += len(top1)
+        agreement[gguf_type] = same / total
+    print(f"top-1 agreement with the merged model's greedy tokens: {agreement}")
+    for gguf_type, bound in AGREEMENT_BOUNDS.items():
+        assert agreement[gguf_type] >= bound, (gguf_type, agreement)
+
+    card = Path(hub_api.hf_hub_download(gguf_id, "README.md")).read_text()
+    record = yaml.safe_load(card.split("---\n")[1])["hubkit_gguf"]["files"]
+    for gguf_type, file_name in files.items():
+        size = Path(paths[gguf_type]).stat().st_size
+        assert record[gguf_type] == {**record[gguf_type], "name": file_name, "size": size}
+        assert f"{file_name}) | {gguf_type} | {size_text(size)} |" in card
+    assert f"llama-cli -hf {gguf_id}:Q4_K_M" in card
+    assert "Q4_K_M was then made from a BF16 file" in " ".join(card.split())
+
+
+def test_without_the_quantizer_a_k_quant_push_refuses_in_one_line_before_any_repo(
+    wide_run: Path, local_hub, hub_api, new_repo_id, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(
+        sys.modules, "llama_cpp", None
+    )  # as if `pip install 'hubkit[gguf-quant]'` had not run
+    argv = [*push_argv(wide_run, new_repo_id, local_hub.endpoint), *PUSHED, "--gguf", "q8_0,q4_k_m"]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "pip install 'hubkit[gguf-quant]'" in err and len(err.splitlines()) == 1
+    for repo in (new_repo_id, f"{new_repo_id}-merged", f"{new_repo_id}-GGUF"):
+        assert not hub_api.repo_exists(repo)
