@@ -92,6 +92,19 @@ def test_a_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_
             assert "run-demo" not in card and "/spaces/" not in card, revision
 
 
+def test_a_zerogpu_space_past_the_plans_cap_is_a_warning_not_a_token_error(tmp_path, tiny_qwen3, capsys):
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _free_hub(tmp_path / "hub", tiny_qwen3, "free.zero_gpu_spaces=0") as hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        capsys.readouterr()
+        assert run_cli([*push_argv(run_dir, REPO_ID, hub.endpoint), "--no-merged"]) == 0
+        captured = capsys.readouterr()
+        (warning,) = [line for line in captured.out.splitlines() if "not created" in line]
+        assert "HTTP 403" in warning and "the most its plan allows" in warning and "--no-space" in warning
+        assert "HF_TOKEN" not in captured.out + captured.err
+        assert not api.repo_exists(REPO_ID + "-demo", repo_type="space") and api.repo_exists(REPO_ID)
+
+
 def test_the_space_is_created_on_zerogpu_which_a_free_account_may_host(tmp_path, tiny_qwen3, capsys):
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     with _free_hub(tmp_path / "hub", tiny_qwen3) as hub:
