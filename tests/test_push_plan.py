@@ -341,7 +341,7 @@ def test_a_nan_adapter_is_refused_before_any_connection(
     write_checkpoint(run_dir, 4, base_model=BASE, shapes=SHAPES, fill=float("nan"))
     code = run_cli(push_argv(run_dir, "me/tiny-run", "http://127.0.0.1:9"))
     err = capsys.readouterr().err
-    assert code == 1 and "global_step_4" in err and "NaN" in err
+    assert code == 1 and "checkpoint-4" in err and "NaN" in err
     assert no_network == []
 
 
