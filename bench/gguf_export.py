@@ -241,6 +241,10 @@ def main() -> None:
             f"wall {ours['wall_s'] / theirs['wall_s']:.2f}x the quantizer alone (BF16 written first), "
             f"{'same bytes' if same else 'DIFFERENT BYTES'}"
         )
+        pipeline = results["converter-bf16"]["wall_s"] + theirs["wall_s"]
+        print(
+            f"wall, hubkit q4_k_m / (converter bf16 + the quantizer alone): {ours['wall_s'] / pipeline:.2f}x"
+        )
     if any(hubkit["files"][t]["sha256"] != results[f"converter-{t}"]["files"][t]["sha256"] for t in TYPES):
         raise SystemExit("hubkit's files are not the converter's")
 
