@@ -83,12 +83,14 @@ $(LLAMA_STAMP):
 	touch $@
 
 # hubkit[gguf-quant] (llama.cpp's quantizer, for the k-quant GGUF types) in the test environment, from the
-# wheel venv-llama built: installed in seconds instead of compiled a second time.
+# wheel venv-llama built: installed in seconds instead of compiled a second time (pip's wheel cache is not
+# reused for a local sdist). A .venv-llama from before src/wheels/ makes pip compile it the same way.
 GGUF_QUANT_STAMP := $(VENV)/.installed-gguf-quant
 venv-gguf-quant: $(GGUF_QUANT_STAMP)
 
 $(GGUF_QUANT_STAMP): $(STAMP) $(LLAMA_STAMP)
-	$(PY) -m pip install -q --find-links $(LLAMA_VENV)/src/wheels $(LLAMA_CPP_PYTHON)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(PY) -m pip install -q --find-links $(LLAMA_VENV)/src/wheels $(LLAMA_CPP_PYTHON)
 	touch $@
 
 $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
