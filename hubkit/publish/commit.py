@@ -48,6 +48,7 @@ from hubkit.hub.retry import (
     wait_out_rate_limit,
     with_retries,
 )
+from hubkit.publish.create import create_branch, create_repo
 from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
 from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
 from hubkit.publish.push_record import save_record
@@ -103,73 +104,6 @@ def hand_in_sha256(operation: CommitOperationAdd, hashes: FileHashes) -> None:
             "push again once the run has finished writing it"
         )
     info.sha256 = bytes.fromhex(hashes.sha256)
-
-
-def create_repo(
-    api: HfApi,
-    repo_id: str,
-    repo_type: RepoType,
-    *,
-    private: bool,
-    space_sdk: str | None = None,
-    space_hardware: str | None = None,
-    retry: RetryPolicy = DEFAULT_RETRY,
-) -> None:
-    """Create a repo (a Space with its SDK and hardware); one that exists meanwhile is kept as it is.
-
-    Raises:
-        The client's HTTP failure once retries run out (`hub_errors` makes it one line).
-    """
-    with_retries(
-        lambda: api.create_repo(
-            repo_id,
-            repo_type=repo_type,
-            private=private,
-            exist_ok=True,
-            space_sdk=space_sdk,
-            space_hardware=space_hardware,  # type: ignore[arg-type]
-        ),
-        retry,
-        f"creating {repo_id}",
-        api.endpoint,
-    )
-
-
-def create_branch(
-    api: HfApi,
-    repo_id: str,
-    branch: str,
-    *,
-    retry: RetryPolicy = DEFAULT_RETRY,
-    first_commits: dict[str, str] | None = None,
-) -> str:
-    """Create `branch` from the repo's first commit (which holds only `.gitattributes`), so that it holds
-    nothing but what is committed to it; one created meanwhile is kept as it is.
-
-    Args:
-        first_commits: each repo's first commit as read by this push (read once, not once per branch:
-            the Hub counts every API call against the account's window).
-
-    Returns:
-        The branch's head: the commit to make the next one on top of.
-
-    Raises:
-        The client's HTTP failure once retries run out (`hub_errors` makes it one line).
-    """
-    what = f"creating branch {branch} of {repo_id}"
-    known = first_commits if first_commits is not None else {}
-    if repo_id not in known:
-        known[repo_id] = with_retries(
-            lambda: api.list_repo_commits(repo_id)[-1].commit_id, retry, what, api.endpoint
-        )
-    first = known[repo_id]
-    with_retries(
-        lambda: api.create_branch(repo_id, branch=branch, revision=first, exist_ok=True),
-        retry,
-        what,
-        api.endpoint,
-    )
-    return with_retries(lambda: api.repo_info(repo_id, revision=branch).sha, retry, what, api.endpoint)
 
 
 def _upload_lfs(

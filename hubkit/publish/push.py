@@ -31,9 +31,9 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
-from hubkit.errors import PublishError, StorageQuotaError
+from hubkit.errors import StorageQuotaError
 from hubkit.evaluate.results import load_eval
-from hubkit.hub.auth import hub_client, resolve_token, token_owner
+from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.retry import DEFAULT_RETRY
@@ -44,20 +44,21 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
 )
-from hubkit.publish.commit import UploadsAhead, commit_plan, create_repo
+from hubkit.publish.commit import UploadsAhead, commit_plan
+from hubkit.publish.create import create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
 from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
-from hubkit.publish.plan import PlannedFile, PushPlan, check_repo_id
-from hubkit.publish.push_record import PushRecord, load_record, remote_from_record
+from hubkit.publish.plan import PlannedFile, PushPlan
+from hubkit.publish.push_record import load_record, records_of_plan, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
-from hubkit.publish.request import PushProgress, PushReport, PushRequest, repo_name_for_run
+from hubkit.publish.request import PushProgress, PushReport, PushRequest, adapter_repo_id
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
 from hubkit.publish.sweep import in_sweep, planned_sweep, with_sweep
@@ -337,20 +338,13 @@ class PushSession:
             dtype = remote.base_config.dtype
             merge_record = decided.merging.record_after(None, run, decided.base_revision, dtype=dtype)
         plan = self._plan(local, remote, decided, merge_record=merge_record)
-        records: dict[str, PushRecord | None] = {
-            r.repo_id: load_record(request.run_dir, request.endpoint, r.repo_id) for r in plan.repos
-        }
-        for branch in plan.branches:
-            records[f"{branch.repo_id}@{branch.revision}"] = load_record(
-                request.run_dir, request.endpoint, branch.repo_id, branch.revision
-            )
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repos.adapter,
             steps=tuple(a.step for a in adapters),
             repos=(),
             plan=plan,
-            records=records,
+            records=records_of_plan(plan, request.run_dir, request.endpoint),
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
@@ -387,18 +381,8 @@ class PushSession:
         return self._api
 
     def _adapter_repo_id(self, run: Run, api: HfApi | None) -> str:
-        """The adapter repo: the request's, else the recorded one, else `<token owner>/<run id>`."""
         if self._repo_id is None:
-            repo_id = self.request.repo_id or run.manifest.push_to
-            if repo_id is None and api is None:
-                raise PublishError(
-                    "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
-                    "(or record one with the recipe's --push-to)"
-                )
-            if repo_id is None:
-                repo_id = f"{token_owner(api)}/{repo_name_for_run(run.manifest.run_id)}"
-            check_repo_id(repo_id)
-            self._repo_id = repo_id
+            self._repo_id = adapter_repo_id(self.request.repo_id or run.manifest.push_to, run, api)
         return self._repo_id
 
     def _check_against_base(self, run: Run, adapters: list[PreparedAdapter], base: BaseConfig) -> None:

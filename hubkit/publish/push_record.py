@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
 from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.runs.state import PUSH_RECORDS_DIR, write_atomically
 
@@ -69,6 +69,16 @@ def load_record(run_dir: Path, endpoint: str, repo_id: str, revision: str = "mai
         )
     except (OSError, json.JSONDecodeError, KeyError, TypeError):
         return None
+
+
+def records_of_plan(plan: PushPlan, run_dir: Path, endpoint: str) -> dict[str, PushRecord | None]:
+    """What the last push recorded of each repo (by id) and branch (``repo@branch``) of `plan`."""
+    records = {r.repo_id: load_record(run_dir, endpoint, r.repo_id) for r in plan.repos}
+    for branch in plan.branches:
+        records[f"{branch.repo_id}@{branch.revision}"] = load_record(
+            run_dir, endpoint, branch.repo_id, branch.revision
+        )
+    return records
 
 
 def remote_from_record(record: PushRecord | None, repo_id: str) -> RemoteRepo:

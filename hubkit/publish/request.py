@@ -7,15 +7,20 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hubkit.errors import PublishError
 from hubkit.formats.gguf_types import choose_types
 from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import LeftOutOf
-from hubkit.publish.plan import PushPlan
+from hubkit.publish.plan import PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord
 from hubkit.runs.manifest import SweepInfo
+from hubkit.runs.model import Run
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 
 def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
@@ -164,6 +169,26 @@ class PushProgress:
     gguf: Callable[[int, int], None] | None = None
     upload_started: Callable[[int], None] = lambda _total: None
     uploaded: Callable[[int], None] = lambda _bytes: None
+
+
+def adapter_repo_id(chosen: str | None, run: Run, api: HfApi | None) -> str:
+    """The adapter repo: `chosen` (the request's, else the one the run recorded), else
+    `<token owner>/<run id>`, asking the Hub through `api` (None: a dry run, which asks nothing).
+
+    Raises:
+        PublishError: an invalid id, or a dry run with none chosen.
+    """
+    if chosen is None and api is None:
+        raise PublishError(
+            "a dry run cannot ask the Hub who the token belongs to: pass --repo-id OWNER/NAME "
+            "(or record one with the recipe's --push-to)"
+        )
+    if chosen is None:
+        from hubkit.hub.auth import token_owner  # the client, imported by a push that asks the Hub
+
+        chosen = f"{token_owner(api)}/{repo_name_for_run(run.manifest.run_id)}"  # type: ignore[arg-type]
+    check_repo_id(chosen)
+    return chosen
 
 
 def repo_name_for_run(run_id: str) -> str:

@@ -155,7 +155,9 @@ def check_sweep_runs(name: str, run_dirs: Sequence[Path]) -> None:
     from hubkit.runs.manifest import Manifest
 
     def base(manifest: Manifest) -> str:
-        return manifest.base_model + (f"@{manifest.base_model_revision}" if manifest.base_model_revision else "")
+        return manifest.base_model + (
+            f"@{manifest.base_model_revision}" if manifest.base_model_revision else ""
+        )
 
     first, *others = [Manifest.load(folder) for folder in run_dirs]
     for other in others:

@@ -29,7 +29,8 @@ from hubkit.formats import parquet
 from hubkit.formats.yaml_file import with_front_matter
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.commit import commit_repo, create_repo
+from hubkit.publish.commit import commit_repo
+from hubkit.publish.create import create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.remote import read_remote
