@@ -31,7 +31,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
-from hubkit.errors import StorageQuotaError
+from hubkit.errors import HubkitError, StorageQuotaError
 from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
@@ -148,11 +148,14 @@ class PushSession:
             repos = open_space(api, remote.repos, remote.remotes, self.request, decided.notes)
             remote = replace(remote, repos=repos)
             report = self._execute(local, remote, decided, progress)
-        except StorageQuotaError as full:
-            # No repo half-made: the ones this push created and could not commit to go again.
+        except HubkitError as refused:
+            # A refused push leaves no repo: the ones it created and could not commit to go again.
             removed = ", ".join(remove_if_empty(api, new))
-            left = f"; removed {removed}, created by this push with nothing committed" if removed else ""
-            raise StorageQuotaError(f"{full}{left}") from full
+            if removed and isinstance(refused, StorageQuotaError):
+                raise StorageQuotaError(
+                    f"{refused}; removed {removed}, created by this push with nothing committed"
+                ) from refused
+            raise
         return with_sweep(remote.api, report, remote.repos, local, self.request)
 
     # --- the stages, in order --------------------------------------------------------------------
