@@ -11,11 +11,13 @@ import time
 from base64 import b64encode
 from pathlib import Path
 
+import pytest
 from eval_results import write_eval
 from markdown_it import MarkdownIt
 
 from hubkit.cards import text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START
+from hubkit.errors import UnsafeFileError
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.localhub.collection_store import CollectionStore
 from hubkit.publish import PushRequest, push_run
@@ -241,3 +243,18 @@ def test_a_home_in_what_a_model_wrote_is_masked_and_still_refused_in_any_other_f
     ):
         with pytest.raises(LocalPathInFileError):
             vet_bytes(path, kind, data, context)
+
+
+def test_a_card_refused_after_the_repo_was_created_leaves_no_repo(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id
+):
+    """A card is written once the merge and the repo exist; a path it then holds (one no run file is
+    refused for: what a model wrote) refuses the push, and the repo it created for it goes again."""
+    answers = ("see /scratch/bob/notes.txt", "plain", "plain", "plain")
+    start = len(local_hub.request_log)
+    with pytest.raises(
+        UnsafeFileError, match=r"^refusing to publish README\.md: it holds a path under /scratch"
+    ):
+        _push(_run(tmp_path / "run", tiny_qwen3.repo_id, 0.0, answers=answers), new_repo_id, local_hub)
+    created = [r for r in local_hub.request_log[start:] if r[0] == "POST" and r[1] == "/api/repos/create"]
+    assert created and not hub_api.repo_exists(new_repo_id)
