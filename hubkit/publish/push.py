@@ -31,7 +31,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
-from hubkit.errors import HubkitError, StorageQuotaError
+from hubkit.errors import StorageQuotaError, UnsafeFileError
 from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
@@ -148,8 +148,8 @@ class PushSession:
             repos = open_space(api, remote.repos, remote.remotes, self.request, decided.notes)
             remote = replace(remote, repos=repos)
             report = self._execute(local, remote, decided, progress)
-        except HubkitError as refused:
-            # A refused push leaves no repo: the ones it created and could not commit to go again.
+        except (StorageQuotaError, UnsafeFileError) as refused:
+            # Refused for what it holds: no repo left behind (a failure a rerun gets past keeps its uploads).
             removed = ", ".join(remove_if_empty(api, new))
             if removed and isinstance(refused, StorageQuotaError):
                 raise StorageQuotaError(
