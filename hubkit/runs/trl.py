@@ -41,8 +41,8 @@ def looks_like(root: Path) -> bool:
     return bool(numbered_dirs(root, _CHECKPOINT_RE))
 
 
-def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
-    state = read_json_object(path / TRAINER_STATE)
+def _checkpoint(root: Path, step: int, path: Path, state: dict[str, Any] | None) -> Checkpoint:
+    """A ``checkpoint-N/`` folder, complete once its trainer state (`state`, as read) records step N."""
     if state is None:
         incomplete: str | None = (
             f"it has no readable {TRAINER_STATE} (the Trainer writes it last when saving)"
@@ -56,12 +56,14 @@ def _checkpoint(root: Path, step: int, path: Path) -> Checkpoint:
     return Checkpoint(step, path, incomplete, adapter_dir=path, tokenizer_dir=tokenizer_dir)
 
 
-def _newest_state(root: Path, checkpoints: list[Checkpoint]) -> dict[str, Any] | None:
-    """The trainer state with the highest global_step: the newest complete checkpoint's or the output dir's."""
-    candidates = [read_json_object(c.path / TRAINER_STATE) for c in checkpoints if c.complete]
-    candidates.append(read_json_object(root / TRAINER_STATE))  # written by trainer.save_state()
-    states = [s for s in candidates if s is not None and isinstance(s.get("global_step"), int)]
-    return max(states, key=lambda s: s["global_step"]) if states else None
+def _newest_state(
+    checkpoints: list[Checkpoint], states: dict[int, dict[str, Any] | None], final: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The trainer state with the highest global_step: the newest complete checkpoint's or the output dir's
+    (`final`, written by trainer.save_state())."""
+    candidates = [states[c.step] for c in checkpoints if c.complete] + [final]
+    known = [s for s in candidates if s is not None and isinstance(s.get("global_step"), int)]
+    return max(known, key=lambda s: s["global_step"]) if known else None
 
 
 def _metrics(state: dict[str, Any] | None) -> Metrics:
@@ -119,13 +121,15 @@ def _continues(state: dict[str, Any], newer: dict[str, Any]) -> bool:
     return isinstance(history, list) and isinstance(later, list) and later[: len(history)] == history
 
 
-def _training_runs(checkpoints: list[Checkpoint]) -> list[list[Checkpoint]]:
+def _training_runs(
+    checkpoints: list[Checkpoint], states: dict[int, dict[str, Any] | None]
+) -> list[list[Checkpoint]]:
     """The complete checkpoints grouped by the training run that saved them, the run holding the newest
     step first: a script run twice into one output_dir without resuming leaves two runs' saves side by side
     (the second overwriting the first's early steps)."""
     runs: list[tuple[dict[str, Any], list[Checkpoint]]] = []
     for checkpoint in sorted((c for c in checkpoints if c.complete), key=lambda c: -c.step):
-        state = read_json_object(checkpoint.path / TRAINER_STATE) or {}
+        state = states[checkpoint.step] or {}
         home = next((saved for head, saved in runs if _continues(state, head)), None)
         if home is None:
             runs.append((state, [checkpoint]))
@@ -146,15 +150,17 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
         more than one training run, `RunContents.training_runs` has each one's contents.
     """
     root = run_dir / manifest.checkpoints_dir
-    checkpoints = [_checkpoint(root, step, path) for step, path in numbered_dirs(root, _CHECKPOINT_RE)]
-    runs = _training_runs(checkpoints)
+    saved_dirs = numbered_dirs(root, _CHECKPOINT_RE)
+    states = {step: read_json_object(path / TRAINER_STATE) for step, path in saved_dirs}  # each read once
+    checkpoints = [_checkpoint(root, step, path, states[step]) for step, path in saved_dirs]
+    final = read_json_object(root / TRAINER_STATE)  # trainer.save_state() of the run that ended
+    runs = _training_runs(checkpoints, states)
     if len(runs) <= 1:
-        return _contents(run_dir, manifest, checkpoints, _newest_state(root, checkpoints))
+        return _contents(run_dir, manifest, checkpoints, _newest_state(checkpoints, states, final))
     pending = [c for c in checkpoints if not c.complete]
     each = []
     for saved in runs:
-        newest = read_json_object(saved[-1].path / TRAINER_STATE) or {}
-        final = read_json_object(root / TRAINER_STATE)  # trainer.save_state() of whichever run ended
+        newest = states[saved[-1].step] or {}
         state = final if final is not None and _continues(newest, final) else newest
         each.append(_contents(run_dir, manifest, sorted(saved + pending, key=lambda c: c.step), state))
     return RunContents(
@@ -175,7 +181,10 @@ def infer(root: Path) -> InferredSettings:
         base = config.get("base_model_name_or_path")
         base_model = base if isinstance(base, str) and is_hub_id(base) and not Path(base).exists() else None
         return InferredSettings(base_model=base_model, lora=lora_from_adapter_config(config))
-    saving = any(not _checkpoint(root, step, path).complete for step, path in saved)
+    saving = any(
+        not _checkpoint(root, step, path, read_json_object(path / TRAINER_STATE)).complete
+        for step, path in saved
+    )
     return InferredSettings(base_model=None, lora=None, save_in_progress=saving)
 
 
