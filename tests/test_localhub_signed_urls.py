@@ -77,20 +77,21 @@ def test_a_download_url_stops_when_the_repo_turns_private_and_an_upload_url_when
 
 
 def test_a_signed_url_expires_and_cannot_be_extended(tmp_path):
-    with LocalHub(tmp_path / "hub", settings=HubSettings(signed_url_ttl=1)) as hub:
+    # The URL lives at least its ttl: 3 s leaves a loaded machine time for the first download.
+    with LocalHub(tmp_path / "hub", settings=HubSettings(signed_url_ttl=3)) as hub:
         api = HfApi(endpoint=hub.endpoint, token="any")
         api.create_repo("me/target")
         api.upload_file(path_or_fileobj=b"\0" * 5000, path_in_repo="w.bin", repo_id="me/target")
         location = _download_url(hub, "me/target", "w.bin", "any")
         assert get_session().get(location).status_code == 200
-        time.sleep(2.1)
+        time.sleep(4.1)
         expired = get_session().get(location)
         assert expired.status_code == 403 and "expired" in expired.json()["error"]
         assert get_session().get(location.replace("expires=", "expires=9")).status_code == 403
 
 
 def test_an_unfinished_upload_is_removed_once_its_urls_expired(tmp_path):
-    settings = HubSettings(signed_url_ttl=1, incomplete_upload_timeout=2)
+    settings = HubSettings(signed_url_ttl=3, incomplete_upload_timeout=4)
     data = os.urandom(70 * MiB)
     with LocalHub(tmp_path / "hub", settings=settings) as hub:
         HfApi(endpoint=hub.endpoint, token="any").create_repo("me/target")

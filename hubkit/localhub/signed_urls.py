@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ class UrlSigner:
 
     def query(self, path: str, signer: str, size: int | None = None) -> str:
         """The query string that makes `path` a signed URL for `signer` (and an object of `size` bytes)."""
-        expires = str(int(time.time()) + self.ttl)
+        expires = str(math.ceil(time.time()) + self.ttl)  # never less than ttl seconds
         size_text = "" if size is None else str(size)
         signature = self._signature(path, size_text, expires, signer)
         sized = f"size={size_text}&" if size is not None else ""
