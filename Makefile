@@ -69,6 +69,9 @@ $(VLLM_STAMP):
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF \
 	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
+# The compiled wheel is kept outside the checkout, keyed by the version and the build flags: a fresh clone
+# (CI's) installs it in seconds instead of compiling llama.cpp again (pip caches no wheel built from a local sdist).
+LLAMA_WHEEL_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hubkit/wheels/$(subst ==,-,$(LLAMA_CPP_PYTHON))-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
 venv-llama: $(LLAMA_STAMP) $(LLAMA_HUB_STAMP)
 
 $(LLAMA_STAMP):
@@ -77,8 +80,13 @@ $(LLAMA_STAMP):
 	rm -rf $(LLAMA_VENV)/src && mkdir $(LLAMA_VENV)/src
 	$(LLAMA_VENV)/bin/python -m pip download -q --no-deps --no-binary :all: -d $(LLAMA_VENV)/src $(LLAMA_CPP_PYTHON)
 	tar -xzf $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz -C $(LLAMA_VENV)/src
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_VENV)/bin/python -m pip \
-		wheel -q --no-deps -w $(LLAMA_VENV)/src/wheels $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz
+	if ls $(LLAMA_WHEEL_CACHE)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		mkdir -p $(LLAMA_VENV)/src/wheels && cp $(LLAMA_WHEEL_CACHE)/llama_cpp_python-*.whl $(LLAMA_VENV)/src/wheels/; \
+	else \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_VENV)/bin/python -m pip \
+			wheel -q --no-deps -w $(LLAMA_VENV)/src/wheels $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz && \
+		mkdir -p $(LLAMA_WHEEL_CACHE) && cp $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl $(LLAMA_WHEEL_CACHE)/; \
+	fi
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl
 	touch $@
 
