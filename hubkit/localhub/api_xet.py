@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 
 from hubkit.localhub import errors
 from hubkit.localhub.api_files import byte_range
@@ -19,6 +18,7 @@ from hubkit.localhub.api_lfs import store_upload
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import Repo
+from hubkit.localhub.signed_urls import expires_in
 from hubkit.localhub.xet_hashes import hex_to_hash, keyed_hash
 from hubkit.localhub.xet_shard import dedup_shard
 from hubkit.localhub.xet_store import XetFile
@@ -213,5 +213,5 @@ def dedup_query(ctx: HubContext, req: Request, prefix: str, chunk: str) -> Respo
             chunks.append((keyed_hash(key, c.hash), offset, c.length))
             offset += c.length
         listed.append((hex_to_hash(xorb), chunks, ctx.xet.xorb_file(xorb).stat().st_size))
-    data = dedup_shard(listed, key, int(time.time()) + DEDUP_SHARD_LIFETIME)
+    data = dedup_shard(listed, key, expires_in(DEDUP_SHARD_LIFETIME))
     return Response(200, {"Content-Type": "application/octet-stream"}, data)

@@ -25,6 +25,11 @@ _SIGNER = re.compile(r"^[0-9a-z]{1,64}$")
 _SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
 
 
+def expires_in(ttl: int) -> int:
+    """Unix seconds `ttl` from now, rounded up: a URL, token or shard never lives less than its ttl."""
+    return math.ceil(time.time()) + ttl
+
+
 @dataclass(frozen=True)
 class Grant:
     """What a valid signed URL allows: who it was made for, and the object's size (None for downloads)."""
@@ -46,7 +51,7 @@ class UrlSigner:
 
     def query(self, path: str, signer: str, size: int | None = None) -> str:
         """The query string that makes `path` a signed URL for `signer` (and an object of `size` bytes)."""
-        expires = str(math.ceil(time.time()) + self.ttl)  # never less than ttl seconds
+        expires = str(expires_in(self.ttl))
         size_text = "" if size is None else str(size)
         signature = self._signature(path, size_text, expires, signer)
         sized = f"size={size_text}&" if size is not None else ""

@@ -14,12 +14,12 @@ import binascii
 import hashlib
 import hmac
 import json
-import math
 import time
 from dataclasses import dataclass
 
 from hubkit.localhub import errors
 from hubkit.localhub.repos import RepoRef
+from hubkit.localhub.signed_urls import expires_in
 
 READ, WRITE = "read", "write"
 _PREFIX = "xet_"
@@ -47,7 +47,7 @@ class XetTokens:
 
     def make(self, ref: RepoRef, scope: str, signer: str) -> tuple[str, int]:
         """A token for `ref` with `scope`, and when it expires (unix seconds)."""
-        expires = math.ceil(time.time()) + self.ttl  # never less than ttl seconds
+        expires = expires_in(self.ttl)
         fields = [ref.repo_type, ref.namespace, ref.name, scope, signer, expires]
         payload = base64.urlsafe_b64encode(json.dumps(fields).encode())
         return f"{_PREFIX}{payload.decode()}.{self._signature(payload)}", expires
