@@ -71,6 +71,7 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOL
 	-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
 # The compiled wheel is kept outside the checkout, keyed by the version and the build flags: a fresh clone
 # (CI's) installs it in seconds instead of compiling llama.cpp again (pip caches no wheel built from a local sdist).
+# It is copied under a temporary name and renamed, so an interrupted copy never leaves a truncated wheel there.
 LLAMA_WHEEL_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hubkit/wheels/$(subst ==,-,$(LLAMA_CPP_PYTHON))-$(shell echo '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
 venv-llama: $(LLAMA_STAMP) $(LLAMA_HUB_STAMP)
 
@@ -85,7 +86,8 @@ $(LLAMA_STAMP):
 	else \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(LLAMA_VENV)/bin/python -m pip \
 			wheel -q --no-deps -w $(LLAMA_VENV)/src/wheels $(LLAMA_VENV)/src/llama_cpp_python-*.tar.gz && \
-		mkdir -p $(LLAMA_WHEEL_CACHE) && cp $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl $(LLAMA_WHEEL_CACHE)/; \
+		mkdir -p $(LLAMA_WHEEL_CACHE) && for w in $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl; do \
+			cp $$w $(LLAMA_WHEEL_CACHE)/.partial && mv $(LLAMA_WHEEL_CACHE)/.partial $(LLAMA_WHEEL_CACHE)/$$(basename $$w); done; \
 	fi
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_VENV)/src/wheels/llama_cpp_python-*.whl
 	touch $@
