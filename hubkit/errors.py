@@ -114,6 +114,10 @@ class UnsafeFileError(PublishError):
     """A file a push would publish must not leave the machine; the subclasses below say why."""
 
 
+class VerificationError(UnsafeFileError):
+    """An artifact is not the model of the adapter it came from, loaded as users load it (`hubkit.verify`)."""
+
+
 class LocalHubError(HubkitError):
     """The local Hub cannot start as asked: no credentials on a shared address, a root in use, a bad users file."""
 

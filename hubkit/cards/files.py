@@ -4,6 +4,7 @@ from the network, and the same inputs give the same bytes (so a push with nothin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -275,8 +276,21 @@ def merged_card_files(inputs: CardInputs, record: MergeRecord) -> dict[str, byte
         "tokenizer_source": "the run's own" if run_tokenizer else "the base model's",
         "merged_metrics": _step_metrics(key_metric_series(run), step),
         "merged_eval": merged_eval,
+        "verified": _verified(record.verified),
     }
     return {"README.md": render_card(card_data(inputs, "merged", record), MERGED_TEMPLATE, context).encode()}
+
+
+def _verified(check: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The figures of the merged model's check against its adapter (`hubkit.verify`), as the card says them:
+    numbers only (a record read back from the Hub is data, not text to copy)."""
+    figures = ("prompts", "tokens", "max_abs_logit_diff", "bound", "top1_agreement", "adapter_effect")
+    if check is None or not all(isinstance(check.get(k), int | float) for k in figures):
+        return None
+    shown = {k: f"{float(check[k]):.3g}" for k in figures}
+    shown.update(prompts=str(int(check["prompts"])), tokens=str(int(check["tokens"])))
+    shown["agreement"] = text.percent(float(check["top1_agreement"]))
+    return shown
 
 
 def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -> dict[str, bytes]:

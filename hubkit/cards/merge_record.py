@@ -14,6 +14,8 @@ the merge of this adapter; the adapter card reads it to keep linking the merged 
       base_revision: 1cfa9a7...          (the commit the base was read at)
       dtype: bfloat16
       merged_modules: 252
+      verified: {artifact: ..., prompts: 3, tokens: 72, max_abs_logit_diff: 7.5e-07, bound: 3.6e-06, ...}
+                                         (the check against the adapter, `hubkit.verify`; absent unchecked)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class MergeRecord:
         base_revision: the commit of the base model the merge read, when known.
         dtype: the merged weights' dtype.
         merged_modules: how many modules were merged.
+        verified: the check of the merged model against its adapter (`MergedCheck.to_dict`), when run.
     """
 
     adapter_repo: str
@@ -50,10 +53,14 @@ class MergeRecord:
     base_revision: str | None
     dtype: str
     merged_modules: int
+    verified: Mapping[str, Any] | None = None
 
     def to_metadata(self) -> dict[str, Any]:
-        """The record as the card's ``hubkit_merge`` metadata."""
-        return asdict(self)
+        """The record as the card's ``hubkit_merge`` metadata (without `verified` when unchecked)."""
+        data = asdict(self)
+        if self.verified is None:
+            del data["verified"]
+        return data
 
     @classmethod
     def from_card_data(cls, card_data: Mapping[str, Any] | None) -> MergeRecord | None:
@@ -70,7 +77,9 @@ class MergeRecord:
         if not isinstance(data, Mapping):
             return None
         try:
-            record = cls(**{name: data[name] for name in cls.__dataclass_fields__})
+            verified = data.get("verified")
+            fields = (name for name in cls.__dataclass_fields__ if name != "verified")
+            record = cls(**{name: data[name] for name in fields}, verified=verified)
         except (KeyError, TypeError):
             return None
         valid = (
@@ -82,6 +91,7 @@ class MergeRecord:
                 for v in (record.adapter_sha256, record.adapter_config_sha256)
             )
             and (record.base_revision is None or isinstance(record.base_revision, str))
+            and (record.verified is None or isinstance(record.verified, Mapping))
         )
         return record if valid else None
 

@@ -193,6 +193,12 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     help="The longest the push waits for the Hub's rate limit to reset (it says until when); a later "
     "reset stops it in one line saying how many commits are left and when to run it again.",
 )
+@click.option(
+    "--verify/--no-verify",
+    default=True,
+    help="Before committing the merged model, load it and the adapter as users do and compare their prompt "
+    "ids, end tokens and logits on a few held-out prompts; a mismatch refuses the push.  [default: verify]",
+)
 @endpoint_option
 @quiet_option
 def push(
@@ -221,6 +227,7 @@ def push(
     sweep_name: str | None,
     sweep_value: str | None,
     max_wait: float,
+    verify: bool,
     endpoint: str,
     quiet: bool,
 ) -> None:
@@ -281,6 +288,7 @@ def push(
         checkpoints_dir=checkpoints_dir,
         sweep=None if whole_sweep else _sweep(sweep_name, sweep_value, found),
         max_wait=max_wait,
+        verify=verify,
     )
 
     def show(report) -> None:

@@ -38,7 +38,7 @@ def default_merged_repo_id(adapter_repo_id: str) -> str:
     return adapter_repo_id + MERGED_SUFFIX
 
 
-def _published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tuple[str, Kind]], list[str]]:
+def published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tuple[str, Kind]], list[str]]:
     """Of a merged folder's (or the base's) file names, those the merged repo publishes (with their kind),
     and those of no known kind. Training may have changed the tokenizer or chat template: the run's own
     set replaces the base's whole (mixing the two could pair the base's chat_template.jinja with the
@@ -57,7 +57,7 @@ def _published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tu
 
 def use_release_tokenizer(out_dir: Path, run_files: RunFiles) -> None:
     """Make a merged folder hold the tokenizer the merged repo publishes: the run's own set, vetted, in
-    place of the base's whole (as `_published_names` chooses); the base's stays when the run has none.
+    place of the base's whole (as `published_names` chooses); the base's stays when the run has none.
 
     The GGUF export reads the folder: a base file the run's set lacks (a ``chat_template.jinja`` beside the
     run's tokenizer_config.json) would otherwise end up in the files beside the run's tokenizer.
@@ -91,7 +91,7 @@ def vet_base_files(plan: MergePlan, base_model: str, run_files: RunFiles, vetter
     if plan.index is not None:
         vetter.data("model.safetensors.index.json", kinds.WEIGHTS_INDEX, json.dumps(plan.index).encode())
     carried = {path.name: path for path in plan.carried}
-    published, unknown = _published_names(sorted(carried), run_files)
+    published, unknown = published_names(sorted(carried), run_files)
     for name, kind in published:
         vetter.file(carried[name], kind, label=f"{name} of base model {base_model}")
     if not unknown:
@@ -134,7 +134,7 @@ def plan_merged_repo(
         UnsafeFileError: a file of the merged folder that must not be published.
     """
     check_repo_id(repo_id)
-    names, _ = _published_names(sorted(p.name for p in result.out_dir.iterdir() if p.is_file()), run_files)
+    names, _ = published_names(sorted(p.name for p in result.out_dir.iterdir() if p.is_file()), run_files)
     planned = [
         PlannedFile.from_vetted(
             vetter.file(result.out_dir / name, kind, label=f"the merged model's {name}"), hashes, step=step

@@ -53,7 +53,7 @@ from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan
 from hubkit.publish.push_record import load_record, records_of_plan, remote_from_record
-from hubkit.publish.push_stages import Decided, Prepared, Remote
+from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_record
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.remote import RemoteRepo, read_remote
@@ -291,7 +291,7 @@ class PushSession:
         try:
             made = self._merge(decided.to_merge, decided.merge_plan, progress)
             merged = made if decided.merging.adapter is not None else None
-            record = decided.merging.record_after(merged, run, decided.base_revision)
+            record = verified_record(self.request, local, decided, merged, repos.merged, progress)
             gguf_files, gguf_after = self.gguf_exports.publish(
                 decided.gguf,
                 made,
@@ -332,8 +332,8 @@ class PushSession:
                 f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""
             )
             notes.append(
-                f"{repos.merged}: step {decided.to_merge.step} would be merged into "
-                f"{run.manifest.base_model} and pushed{gguf} (a dry run does not merge)"
+                f"{repos.merged}: step {decided.to_merge.step} would be merged into {run.manifest.base_model}"
+                f"{', verified' * request.verify} and pushed{gguf} (a dry run does not merge)"
             )
         merge_record = decided.merging.kept
         if decided.merging.adapter is not None and remote.base_config is not None:

@@ -1,10 +1,17 @@
 """What each stage of a push hands to the next (`hubkit.publish.push.PushSession`): what was prepared on
-this machine, the release as the Hub holds it, and every decision taken before any repo is created."""
+this machine, the release as the Hub holds it, and every decision taken before any repo is created; and the
+last check before the commit, the merged model a push is about to publish against its adapter
+(`verified_record`, `hubkit.verify.merged`): the merged repo's files as they will be published (the merged
+folder's weights and configs, the run's tokenizer over the base's) against the prepared adapter on the base.
+A mismatch refuses the push in one line; a pass is recorded in the merge record (the merged card's
+``hubkit_merge.verified``), which the card shows."""
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from huggingface_hub import HfApi
@@ -12,22 +19,26 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard
+from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.sweep_siblings import SweepSibling
+from hubkit.errors import VerificationError
 from hubkit.evaluate.results import EvalResults
 from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.benchmark_results import BenchmarkTask
 from hubkit.publish.gguf_repo import GGUFDecision
 from hubkit.publish.merge_decision import MergeDecision
+from hubkit.publish.merged_repo import published_names
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo
+from hubkit.publish.request import PushProgress, PushRequest
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.runs.completions import Completions
 from hubkit.safety import CheckpointsTree
 
 if TYPE_CHECKING:
-    from hubkit.merge import MergePlan
+    from hubkit.merge import MergePlan, MergeResult
 
 
 @dataclass(frozen=True)
@@ -74,3 +85,63 @@ class Decided:
     base_card: BaseModelCard
     branches: tuple[RepoPlan, ...]
     samples_files: tuple[PlannedFile, ...] = ()  # the samples dataset's, vetted
+
+
+def published_folder(merged: MergeResult, local: Prepared, folder: Path) -> Path:
+    """`folder` holding what the merged repo will publish, but its card: links to the merged folder's files
+    of a published kind, and the run's tokenizer files as vetting wrote them in place of the base's."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    names = sorted(p.name for p in merged.out_dir.iterdir() if p.is_file())
+    for name, _kind in published_names(names, local.run_files)[0]:
+        (folder / name).symlink_to(merged.out_dir / name)
+    for planned in local.run_files.tokenizer:
+        (folder / planned.path_in_repo).write_bytes(planned.read_bytes())
+    return folder
+
+
+def verified_record(
+    request: PushRequest,
+    local: Prepared,
+    decided: Decided,
+    merged: MergeResult | None,
+    merged_repo_id: str,
+    progress: PushProgress,
+) -> MergeRecord | None:
+    """The merged repo's record after this push, with the check of the merge it makes now (unless
+    `request.verify` is off, or this push publishes no new merge).
+
+    Raises:
+        VerificationError: the merged model is not the adapter's, in one line naming it and by how much.
+    """
+    run = local.run
+    record = decided.merging.record_after(merged, run, decided.base_revision)
+    adapter, plan = decided.merging.adapter, decided.merge_plan
+    if not request.verify or merged is None or record is None or adapter is None or plan is None:
+        return record
+    from hubkit.verify.merged import MergedCheckInput, check_merged, questions_of
+
+    progress.stage(f"Verifying {merged_repo_id} against step {adapter.step}")
+    checkpoint = next((c for c in run.checkpoints if c.step == adapter.step), None)
+    tokenizer = run.tokenizer_dir(checkpoint) if checkpoint is not None else None
+    folder = published_folder(merged, local, merged.out_dir.with_name(f"verify-step-{adapter.step}"))
+    try:
+        check = check_merged(
+            MergedCheckInput(
+                base_dir=plan.base_dir,
+                adapter_dir=adapter.dir,
+                adapter_tokenizer_dir=tokenizer or plan.base_dir,
+                merged_dir=folder,
+                questions=questions_of(local.evaluation.samples if local.evaluation else ()),
+                system_prompt=run.manifest.system_prompt,
+                artifact=merged_repo_id,
+                adapter=f"step {adapter.step}",
+            )
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not check.passed:
+        raise VerificationError(
+            f"{check.refusal()}; nothing was published (--no-verify publishes it unchecked)"
+        )
+    return replace(record, verified=check.to_dict())

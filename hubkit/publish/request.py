@@ -68,6 +68,8 @@ class PushRequest:
             (`hubkit.publish.sweep`): its repos join the Hub Collection named for it.
         max_wait: the longest one step of the push waits for the Hub's rate limit to reset (seconds); a
             later reset stops the push in one line saying when to run it again.
+        verify: check the merged model against its adapter, as users load them, before committing it
+            (`hubkit.verify`); a mismatch refuses the push.
     """
 
     run_dir: Path
@@ -91,6 +93,7 @@ class PushRequest:
     checkpoints_dir: Path | None = None
     sweep: SweepInfo | None = None
     max_wait: float = DEFAULT_RETRY.max_wait
+    verify: bool = True
 
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:

@@ -1,0 +1,104 @@
+"""The merged model checked against its adapter, as users load them: before a push commits it (each planted
+fault refused in one line, nothing created), and on a published release (`hubkit verify --repo-id`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from helpers import push_argv, run_cli
+from safetensors.torch import load_file, save_file
+
+import hubkit.merge
+from hubkit.cards.merge_record import MergeRecord
+from hubkit.testing.runs import TINY_SHAPES, make_run
+
+SCALED = "model.layers.0.self_attn.v_proj.weight"  # q_proj would not do: Qwen3 normalizes q per head
+
+
+def _scale_weight(folder: Path) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    tensors[SCALED] = tensors[SCALED] * 1.5
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def _other_eos(folder: Path) -> None:
+    path = folder / "generation_config.json"
+    config = json.loads(path.read_text())
+    config["eos_token_id"] = 7
+    path.write_text(json.dumps(config))
+
+
+def _other_template(folder: Path) -> None:
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+    path.write_text(json.dumps(config))
+
+
+@pytest.fixture
+def run_dir(tmp_path, tiny_qwen3) -> Path:
+    """A run of one synthetic checkpoint (no tokenizer of its own: the merged repo takes the base's)."""
+    return make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+
+
+def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
+    return run_cli([*push_argv(run_dir, repo_id, endpoint), "--quiet", "--no-space", "--no-samples", *extra])
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (_scale_weight, "logits differ by up to"),
+        (_other_eos, "end tokens [7, 151645] instead of [151643, 151645]"),
+        (_other_template, "the chat template renders other prompt token ids (3 of 3)"),
+    ],
+    ids=["weight-scaled", "eos-changed", "chat-template-changed"],
+)
+def test_a_fault_in_the_merged_model_is_refused_and_nothing_is_created(
+    fault: Callable[[Path], None], said: str, run_dir, local_hub, hub_api, new_repo_id, capsys
+):
+    execute_plan = hubkit.merge.execute_plan
+
+    def faulty(plan, out_dir, progress=None):
+        made = execute_plan(plan, out_dir, progress)
+        fault(made.out_dir)
+        return made
+
+    with mock.patch.object(hubkit.merge, "execute_plan", side_effect=faulty):
+        assert _push(run_dir, new_repo_id, local_hub.endpoint) != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, errors
+    error = errors[0]
+    assert f"{new_repo_id}-merged is not the model of step 1: " in error and said in error, error
+    assert "--no-verify" in error
+    assert not hub_api.repo_exists(new_repo_id) and not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+    # --no-verify publishes it unchecked, and the card says nothing was verified.
+    with mock.patch.object(hubkit.merge, "execute_plan", side_effect=faulty):
+        assert _push(run_dir, new_repo_id, local_hub.endpoint, "--no-verify") == 0
+    readme = Path(hub_api.hf_hub_download(f"{new_repo_id}-merged", "README.md")).read_text()
+    assert "**Verified**" not in readme
+
+
+def test_an_honest_push_is_verified_and_its_card_shows_the_figures(
+    run_dir, local_hub, hub_api, new_repo_id, capsys
+):
+    assert run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--dry-run"]) == 0
+    assert "would be merged into hubkit-test/tiny-qwen3, verified and pushed" in capsys.readouterr().out
+    assert _push(run_dir, new_repo_id, local_hub.endpoint) == 0
+
+    merged_id = f"{new_repo_id}-merged"
+    record = MergeRecord.from_card_data(hub_api.model_info(merged_id).card_data.to_dict())
+    assert record is not None and record.verified is not None
+    verified = record.verified
+    assert verified["passed"] and verified["artifact"] == merged_id and verified["dtype"] == "float32"
+    assert verified["prompts"] == 3 and verified["tokens"] > 3 and verified["top1_agreement"] == 1.0
+    assert verified["max_abs_logit_diff"] < verified["bound"] < verified["adapter_effect"]
+    readme = Path(hub_api.hf_hub_download(merged_id, "README.md")).read_text()
+    assert "**Verified**" in readme
+    row = f"| {verified['prompts']} | {verified['tokens']} | {verified['max_abs_logit_diff']:.3g} |"
+    assert row in readme and "100.0 %" in readme
