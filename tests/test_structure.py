@@ -22,8 +22,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"release"}),  # a release read back is checked as a run is: the adapters' and safety's checks
     frozenset({"merge"}),  # merging a run's checkpoint prepares its adapter first (merge/checkpoint.py)
     frozenset({"evaluate", "export"}),
-    frozenset({"verify"}),  # a merged model against its adapter: evaluate's loading and rendering
     frozenset({"cards"}),
+    frozenset({"verify"}),  # a merged model against its adapter: evaluate's loading, the card's merge record
     frozenset({"space"}),
     frozenset({"publish"}),
     frozenset({"integrations", "demo", "cli", "testing"}),

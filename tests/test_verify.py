@@ -84,8 +84,8 @@ def test_a_fault_in_the_merged_model_is_refused_and_nothing_is_created(
     assert "**Verified**" not in readme
 
 
-def test_an_honest_push_is_verified_and_its_card_shows_the_figures(
-    run_dir, local_hub, hub_api, new_repo_id, capsys
+def test_an_honest_push_is_verified_and_hubkit_verify_reproduces_it_until_the_hub_is_changed(
+    run_dir, tmp_path, local_hub, hub_api, new_repo_id, capsys
 ):
     assert run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--dry-run"]) == 0
     assert "would be merged into hubkit-test/tiny-qwen3, verified and pushed" in capsys.readouterr().out
@@ -102,3 +102,42 @@ def test_an_honest_push_is_verified_and_its_card_shows_the_figures(
     assert "**Verified**" in readme
     row = f"| {verified['prompts']} | {verified['tokens']} | {verified['max_abs_logit_diff']:.3g} |"
     assert row in readme and "100.0 %" in readme
+
+    # `hubkit verify --repo-id` on the release reproduces the card's figures.
+    capsys.readouterr()
+    verify = ["verify", "--repo-id", new_repo_id, "--endpoint", local_hub.endpoint]
+    assert run_cli(verify) == 0
+    out = capsys.readouterr().out
+    rows = {
+        label: line.split(label, 1)[1].split()
+        for line in out.splitlines()
+        for label in ("measured now", "the card says")
+        if label in line
+    }
+    assert rows["measured now"] == rows["the card says"], out
+    assert rows["measured now"][2] == str(verified["max_abs_logit_diff"])
+
+    # Changed on the Hub after publishing: a tensor scaled, then the chat template edited.
+    folder = Path(hub_api.snapshot_download(merged_id))
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for name in ("model.safetensors", "tokenizer_config.json"):
+        (changed / name).write_bytes((folder / name).read_bytes())
+    _scale_weight(changed)
+    hub_api.upload_file(
+        path_or_fileobj=changed / "model.safetensors", path_in_repo="model.safetensors", repo_id=merged_id
+    )
+    assert run_cli(verify) != 0
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and f"{merged_id} is not the model of step 1: logits differ by up to" in error[0]
+    _other_template(changed)
+    hub_api.upload_file(
+        path_or_fileobj=changed / "tokenizer_config.json",
+        path_in_repo="tokenizer_config.json",
+        repo_id=merged_id,
+    )
+    assert run_cli(verify) != 0
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert (
+        len(error) == 1 and f"{merged_id} is not the model of step 1: the chat template renders" in error[0]
+    )

@@ -21,6 +21,7 @@ from hubkit.cli.output import echo, log_visibly
 from hubkit.cli.push import push
 from hubkit.cli.reward import reward
 from hubkit.cli.space import space
+from hubkit.cli.verify import verify
 from hubkit.errors import HubkitError
 
 
@@ -32,7 +33,7 @@ def cli() -> None:
 
 # Each command module imports the library inside its command: importing hubkit.publish costs 0.28 s and
 # hubkit.evaluate 0.18 s (huggingface_hub, numpy), and `hubkit --help` or `hubkit hub serve` need neither.
-for command in (hub, push, merge, gguf, card, reward, space, eval_command):
+for command in (hub, push, merge, gguf, card, reward, space, eval_command, verify):
     cli.add_command(command)
 
 

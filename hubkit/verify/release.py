@@ -1,0 +1,113 @@
+"""A published release's merged model checked against its adapter (`hubkit verify --repo-id`): for someone who
+received a release, or to check an old one. Everything is read as untrusted, bounded as the read side is
+(`hubkit.release.read`): the adapter repo through `open_release` (its adapter and the base checked as data
+before PEFT or transformers read them), the merged repo at its head commit, only files of a kind a merged repo
+publishes, each within its kind's size on the listing before any byte is downloaded, its config and tokenizer
+checked as a base's are.
+
+    check, recorded = verify_release("me/qwen3-4b-grpo", endpoint=..., token=...)
+    check.failures   # () when the merged model is still the adapter's
+    recorded         # the figures the merged card recorded when it was pushed (None: not verified then)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hubkit.cards.merge_record import MergeRecord
+from hubkit.errors import ReleaseError
+from hubkit.evaluate.release import open_release
+from hubkit.evaluate.results import RESULTS_NAME, SAMPLES_NAME, load_eval
+from hubkit.hub.failures import hub_errors
+from hubkit.release.base_files import check_base_files, check_tokenizer_files
+from hubkit.release.read import Release, download_release_files
+from hubkit.safety import kinds
+from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, questions_of
+
+MERGED_SUFFIX = "-merged"
+
+
+def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tuple[Any, MergeRecord]:
+    """The merged repo at its head (its listing) and the merge its card records."""
+    from huggingface_hub import HfApi
+
+    with hub_errors(repo_id, endpoint):
+        info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
+    record = MergeRecord.from_card_data(info.card_data.to_dict() if info.card_data is not None else None)
+    if record is None:
+        raise ReleaseError(
+            f"{repo_id} records no merge in its card (hubkit_merge): it is not a merged model `hubkit push` "
+            "published; name the merged repo with --merged-repo-id"
+        )
+    return info, record
+
+
+def _as_release(info: Any, adapter: Release) -> Release:
+    """The merged repo's listing as a `Release`, to download it through the bounded reader."""
+    siblings = info.siblings or ()
+    files = {s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings}
+    sizes = {s.rfilename: int(s.size or 0) for s in siblings}
+    return Release(info.id, str(info.sha), adapter.manifest, files=files, sizes=sizes)
+
+
+def verify_release(
+    repo_id: str,
+    merged_repo_id: str | None = None,
+    *,
+    endpoint: str | None = None,
+    token: str | None = None,
+) -> tuple[MergedCheck, Mapping[str, Any] | None]:
+    """Check the release's merged model against the adapter of the step it records, as users load them.
+
+    Returns:
+        The check, and the figures the merged card recorded at its push (None when it was not verified).
+
+    Raises:
+        ReleaseError: not a release, no merge record, a file larger than its kind, a config or tokenizer
+            refused as data.
+        HubError: the Hub cannot be read.
+    """
+    from hubkit.evaluate.models import tokenizer_dir
+    from hubkit.merge.base_files import fetch_base_snapshot
+
+    merged_repo_id = merged_repo_id or repo_id + MERGED_SUFFIX
+    info, record = _merged_listing(merged_repo_id, endpoint, token)
+    if record.adapter_repo != repo_id:
+        raise ReleaseError(
+            f"{merged_repo_id} records a merge of {record.adapter_repo}, not {repo_id}: name the adapter repo "
+            "it was merged from"
+        )
+    release, run = open_release(repo_id, steps=(record.step,), endpoint=endpoint, token=token)
+    merged = _as_release(info, release)
+    manifest = release.manifest
+    base_dir = fetch_base_snapshot(
+        manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
+    )
+    wanted = [p for p in merged.files if "/" not in p and p != "README.md" and kinds.max_bytes_of(p)]
+    merged_dir = download_release_files(
+        merged, wanted, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+    )
+    vocab_size = check_base_files(merged_dir, merged_repo_id)
+    check_tokenizer_files(merged_dir, vocab_size, merged_repo_id)
+    evaluated = [f"eval/{RESULTS_NAME}", f"eval/{SAMPLES_NAME}"]
+    eval_dir = download_release_files(
+        release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+    )
+    evaluation = load_eval(eval_dir)
+    checkpoint = next(c for c in run.checkpoints if c.step == record.step)
+    if checkpoint.adapter_dir is None:
+        raise ReleaseError(f"{repo_id}: step {record.step}'s adapter was not downloaded")
+    check = check_merged(
+        MergedCheckInput(
+            base_dir=base_dir,
+            adapter_dir=checkpoint.adapter_dir,
+            adapter_tokenizer_dir=tokenizer_dir(run, base_dir),
+            merged_dir=merged_dir,
+            questions=questions_of(evaluation.samples if evaluation is not None else ()),
+            system_prompt=manifest.system_prompt,
+            artifact=merged_repo_id,
+            adapter=f"step {record.step}",
+        )
+    )
+    return check, record.verified
