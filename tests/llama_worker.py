@@ -1,7 +1,7 @@
 """What llama.cpp computes from one GGUF file, for tests/test_gguf.py.
 
 Runs in .venv-llama (llama-cpp-python, which compiles llama.cpp) as ``python -I llama_worker.py JOB OUT``:
-hubkit is not importable there, only llama_cpp and numpy. The job (JSON) names the file, texts to tokenize,
+hubkit is not importable there, only llama_cpp and numpy. The job (JSON) names the file (and a GGUF LoRA to apply over it, if any), texts to tokenize,
 prompts to continue greedily and token sequences whose logits to return; OUT gets ``result.json`` and
 ``logits.npz``. The KV cache is kept in F32 so that the only rounding left is the weights' type and the
 activations' conversion to it inside each matrix product.
@@ -32,6 +32,7 @@ def main(job_path: Path, out_dir: Path) -> None:
         flash_attn=False,
         seed=0,
         verbose=False,
+        **({"lora_path": job["lora"]} if job.get("lora") else {}),
     )
     tokens = [llm.tokenize(text.encode(), add_bos=False, special=True) for text in job["texts"]]
     greedy = []

@@ -148,6 +148,22 @@ SAMPLING_KEYS = {
 }  # fmt: skip
 
 
+def base_model_entries(metadata: GGUFMetadata) -> list[dict[str, str]] | None:
+    """``general.base_model.0.*`` as the converter writes it for a Hub id (name, organization, version,
+    repo_url), or None when the metadata names no base model."""
+    if not metadata.base_model:
+        return None
+    full_name, org, _, _, version, _ = gguf.Metadata.get_model_id_components(metadata.base_model, 0)
+    entry: dict[str, str] = {"repo_url": f"{metadata.hub_url.rstrip('/')}/{metadata.base_model}"}
+    if full_name:
+        entry["name"] = gguf.Metadata.id_to_title(full_name)
+    if org:
+        entry["organization"] = gguf.Metadata.id_to_title(org)
+    if version:
+        entry["version"] = version
+    return [entry]
+
+
 def general_fields(
     architecture: str, metadata: GGUFMetadata, total_params: int, generation_config: dict[str, Any]
 ) -> tuple[MetadataField, ...]:
@@ -162,16 +178,7 @@ def general_fields(
     for key, attribute in SAMPLING_KEYS.items():
         if generation_config.get(key) is not None:
             setattr(meta, attribute, generation_config[key])
-    if metadata.base_model:
-        full_name, org, _, _, version, _ = gguf.Metadata.get_model_id_components(metadata.base_model, 0)
-        entry: dict[str, str] = {"repo_url": f"{metadata.hub_url.rstrip('/')}/{metadata.base_model}"}
-        if full_name:
-            entry["name"] = gguf.Metadata.id_to_title(full_name)
-        if org:
-            entry["organization"] = gguf.Metadata.id_to_title(org)
-        if version:
-            entry["version"] = version
-        meta.base_models = [entry]
+    meta.base_models = base_model_entries(metadata)
 
     def fill(writer: gguf.GGUFWriter) -> None:
         writer.add_type(gguf.GGUFType.MODEL)
