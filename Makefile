@@ -17,7 +17,7 @@ LLAMA_HUB_STAMP := $(LLAMA_VENV)/.installed-hub-client
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv venv-verl venv-vllm venv-llama venv-gguf-quant environments test lint format demo bench clean chromium
+.PHONY: venv venv-verl venv-vllm venv-llama venv-gguf-quant venv-conformance environments test lint format demo bench clean chromium
 
 venv: $(STAMP)
 
@@ -107,10 +107,24 @@ $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_HUB_CLIENT)
 	touch $@
 
+# The conformance suite (tests/test_localhub_conformance.py): huggingface_hub's own tests, from the source
+# package of the version installed in the environment (the one hubkit pins), unpacked under it, and
+# pytest-mock, which they use. Cached as the environments are: no network when the tests run.
+CONFORMANCE_STAMP := $(VENV)/.installed-conformance
+venv-conformance: $(CONFORMANCE_STAMP)
+
+$(CONFORMANCE_STAMP): $(STAMP)
+	rm -rf $(VENV)/conformance && mkdir $(VENV)/conformance
+	$(PY) -m pip download -q --no-deps --no-binary :all: -d $(VENV)/conformance \
+		huggingface_hub==$$($(PY) -c 'import huggingface_hub; print(huggingface_hub.__version__)')
+	tar -xzf $(VENV)/conformance/huggingface_hub-*.tar.gz -C $(VENV)/conformance
+	$(PY) -m pip install -q pytest-mock==3.15.1
+	touch $@
+
 # The environments are independent: built side by side (downloads overlap the llama.cpp compile).
 environments:
 	$(MAKE) -j4 venv venv-verl venv-vllm venv-llama chromium
-	$(MAKE) venv-gguf-quant
+	$(MAKE) venv-gguf-quant venv-conformance
 
 # Two workers, each module whole on one (tests/conftest.py hands out the longest first).
 test: environments lint
