@@ -137,5 +137,7 @@ def from_storage(error: storage.StorageError) -> HubHTTPError:
             return precondition_failed(message)
         case storage.TooLargeError():
             return payload_too_large(message)
+        case storage.PathOutsideRepoError():
+            return HubHTTPError(422, message)
         case _:
             return bad_request(message)

@@ -55,3 +55,7 @@ class RootInUseError(Exception):
 
 class TooLargeError(InvalidInputError):
     """A request body, or an LFS object, over the server's limit (HTTP 413)."""
+
+
+class PathOutsideRepoError(InvalidInputError):
+    """A path that starts by climbing out of the repo through a backslash, `..\\x` (HTTP 422, as on the Hub)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.exceptions import InvalidInputError, PathOutsideRepoError
 from hubkit.localhub.gitrules import check_component
 
 # The Hub's rule for user, org and repo names.
@@ -41,8 +41,12 @@ def check_path(path: str) -> str:
     any spelling a file system reads as `.git`, a path git cannot store (not UTF-8, over
     `MAX_PATH_BYTES`), or one deeper than `MAX_PATH_DEPTH` folders.
     """
-    if not isinstance(path, str) or not path or "\x00" in path or "\\" in path:
+    # A backslash is a character of a file name to git and to huggingface.co (which stores `a\\b`); only
+    # git's own `.git` spellings through one are refused (`gitrules.is_dotgit`).
+    if not isinstance(path, str) or not path or "\x00" in path:
         raise InvalidInputError(f"Invalid path in repo {_shown(path) if isinstance(path, str) else path!r}.")
+    if path.startswith("..\\"):
+        raise PathOutsideRepoError(f"Invalid path in repo {_shown(path)}: it starts outside the repo ('..').")
     try:
         size = len(path.encode())
     except UnicodeEncodeError:  # a lone surrogate from JSON ("\ud800"): not text git can store

@@ -382,10 +382,11 @@ class Repo:
                 return self.git.write_commit(tree, [], f"Create branch {name}", author, int(time.time()))
             return self.resolve(start or "main")
 
-        return self._create_ref(ref, target, f"Reference already exists: {ref}")
+        return self._create_ref(ref, target, f"Reference {ref} already exists")
 
     def create_tag(self, name: str, revision: str) -> str:
-        """Create tag `name` at `revision`."""
+        """Create tag `name` at `revision` (a missing revision is refused before the tag's name, as on the Hub)."""
+        self.resolve(revision)
         ref = f"refs/tags/{check_ref_name(name)}"
         return self._create_ref(ref, lambda: self.resolve(revision), f"Tag already exists: {name}")
 
@@ -407,7 +408,7 @@ class Repo:
             if self.git.read_ref(ref) is None:
                 raise RevisionNotFoundError(f"Invalid rev id: {name}")
             if ref == "refs/heads/main":
-                raise InvalidInputError("The main branch cannot be deleted.")
+                raise InvalidInputError("Cannot delete refs/heads/main: it is the repo's default branch.")
             self.git.delete_ref(ref)
 
 
