@@ -6,16 +6,21 @@ for two steps of the session's TRL run; adapters llama.cpp would scale otherwise
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import gguf
 import pytest
 import torch
+import yaml
+from fixtures_hub import TEST_NAMESPACE
 from gguf_bounds import rounding_bounds, unit
-from helpers import CHAT_INPUT_IDS, run_cli, run_llama_worker
+from helpers import CHAT_INPUT_IDS, push_argv, run_cli, run_llama_worker
 from test_gguf import LLAMA_ENV, LLAMA_PYTHON
 
 from hubkit.errors import GGUFExportError
@@ -146,3 +151,70 @@ def test_an_adapter_llama_cpp_would_scale_otherwise_is_refused(
         _write(adapter, tiny_qwen3.local_dir, tmp_path / "out" / "x.gguf", STEPS[0])
     assert "--gguf-lora" in str(refused.value) and "\n" not in str(refused.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def lora_release(trl_run_dir: Path, local_hub) -> str:
+    """The session's TRL run pushed with ``--gguf f16 --gguf-lora``; returns the adapter repo id."""
+    repo_id = f"{TEST_NAMESPACE}/gguf-lora-{uuid.uuid4().hex[:8]}"
+    argv = [*push_argv(trl_run_dir, repo_id, local_hub.endpoint), "--no-space", "--quiet"]
+    assert run_cli([*argv, "--gguf", "f16", "--gguf-lora"]) == 0
+    return repo_id
+
+
+def test_a_push_with_gguf_lora_publishes_each_step_over_the_bases_file(
+    lora_release: str, trl_run_dir, tiny_qwen3, hub_api, tmp_path
+):
+    name, gguf_id = lora_release.split("/")[1], f"{lora_release}-GGUF"
+    loras = {step: f"lora/{name}-step-{step}-F16.gguf" for step in (1, 2, 3)}
+    base_file = "base/tiny-qwen3-F16.gguf"
+    files = set(hub_api.list_repo_files(gguf_id)) - {".gitattributes"}
+    assert files == {"README.md", f"{name}-F16.gguf", base_file, *loras.values()}
+    # Each is the file written from that step's vetted adapter (named for its step, over the Hub's base).
+    for step, path in loras.items():
+        expected = _write(
+            _checkpoint(trl_run_dir, step), tiny_qwen3.local_dir, tmp_path / f"{step}.gguf", step
+        )
+        published = Path(hub_api.hf_hub_download(gguf_id, path))
+        assert _tensors(published) == _tensors(expected.path), step
+        fields = gguf.GGUFReader(published).fields
+        assert fields["general.name"].contents() == f"{name}-step-{step}"
+        assert fields["general.base_model.0.repo_url"].contents().endswith("/hubkit-test/tiny-qwen3")
+    card = Path(hub_api.hf_hub_download(gguf_id, "README.md")).read_text()
+    record = yaml.safe_load(card.split("---\n")[1])["hubkit_gguf"]
+    assert {step: f["name"] for step, f in record["lora"].items()} == loras
+    assert record["base"]["F16"]["name"] == base_file
+    # The three ways, filled in for this repo.
+    assert f"llama-cli -m {base_file} --lora {loras[3]}" in card
+    assert f"llama-server -m {base_file} --lora {loras[2]} --lora {loras[3]}" in card
+    assert f"FROM ./{base_file}\nADAPTER ./{loras[3]}" in card
+    assert f"hf download {gguf_id} {base_file} {loras[3]} {loras[2]} --local-dir ." in card
+
+
+@needs_llama_cpp
+def test_the_cards_llama_cpp_lora_usage_runs_as_written(lora_release: str, hub_api, local_hub, tmp_path):
+    """The card's llama.cpp way, `llama-cli -m BASE --lora LORA`, run as llama-cpp-python's equivalent (the
+    card's Python snippet, as written): .venv-llama builds llama.cpp's libraries, not its CLI binaries."""
+    card = Path(hub_api.hf_hub_download(f"{lora_release}-GGUF", "README.md")).read_text()
+    snippets = re.findall(r"^```python\n(.*?)\n```$", card, flags=re.DOTALL | re.MULTILINE)
+    (snippet,) = [s for s in snippets if "lora_path=" in s]
+    env = {**os.environ, "HF_ENDPOINT": local_hub.endpoint, "HF_HUB_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [str(LLAMA_PYTHON), "-I", "-c", snippet], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip()  # it answered with step 3's adapter applied
+    assert {p.name for p in (tmp_path / "cache").rglob("*.gguf")} == {
+        "tiny-qwen3-F16.gguf",
+        f"{lora_release.split('/')[1]}-step-3-F16.gguf",
+    }
+
+
+def test_gguf_lora_without_gguf_types_is_refused_in_one_line(
+    trl_run_dir, local_hub, hub_api, new_repo_id, capsys
+):
+    argv = [*push_argv(trl_run_dir, new_repo_id, local_hub.endpoint), "--no-space", "--gguf-lora"]
+    assert run_cli(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "--gguf f16" in err and len(err.splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)

@@ -125,7 +125,7 @@ def test_an_unchanged_repush_exports_nothing_and_uploads_no_gguf_bytes(
 def test_the_cards_llama_cpp_python_usage_runs_as_written(release: GGUFRelease, hub_api, local_hub, tmp_path):
     card = Path(hub_api.hf_hub_download(release.gguf_id, "README.md")).read_text()
     (snippet,) = re.findall(r"^```python\n(.*?)\n```$", card, flags=re.DOTALL | re.MULTILINE)
-    assert "*-Q8_0.gguf" in snippet
+    assert f'filename="{release.names["Q8_0"]}"' in snippet
     env = {
         **os.environ,
         "HF_ENDPOINT": local_hub.endpoint,

@@ -334,6 +334,36 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
         ),
         "default_type": default,
         "k_quants": [t for t in types if gguf_types.made_by_llama_cpp(t)],
-        "usage_python": text.fence(usage.gguf_python(inputs, gguf_repo_id, default), "python"),
+        "usage_python": text.fence(
+            usage.gguf_python(inputs, gguf_repo_id, record.files[default].name), "python"
+        ),
+        "lora": _gguf_lora_context(inputs, record, gguf_repo_id, default),
     }
     return {"README.md": render_card(gguf_card_data(inputs, record), GGUF_TEMPLATE, context).encode()}
+
+
+def _gguf_lora_context(
+    inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str, default: str
+) -> dict[str, object] | None:
+    """The GGUF card's section on running each checkpoint as a GGUF LoRA over the base's file (None when the
+    repo holds none): the files, and llama.cpp's, llama-server's, Ollama's and llama-cpp-python's ways."""
+    if not record.lora or not record.base:
+        return None
+    base_type = default if default in record.base else min(record.base, key=gguf_types.listing_order)
+    base_file = record.base[base_type].name
+    steps = sorted(record.lora)
+    newest, other = record.lora[steps[-1]].name, record.lora[steps[-2] if len(steps) > 1 else steps[-1]].name
+    return {
+        "base_files": [
+            {"name": record.base[t].name, "type": t, "size": text.size(record.base[t].size)}
+            for t in sorted(record.base, key=gguf_types.listing_order)
+        ],
+        "steps": [
+            {"step": s, "name": record.lora[s].name, "size": text.size(record.lora[s].size)} for s in steps
+        ],
+        "base_file": base_file,
+        "newest_step": steps[-1],
+        "newest": newest,
+        "other": other,
+        "python": text.fence(usage.gguf_lora_python(inputs, gguf_repo_id, base_file, newest), "python"),
+    }

@@ -9,12 +9,16 @@ GGUF bytes.
       merge: {adapter_repo: me/run, step: 200, adapter_sha256: 3c1f..., ...}   (as hubkit_merge)
       files:
         Q8_0: {name: run-Q8_0.gguf, size: 4280404352, sha256: 9d2e...}
+      base:                                   (with --gguf-lora: the base model's GGUF files, by type)
+        Q8_0: {name: base/Qwen3-4B-Q8_0.gguf, size: ..., sha256: ...}
+      lora:                                   (each checkpoint's GGUF LoRA, by step)
+        200: {name: lora/run-step-200-F16.gguf, size: ..., sha256: ...}
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hubkit.cards.merge_record import SHA256_RE, MergeRecord
@@ -46,10 +50,19 @@ class GGUFRecord:
 
     merge: MergeRecord
     files: Mapping[str, GGUFFileRecord]
+    base: Mapping[str, GGUFFileRecord] = field(default_factory=dict)
+    lora: Mapping[int, GGUFFileRecord] = field(default_factory=dict)
 
     def to_metadata(self) -> dict[str, Any]:
         """The record as the card's ``hubkit_gguf`` metadata."""
-        return {"merge": self.merge.to_metadata(), "files": {t: asdict(f) for t, f in self.files.items()}}
+        data: dict[str, Any] = {
+            "merge": self.merge.to_metadata(),
+            "files": {t: asdict(f) for t, f in self.files.items()},
+        }
+        if self.lora:
+            data["base"] = {t: asdict(f) for t, f in self.base.items()}
+            data["lora"] = {step: asdict(f) for step, f in sorted(self.lora.items())}
+        return data
 
     @classmethod
     def from_card_data(cls, card_data: Mapping[str, Any] | None) -> GGUFRecord | None:
@@ -61,15 +74,22 @@ class GGUFRecord:
         files = data.get("files")
         if merge is None or not isinstance(files, Mapping):
             return None
+        base, lora = data.get("base") or {}, data.get("lora") or {}
         try:
-            records = {
-                t: GGUFFileRecord(**{k: f[k] for k in ("name", "size", "sha256")}) for t, f in files.items()
-            }
-        except (KeyError, TypeError):
+            records, base_records, lora_records = (_files(files), _files(base), _files(lora))
+        except (KeyError, TypeError, AttributeError):
             return None
-        valid = all(isinstance(t, str) and f.is_valid() for t, f in records.items())
-        return cls(merge, records) if valid else None
+        valid = all(isinstance(t, str) for t in (*records, *base_records)) and all(
+            isinstance(step, int) and not isinstance(step, bool) for step in lora_records
+        )
+        valid = valid and all(f.is_valid() for f in (*records.values(), *base_records.values()))
+        valid = valid and all(f.is_valid() for f in lora_records.values())
+        return cls(merge, records, base_records, lora_records) if valid else None
 
     def file_of(self, type_name: str) -> GGUFFileRecord | None:
         """The file of one type (``Q8_0``), if the repo holds one."""
         return self.files.get(type_name)
+
+
+def _files(data: Mapping[Any, Any]) -> dict[Any, GGUFFileRecord]:
+    return {key: GGUFFileRecord(**{k: f[k] for k in ("name", "size", "sha256")}) for key, f in data.items()}

@@ -144,14 +144,34 @@ def snippets(inputs: CardInputs) -> Snippets:
     return Snippets(checkpoint=checkpoint, revision=by_revision, root=root, merged=merged, vllm=vllm, tgi=tgi)
 
 
-def gguf_python(inputs: CardInputs, gguf_repo_id: str, type_name: str) -> str:
-    """llama-cpp-python chatting with one GGUF file of the release (found by its type), as the run asked."""
+def gguf_python(inputs: CardInputs, gguf_repo_id: str, file_name: str) -> str:
+    """llama-cpp-python chatting with one GGUF file of the release (named exactly: a pattern of its type
+    would also match the base model's file of that type under ``base/``), as the run asked."""
     tokens = answer_length(inputs.run, None).tokens
     return "\n".join(
         (
             "from llama_cpp import Llama",
             "",
-            f"llm = Llama.from_pretrained(repo_id={py(gguf_repo_id)}, filename={py(f'*-{type_name}.gguf')})",
+            f"llm = Llama.from_pretrained(repo_id={py(gguf_repo_id)}, filename={py(file_name)})",
+            _messages(inputs.run.manifest, _problem(inputs)),
+            f"answer = llm.create_chat_completion(messages=messages, max_tokens={tokens})",
+            'print(answer["choices"][0]["message"]["content"])',
+        )
+    )
+
+
+def gguf_lora_python(inputs: CardInputs, gguf_repo_id: str, base_file: str, lora_file: str) -> str:
+    """llama-cpp-python answering with one checkpoint: the base model's GGUF file with that step's GGUF LoRA
+    applied over it (what ``llama-cli -m BASE --lora LORA`` runs)."""
+    tokens = answer_length(inputs.run, None).tokens
+    return "\n".join(
+        (
+            "from huggingface_hub import hf_hub_download",
+            "from llama_cpp import Llama",
+            "",
+            f"base = hf_hub_download({py(gguf_repo_id)}, {py(base_file)})",
+            f"lora = hf_hub_download({py(gguf_repo_id)}, {py(lora_file)})",
+            "llm = Llama(model_path=base, lora_path=lora, n_ctx=4096, verbose=False)",
             _messages(inputs.run.manifest, _problem(inputs)),
             f"answer = llm.create_chat_completion(messages=messages, max_tokens={tokens})",
             'print(answer["choices"][0]["message"]["content"])',

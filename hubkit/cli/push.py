@@ -146,6 +146,12 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     "and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
 )
 @click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF files' repo.  [default: <repo-id>-GGUF]")
+@click.option(
+    "--gguf-lora",
+    is_flag=True,
+    help="Also write every pushed checkpoint as a GGUF LoRA (lora/) beside the base model's GGUF files of the "
+    "--gguf types (base/), for llama.cpp's --lora and Ollama's ADAPTER.",
+)
 @_also_to_its_repo(
     "space",
     "Also create or update the Gradio Space comparing the base model with every checkpoint.",
@@ -218,6 +224,7 @@ def push(
     merged_repo_id: str | None,
     gguf: str | None,
     gguf_repo_id: str | None,
+    gguf_lora: bool,
     space: bool,
     space_repo_id: str | None,
     space_hardware: str | None,
@@ -278,6 +285,7 @@ def push(
         merged_repo_id=merged_repo_id,
         gguf=tuple(part for part in (gguf or "").split(",") if part.strip()),
         gguf_repo_id=gguf_repo_id,
+        gguf_lora=gguf_lora,
         space=space,
         space_repo_id=space_repo_id,
         space_hardware=space_hardware,

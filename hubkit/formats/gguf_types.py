@@ -61,8 +61,12 @@ GGUF_TYPES: tuple[GGUFType, ...] = (
     GGUFType("BF16", "bfloat16, the merged weights' own bits"),
 )
 _BY_KEY = {t.name.lower(): t for t in GGUF_TYPES}
-# NAME-TYPE.gguf at a repo's root, as the export names its files.
-FILE_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]*-({'|'.join(t.name for t in GGUF_TYPES)})\.gguf$")
+# Where a GGUF repo keeps each checkpoint's GGUF LoRA and the base model's GGUF files they apply over.
+LORA_FOLDER, BASE_FOLDER = "lora", "base"
+# NAME-TYPE.gguf at a repo's root, as the export names its files, or in one of those folders.
+FILE_NAME_RE = re.compile(
+    rf"^(?:(?:{LORA_FOLDER}|{BASE_FOLDER})/)?[A-Za-z0-9][A-Za-z0-9._-]*-({'|'.join(t.name for t in GGUF_TYPES)})\.gguf$"
+)
 
 
 def choose_types(asked: Sequence[str]) -> tuple[GGUFType, ...]:

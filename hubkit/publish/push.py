@@ -239,7 +239,7 @@ class PushSession:
             may_merge=may_merge,
             revision=revision,
         )
-        gguf = decide_gguf(request.gguf, merging, local.adapters[-1], remote.remotes[repos.gguf])
+        gguf = decide_gguf(request, merging, local.adapters, remote.remotes[repos.gguf])
         notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
         space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None

@@ -52,6 +52,8 @@ class PushRequest:
         gguf: also write the merged model as GGUF files of these types (``q8_0``, ``bf16``, ``f16``, any
             case; kept as llama.cpp names them, ``Q8_0``) and push them to their own repo; needs `merged`.
         gguf_repo_id: the GGUF repo; default `<repo_id>-GGUF`.
+        gguf_lora: also write each pushed checkpoint's adapter as a GGUF LoRA (``lora/``), beside the base
+            model's GGUF files of the `gguf` types (``base/``) it applies over; needs `gguf`.
         space: also create or update the Gradio Space that compares base and checkpoints.
         space_repo_id: the Space repo; default `<repo_id>-demo`.
         space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
@@ -82,6 +84,7 @@ class PushRequest:
     merged_repo_id: str | None = None
     gguf: tuple[str, ...] = ()
     gguf_repo_id: str | None = None
+    gguf_lora: bool = False
     space: bool = True
     space_repo_id: str | None = None
     space_hardware: str | None = None
@@ -98,6 +101,10 @@ class PushRequest:
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:
             raise PublishError("GGUF files are written from the merged model: drop --no-merged, or --gguf")
+        if self.gguf_lora and not self.gguf:
+            raise PublishError(
+                "--gguf-lora writes the base model in the --gguf types: add --gguf f16 (or others)"
+            )
         object.__setattr__(self, "gguf", gguf_type_names(self.gguf))  # as llama.cpp names them: Q8_0
 
 
