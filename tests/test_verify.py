@@ -143,3 +143,26 @@ def test_an_honest_push_is_verified_and_hubkit_verify_reproduces_it_until_the_hu
     assert (
         len(error) == 1 and f"{merged_id} is not the model of step 1: the chat template renders" in error[0]
     )
+
+
+def test_a_gguf_file_with_another_end_token_is_refused(run_dir, local_hub, hub_api, new_repo_id, capsys):
+    import gguf
+
+    from hubkit.publish.gguf_repo import SessionExports
+
+    publish = SessionExports.publish
+
+    def other_eos(self, *args, **kwargs):
+        files, record = publish(self, *args, **kwargs)
+        for planned in files:
+            field = gguf.GGUFReader(planned.local_path, "r+").fields["tokenizer.ggml.eos_token_id"]
+            field.parts[field.data[0]][0] = 7
+        return files, record
+
+    with mock.patch.object(SessionExports, "publish", other_eos):
+        assert _push(run_dir, new_repo_id, local_hub.endpoint, "--gguf", "q8_0") != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, errors
+    name = f"{new_repo_id}-GGUF/{new_repo_id.split('/')[1]}-Q8_0.gguf"
+    assert f"{name} is not the merged model's: end token 7 where the merged model stops at" in errors[0]
+    assert not hub_api.repo_exists(new_repo_id) and not hub_api.repo_exists(f"{new_repo_id}-GGUF")

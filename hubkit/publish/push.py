@@ -53,7 +53,7 @@ from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan
 from hubkit.publish.push_record import load_record, records_of_plan, remote_from_record
-from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_record
+from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_gguf, verified_record
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.remote import RemoteRepo, read_remote
@@ -303,7 +303,7 @@ class PushSession:
                 hashes=self.hashes,
                 progress=progress.gguf,
             )
-            gguf_written = gguf_files if decided.gguf.writes_repo else None
+            gguf_written = verified_gguf(self.request, local, decided, made, gguf_files, repos.gguf)
             plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
             notes = list(decided.notes)
             repo_reports, branch_reports = commit_plan(

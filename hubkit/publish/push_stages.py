@@ -145,3 +145,39 @@ def verified_record(
             f"{check.refusal()}; nothing was published (--no-verify publishes it unchecked)"
         )
     return replace(record, verified=check.to_dict())
+
+
+def verified_gguf(
+    request: PushRequest,
+    local: Prepared,
+    decided: Decided,
+    merged: MergeResult | None,
+    files: tuple[PlannedFile, ...],
+    repo_id: str,
+) -> tuple[PlannedFile, ...] | None:
+    """The GGUF files this push writes to `repo_id` (None: it does not write that repo), each checked first
+    against the merged folder it was written from (`hubkit.verify.gguf`), unless `request.verify` is off.
+
+    Raises:
+        VerificationError: a file's tokenizer or end token is not the merged model's, in one line.
+    """
+    if not decided.gguf.writes_repo:
+        return None
+    if not request.verify or merged is None:
+        return files
+    from hubkit.verify.gguf import check_gguf
+    from hubkit.verify.merged import questions_of
+
+    questions = questions_of(local.evaluation.samples if local.evaluation else ())
+    for planned in files:
+        if "/" in planned.path_in_repo or planned.local_path is None:  # a GGUF LoRA is no whole model
+            continue
+        artifact = f"{repo_id}/{planned.path_in_repo}"
+        check = check_gguf(
+            planned.local_path, merged.out_dir, questions, local.run.manifest.system_prompt, artifact
+        )
+        if not check.passed:
+            raise VerificationError(
+                f"{check.refusal()}; nothing was published (--no-verify publishes it unchecked)"
+            )
+    return files
