@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures_runs import LORA_ALPHA, LORA_R
+from gguf import GGUFReader
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from safetensors import safe_open
@@ -24,10 +25,12 @@ from test_merge import (
     peft_merged_state,
     read_weights,
 )
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.errors import AdapterError, BaseModelMismatchError, MergeError
+from hubkit.export.gguf import export_gguf
+from hubkit.formats.gguf import GGUFMetadata
 from hubkit.merge import merge_adapter
 
 TARGETS = ["q_proj", "v_proj", "down_proj"]
@@ -203,15 +206,6 @@ def test_dora_merges_as_peft_merges_it(base_variant, tmp_path, dtype):  # noqa: 
 
 # --- 3. adapters that carry embeddings ------------------------------------------------------------------------
 
-# What PEFT saves for each (its keys checked), and the words the one-line refusal must hold.
-EMBEDDING_CASES = {
-    "resized-save-embedding-layers": (
-        {"target_modules": ["q_proj"]},
-        {"base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"},
-        r"(embed_tokens|lm_head) has .*tokens were added and the embeddings resized.*merge_and_unload",
-    ),
-}
-
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize(
@@ -325,33 +319,98 @@ def test_a_lora_on_the_embeddings_of_a_tied_base_is_refused(tiny_qwen2_tied, tmp
     assert_nothing_written(tmp_path / "out")
 
 
-def build_embedding_adapter(base_dir: Path, out_dir: Path, case: str) -> Path:
-    options, keys, _ = EMBEDDING_CASES[case]
+ADDED_TOKENS = ["<think_step>", "<answer_box>", "<tool_call_x>"]
+
+
+def build_resized_adapter(base_dir: Path, out_dir: Path, seed: int = 2, **lora_options) -> Path:
+    """A PEFT adapter of a base whose vocabulary was resized for added tokens before get_peft_model (PEFT's
+    save_embedding_layers="auto" then saves embed_tokens and lm_head whole), saved with its tokenizer."""
+    tokenizer = AutoTokenizer.from_pretrained(base_dir)
+    tokenizer.add_tokens(ADDED_TOKENS)
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    if case.startswith("resized"):
-        base.resize_token_embeddings(base.config.vocab_size + 8)  # tokens added before training
-    model = get_peft_model(base, LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, **options))
-    trained(model)
-    model.save_pretrained(out_dir, save_embedding_layers=True if case.startswith("resized") else "auto")
-    assert keys <= set(read_weights_keys(out_dir))
+    base.resize_token_embeddings(len(tokenizer))
+    options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": TARGETS, **lora_options}
+    model = get_peft_model(base, LoraConfig(**options))
+    trained(model, seed)
+    model.save_pretrained(out_dir)  # save_embedding_layers="auto": the resize is seen
+    tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def resized_peft_merge(base_dir: Path, adapter_dir: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """PEFT's merge_and_unload of a resized adapter, on the base resized as the adapter needs."""
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype)
+    base.resize_token_embeddings(len(AutoTokenizer.from_pretrained(adapter_dir)))
+    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    return {name: t.detach() for name, t in merged.state_dict().items()}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "options"),
+    [
+        ("tiny_qwen3", {}),
+        ("tiny_qwen3", {"modules_to_save": ["embed_tokens", "lm_head"]}),
+        ("tiny_qwen2_tied", {}),
+    ],
+    ids=["save-embedding-layers", "modules-to-save", "tied"],
+)
+def test_an_adapter_that_resized_the_vocabulary_merges_with_its_rows_and_tokenizer(
+    request, tmp_path, fixture, options
+):
+    base_dir = request.getfixturevalue(fixture).local_dir
+    adapter_dir = build_resized_adapter(base_dir, tmp_path / "adapter", **options)
+    rows = len(AutoTokenizer.from_pretrained(base_dir)) + len(ADDED_TOKENS)
+
+    merge_adapter(base_dir, adapter_dir, tmp_path / "merged")
+
+    config = json.loads((tmp_path / "merged" / "config.json").read_text())
+    ours = read_weights(tmp_path / "merged")
+    assert config["vocab_size"] == rows and ours["model.embed_tokens.weight"].shape[0] == rows
+    assert ("lm_head.weight" in ours) == (fixture == "tiny_qwen3")  # a tied base stays tied
+    assert len(AutoTokenizer.from_pretrained(tmp_path / "merged")) == rows
+    reference = resized_peft_merge(base_dir, adapter_dir, torch.float32)
+    whole = {"model.embed_tokens.weight", "lm_head.weight"} & set(ours)
+    for name in whole:  # the adapter's trained rows, as PEFT loads them
+        assert torch.equal(ours[name], reference[name]), name
+    merged = {n: reference[n] for n in ours if n not in whole}
+    bounds = fp32_bound(merged, read_weights(base_dir), terms=LORA_R + 3)
+    assert_close_within({n: ours[n] for n in merged}, merged, bounds)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "merged")
+    ids = tokenizer("2 + 2 <answer_box> 4", return_tensors="pt").input_ids
+    assert int(ids.max()) >= rows - len(ADDED_TOKENS)  # an added token, embedded by the merged model
+    assert loaded(ids).logits.shape[-1] == rows
+    if fixture == "tiny_qwen3" and not options:  # the GGUF export takes the merged rows and tokenizer
+        export_gguf(tmp_path / "merged", tmp_path / "gguf", ["q8_0"], GGUFMetadata("m", None, None, None))
+        exported = GGUFReader(next((tmp_path / "gguf").glob("*.gguf")))
+        shapes = {t.name: int(t.shape[-1]) for t in exported.tensors}
+        assert shapes["token_embd.weight"] == shapes["output.weight"] == rows
+        assert len(exported.fields["tokenizer.ggml.tokens"].data) == rows
+
+
+def test_a_resized_vocabulary_without_its_tokenizer_or_with_a_lora_on_it_is_refused(tiny_qwen3, tmp_path):
+    adapter_dir = build_resized_adapter(tiny_qwen3.local_dir, tmp_path / "adapter")
+    (adapter_dir / "tokenizer.json").unlink()
+    with pytest.raises(
+        MergeError, match=r"tokens were added .* no tokenizer\.json.*save the tokenizer"
+    ) as refused:
+        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(tmp_path / "out")
+    lora_on_it = build_resized_adapter(
+        tiny_qwen3.local_dir, tmp_path / "lora-on-it", target_modules=[*TARGETS, "embed_tokens"]
+    )
+    with pytest.raises(
+        MergeError, match=r"LoRA on model\.embed_tokens, whose vocabulary it resized.*merge_and_unload"
+    ):
+        merge_adapter(tiny_qwen3.local_dir, lora_on_it, tmp_path / "out")
+    assert_nothing_written(tmp_path / "out")
 
 
 def read_weights_keys(adapter_dir: Path) -> list[str]:
     with safe_open(adapter_dir / "adapter_model.safetensors", "pt") as f:
         return list(f.keys())
-
-
-@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
-def test_an_adapter_carrying_embeddings_is_refused_naming_the_cause_and_the_way_on(
-    tiny_qwen3, tmp_path, case
-):
-    adapter_dir = build_embedding_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", case)
-    with pytest.raises((MergeError, AdapterError), match=EMBEDDING_CASES[case][2]) as refused:
-        merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
-    assert "\n" not in str(refused.value) and "only plain LoRA" not in str(refused.value)
-    assert_nothing_written(tmp_path / "out")
 
 
 @pytest.mark.parametrize(
@@ -378,10 +437,13 @@ def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_p
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, **options))
     model.save_pretrained(tmp_path / "adapter", save_embedding_layers=case.startswith("resized") or "auto")
     base_config = BaseConfig(tiny_qwen3.repo_id, tiny_qwen3.local_dir / "config.json", key="k")
-    if case.startswith("resized"):
-        # PEFT saves its wrapper's copies of a resized modules_to_save module under their own names.
-        error = AdapterError if case == "resized-modules-to-save" else BaseModelMismatchError
-        with pytest.raises(error, match=r"tokens were added and the embeddings resized.*merge_and_unload"):
-            check_against_base(tmp_path / "adapter", base_config)
-    else:
-        check_against_base(tmp_path / "adapter", base_config)
+    check_against_base(tmp_path / "adapter", base_config)  # a resized vocabulary's rows included
+    if case.startswith("resized"):  # whole weights of other rows than the one vocabulary: another base
+        other = tmp_path / "other-base"
+        other.mkdir()
+        config = json.loads(base_config.path.read_text())
+        (other / "config.json").write_text(json.dumps({**config, "hidden_size": config["hidden_size"] * 2}))
+        with pytest.raises((BaseModelMismatchError, AdapterError)):
+            check_against_base(
+                tmp_path / "adapter", BaseConfig(tiny_qwen3.repo_id, other / "config.json", key="o")
+            )

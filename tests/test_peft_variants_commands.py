@@ -4,7 +4,6 @@ as PEFT loads them, or refused in one line before anything is created."""
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import torch
 from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
 from helpers import chat_logits, push_argv, run_cli
 from peft import LoraConfig, PeftModel, get_peft_model
-from test_peft_variants import CONVERSION, EMBEDDING_CASES, build_embedding_adapter, trained
-from transformers import AutoModelForCausalLM
+from test_peft_variants import ADDED_TOKENS, CONVERSION, build_resized_adapter, trained
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hubkit.runs import load_run
 
@@ -85,20 +84,67 @@ def test_merge_command_vets_and_merges_a_checkpoint_as_peft_loads_it(
     torch.testing.assert_close(merged, with_adapter, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("case", list(EMBEDDING_CASES))
-def test_push_vetting_refuses_an_adapter_carrying_embeddings_in_one_line(
-    trl_run_dir, tiny_qwen3, local_hub, tmp_path, capsys, case
+def resized_run(trl_run_dir: Path, base_dir: Path, out_dir: Path) -> Path:
+    """A copy of the TRL run whose every checkpoint is an adapter of a resized vocabulary (tokens added before
+    training), each 'trained' apart, saved with its tokenizer, as TRL saves the processing class."""
+    run_dir = out_dir / "run"
+    shutil.copytree(trl_run_dir, run_dir)
+    for checkpoint in load_run(run_dir).checkpoints:
+        adapter = build_resized_adapter(
+            base_dir, out_dir / f"adapter-{checkpoint.step}", seed=checkpoint.step
+        )
+        for item in adapter.iterdir():
+            shutil.copyfile(item, checkpoint.path / item.name)
+    return run_dir
+
+
+def resized_base(base_dir: Path, tokenizer) -> AutoModelForCausalLM:
+    base = AutoModelForCausalLM.from_pretrained(base_dir)
+    base.resize_token_embeddings(len(tokenizer))
+    return base
+
+
+def test_push_publishes_a_run_that_resized_the_vocabulary(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys
 ):
-    adapter_dir = build_embedding_adapter(tiny_qwen3.local_dir, tmp_path / "adapter", case)
-    run_dir = run_ending_with(trl_run_dir, adapter_dir, tmp_path / "run")
-    capsys.readouterr()  # the progress bars of loading the base above
-    out = tmp_path / "merged"
-    argv = ["merge", "--run-dir", str(run_dir), "--out", str(out), "--endpoint", local_hub.endpoint]
-    assert run_cli(argv) == 1
+    run_dir = resized_run(trl_run_dir, tiny_qwen3.local_dir, tmp_path)
+    capsys.readouterr()
+    push = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet"]
+    assert run_cli(push) == 1  # the Space loads adapters onto the base as it is
     err = capsys.readouterr().err
-    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
-    assert re.search(EMBEDDING_CASES[case][2], err), err
-    assert not out.exists()
+    assert "--no-space" in err and "resized the vocabulary" in err and len(err.strip().splitlines()) == 1
+    assert not hub_api.repo_exists(new_repo_id)
+
+    assert run_cli([*push, "--no-space"]) == 0
+
+    tokenizer = AutoTokenizer.from_pretrained(new_repo_id)
+    rows = len(AutoTokenizer.from_pretrained(tiny_qwen3.local_dir)) + len(ADDED_TOKENS)
+    assert len(tokenizer) == rows
+    for checkpoint in load_run(run_dir).checkpoints:
+        folder = f"checkpoints/global_step_{checkpoint.step}"
+        published = chat_logits(
+            PeftModel.from_pretrained(
+                resized_base(tiny_qwen3.local_dir, tokenizer), new_repo_id, subfolder=folder
+            )
+        )
+        local = chat_logits(
+            PeftModel.from_pretrained(resized_base(tiny_qwen3.local_dir, tokenizer), checkpoint.path)
+        )
+        torch.testing.assert_close(published, local)
+    merged_id = f"{new_repo_id}-merged"
+    merged = AutoModelForCausalLM.from_pretrained(merged_id)
+    merged_tokenizer = AutoTokenizer.from_pretrained(merged_id)
+    assert merged.config.vocab_size == rows == len(merged_tokenizer)
+    assert merged.get_input_embeddings().weight.shape[0] == merged.lm_head.weight.shape[0] == rows
+    assert merged_tokenizer.convert_tokens_to_ids(ADDED_TOKENS) == tokenizer.convert_tokens_to_ids(
+        ADDED_TOKENS
+    )
+    torch.testing.assert_close(chat_logits(merged), published, atol=1e-5, rtol=1e-4)  # the newest step's
+    for repo in (new_repo_id, merged_id):
+        card = Path(hub_api.hf_hub_download(repo, "README.md")).read_text()
+        assert f"{len(ADDED_TOKENS)} tokens added" in card, repo
+    adapter_card = Path(hub_api.hf_hub_download(new_repo_id, "README.md")).read_text()
+    assert f"resize_token_embeddings({rows})" in adapter_card and "LoRARequest" not in adapter_card
 
 
 def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merged(
@@ -143,3 +189,29 @@ def test_push_publishes_and_merges_a_checkpoint_as_peft_loads_it(
     torch.testing.assert_close(published, chat_logits(PeftModel.from_pretrained(base, tmp_path / "adapter")))
     merged = chat_logits(AutoModelForCausalLM.from_pretrained(f"{new_repo_id}-merged"))
     torch.testing.assert_close(merged, published, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({}, None),
+        ({"use_dora": True}, "not DoRA"),
+        ({"modules_to_save": ["embed_tokens", "lm_head"]}, "not whole modules (modules_to_save)"),
+        ({"init_lora_weights": "olora"}, "not init_lora_weights='olora'"),
+    ],
+    ids=["plain", "dora", "modules-to-save", "olora"],
+)
+def test_the_card_shows_vllm_only_for_adapters_vllm_applies_as_peft_does(
+    trl_run_dir, tiny_qwen3, local_hub, tmp_path, options, said
+):
+    """The rule `hubkit eval --backend vllm` refuses by: the card points to the merged model instead."""
+    run_dir = run_with_final_checkpoint(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **options)
+    out = tmp_path / "preview"
+    argv = ["card", "--run-dir", str(run_dir), "--repo-id", "me/run", "--out", str(out)]
+    assert run_cli([*argv, "--endpoint", local_hub.endpoint, "--quiet"]) == 0
+    card = (out / "README.md").read_text()
+    assert ("LoRARequest" in card) == (said is None)
+    if said is not None:
+        line = next(line for line in card.splitlines() if line.startswith("vLLM's LoRA"))
+        assert line.startswith(f"vLLM's LoRA applies plain LoRA on the base as it is, {said}")
+        assert line.endswith("serve the merged model (me/run-merged) instead.")

@@ -181,6 +181,16 @@ class BaseConfig:
         return dtype if isinstance(dtype, str) else "float32"
 
 
+def config_vocab_size(base: BaseConfig) -> int | None:
+    """The base's ``vocab_size`` as its config gives it, or None."""
+    try:
+        config = json.loads(base.path.read_text())
+    except (OSError, ValueError):
+        return None
+    vocab = config.get("vocab_size") if isinstance(config, dict) else None
+    return vocab if _is_count(vocab) else None
+
+
 def _remembered_linear_shapes(run_dir: Path, base: BaseConfig) -> dict[str, tuple[int, int]]:
     """`linear_shapes`, kept in `run_dir` by the config's content and the transformers version."""
     path = run_dir / BASE_SHAPES_DIR / f"{hashlib.sha256(base.key.encode()).hexdigest()[:32]}.json"
@@ -236,7 +246,7 @@ def check_against_base(
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
     whole = full_weights(header.by_name(), config)
     whole.update({module: pair.base_copy for module, pair in pairs.items() if pair.base_copy is not None})
-    _check_full_weights(whole, linears, base_model, label)
+    linears = _check_full_weights(whole, linears, base_model, label)
     if "lm_head" in linears:  # an embedding, (vocab, dim), is lm_head's (dim -> vocab) turned around
         turned = tuple(reversed(linears["lm_head"]))
         linears = {**linears, **{m: turned for m, pair in pairs.items() if pair.embedding}}
@@ -262,21 +272,37 @@ def check_against_base(
         keep(record, "", "a base model check")
 
 
+def resized_vocabulary(weights: dict[str, TensorInfo], hidden: int, vocab: int) -> int | None:
+    """The rows of the whole embeddings an adapter carries when tokens were added and the embeddings resized
+    (``resize_token_embeddings`` before ``get_peft_model``: every embedding and head it saves has the same
+    other number of rows of `hidden` columns), else None."""
+    rows = {
+        tensor.shape[0]
+        for module, tensor in weights.items()
+        if module.split(".")[-1] in EMBEDDING_LAYER_NAMES
+        and len(tensor.shape) == 2
+        and tensor.shape[1] == hidden
+    }
+    return rows.pop() if len(rows) == 1 and vocab not in rows else None
+
+
 def _check_full_weights(
     weights: dict[str, TensorInfo], linears: dict[str, tuple[int, int]], base_model: str, label: str
-) -> None:
+) -> dict[str, tuple[int, int]]:
     """The whole weights an adapter carries (`hubkit.formats.peft.full_weights`) have the base's shapes: an
-    embedding has lm_head's rows (the vocabulary), a Linear its (out, in)."""
+    embedding has lm_head's rows (the vocabulary, or the one it was resized to), a Linear its (out, in).
+
+    Returns:
+        `linears`, with lm_head's rows the resized vocabulary's when the adapter resized it.
+    """
+    if "lm_head" in linears:
+        hidden, vocab = linears["lm_head"]
+        resized = resized_vocabulary(weights, hidden, vocab)
+        if resized is not None:
+            linears = {**linears, "lm_head": (hidden, resized)}
     for module, tensor in weights.items():
         if module.split(".")[-1] in EMBEDDING_LAYER_NAMES and "lm_head" in linears:
-            hidden, vocab = linears["lm_head"]
-            if len(tensor.shape) == 2 and tensor.shape[0] > vocab and tensor.shape[1] == hidden:
-                raise BaseModelMismatchError(
-                    f"{label}: the adapter's {module} has {tensor.shape[0]} rows but {base_model}'s vocabulary "
-                    f"is {vocab}: tokens were added and the embeddings resized, which hubkit does not merge or "
-                    "publish; merge it with PEFT (resize_token_embeddings, then merge_and_unload)"
-                )
-            expected = (vocab, hidden)
+            expected = tuple(reversed(linears["lm_head"]))
         elif module in linears:
             expected = tuple(reversed(linears[module]))
         else:
@@ -288,3 +314,15 @@ def _check_full_weights(
                 f"{label}: the adapter's full {module} has shape {tuple(tensor.shape)} but {base_model}'s is "
                 f"{expected}: was it trained on another base?"
             )
+    return linears
+
+
+def resized_rows(adapter_dir: Path, base: BaseConfig) -> int | None:
+    """The rows of the vocabulary an adapter resized its base's to (`resized_vocabulary`), read off the weights'
+    header and the base's config; None when it keeps the base's (or the config gives no lm_head)."""
+    header = read_weights_header(Path(adapter_dir), Path(adapter_dir).name)
+    config = read_adapter_config(Path(adapter_dir), Path(adapter_dir).name)
+    head = read_off_config(json.loads(base.path.read_text()))
+    if head is None or "lm_head" not in head:
+        return None
+    return resized_vocabulary(full_weights(header.by_name(), config), *head["lm_head"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hubkit.cards import text
 from hubkit.cards.sections import framework_name, wall_time
+from hubkit.cards.vocabulary import resized_vocabulary
 from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.manifest import MANIFEST_NAME
@@ -109,6 +110,9 @@ def _lora_layout_rows(run: Run) -> list[tuple[str, str, str]]:
     if config is None:
         return []
     rows = []
+    resized = resized_vocabulary(run)
+    if resized is not None:
+        rows.append(("vocabulary", resized.sentence, "adapter_model.safetensors"))
     for key, label in _LORA_LAYOUT:
         value = config.get(key)
         if value not in (None, False, [], {}, "") and isinstance(value, dict | list | bool | int | str):

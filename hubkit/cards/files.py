@@ -178,10 +178,12 @@ def _evaluation(inputs: CardInputs) -> dict[str, Any] | None:
 
 def _usage(inputs: CardInputs) -> dict[str, str | None]:
     """Each snippet as a code block (the TGI one is a shell command)."""
+    made = snippets(inputs)
     return {
         name: text.fence(code, "bash" if name == "tgi" else "python") if code else None
-        for name, code in asdict(snippets(inputs)).items()
-    }
+        for name, code in asdict(made).items()
+        if name != "vllm_note"
+    } | {"vllm_note": made.vllm_note}
 
 
 def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:

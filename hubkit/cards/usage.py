@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.tables import example_step
-from hubkit.evaluate.backend_vllm import VLLM_LORA_RANKS
+from hubkit.cards.vocabulary import resized_vocabulary
+from hubkit.evaluate.backend_vllm import VLLM_LORA_RANKS, vllm_misapplies
 from hubkit.evaluate.length import answer_length
+from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.runs.manifest import Manifest
 
@@ -24,8 +26,11 @@ class Snippets:
     revision: str  # the same checkpoint from its branch
     root: str  # the newest adapter, at the repo root
     merged: str | None  # the merged model with transformers (when the push makes one)
-    vllm: str  # vLLM with a LoRARequest on the checkpoint's branch, downloaded
+    vllm: str | None  # vLLM with a LoRARequest on the checkpoint's branch, downloaded (None: see `vllm_note`)
     tgi: str  # Text Generation Inference serving the checkpoint's branch
+    vllm_note: str | None = (
+        None  # why vLLM's LoRA would not apply this adapter as PEFT does (then no snippet)
+    )
 
 
 def py(value: str) -> str:
@@ -57,9 +62,30 @@ def _messages(manifest: Manifest, problem: str) -> str:
     return f'messages = [{system}{{"role": "user", "content": {py(problem)}}}]'
 
 
-def _load_base(manifest: Manifest) -> str:
+def _load_base(manifest: Manifest, rows: int | None = None) -> str:
     revision = f", revision={py(manifest.base_model_revision)}" if manifest.base_model_revision else ""
-    return f"base = AutoModelForCausalLM.from_pretrained({py(manifest.base_model)}{revision})"
+    load = f"base = AutoModelForCausalLM.from_pretrained({py(manifest.base_model)}{revision})"
+    if rows is None:
+        return load
+    return f"{load}\nbase.resize_token_embeddings({rows})  # the rows the adapter's tokens were added in"
+
+
+def _vllm_note(inputs: CardInputs, resized: bool) -> str | None:
+    """Why the vLLM LoRA snippet is left out (`vllm_misapplies`, the rule of `hubkit eval --backend vllm`, or
+    a resized vocabulary, which vLLM's base does not have), or None."""
+    latest = inputs.run.latest
+    config = read_saved_adapter_config(latest.adapter_dir) if latest and latest.adapter_dir else None
+    what = vllm_misapplies(config) if config else None
+    if what is None and resized:
+        what = "a vocabulary resized for added tokens"
+    if what is None:
+        return None
+    served = (
+        f"serve the merged model ({inputs.merged_repo_id}) instead"
+        if inputs.merged_repo_id
+        else ("serve a merged model instead (`hubkit merge`)")
+    )
+    return f"vLLM's LoRA applies plain LoRA on the base as it is, not {what}: {served}."
 
 
 def _generate(manifest: Manifest, problem: str, tokens: int) -> str:
@@ -82,12 +108,14 @@ def snippets(inputs: CardInputs) -> Snippets:
     tokenizer_repo = repo if inputs.has_tokenizer else manifest.base_model
     problem = _problem(inputs)
     tokens = answer_length(inputs.run, None).tokens  # what the run trained with, as `hubkit eval` reads it
+    resized = resized_vocabulary(inputs.run)
+    rows = resized.rows if resized else None
     checkpoint = "\n".join(
         [
             "from peft import PeftModel",
             "from transformers import AutoModelForCausalLM, AutoTokenizer",
             "",
-            _load_base(manifest),
+            _load_base(manifest, rows),
             f"tokenizer = AutoTokenizer.from_pretrained({py(tokenizer_repo)})",
             f"model = PeftModel.from_pretrained(base, {py(repo)}, subfolder={py(checkpoint_dir(step))})",
             "",
@@ -101,7 +129,7 @@ def snippets(inputs: CardInputs) -> Snippets:
             "from peft import PeftModel",
             "from transformers import AutoModelForCausalLM",
             "",
-            _load_base(manifest),
+            _load_base(manifest, rows),
             f"model = PeftModel.from_pretrained(base, {py(repo)})  # step {step}, the adapter at the repo root",
         ]
     )
@@ -119,21 +147,26 @@ def snippets(inputs: CardInputs) -> Snippets:
         )
     revision = f", revision={py(manifest.base_model_revision)}" if manifest.base_model_revision else ""
     rank = vllm_max_lora_rank(manifest.lora.r if manifest.lora else None)
-    vllm = "\n".join(
-        [
-            "from huggingface_hub import snapshot_download",
-            "from vllm import LLM, SamplingParams",
-            "from vllm.lora.request import LoRARequest",
-            "",
-            "# vLLM loads an adapter from a local folder or a repo's root: download the checkpoint's branch.",
-            f"local_dir = snapshot_download({py(repo)}, revision={py(branch)})",
-            f'adapter = LoRARequest("global_step_{step}", 1, local_dir)',
-            f"llm = LLM(model={py(manifest.base_model)}{revision}, enable_lora=True, max_lora_rank={rank})",
-            _messages(manifest, problem),
-            f"params = SamplingParams(temperature=0.0, max_tokens={tokens})",
-            "outputs = llm.chat(messages, params, lora_request=adapter)",
-            "print(outputs[0].outputs[0].text)",
-        ]
+    vllm_note = _vllm_note(inputs, resized is not None)
+    vllm = (
+        None
+        if vllm_note
+        else "\n".join(
+            [
+                "from huggingface_hub import snapshot_download",
+                "from vllm import LLM, SamplingParams",
+                "from vllm.lora.request import LoRARequest",
+                "",
+                "# vLLM loads an adapter from a local folder or a repo's root: download the checkpoint's branch.",
+                f"local_dir = snapshot_download({py(repo)}, revision={py(branch)})",
+                f'adapter = LoRARequest("global_step_{step}", 1, local_dir)',
+                f"llm = LLM(model={py(manifest.base_model)}{revision}, enable_lora=True, max_lora_rank={rank})",
+                _messages(manifest, problem),
+                f"params = SamplingParams(temperature=0.0, max_tokens={tokens})",
+                "outputs = llm.chat(messages, params, lora_request=adapter)",
+                "print(outputs[0].outputs[0].text)",
+            ]
+        )
     )
     tgi = "\n".join(
         [
@@ -141,7 +174,15 @@ def snippets(inputs: CardInputs) -> Snippets:
             f"    --lora-adapters {repo}@{branch}",
         ]
     )
-    return Snippets(checkpoint=checkpoint, revision=by_revision, root=root, merged=merged, vllm=vllm, tgi=tgi)
+    return Snippets(
+        checkpoint=checkpoint,
+        revision=by_revision,
+        root=root,
+        merged=merged,
+        vllm=vllm,
+        tgi=tgi,
+        vllm_note=vllm_note,
+    )
 
 
 def gguf_python(inputs: CardInputs, gguf_repo_id: str, file_name: str) -> str:

@@ -73,10 +73,28 @@ def load_model(
         from peft import PeftModel
 
         (first, first_dir), *rest = adapters.items()
+        _resize_for(model, Path(first_dir))
         model = PeftModel.from_pretrained(model, first_dir, adapter_name=first, torch_device=device)
         for name, adapter_dir in rest:
             model.load_adapter(adapter_dir, adapter_name=name, torch_device=device)
     return model.eval()
+
+
+def _resize_for(model: Any, adapter_dir: Path) -> None:
+    """Resize the base's embeddings to the rows of an adapter that resized the vocabulary (tokens added before
+    training: `hubkit.adapters.base_check.resized_vocabulary`), as it was trained; the adapter's whole
+    embeddings then replace them as PEFT loads it."""
+    from hubkit.adapters.base_check import resized_vocabulary
+    from hubkit.formats.peft import full_weights, read_adapter_config, read_weights_header
+
+    label = adapter_dir.name
+    weights = full_weights(
+        read_weights_header(adapter_dir, label).by_name(), read_adapter_config(adapter_dir, label)
+    )
+    embedding = model.get_input_embeddings().weight
+    rows = resized_vocabulary(weights, embedding.shape[1], embedding.shape[0])
+    if rows is not None:
+        model.resize_token_embeddings(rows, mean_resizing=False)
 
 
 def _generation_config(job: GenerationJob) -> Any:

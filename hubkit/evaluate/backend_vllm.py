@@ -54,14 +54,29 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
     return next(rank for rank in VLLM_LORA_RANKS if rank >= needed)
 
 
+def vllm_misapplies(config: dict[str, Any]) -> str | None:
+    """What vLLM would apply otherwise than PEFT in an adapter with this config, or None: vLLM applies
+    W + s·B·A and nothing else, so an adapter trained on a residual of the base (PiSSA, OLoRA...: PEFT redoes
+    the init as it loads) gives silently wrong answers there, and DoRA or whole modules it does not apply
+    (`vllm/lora/peft_helper.py`). The one rule of `hubkit eval --backend vllm` and of the cards' vLLM usage."""
+    init = base_changing_init(config)
+    if init is not None:
+        return f"init_lora_weights={init!r} (it applies to the base PEFT rebuilds as it loads it)"
+    for key, what in (("use_dora", "DoRA"), ("modules_to_save", "whole modules (modules_to_save)")):
+        if config.get(key):
+            return what
+    return None
+
+
 def _refuse_what_vllm_misreads(config: dict[str, Any], name: str) -> None:
-    """vLLM applies W + s·B·A and nothing else: an adapter trained on a residual of the base (PiSSA,
-    OLoRA...: PEFT redoes the init as it loads) would give silently wrong answers there, and DoRA or whole
-    modules it does not apply (`vllm/lora/peft_helper.py`).
+    """Refuse an adapter vLLM would apply otherwise than PEFT (`vllm_misapplies`).
 
     Raises:
         EvalError: such an adapter, naming the backend that evaluates it as PEFT loads it.
     """
+    what = vllm_misapplies(config)
+    if what is None:
+        return
     init = base_changing_init(config)
     if init is not None:
         raise EvalError(
@@ -69,9 +84,7 @@ def _refuse_what_vllm_misreads(config: dict[str, Any], name: str) -> None:
             "not to the base vLLM loads: use --backend transformers, or convert the adapter with PEFT's "
             "save_pretrained(..., path_initial_model_for_weight_conversion=...)"
         )
-    for key, what in (("use_dora", "DoRA"), ("modules_to_save", "whole modules (modules_to_save)")):
-        if config.get(key):
-            raise EvalError(f"{name}: vLLM applies plain LoRA only, not {what}: use --backend transformers")
+    raise EvalError(f"{name}: vLLM applies plain LoRA only, not {what}: use --backend transformers")
 
 
 def job_payload(job: GenerationJob) -> dict[str, Any]:

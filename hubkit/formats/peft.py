@@ -71,6 +71,10 @@ FROZEN_COPY_SUFFIX = ".base_layer.weight"
 # The layers whose full weight PEFT's `save_embedding_layers` stores (peft.utils.other.EMBEDDING_LAYER_NAMES);
 # `modules_to_save` names others. Each such weight replaces the base's (`full_weights`).
 EMBEDDING_LAYER_NAMES = ("embed_tokens", "lm_head")
+# What `save_embedding_layers` adds of a `modules_to_save` module once the vocabulary was resized: PEFT's
+# wrapper's trained copy (equal to `<module>.weight`) and its frozen original, under their own names.
+_TRAINED_COPY = ".modules_to_save"
+_FROZEN_ORIGINAL = ".original_module"
 # base_model.model.<module path>.lora_{A,B}.weight: the keys of a plain LoRA adapter.
 _LORA_KEY_RE = re.compile(r"^base_model\.model\.(?P<module>.+)\.lora_(?P<part>[AB])\.weight$")
 # base_model.model.<module path>.lora_embedding_{A,B}: a LoRA on an embedding (no ".weight": a ParameterDict).
@@ -285,15 +289,15 @@ class LoraPair:
 
 def _why_unexpected(key: str) -> str:
     """What a tensor that is no LoRA (or DoRA) weight is, and what to do about it."""
-    if ".modules_to_save." in key or ".original_module." in key:  # how PEFT saves them after a resize
-        return (
-            "PEFT's copies of a modules_to_save module as save_embedding_layers stores them after tokens were "
-            "added and the embeddings resized, which hubkit does not merge: merge it with PEFT "
-            "(resize_token_embeddings, then merge_and_unload)"
-        )
+    if ".modules_to_save." in key or ".original_module." in key:
+        return "a copy of a module modules_to_save does not name: re-save the adapter with PEFT"
     if key.startswith(PEFT_PREFIX) and key.endswith(".weight"):
         return "a full weight of a module modules_to_save does not name: re-save the adapter with PEFT"
     return "not a LoRA or DoRA weight as PEFT saves them: re-save the adapter with PEFT"
+
+
+def _named(module: str, names: list[str] | tuple[str, ...]) -> bool:
+    return any(module == n or module.endswith(f".{n}") for n in names)
 
 
 def _full_weight_module(key: str, config: dict[str, Any]) -> str | None:
@@ -302,21 +306,38 @@ def _full_weight_module(key: str, config: dict[str, Any]) -> str | None:
     if not key.startswith(PEFT_PREFIX) or not key.endswith(".weight") or key.endswith(FROZEN_COPY_SUFFIX):
         return None
     module = key.removeprefix(PEFT_PREFIX).removesuffix(".weight")
+    wrapped = module.removesuffix(_TRAINED_COPY)
+    if wrapped != module:  # the wrapper's trained copy, which `save_embedding_layers` adds after a resize
+        return wrapped if _named(wrapped, config.get("modules_to_save") or []) else None
     names = [*(config.get("modules_to_save") or []), *EMBEDDING_LAYER_NAMES]
-    if parse_lora_key(key) or not any(module == n or module.endswith(f".{n}") for n in names):
+    if parse_lora_key(key) or not _named(module, names):
         return None
     return module
 
 
+def _is_frozen_original(key: str, config: dict[str, Any]) -> bool:
+    """`key` is the frozen original of a `modules_to_save` module (PEFT keeps it to unmerge; a merge and the
+    loaded model use the trained copy), which `save_embedding_layers` adds after a resize."""
+    module = key.removeprefix(PEFT_PREFIX).removesuffix(".weight")
+    wrapped = module.removesuffix(_FROZEN_ORIGINAL)
+    return (
+        key.startswith(PEFT_PREFIX)
+        and wrapped != module
+        and _named(wrapped, config.get("modules_to_save") or [])
+    )
+
+
 def full_weights(tensors: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The whole weights an adapter carries, by module: PEFT loads each in place of the base's weight.
+    """The whole weights an adapter carries, by module: PEFT loads each in place of the base's weight (a
+    `modules_to_save` module's trained copy when the file holds it twice, under its name and the wrapper's).
 
     Args:
         tensors: the adapter's tensors (or header entries) by key, in PEFT's saved form.
         config: its ``adapter_config.json``.
     """
     modules = {key: _full_weight_module(key, config) for key in tensors}
-    return {module: tensors[key] for key, module in modules.items() if module is not None}
+    ordered = sorted(modules.items(), key=lambda item: _TRAINED_COPY in item[0])  # the wrapper's copy last
+    return {module: tensors[key] for key, module in ordered if module is not None}
 
 
 def _pattern_key(patterns: dict[str, object], module: str) -> str:
@@ -372,7 +393,7 @@ def lora_pairs(
         elif embedding is not None:
             embeddings.add(embedding["module"])
             halves.setdefault(embedding["module"], {})[embedding["part"]] = tensor
-        elif parsed is None and _full_weight_module(key, config) is not None:
+        elif parsed is None and (_full_weight_module(key, config) or _is_frozen_original(key, config)):
             continue  # a whole weight, not a pair: `full_weights`
         elif parsed is None and key.startswith(PEFT_PREFIX) and key.endswith(FROZEN_COPY_SUFFIX):
             copies[key.removeprefix(PEFT_PREFIX).removesuffix(FROZEN_COPY_SUFFIX)] = tensor

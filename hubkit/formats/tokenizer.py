@@ -64,6 +64,21 @@ def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
     return TokenizerJson(data=written, value=parse_json(written, name))
 
 
+def token_count(data: bytes, name: str) -> int:
+    """How many tokens a tokenizer.json holds, added tokens included (what ``len(tokenizer)`` gives).
+
+    Raises:
+        FileFormatError: as `read_tokenizer_json`.
+    """
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_str(decode_text(data, name))
+    except Exception as e:  # `tokenizers` raises a bare Exception (see `read_tokenizer_json`)
+        raise FileFormatError(f"{name}: not a tokenizer the `tokenizers` library loads") from e
+    return tokenizer.get_vocab_size(with_added_tokens=True)
+
+
 def parse_vocab(data: bytes, name: str) -> dict[str, int]:
     """A vocab.json (or an added_tokens.json): token → id.
 

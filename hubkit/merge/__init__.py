@@ -2,7 +2,8 @@
 
 The base is read one tensor at a time and each output shard is written as it is produced, so peak
 memory is about one weight plus the adapter whatever the model size (an adapter's whole weights, from
-modules_to_save, are in it). DoRA adapters merge as PEFT merges them, and whole weights replace the base's. Every problem with the input (a missing or corrupt shard, an adapter for another base, a LoRA on a
+modules_to_save, are in it). DoRA adapters merge as PEFT merges them, and whole weights replace the base's (a vocabulary
+resized with them: the adapter's rows, `vocab_size` and tokenizer). Every problem with the input (a missing or corrupt shard, an adapter for another base, a LoRA on a
 tied lm_head, an adapter initialised from the base weights such as PiSSA) is found before anything is
 written.
 
@@ -17,6 +18,8 @@ from hubkit.merge.base_files import fetch_base_snapshot
 from hubkit.merge.lora_adapter import load_lora_adapter
 from hubkit.merge.plan import MergePlan, plan_merge
 from hubkit.merge.stream import MergeResult, ProgressCallback, execute_plan
+from hubkit.merge.vocabulary import checkpoint_tokenizer
+from hubkit.safety import VetContext
 
 __all__ = [
     "MergePlan",
@@ -37,7 +40,8 @@ def merge_adapter(
 
     Args:
         base_dir: the base model folder (from `fetch_base_snapshot` or a local copy).
-        adapter_dir: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors).
+        adapter_dir: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors; the tokenizer
+            saved with it, which the merged model takes when the adapter resized the vocabulary).
         out_dir: where the merged model goes; must not exist or be empty. It appears only complete.
         progress: called with (bytes done, total bytes) after each tensor.
 
@@ -52,5 +56,6 @@ def merge_adapter(
         AdapterError: the adapter folder is unreadable or holds no LoRA weights.
     """
     modules = load_lora_adapter(adapter_dir)
-    plan = plan_merge(base_dir, modules)
+    context = VetContext.for_run(adapter_dir, base_dir.name, None)
+    plan = plan_merge(base_dir, modules, lambda: checkpoint_tokenizer(adapter_dir, context))
     return execute_plan(plan, out_dir, progress)

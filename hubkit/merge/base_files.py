@@ -97,11 +97,11 @@ def carried_files(base_dir: Path) -> list[Path]:
     )
 
 
-def copy_carried_files(files: list[Path], out_dir: Path, dtype: str) -> None:
+def copy_carried_files(files: list[Path], out_dir: Path, dtype: str, vocab_size: int | None = None) -> None:
     """Copy the carried files. config.json loses any key that records a local load path, and its
     dtype is set to the merged weights' `dtype` (under the key or keys it already uses, `dtype` for
     transformers 5 and `torch_dtype` before; `dtype` if it names none), so that loading with
-    `dtype="auto"` gives the dtype of the shards."""
+    `dtype="auto"` gives the dtype of the shards; `vocab_size`, when given, is the resized vocabulary's."""
     for path in files:
         if path.name == "config.json":
             config = json.loads(path.read_text())
@@ -109,6 +109,8 @@ def copy_carried_files(files: list[Path], out_dir: Path, dtype: str) -> None:
                 config.pop(key, None)
             for key in [k for k in _DTYPE_CONFIG_KEYS if k in config] or [_DTYPE_CONFIG_KEYS[0]]:
                 config[key] = dtype
+            if vocab_size is not None:
+                config["vocab_size"] = vocab_size
             (out_dir / path.name).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         else:
             shutil.copyfile(path, out_dir / path.name)

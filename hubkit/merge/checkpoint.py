@@ -15,7 +15,9 @@ from hubkit.merge.base_files import fetch_base_snapshot
 from hubkit.merge.lora_adapter import load_lora_adapter
 from hubkit.merge.plan import MergePlan, plan_merge
 from hubkit.merge.stream import MergeResult, ProgressCallback, execute_plan
+from hubkit.merge.vocabulary import checkpoint_tokenizer
 from hubkit.runs import Run, refuse_no_checkpoint, select_checkpoints
+from hubkit.safety import VetContext
 
 
 def plan_checkpoint_merge(
@@ -26,12 +28,17 @@ def plan_checkpoint_merge(
 
     Raises:
         MergeError, BaseModelMismatchError, AdapterError: as `hubkit.merge.plan_merge`.
+        UnsafeFileError: the checkpoint's tokenizer, which a resized vocabulary's merge takes, must not be
+            published.
     """
     manifest = run.manifest
     base_dir = fetch_base_snapshot(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
     )
-    return plan_merge(base_dir, load_lora_adapter(adapter.dir))
+    modules = load_lora_adapter(adapter.dir)
+    folder = run.tokenizer_dir(run.checkpoint(adapter.step))
+    context = VetContext.for_run(run.run_dir, manifest.base_model, token)
+    return plan_merge(base_dir, modules, lambda: checkpoint_tokenizer(folder, context))
 
 
 def merge_checkpoint(

@@ -49,7 +49,10 @@ class FullWeight:
     place of the base's, and so the merge writes it, in the base weight's dtype."""
 
     module: str  # e.g. "model.embed_tokens"
-    weight: torch.Tensor  # the base weight's shape
+    weight: torch.Tensor  # the base weight's shape (an embedding's rows those of a resized vocabulary)
+    # False for a modules_to_save copy, which PEFT keeps beside the module (a tied partner keeps the base's);
+    # True for what save_embedding_layers stores, loaded into the module's own weight (a tied one's too).
+    in_place: bool = True
 
     @property
     def weight_name(self) -> str:
@@ -95,9 +98,13 @@ def load_lora_adapter(adapter_dir: Path) -> list[LoraModule | FullWeight]:
         # An Embedding's delta is (B @ A).T * scale (PEFT's Embedding.get_delta_weight), = A.T @ B.T * scale.
         a, b = (pair.lora_b.T, pair.lora_a.T) if pair.embedding else (pair.lora_a, pair.lora_b)
         modules.append(LoraModule(pair.module, a, b, scale, pair.magnitude, pair.embedding, pair.base_copy))
+    copies = config.get("modules_to_save") or []
     return [
         *modules,
-        *(FullWeight(module, weight) for module, weight in full_weights(tensors, config).items()),
+        *(
+            FullWeight(module, weight, not any(module == n or module.endswith(f".{n}") for n in copies))
+            for module, weight in full_weights(tensors, config).items()
+        ),
     ]
 
 

@@ -6,9 +6,13 @@ Everything that can be wrong with the input is found here, before a single outpu
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import torch
 
 from hubkit.errors import BaseModelMismatchError, MergeError
 from hubkit.formats.peft import EMBEDDING_LAYER_NAMES
@@ -16,6 +20,8 @@ from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo
 from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
 from hubkit.merge.lora_adapter import FullWeight, LoraModule
 from hubkit.merge.shards import TORCH_DTYPES, read_shard_header
+from hubkit.merge.vocabulary import TokenizerFiles, Vocabulary, resized_vocabulary
+from hubkit.safety.kinds import TOKENIZER_KINDS
 
 # The output head of the Qwen2/Qwen3/Llama family; with tied embeddings it has no weight of its own.
 LM_HEAD = "lm_head"
@@ -30,10 +36,20 @@ class MergePlan:
     index: dict | None  # the parsed model.safetensors.index.json, None for a single-file model
     targets: dict[str, LoraModule | FullWeight]  # base weight name -> what is merged into it (or replaces it)
     carried: tuple[Path, ...]  # config, generation config, tokenizer, chat template, license
+    vocabulary: Vocabulary | None = None  # the adapter's, when it resized the base's (then its tokenizer)
+
+    def written(self, info: TensorInfo) -> TensorInfo:
+        """A base tensor as the merged shard holds it: a whole embedding or head of a resized vocabulary has
+        the adapter's rows."""
+        module = self.targets.get(info.name)
+        if not isinstance(module, FullWeight) or tuple(module.weight.shape) == tuple(info.shape):
+            return info
+        shape = tuple(module.weight.shape)
+        return replace(info, shape=shape, nbytes=math.prod(shape) * TORCH_DTYPES[info.dtype].itemsize)
 
     @property
     def total_bytes(self) -> int:
-        return sum(t.nbytes for shard in self.shards for t in shard.tensors)
+        return sum(self.written(t).nbytes for shard in self.shards for t in shard.tensors)
 
     @property
     def dtype(self) -> str:
@@ -42,19 +58,26 @@ class MergePlan:
         return str(TORCH_DTYPES[counts.most_common(1)[0][0]]).removeprefix("torch.")
 
 
-def plan_merge(base_dir: Path, modules: list[LoraModule | FullWeight]) -> MergePlan:
+def plan_merge(
+    base_dir: Path,
+    modules: list[LoraModule | FullWeight],
+    tokenizer: Callable[[], TokenizerFiles] = tuple,
+) -> MergePlan:
     """Read the base's headers and config and match every LoRA module to a base weight.
 
     Args:
         base_dir: the base model folder (config.json, safetensors shards, tokenizer files).
         modules: the adapter's LoRA modules.
+        tokenizer: gives the tokenizer saved with the adapter, vetted (`hubkit.merge.vocabulary.checkpoint_tokenizer`):
+            the merged model's when the adapter resized the vocabulary (called only then).
 
     Returns:
         The plan, covering every module of the adapter.
 
     Raises:
         MergeError: a shard is missing or corrupt, the base has no safetensors weights, or the adapter
-            targets a tied lm_head, carries a whole embedding or head of a tied base, or targets a
+            targets a tied lm_head, carries a modules_to_save copy of a tied embedding or head, has a LoRA
+            on an embedding it resized, resized the vocabulary without its tokenizer, or targets a
             non-floating-point weight.
         BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ (a
             vocabulary the adapter resized included).
@@ -74,12 +97,33 @@ def plan_merge(base_dir: Path, modules: list[LoraModule | FullWeight]) -> MergeP
         _check_index(index, shards)
 
     tied = bool(config.get("tie_word_embeddings")) or f"{LM_HEAD}.weight" not in weights
+    vocabulary = _vocabulary(base_dir, weights, modules, tokenizer)
+    whole = {m.module.split(".")[-1]: m for m in modules if isinstance(m, FullWeight)}
     targets = {}
     for module in modules:
         if isinstance(module, FullWeight) and tied and module.module.split(".")[-1] in EMBEDDING_LAYER_NAMES:
+            if not module.in_place:
+                raise MergeError(
+                    f"the adapter carries a whole {module.module} but the base model ties lm_head to the "
+                    "embeddings, which hubkit does not untie; merge it with PEFT's merge_and_unload"
+                )
+            if module.module == LM_HEAD:  # tied: PEFT loads it into the embedding's weight, the one written
+                if "embed_tokens" not in whole or not torch.equal(
+                    whole["embed_tokens"].weight, module.weight
+                ):
+                    raise MergeError(
+                        "the adapter carries a whole lm_head other than its embed_tokens but the base model ties "
+                        "them, which hubkit does not untie; merge it with PEFT's merge_and_unload"
+                    )
+                continue
+        if (
+            vocabulary is not None
+            and isinstance(module, LoraModule)
+            and (module.embedding or module.module == LM_HEAD)
+        ):
             raise MergeError(
-                f"the adapter carries a whole {module.module} but the base model ties lm_head to the "
-                "embeddings, which hubkit does not untie; merge it with PEFT's merge_and_unload"
+                f"the adapter has a LoRA on {module.module}, whose vocabulary it resized, which hubkit does not "
+                f"merge: carry it whole (modules_to_save), or merge it with PEFT's merge_and_unload"
             )
         if isinstance(module, LoraModule) and module.embedding and tied:
             raise MergeError(
@@ -99,9 +143,43 @@ def plan_merge(base_dir: Path, modules: list[LoraModule | FullWeight]) -> MergeP
                 f"the adapter targets {module.module}, which the base model does not have; "
                 "is the adapter for another base model?"
             )
-        _check_shapes(module, info)
+        _check_shapes(module, info, vocabulary)
         targets[module.weight_name] = module
-    return MergePlan(base_dir=base_dir, shards=shards, index=index, targets=targets, carried=tuple(carried))
+    if vocabulary is not None:
+        left = [name for name in weights if _is_embedding_weight(name) and name not in targets]
+        if left:
+            raise MergeError(
+                f"the adapter resized the vocabulary to {vocabulary.rows} rows but carries no {left[0]} of them: "
+                "save the adapter with save_embedding_layers=True"
+            )
+        carried = [path for path in carried if path.name not in TOKENIZER_KINDS]  # the checkpoint's instead
+    return MergePlan(
+        base_dir=base_dir,
+        shards=shards,
+        index=index,
+        targets=targets,
+        carried=tuple(carried),
+        vocabulary=vocabulary,
+    )
+
+
+def _is_embedding_weight(name: str) -> bool:
+    return name.removesuffix(".weight").split(".")[-1] in EMBEDDING_LAYER_NAMES and name.endswith(".weight")
+
+
+def _vocabulary(
+    base_dir: Path,
+    weights: dict[str, TensorInfo],
+    modules: list[LoraModule | FullWeight],
+    tokenizer: Callable[[], TokenizerFiles],
+) -> Vocabulary | None:
+    """The vocabulary the adapter's whole embeddings resized the base's to (`resized_vocabulary`), or None."""
+    embedding = next((t for name, t in weights.items() if name.endswith("embed_tokens.weight")), None)
+    if embedding is None or len(embedding.shape) != 2:
+        return None
+    whole = {m.module: m.weight for m in modules if isinstance(m, FullWeight)}
+    whole |= {m.module: m.base_copy for m in modules if isinstance(m, LoraModule) and m.base_copy is not None}
+    return resized_vocabulary(base_dir, whole, tokenizer, embedding.shape[0], embedding.shape[1])
 
 
 def _read_index(base_dir: Path) -> dict | None:
@@ -135,24 +213,20 @@ def _check_index(index: dict, shards: tuple[SafetensorsHeader, ...]) -> None:
             )
 
 
-def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo) -> None:
+def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo, vocabulary: Vocabulary | None) -> None:
     if info.dtype not in TORCH_DTYPES:
         raise MergeError(
             f"base weight {info.name} is {info.dtype}; hubkit merges into F32, F16 or BF16 weights only "
             "(use the unquantized base model)"
         )
     if isinstance(module, FullWeight):
-        if tuple(module.weight.shape) != tuple(info.shape):
-            resized = module.module.split(".")[-1] in EMBEDDING_LAYER_NAMES and module.weight.dim() == 2
+        expected = tuple(info.shape)
+        if vocabulary is not None and _is_embedding_weight(info.name):
+            expected = (vocabulary.rows, *expected[1:])
+        if tuple(module.weight.shape) != expected:
             raise BaseModelMismatchError(
                 f"the adapter's whole {module.module} has shape {tuple(module.weight.shape)} but the base "
-                f"weight is {info.shape}; "
-                + (
-                    "tokens were added and the embeddings resized, which hubkit does not merge: merge it with "
-                    "PEFT (resize_token_embeddings, then merge_and_unload)"
-                    if resized
-                    else "the adapter was trained on another base model"
-                )
+                f"weight is {info.shape}; the adapter was trained on another base model"
             )
         if not bool(module.weight.isfinite().all()):
             raise MergeError(
@@ -162,8 +236,7 @@ def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo) -> None:
     if module.base_copy is not None and tuple(module.base_copy.shape) != tuple(info.shape):
         raise BaseModelMismatchError(
             f"the adapter's copy of {module.module} has shape {tuple(module.base_copy.shape)} but the base weight "
-            f"is {info.shape}; tokens were added and the embeddings resized, which hubkit does not merge: merge "
-            "it with PEFT (resize_token_embeddings, then merge_and_unload)"
+            f"is {info.shape}; the adapter was trained on another base model"
         )
     expected = (module.lora_b.shape[0], module.lora_a.shape[1])
     if len(info.shape) != 2 or tuple(info.shape) != expected:

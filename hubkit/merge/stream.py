@@ -68,7 +68,12 @@ def execute_plan(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
 
 
 def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | None) -> list[TensorInfo]:
-    copy_carried_files(list(plan.carried), out_dir, plan.dtype)
+    vocabulary = plan.vocabulary
+    copy_carried_files(list(plan.carried), out_dir, plan.dtype, vocabulary.rows if vocabulary else None)
+    for name, data in (
+        vocabulary.tokenizer if vocabulary else ()
+    ):  # the checkpoint's, vetted: its added tokens
+        (out_dir / name).write_bytes(data)
     merged_in = {name for name, module in plan.targets.items() if not isinstance(module, FullWeight)}
     largest = max(
         (t.nbytes for shard in plan.shards for t in shard.tensors if t.name in merged_in), default=0
@@ -138,7 +143,7 @@ def _write_shard(
     metadata = known_metadata(shard.metadata)
     with (
         ShardReader(shard) as reader,
-        ShardWriter(path, list(shard.tensors), metadata) as writer,
+        ShardWriter(path, [plan.written(t) for t in shard.tensors], metadata) as writer,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-reader") as read_pool,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubkit-merge-writer") as write_pool,
     ):
@@ -161,7 +166,7 @@ def _write_shard(
             if isinstance(module, FullWeight):  # PEFT loads it in place of the base's: written, cast
                 weight = module.weight.to(TORCH_DTYPES[info.dtype])
                 writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
-                yield info, True
+                yield plan.written(info), True
                 continue
             weight = reads.pop(info.name).result()
             prefetch(k + 1)

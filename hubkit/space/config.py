@@ -51,6 +51,23 @@ FALLBACK_EXAMPLES = (
 )
 
 
+def _refuse_resized_vocabulary(run: Run) -> None:
+    """The app loads each adapter onto the base as the base is: an adapter that resized the vocabulary (tokens
+    added) does not load there. Read off the base's config as the push downloaded it (a dry run's cache)."""
+    from hubkit.adapters.base_check import BaseConfig, resized_rows
+
+    latest = run.latest
+    base = BaseConfig.cached(run.manifest.base_model, run.manifest.base_model_revision)
+    if latest is None or latest.adapter_dir is None or base is None:
+        return
+    rows = resized_rows(latest.adapter_dir, base)
+    if rows is not None:
+        raise SpaceError(
+            f"the adapters resized the vocabulary to {rows} rows (tokens were added), which the Space's base model "
+            "does not have: pass --no-space (the merged model serves the added tokens)"
+        )
+
+
 def default_space_repo_id(repo_id: str) -> str:
     """The default Space beside an adapter repo: `<repo_id>-demo`."""
     return repo_id + SPACE_SUFFIX
@@ -191,8 +208,10 @@ class SpaceConfig:
 
         Raises:
             EvalError: the run's evaluation files are corrupt.
-            SpaceError: `hardware` is not one of the Hub's flavors.
+            SpaceError: `hardware` is not one of the Hub's flavors, or the run's adapter resized the
+                vocabulary (the app loads every adapter onto the base as it is).
         """
+        _refuse_resized_vocabulary(run)
         # A plain TRL run records its length in the trainer's files, not in a manifest.
         length = answer_length(run, None)
         return cls.from_manifest(
