@@ -19,20 +19,26 @@ from hubkit.testing.runs import TINY_SHAPES, make_run
 SCALED = "model.layers.0.self_attn.v_proj.weight"  # q_proj would not do: Qwen3 normalizes q per head
 
 
-def _scale_weight(folder: Path) -> None:
+def _scale_weight(folder: Path, _base_dir: Path | None = None) -> None:
     tensors = load_file(folder / "model.safetensors")
     tensors[SCALED] = tensors[SCALED] * 1.5
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
 
 
-def _other_eos(folder: Path) -> None:
+def _left_unmerged(folder: Path, base_dir: Path) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    tensors[SCALED] = load_file(base_dir / "model.safetensors")[SCALED]
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def _other_eos(folder: Path, _base_dir: Path) -> None:
     path = folder / "generation_config.json"
     config = json.loads(path.read_text())
     config["eos_token_id"] = 7
     path.write_text(json.dumps(config))
 
 
-def _other_template(folder: Path) -> None:
+def _other_template(folder: Path, _base_dir: Path) -> None:
     path = folder / "tokenizer_config.json"
     config = json.loads(path.read_text())
     config["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
@@ -53,19 +59,27 @@ def _push(run_dir: Path, repo_id: str, endpoint: str, *extra: str) -> int:
     ("fault", "said"),
     [
         (_scale_weight, "logits differ by up to"),
+        (_left_unmerged, "logits differ by up to"),
         (_other_eos, "end tokens [7, 151645] instead of [151643, 151645]"),
         (_other_template, "the chat template renders other prompt token ids (3 of 3)"),
     ],
-    ids=["weight-scaled", "eos-changed", "chat-template-changed"],
+    ids=["weight-scaled", "weight-left-unmerged", "eos-changed", "chat-template-changed"],
 )
 def test_a_fault_in_the_merged_model_is_refused_and_nothing_is_created(
-    fault: Callable[[Path], None], said: str, run_dir, local_hub, hub_api, new_repo_id, capsys
+    fault: Callable[[Path, Path], None],
+    said: str,
+    run_dir,
+    tiny_qwen3,
+    local_hub,
+    hub_api,
+    new_repo_id,
+    capsys,
 ):
     execute_plan = hubkit.merge.execute_plan
 
     def faulty(plan, out_dir, progress=None):
         made = execute_plan(plan, out_dir, progress)
-        fault(made.out_dir)
+        fault(made.out_dir, Path(tiny_qwen3.local_dir))
         return made
 
     with mock.patch.object(hubkit.merge, "execute_plan", side_effect=faulty):
@@ -166,3 +180,44 @@ def test_a_gguf_file_with_another_end_token_is_refused(run_dir, local_hub, hub_a
     name = f"{new_repo_id}-GGUF/{new_repo_id.split('/')[1]}-Q8_0.gguf"
     assert f"{name} is not the merged model's: end token 7 where the merged model stops at" in errors[0]
     assert not hub_api.repo_exists(new_repo_id) and not hub_api.repo_exists(f"{new_repo_id}-GGUF")
+
+
+def test_a_merged_folder_missing_the_trained_embedding_is_refused(
+    tmp_path, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_qwen3.local_dir)
+    config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], modules_to_save=["embed_tokens"]
+    )
+    model = get_peft_model(base, config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name or "modules_to_save" in name:
+                param.add_(0.05 * torch.randn_like(param))
+    checkpoint = run_dir / "checkpoint-1"
+    model.save_pretrained(checkpoint)
+    adapter_config = json.loads((checkpoint / "adapter_config.json").read_text())
+    adapter_config["base_model_name_or_path"] = tiny_qwen3.repo_id
+    (checkpoint / "adapter_config.json").write_text(json.dumps(adapter_config))
+    base_embedding = load_file(Path(tiny_qwen3.local_dir) / "model.safetensors")["model.embed_tokens.weight"]
+    execute_plan = hubkit.merge.execute_plan
+
+    def without_the_trained_embedding(plan, out_dir, progress=None):
+        made = execute_plan(plan, out_dir, progress)
+        tensors = load_file(made.out_dir / "model.safetensors")
+        assert not torch.equal(tensors["model.embed_tokens.weight"], base_embedding)  # the merge carried it
+        tensors["model.embed_tokens.weight"] = base_embedding
+        save_file(tensors, made.out_dir / "model.safetensors", metadata={"format": "pt"})
+        return made
+
+    with mock.patch.object(hubkit.merge, "execute_plan", side_effect=without_the_trained_embedding):
+        assert _push(run_dir, new_repo_id, local_hub.endpoint) != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and f"{new_repo_id}-merged is not the model of step 1: logits differ" in errors[0]
+    assert not hub_api.repo_exists(new_repo_id)
