@@ -15,6 +15,8 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from test_peft_variants import ADDED_TOKENS, CONVERSION, build_resized_adapter, trained
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hubkit.errors import EvalError
+from hubkit.evaluate.backend_vllm import max_lora_rank
 from hubkit.runs import load_run
 
 
@@ -215,3 +217,10 @@ def test_the_card_shows_vllm_only_for_adapters_vllm_applies_as_peft_does(
         line = next(line for line in card.splitlines() if line.startswith("vLLM's LoRA"))
         assert line.startswith(f"vLLM's LoRA applies plain LoRA on the base as it is, {said}")
         assert line.endswith("serve the merged model (me/run-merged) instead.")
+
+
+def test_vllm_evaluation_refuses_an_adapter_that_resized_the_vocabulary(tiny_qwen3, tmp_path):
+    adapter_dir = build_resized_adapter(tiny_qwen3.local_dir, tmp_path / "adapter")
+    with pytest.raises(EvalError, match=r"resized the vocabulary to \d+ rows.*--backend transformers"):
+        max_lora_rank([adapter_dir], tiny_qwen3.local_dir)
+    assert max_lora_rank([adapter_dir]) == 8  # without the base, the rank alone

@@ -27,9 +27,13 @@ WORKER = Path(__file__).with_name("vllm_worker.py")
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
-def max_lora_rank(adapter_dirs: list[Path]) -> int:
+def max_lora_rank(adapter_dirs: list[Path], base_dir: Path | None = None) -> int:
     """The smallest rank vLLM accepts that fits every module of every adapter (``r`` and its
     ``rank_pattern``; 8 when there is none).
+
+    Args:
+        adapter_dirs: the adapters.
+        base_dir: the base model's folder: an adapter that resized its vocabulary is refused against it.
 
     Raises:
         EvalError: an adapter's rank is above what vLLM supports, its config is unreadable, or vLLM would
@@ -42,6 +46,8 @@ def max_lora_rank(adapter_dirs: list[Path]) -> int:
         except AdapterError as e:
             raise EvalError(f"cannot read the LoRA rank: {e}") from e
         _refuse_what_vllm_misreads(config, adapter_dir.name)
+        if base_dir is not None:
+            _refuse_resized_vocabulary(adapter_dir, base_dir)
         rank = max_rank(config)
         if rank is None:
             raise EvalError(f"cannot read the LoRA rank of {adapter_dir.name}: its config has no usable r")
@@ -87,6 +93,19 @@ def _refuse_what_vllm_misreads(config: dict[str, Any], name: str) -> None:
     raise EvalError(f"{name}: vLLM applies plain LoRA only, not {what}: use --backend transformers")
 
 
+def _refuse_resized_vocabulary(adapter_dir: Path, base_dir: Path) -> None:
+    """vLLM loads the base with its own rows: an adapter that resized the vocabulary (tokens added) does not
+    apply there as PEFT applies it onto the resized base."""
+    from hubkit.adapters.base_check import BaseConfig, resized_rows
+
+    rows = resized_rows(adapter_dir, BaseConfig.of(base_dir.name, base_dir / "config.json"))
+    if rows is not None:
+        raise EvalError(
+            f"{adapter_dir.name}: the adapter resized the vocabulary to {rows} rows (tokens added), which vLLM's "
+            "base does not have: use --backend transformers"
+        )
+
+
 def job_payload(job: GenerationJob) -> dict[str, Any]:
     """The JSON the worker reads (the dtype is the job's, which vLLM takes by the same names)."""
     settings = job.settings
@@ -102,7 +121,7 @@ def job_payload(job: GenerationJob) -> dict[str, Any]:
         "seed": settings.seed,
         "batch_size": settings.batch_size,
         "stop_ids": list(job.stop_ids),
-        "max_lora_rank": max_lora_rank([adapters[n] for n in job.models if n in adapters]),
+        "max_lora_rank": max_lora_rank([adapters[n] for n in job.models if n in adapters], job.base_dir),
         "max_model_len": max(len(p) for p in job.prompts) + settings.max_new_tokens,
         "dtype": job.dtype,
     }
