@@ -20,7 +20,7 @@ import torch
 import yaml
 from fixtures_hub import TEST_NAMESPACE
 from gguf_bounds import rounding_bounds, unit
-from helpers import CHAT_INPUT_IDS, push_argv, run_cli, run_llama_worker
+from helpers import CHAT_INPUT_IDS, commit_ids, push_argv, run_cli, run_llama_worker, write_requests
 from test_gguf import LLAMA_ENV, LLAMA_PYTHON
 
 from hubkit.errors import GGUFExportError
@@ -218,3 +218,13 @@ def test_gguf_lora_without_gguf_types_is_refused_in_one_line(
     err = capsys.readouterr().err.strip()
     assert "--gguf f16" in err and len(err.splitlines()) == 1
     assert not hub_api.repo_exists(new_repo_id)
+
+
+def test_an_unchanged_gguf_lora_repush_writes_nothing(lora_release: str, trl_run_dir, local_hub, hub_api):
+    gguf_id = f"{lora_release}-GGUF"
+    before, start = commit_ids(hub_api, gguf_id), len(local_hub.request_log)
+    argv = [*push_argv(trl_run_dir, lora_release, local_hub.endpoint), "--no-space", "--quiet"]
+    assert run_cli([*argv, "--gguf", "f16", "--gguf-lora"]) == 0
+    # The record (read back from the Hub's cardData) names every file the repo holds: nothing is written.
+    assert commit_ids(hub_api, gguf_id) == before
+    assert [r for r in write_requests(local_hub.request_log, start) if gguf_id in r[1]] == []

@@ -79,9 +79,11 @@ class GGUFRecord:
             records, base_records, lora_records = (_files(files), _files(base), _files(lora))
         except (KeyError, TypeError, AttributeError):
             return None
-        valid = all(isinstance(t, str) for t in (*records, *base_records)) and all(
-            isinstance(step, int) and not isinstance(step, bool) for step in lora_records
-        )
+        # A step is a key: a number in the card's YAML, a string once the Hub has served cardData as JSON.
+        if not all(isinstance(step, int | str) and str(step).isdigit() for step in lora_records):
+            return None
+        lora_records = {int(step): f for step, f in lora_records.items()}
+        valid = all(isinstance(t, str) for t in (*records, *base_records))
         valid = valid and all(f.is_valid() for f in (*records.values(), *base_records.values()))
         valid = valid and all(f.is_valid() for f in lora_records.values())
         return cls(merge, records, base_records, lora_records) if valid else None
