@@ -329,7 +329,7 @@ def build_resized_adapter(base_dir: Path, out_dir: Path, seed: int = 2, **lora_o
     tokenizer.add_tokens(ADDED_TOKENS)
     torch.manual_seed(1)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    base.resize_token_embeddings(len(tokenizer))
+    base.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     options = {"r": LORA_R, "lora_alpha": LORA_ALPHA, "target_modules": TARGETS, **lora_options}
     model = get_peft_model(base, LoraConfig(**options))
     trained(model, seed)

@@ -102,7 +102,7 @@ def resized_run(trl_run_dir: Path, base_dir: Path, out_dir: Path) -> Path:
 
 def resized_base(base_dir: Path, tokenizer) -> AutoModelForCausalLM:
     base = AutoModelForCausalLM.from_pretrained(base_dir)
-    base.resize_token_embeddings(len(tokenizer))
+    base.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     return base
 
 
@@ -112,12 +112,12 @@ def test_push_publishes_a_run_that_resized_the_vocabulary(
     run_dir = resized_run(trl_run_dir, tiny_qwen3.local_dir, tmp_path)
     capsys.readouterr()
     push = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet"]
+    assert run_cli([*push, "--no-space"]) == 0
+    capsys.readouterr()
     assert run_cli(push) == 1  # the Space loads adapters onto the base as it is
     err = capsys.readouterr().err
     assert "--no-space" in err and "resized the vocabulary" in err and len(err.strip().splitlines()) == 1
-    assert not hub_api.repo_exists(new_repo_id)
-
-    assert run_cli([*push, "--no-space"]) == 0
+    assert not hub_api.repo_exists(f"{new_repo_id}-demo")
 
     tokenizer = AutoTokenizer.from_pretrained(new_repo_id)
     rows = len(AutoTokenizer.from_pretrained(tiny_qwen3.local_dir)) + len(ADDED_TOKENS)
