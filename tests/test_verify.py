@@ -38,7 +38,7 @@ def _other_eos(folder: Path, _base_dir: Path) -> None:
     path.write_text(json.dumps(config))
 
 
-def _other_template(folder: Path, _base_dir: Path) -> None:
+def _other_template(folder: Path, _base_dir: Path | None = None) -> None:
     path = folder / "tokenizer_config.json"
     config = json.loads(path.read_text())
     config["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"

@@ -33,7 +33,7 @@ from typing import Any
 
 # One rounding of a value to the dtype, relative (the unit roundoff: half the spacing of numbers near 1).
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
-BOUND_FACTOR = 16.0  # see `logit_bound` and docs/design.md ("The merged model verified")
+BOUND_FACTOR = 8.0  # see `logit_bound` and docs/design.md ("The merged model verified")
 ROUNDED_LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down: each merged weight rounded once
 DEFAULT_QUESTIONS = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -170,11 +170,6 @@ def _answers(
     return sequences
 
 
-def _free(model: Any) -> None:
-    del model
-    gc.collect()
-
-
 def check_merged(given: MergedCheckInput) -> MergedCheck:
     """Compare the merged folder with the adapter, loaded as users load them (module docstring).
 
@@ -208,10 +203,12 @@ def check_merged(given: MergedCheckInput) -> MergedCheck:
     adapter_logits = _forced_logits(model, sequences)
     with model.disable_adapter():
         base_logits = _forced_logits(model, sequences)
-    _free(model)
-    model = load_model(given.merged_dir, {}, dtype="auto")
-    merged_logits = _forced_logits(model, sequences)
-    _free(model)
+    del model  # freed before the merged model loads: one model in memory at a time
+    gc.collect()
+    merged_model = load_model(given.merged_dir, {}, dtype="auto")
+    merged_logits = _forced_logits(merged_model, sequences)
+    del merged_model
+    gc.collect()
 
     adapter, merged, base = (torch.cat(x) for x in (adapter_logits, merged_logits, base_logits))
     bound = logit_bound(dtype, layers, float(adapter.abs().max()))
