@@ -21,6 +21,7 @@ import yaml
 from fixtures_hub import TEST_NAMESPACE
 from fixtures_runs import make_trl_run
 from helpers import push_argv, run_cli, run_llama_worker
+from safetensors.torch import load_file, save_file
 from test_gguf import LLAMA_PYTHON, PROMPT_TOKENS, TEXTS, _teach
 
 from hubkit.cards.text import size as size_text
@@ -78,8 +79,18 @@ def wide_run(tmp_path_factory: pytest.TempPathFactory, hub_api) -> Path:
     base_dir = _build_wide_qwen3(tmp_path_factory.mktemp("wide") / "tiny-qwen3-wide")
     _teach(base_dir)
     base = publish_model(hub_api, base_dir, f"{TEST_NAMESPACE}/tiny-qwen3-wide")
-    run_dir = tmp_path_factory.mktemp("wide-runs") / "wide-qwen3-trl-grpo"
-    return make_trl_run(run_dir, base_dir, base.repo_id, steps=2)
+    run_dir = make_trl_run(
+        tmp_path_factory.mktemp("wide-runs") / "wide-qwen3-trl-grpo", base_dir, base.repo_id, steps=2
+    )
+    # Two tiny steps move this bfloat16 model's logits by less than merging into bfloat16 weights rounds away
+    # (1.78 against 2.17): the push's check rightly refuses such a merged model as the base's
+    # (tests/test_verify.py). Step 2's update scaled up stands for a longer run's.
+    [adapter] = run_dir.rglob("checkpoint-2/adapter_model.safetensors")
+    tensors = load_file(adapter)
+    save_file(
+        {k: v * 10 if "lora_B" in k else v for k, v in tensors.items()}, adapter, metadata={"format": "pt"}
+    )
+    return run_dir
 
 
 @pytest.fixture(scope="module")

@@ -59,12 +59,18 @@ def _key_parts(secret: str) -> list[str]:
 
 
 def _small_tokenizer(folder: Path) -> None:
-    """A small real tokenizer (`tokenizers` loads it), a tokenizer config and a chat template."""
+    """A small real tokenizer (`tokenizers` loads it), a tokenizer config and a chat template.
+
+    The config names its class, as every `save_pretrained` writes it: without it, AutoTokenizer picks the class
+    from a folder's config.json, so the merged folder would load another tokenizer than the adapter's (and the
+    push's check refuses it, as it should)."""
     folder.mkdir(parents=True, exist_ok=True)
     vocab = {"[UNK]": 0, "<|im_start|>": 1, "<|im_end|>": 2, "hello": 3}
     (folder / "tokenizer.json").write_text(Tokenizer(WordLevel(vocab, unk_token="[UNK]")).to_str())
     (folder / "tokenizer_config.json").write_text(
-        json.dumps({"model_max_length": 64, "eos_token": "<|im_end|>"})
+        json.dumps(
+            {"model_max_length": 64, "eos_token": "<|im_end|>", "tokenizer_class": "PreTrainedTokenizerFast"}
+        )
     )
     (folder / "chat_template.jinja").write_text(
         "{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"

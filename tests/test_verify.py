@@ -100,6 +100,32 @@ def test_a_fault_in_the_merged_model_is_refused_and_nothing_is_created(
     assert "**Verified**" not in readme
 
 
+def test_a_merge_that_dropped_a_faint_adapter_is_refused_though_its_logits_are_within_the_bound(
+    run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, capsys
+):
+    # The adapter's B scaled down until it moves the logits by less than the bound: a merged folder that is
+    # the base itself then passes the logit comparison, and only the adapter-against-base rule refuses it.
+    [adapter] = run_dir.rglob("adapter_model.safetensors")
+    tensors = load_file(adapter)
+    save_file(
+        {k: v * 1e-7 if "lora_B" in k else v for k, v in tensors.items()}, adapter, metadata={"format": "pt"}
+    )
+    execute_plan = hubkit.merge.execute_plan
+
+    def the_base(plan, out_dir, progress=None):
+        made = execute_plan(plan, out_dir, progress)
+        base = load_file(Path(tiny_qwen3.local_dir) / "model.safetensors")
+        save_file(base, made.out_dir / "model.safetensors", metadata={"format": "pt"})
+        return made
+
+    with mock.patch.object(hubkit.merge, "execute_plan", side_effect=the_base):
+        assert _push(run_dir, new_repo_id, local_hub.endpoint) != 0
+    [error] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    assert "logits differ" not in error, error
+    assert "the merged model cannot be told from the base" in error, error
+    assert not hub_api.repo_exists(new_repo_id) and not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
 def test_an_honest_push_is_verified_and_hubkit_verify_reproduces_it_until_the_hub_is_changed(
     run_dir, tmp_path, local_hub, hub_api, new_repo_id, capsys
 ):

@@ -15,7 +15,8 @@ merged folder with the merged folder's own tokenizer and generation config. Comp
   top-1          agreement of the two models' argmax at those positions; a position whose adapter top-1
                  leads its runner-up by more than twice the bound must agree
   effect         the adapter against the base (its adapters disabled, same load): the logits must move by
-                 more than the bound, or the adapter loads as a no-op
+                 more than `EFFECT_MARGIN` times the merged model's measured difference, else the comparison
+                 could not tell the merged model from the base (an adapter that loads as a no-op moves none)
 
 The two models are loaded one after the other (the adapter's model freed first), each at the base's dtype,
 so the peak is one model and the logits of a few short answers.
@@ -35,6 +36,7 @@ from typing import Any
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
 BOUND_FACTOR = 8.0  # see `logit_bound` and docs/design.md ("The merged model verified")
 ROUNDED_LINEARS_PER_LAYER = 7  # q, k, v, o, gate, up, down: each merged weight rounded once
+EFFECT_MARGIN = 2.0  # the adapter's effect against the merged model's measured |Δ| (module docstring)
 DEFAULT_QUESTIONS = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     "How many clips did Natalia sell altogether in April and May?",
@@ -71,7 +73,7 @@ class MergedCheck:
         prompts: the prompts compared; tokens: the answer positions teacher-forced.
         max_delta: the largest |Δ next-token logit| merged against adapter; bound: what it must stay within.
         agreement: the share of positions where both models' top-1 token agree.
-        adapter_effect: the largest |Δ logit| adapter against base (must exceed `bound`).
+        adapter_effect: the largest |Δ logit| adapter against base (must exceed `EFFECT_MARGIN`·`max_delta`).
         failures: one phrase per failed comparison; empty when the merged model is the adapter's.
     """
 
@@ -221,8 +223,12 @@ def check_merged(given: MergedCheckInput) -> MergedCheck:
         failures.append(f"logits differ by up to {max_delta:.3g} (bound {bound:.3g} at {dtype})")
     if bool((decided & ~agree).any()):
         failures.append(f"top-1 token differs at {int((decided & ~agree).sum())} of {len(agree)} positions")
-    if effect <= bound:
-        failures.append(f"{given.adapter} moves the base's logits by only {effect:.3g} (bound {bound:.3g})")
+    if effect <= EFFECT_MARGIN * max_delta or effect == 0.0:
+        failures.append(
+            f"{given.adapter} moves the base's logits by only {effect:.3g}, not clear of the merged model's own "
+            f"difference {max_delta:.3g}: the merged model cannot be told from the base (an update this small is "
+            f"rounded away at {dtype}: train longer, or --no-merged publishes the adapters alone)"
+        )
     return MergedCheck(
         artifact=given.artifact,
         adapter=given.adapter,
