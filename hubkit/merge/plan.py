@@ -39,13 +39,19 @@ class MergePlan:
     vocabulary: Vocabulary | None = None  # the adapter's, when it resized the base's (then its tokenizer)
 
     def written(self, info: TensorInfo) -> TensorInfo:
-        """A base tensor as the merged shard holds it: a whole embedding or head of a resized vocabulary has
-        the adapter's rows."""
-        module = self.targets.get(info.name)
-        if not isinstance(module, FullWeight) or tuple(module.weight.shape) == tuple(info.shape):
+        """A base tensor as the merged shard holds it: an embedding or head of a resized vocabulary (whole, or
+        the saved copy a LoRA on it merges into) has the adapter's rows."""
+        saved = saved_weight(self.targets.get(info.name))
+        if saved is None or tuple(saved.shape) == tuple(info.shape):
             return info
-        shape = tuple(module.weight.shape)
+        shape = tuple(saved.shape)
         return replace(info, shape=shape, nbytes=math.prod(shape) * TORCH_DTYPES[info.dtype].itemsize)
+
+    def reads_base(self, name: str) -> bool:
+        """Whether the merge of the base weight `name` starts from the base's bytes: a LoRA merged into it,
+        not a weight the adapter saved whole or as the copy PEFT loads in place of the base's."""
+        module = self.targets.get(name)
+        return module is not None and saved_weight(module) is None
 
     @property
     def total_bytes(self) -> int:
@@ -56,6 +62,14 @@ class MergePlan:
         """The merged weights' torch dtype name ("bfloat16"); the most common one if they mix."""
         counts = Counter(t.dtype for shard in self.shards for t in shard.tensors if t.name in self.targets)
         return str(TORCH_DTYPES[counts.most_common(1)[0][0]]).removeprefix("torch.")
+
+
+def saved_weight(module: LoraModule | FullWeight | None) -> torch.Tensor | None:
+    """The weight the adapter saved for a module, which PEFT loads in place of the base's: a whole one, or the
+    frozen copy under a LoRA on an embedding or head (``<module>.base_layer.weight``); None for a plain LoRA."""
+    if isinstance(module, FullWeight):
+        return module.weight
+    return None if module is None else module.base_copy
 
 
 def plan_merge(
@@ -77,7 +91,8 @@ def plan_merge(
     Raises:
         MergeError: a shard is missing or corrupt, the base has no safetensors weights, or the adapter
             targets a tied lm_head, carries a modules_to_save copy of a tied embedding or head, has a LoRA
-            on an embedding it resized, resized the vocabulary without its tokenizer, or targets a
+            on an embedding it resized without the resized weight, carries no resized head or embedding the
+            vocabulary needs, resized the vocabulary without its tokenizer, or targets a
             non-floating-point weight.
         BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ (a
             vocabulary the adapter resized included).
@@ -119,11 +134,12 @@ def plan_merge(
         if (
             vocabulary is not None
             and isinstance(module, LoraModule)
-            and (module.embedding or module.module == LM_HEAD)
+            and _is_embedding_weight(module.weight_name)
+            and module.base_copy is None
         ):
             raise MergeError(
-                f"the adapter has a LoRA on {module.module}, whose vocabulary it resized, which hubkit does not "
-                f"merge: carry it whole (modules_to_save), or merge it with PEFT's merge_and_unload"
+                f"the adapter has a LoRA on {module.module}, whose vocabulary it resized, but not the resized "
+                f"weight it was trained on: save the adapter with save_embedding_layers=True"
             )
         if isinstance(module, LoraModule) and module.embedding and tied:
             raise MergeError(
@@ -149,8 +165,10 @@ def plan_merge(
         left = [name for name in weights if _is_embedding_weight(name) and name not in targets]
         if left:
             raise MergeError(
-                f"the adapter resized the vocabulary to {vocabulary.rows} rows but carries no {left[0]} of them: "
-                "save the adapter with save_embedding_layers=True"
+                f"the adapter resized the vocabulary to {vocabulary.rows} rows but carries no {left[0]} of them "
+                "(PEFT saves only the embeddings a LoRA targets, when one does): save the adapter with "
+                f"{left[0].removesuffix('.weight').split('.')[-1]} in target_modules or modules_to_save, or with "
+                "save_embedding_layers=True if no embedding is a LoRA target"
             )
         carried = [path for path in carried if path.name not in TOKENIZER_KINDS]  # the checkpoint's instead
     return MergePlan(
@@ -233,13 +251,14 @@ def _check_shapes(module: LoraModule | FullWeight, info: TensorInfo, vocabulary:
                 f"the adapter's whole {module.module} holds NaN or infinity; it cannot be merged"
             )
         return
-    if module.base_copy is not None and tuple(module.base_copy.shape) != tuple(info.shape):
+    rows = vocabulary.rows if vocabulary is not None and _is_embedding_weight(info.name) else info.shape[0]
+    if module.base_copy is not None and tuple(module.base_copy.shape) != (rows, *info.shape[1:]):
         raise BaseModelMismatchError(
             f"the adapter's copy of {module.module} has shape {tuple(module.base_copy.shape)} but the base weight "
             f"is {info.shape}; the adapter was trained on another base model"
         )
     expected = (module.lora_b.shape[0], module.lora_a.shape[1])
-    if len(info.shape) != 2 or tuple(info.shape) != expected:
+    if len(info.shape) != 2 or (rows, info.shape[1]) != expected:
         raise BaseModelMismatchError(
             f"the adapter's {module.module} has shape {expected} but the base weight is {info.shape}; "
             "the adapter was trained on another base model"

@@ -74,7 +74,7 @@ def _write_model(plan: MergePlan, out_dir: Path, progress: ProgressCallback | No
         vocabulary.tokenizer if vocabulary else ()
     ):  # the checkpoint's, vetted: its added tokens
         (out_dir / name).write_bytes(data)
-    merged_in = {name for name, module in plan.targets.items() if not isinstance(module, FullWeight)}
+    merged_in = {name for name in plan.targets if plan.reads_base(name)}
     largest = max(
         (t.nbytes for shard in plan.shards for t in shard.tensors if t.name in merged_in), default=0
     )
@@ -130,11 +130,7 @@ def _write_shard(
     current one, and a writer thread writes the previous one (and copies untouched tensors), in order.
     Weight k uses scratch buffer k % 3, which is free once the write of weight k - 3 is done.
     """
-    targets = [
-        info
-        for info in shard.tensors
-        if info.name in plan.targets and not isinstance(plan.targets[info.name], FullWeight)
-    ]
+    targets = [info for info in shard.tensors if plan.reads_base(info.name)]
     reads: dict[str, Future[torch.Tensor]] = {}
     buffer_writes: list[Future[None] | None] = [None] * len(scratch)
     writes: list[Future[None]] = []
@@ -168,10 +164,18 @@ def _write_shard(
                 writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
                 yield plan.written(info), True
                 continue
+            if module.base_copy is not None:
+                # PEFT loads the saved copy over the base's weight (with a resized vocabulary's rows), then
+                # merges the LoRA into it: the base's bytes are not read.
+                weight = module.base_copy.to(TORCH_DTYPES[info.dtype], copy=True)
+                add_lora_delta_(
+                    weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
+                )
+                writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
+                yield plan.written(info), True
+                continue
             weight = reads.pop(info.name).result()
             prefetch(k + 1)
-            if module.base_copy is not None:  # PEFT loads the saved copy over the base's weight
-                weight.copy_(module.base_copy)
             add_lora_delta_(
                 weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
             )
