@@ -139,7 +139,7 @@ demo: venv
 
 # The benchmarks (bench/throttle.py and bench/push_runs.py are helpers they import or start).
 BENCHES := bench/push.py bench/repush_small.py bench/repush_merged.py bench/merge.py bench/eval.py bench/space.py \
-	bench/gguf_export.py bench/localhub.py bench/rewards.py
+	bench/gguf_export.py bench/gguf_lora.py bench/localhub.py bench/rewards.py bench/verify.py
 bench: venv venv-llama
 	for b in $(BENCHES); do $(PY) $$b || exit 1; done
 
