@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from hubkit.localhub import errors, gitignore
+from hubkit.localhub.api_xet import CAS_PREFIX
 from hubkit.localhub.cards import metadata_errors, metadata_warnings
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
@@ -31,6 +32,7 @@ from hubkit.localhub.repos import (
     Operation,
     Repo,
 )
+from hubkit.localhub.xet_convert import give_xet_hashes
 
 # A repository's .gitignore larger than this is not applied (no real one comes near it).
 MAX_GITIGNORE = 1 << 20
@@ -265,6 +267,8 @@ def commit(
         create_pr=req.flag("create_pr"),
         before_ref_update=ctx.faults.crash_mid_commit,
     )
+    lfs_oids = [op.oid for op in payload.operations if isinstance(op, AddLfs)]
+    give_xet_hashes(ctx, repo, req.caller, req.base_url + CAS_PREFIX, lfs_oids)
     url = ctx.repo_url(req, repo.ref)
     pr_url = f"{url}/discussions/{ref.rsplit('/', 1)[-1]}" if ref.startswith("refs/pr/") else None
     return json_response(
