@@ -76,7 +76,7 @@ def uploaded(hub, start: int = 0) -> list[str]:
 def chunks_sent(hub, start: int, end: int | None = None) -> set[bytes]:
     """The hashes of the chunks in the xorbs uploaded to `hub` between two points of its request log: what
     a Xet push sent of its files' bytes (a file registered again, its chunks already sent, adds none)."""
-    from hubkit.localhub.xet_store import XetStore
+    from hubkit.localhub.xet.store import XetStore
 
     store = XetStore(hub.root)
     posted = [p for m, p, status in hub.request_log[start:end] if m == "POST" and "/xet/v1/xorbs/" in p]
@@ -85,7 +85,7 @@ def chunks_sent(hub, start: int, end: int | None = None) -> set[bytes]:
 
 def chunks_of(hub, sha256s: set[str]) -> set[bytes]:
     """The hashes of the chunks that make up objects the Hub holds through Xet (by their sha256)."""
-    from hubkit.localhub.xet_store import XetStore
+    from hubkit.localhub.xet.store import XetStore
 
     store = XetStore(hub.root)
     records = [store.file(file_id) for sha256 in sha256s if (file_id := store.file_of_object(sha256))]

@@ -26,7 +26,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan, Faults
-from hubkit.localhub.gitstore import blob_sha
+from hubkit.localhub.git.store import blob_sha
 
 
 def _hub(tmp_path: Path, spec: str | None) -> LocalHub:

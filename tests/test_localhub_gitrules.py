@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from hubkit.localhub.exceptions import InvalidInputError
-from hubkit.localhub.gitrules import check_special_file
+from hubkit.localhub.git.rules import check_special_file
 from hubkit.localhub.names import check_path
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -110,7 +110,7 @@ def test_a_gitattributes_line_is_refused_exactly_when_git_refuses_it(fsck, lengt
 
 
 def test_the_hubs_own_gitattributes_and_a_plain_gitmodules_pass(fsck):
-    from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES
+    from hubkit.localhub.git.attributes import DEFAULT_GITATTRIBUTES
 
     plain = b'[submodule "x"]\n\turl = https://example.com/x.git\n\tpath = x\n'
     files = [(".gitattributes", DEFAULT_GITATTRIBUTES.encode(), False), (".gitmodules", plain, False)]

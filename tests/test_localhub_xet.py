@@ -25,8 +25,8 @@ from huggingface_hub import hf_hub_download, snapshot_download
 from xet_wire import Cas, build_xorb, file_shard
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash
-from hubkit.localhub.xet_xorb import MAX_XORB_SIZE
+from hubkit.localhub.xet.hashes import chunk_hash, file_hash, hash_to_hex, verification_hash
+from hubkit.localhub.xet.xorb import MAX_XORB_SIZE
 
 LFS_BATCH = "/info/lfs/objects/batch"
 

@@ -24,8 +24,8 @@ from xet_wire import Cas, build_xorb, file_shard, shard
 
 from hubkit.localhub import LocalHub
 from hubkit.localhub.client_env import client_environment
-from hubkit.localhub.xet_hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
-from hubkit.localhub.xet_store import XetStore
+from hubkit.localhub.xet.hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
+from hubkit.localhub.xet.store import XetStore
 
 MiB = 1024 * 1024
 MAX_GROWTH = 200 * MiB  # what one hostile request may add to the server's peak RSS

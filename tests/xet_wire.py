@@ -1,7 +1,7 @@
 """Xet objects built by hand, as a hostile client would send them, and raw calls to a Hub's CAS API.
 
 Xorbs of uncompressed chunks (scheme 0) and upload shards in the spec's layout; the hashes come from
-`hubkit.localhub.xet_hashes`, which the real client's uploads check, since the Hub stores nothing whose
+`hubkit.localhub.xet.hashes`, which the real client's uploads check, since the Hub stores nothing whose
 hash it did not recompute.
 """
 
@@ -13,7 +13,7 @@ import struct
 import httpx
 
 from hubkit.localhub import LocalHub
-from hubkit.localhub.xet_hashes import (
+from hubkit.localhub.xet.hashes import (
     chunk_hash,
     file_hash,
     hash_to_hex,
@@ -21,7 +21,7 @@ from hubkit.localhub.xet_hashes import (
     verification_hash,
     xorb_hash,
 )
-from hubkit.localhub.xet_shard import HEADER_TAG
+from hubkit.localhub.xet.shard import HEADER_TAG
 
 _BOOKEND = b"\xff" * 32 + bytes(16)
 

@@ -7,12 +7,12 @@ import binascii
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from hubkit.localhub import errors, gitignore
-from hubkit.localhub.api_xet import CAS_PREFIX
+from hubkit.localhub import errors
 from hubkit.localhub.cards import metadata_errors, metadata_warnings
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
-from hubkit.localhub.gitattributes import is_lfs_upload
+from hubkit.localhub.git import ignore as gitignore
+from hubkit.localhub.git.attributes import is_lfs_upload
 from hubkit.localhub.lfs import check_oid
 from hubkit.localhub.limits import check_private_storage, private_usage, warn_large_commit
 from hubkit.localhub.messages import (
@@ -32,7 +32,8 @@ from hubkit.localhub.repos import (
     Operation,
     Repo,
 )
-from hubkit.localhub.xet_convert import give_xet_hashes
+from hubkit.localhub.xet.api import CAS_PREFIX
+from hubkit.localhub.xet.convert import give_xet_hashes
 
 # A repository's .gitignore larger than this is not applied (no real one comes near it).
 MAX_GITIGNORE = 1 << 20

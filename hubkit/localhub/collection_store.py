@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hubkit.localhub.exceptions import CollectionConflictError, CollectionNotFoundError, InvalidInputError
-from hubkit.localhub.gitstore import atomic_write
+from hubkit.localhub.git.store import atomic_write
 from hubkit.localhub.names import check_name
 
 MAX_TITLE = 100

@@ -16,8 +16,8 @@ from hubkit.localhub.messages import Request
 from hubkit.localhub.repos import Repo, RepoRef
 from hubkit.localhub.signed_urls import Grant, UrlSigner
 from hubkit.localhub.store import RepoStore
-from hubkit.localhub.xet_store import XetStore
-from hubkit.localhub.xet_tokens import XetTokens
+from hubkit.localhub.xet.store import XetStore
+from hubkit.localhub.xet.tokens import XetTokens
 
 # URL prefix of each repo type on the Hub's web and git routes (models have none).
 URL_PREFIXES = {"model": "", "dataset": "datasets/", "space": "spaces/"}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from hubkit.localhub import errors
 from hubkit.localhub.context import HubSettings
 from hubkit.localhub.messages import Request
-from hubkit.localhub.xet_xorb import MAX_XORB_SIZE
+from hubkit.localhub.xet.xorb import MAX_XORB_SIZE
 
 # host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.
 HOST_HEADER = re.compile(r"^(?:\[([0-9A-Fa-f:.]{2,45})\]|([A-Za-z0-9.-]{1,253}))(?::[0-9]{1,5})?$")

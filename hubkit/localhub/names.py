@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from hubkit.localhub.exceptions import InvalidInputError, PathOutsideRepoError
-from hubkit.localhub.gitrules import check_component
+from hubkit.localhub.git.rules import check_component
 
 # The Hub's rule for user, org and repo names.
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")

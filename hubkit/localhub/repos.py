@@ -21,9 +21,9 @@ from hubkit.localhub.exceptions import (
     RefExistsError,
     RevisionNotFoundError,
 )
-from hubkit.localhub.gitattributes import DEFAULT_GITATTRIBUTES, lfs_patterns
-from hubkit.localhub.gitrules import check_special_file
-from hubkit.localhub.gitstore import Commit, GitDir, atomic_write, blob_sha
+from hubkit.localhub.git.attributes import DEFAULT_GITATTRIBUTES, lfs_patterns
+from hubkit.localhub.git.rules import check_special_file
+from hubkit.localhub.git.store import Commit, GitDir, atomic_write, blob_sha
 from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
 from hubkit.localhub.names import (
     COMMIT_SHA,

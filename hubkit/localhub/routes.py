@@ -15,7 +15,6 @@ from hubkit.localhub import (
     api_lfs,
     api_repos,
     api_upload,
-    api_xet,
     errors,
     guards,
 )
@@ -23,6 +22,7 @@ from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError
 from hubkit.localhub.messages import Request, Response
+from hubkit.localhub.xet import api as api_xet
 
 Handler = Callable[..., Response]
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
@@ -80,7 +80,7 @@ def _model(handler: Handler) -> Handler:
 REPO = "/api/{types}/{namespace}/{name}"
 COLLECTION = "/api/collections/{namespace}/{slug}"
 UPLOAD = "/lfs-upload/{types}/{namespace}/{name}/{oid}"
-CAS = api_xet.CAS_PREFIX  # the Xet CAS API: authorized by Xet tokens (`xet_tokens.py`), not Hub tokens
+CAS = api_xet.CAS_PREFIX  # the Xet CAS API: authorized by Xet tokens (`xet/tokens.py`), not Hub tokens
 ROUTES = [
     _route("POST", "/api/repos/create", api_repos.create_repo, write=True),
     _route("DELETE", "/api/repos/delete", api_repos.delete_repo, guards.JSON, write=True),

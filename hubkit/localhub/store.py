@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hubkit.localhub.exceptions import RepoExistsError, RepoNotFoundError, RootInUseError
-from hubkit.localhub.gitstore import GitDir, atomic_write
+from hubkit.localhub.git.store import GitDir, atomic_write
 from hubkit.localhub.lfs import LfsStore
 from hubkit.localhub.repos import Repo, RepoMeta, RepoRef
 

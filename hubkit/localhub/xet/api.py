@@ -19,10 +19,10 @@ from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import Repo
 from hubkit.localhub.signed_urls import expires_in
-from hubkit.localhub.xet_hashes import hex_to_hash, keyed_hash
-from hubkit.localhub.xet_shard import dedup_shard
-from hubkit.localhub.xet_store import XetFile
-from hubkit.localhub.xet_tokens import READ, WRITE
+from hubkit.localhub.xet.hashes import hex_to_hash, keyed_hash
+from hubkit.localhub.xet.shard import dedup_shard
+from hubkit.localhub.xet.store import XetFile
+from hubkit.localhub.xet.tokens import READ, WRITE
 
 CAS_PREFIX = "/xet"
 DEDUP_SHARD_LIFETIME = 7 * 24 * 3600  # how long a client may dedup against a dedup answer

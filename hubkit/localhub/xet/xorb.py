@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hubkit.localhub.exceptions import InvalidInputError
-from hubkit.localhub.xet_hashes import chunk_hash, hash_to_hex, xorb_hash
+from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, xorb_hash
 
 HEADER_SIZE = 8
 # The spec bounds a serialized xorb at 64 MiB, but xet-core cuts a xorb at 64 MiB of *unpacked* chunk

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
 from hubkit.localhub.lfs import LfsStore
-from hubkit.localhub.xet_hashes import (
+from hubkit.localhub.xet.hashes import (
     GLOBAL_DEDUP_MODULUS,
     MerkleTree,
     file_hash_of_root,
@@ -45,8 +45,8 @@ from hubkit.localhub.xet_hashes import (
     modulo,
     verification_hash,
 )
-from hubkit.localhub.xet_shard import ShardFile, Term, read_upload_shard
-from hubkit.localhub.xet_xorb import XorbChunk, read_xorb, unpack_chunk
+from hubkit.localhub.xet.shard import ShardFile, Term, read_upload_shard
+from hubkit.localhub.xet.xorb import XorbChunk, read_xorb, unpack_chunk
 
 _INDEX_ENTRY = struct.Struct("<32sIII")
 MAX_DEDUP_CHUNKS = 1_000_000  # a dedup answer's chunks: ~48 MB of shard for ~64 GB of files

@@ -15,7 +15,7 @@ import logging
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.identity import Caller
 from hubkit.localhub.repos import Repo
-from hubkit.localhub.xet_tokens import WRITE
+from hubkit.localhub.xet.tokens import WRITE
 
 logger = logging.getLogger(__name__)
 

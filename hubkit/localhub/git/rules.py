@@ -9,13 +9,13 @@ is_ntfs_dotgit and is_ntfs_dot_generic, `utf8.c` is_hfs_dot_generic, `attr.h`):
   8.3 short name (`git~1`), or with the code points HFS+ ignores (`.g\\u200cit`, `\\u200c.git`);
 - a `.gitmodules` or `.gitattributes` (spelled in any of those ways) that is a folder, not a file;
 - a `.gitattributes` of 100 MiB or more, or with a line of 2048 bytes or more;
-- a `.gitmodules` with a dangerous entry (`gitmodules.py`).
+- a `.gitmodules` with a dangerous entry (`modules.py`).
 """
 
 from __future__ import annotations
 
 from hubkit.localhub.exceptions import InvalidInputError
-from hubkit.localhub.gitmodules import check_gitmodules
+from hubkit.localhub.git.modules import check_gitmodules
 
 # Code points HFS+ ignores in file names (utf8.c next_hfs_char): `.g\u200cit` is `.git` there.
 HFS_IGNORED = frozenset(
