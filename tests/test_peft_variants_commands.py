@@ -12,7 +12,7 @@ import torch
 from fixtures_runs import LORA_ALPHA, LORA_R, LORA_TARGETS
 from helpers import chat_logits, push_argv, run_cli
 from peft import LoraConfig, PeftModel, get_peft_model
-from test_peft_variants import ADDED_TOKENS, CONVERSION, build_resized_adapter, trained
+from test_peft_variants import ADDED_TOKENS, CONVERSION, TARGETS, build_resized_adapter, trained
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hubkit.errors import EvalError
@@ -86,14 +86,14 @@ def test_merge_command_vets_and_merges_a_checkpoint_as_peft_loads_it(
     torch.testing.assert_close(merged, with_adapter, atol=1e-5, rtol=1e-4)
 
 
-def resized_run(trl_run_dir: Path, base_dir: Path, out_dir: Path) -> Path:
+def resized_run(trl_run_dir: Path, base_dir: Path, out_dir: Path, **lora_options) -> Path:
     """A copy of the TRL run whose every checkpoint is an adapter of a resized vocabulary (tokens added before
     training), each 'trained' apart, saved with its tokenizer, as TRL saves the processing class."""
     run_dir = out_dir / "run"
     shutil.copytree(trl_run_dir, run_dir)
     for checkpoint in load_run(run_dir).checkpoints:
         adapter = build_resized_adapter(
-            base_dir, out_dir / f"adapter-{checkpoint.step}", seed=checkpoint.step
+            base_dir, out_dir / f"adapter-{checkpoint.step}", seed=checkpoint.step, **lora_options
         )
         for item in adapter.iterdir():
             shutil.copyfile(item, checkpoint.path / item.name)
@@ -106,10 +106,19 @@ def resized_base(base_dir: Path, tokenizer) -> AutoModelForCausalLM:
     return base
 
 
+@pytest.mark.parametrize(
+    "lora_options",
+    [
+        {},
+        {"modules_to_save": ["embed_tokens", "lm_head"]},
+        {"target_modules": [*TARGETS, "embed_tokens", "lm_head"]},
+    ],
+    ids=["save-embedding-layers", "modules-to-save", "lora-on-the-embeddings"],
+)
 def test_push_publishes_a_run_that_resized_the_vocabulary(
-    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys, lora_options
 ):
-    run_dir = resized_run(trl_run_dir, tiny_qwen3.local_dir, tmp_path)
+    run_dir = resized_run(trl_run_dir, tiny_qwen3.local_dir, tmp_path, **lora_options)
     capsys.readouterr()
     push = [*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet"]
     assert run_cli([*push, "--no-space"]) == 0

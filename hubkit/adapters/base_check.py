@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import version as installed_version
 from pathlib import Path
+from typing import Any
 
 from hubkit.errors import BaseModelMismatchError
 from hubkit.formats.peft import (
@@ -244,8 +246,7 @@ def check_against_base(
     config = read_adapter_config(Path(adapter_dir), label)
     pairs = lora_pairs(header.by_name(), config, label)
     linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
-    whole = full_weights(header.by_name(), config)
-    whole.update({module: pair.base_copy for module, pair in pairs.items() if pair.base_copy is not None})
+    whole = saved_whole(header.by_name(), config, label)
     linears = _check_full_weights(whole, linears, base_model, label)
     if "lm_head" in linears:  # an embedding, (vocab, dim), is lm_head's (dim -> vocab) turned around
         turned = tuple(reversed(linears["lm_head"]))
@@ -270,6 +271,15 @@ def check_against_base(
             )
     if record is not None:
         keep(record, "", "a base model check")
+
+
+def saved_whole(tensors: Mapping[str, Any], config: dict[str, Any], label: str) -> dict[str, Any]:
+    """The weights an adapter saved whole, by module, which PEFT loads in place of the base's: those of
+    `hubkit.formats.peft.full_weights`, and the frozen copy of an embedding or head a LoRA adapts
+    (``<module>.base_layer.weight``, which `save_embedding_layers` stores: a resized vocabulary's rows)."""
+    pairs = lora_pairs(tensors, config, label)
+    whole = full_weights(tensors, config)
+    return whole | {module: pair.base_copy for module, pair in pairs.items() if pair.base_copy is not None}
 
 
 def resized_vocabulary(weights: dict[str, TensorInfo], hidden: int, vocab: int) -> int | None:
@@ -325,4 +335,4 @@ def resized_rows(adapter_dir: Path, base: BaseConfig) -> int | None:
     head = read_off_config(json.loads(base.path.read_text()))
     if head is None or "lm_head" not in head:
         return None
-    return resized_vocabulary(full_weights(header.by_name(), config), *head["lm_head"])
+    return resized_vocabulary(saved_whole(header.by_name(), config, Path(adapter_dir).name), *head["lm_head"])

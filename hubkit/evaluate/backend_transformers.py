@@ -84,12 +84,12 @@ def _resize_for(model: Any, adapter_dir: Path) -> None:
     """Resize the base's embeddings to the rows of an adapter that resized the vocabulary (tokens added before
     training: `hubkit.adapters.base_check.resized_vocabulary`), as it was trained; the adapter's whole
     embeddings then replace them as PEFT loads it."""
-    from hubkit.adapters.base_check import resized_vocabulary
-    from hubkit.formats.peft import full_weights, read_adapter_config, read_weights_header
+    from hubkit.adapters.base_check import resized_vocabulary, saved_whole
+    from hubkit.formats.peft import read_adapter_config, read_weights_header
 
     label = adapter_dir.name
-    weights = full_weights(
-        read_weights_header(adapter_dir, label).by_name(), read_adapter_config(adapter_dir, label)
+    weights = saved_whole(
+        read_weights_header(adapter_dir, label).by_name(), read_adapter_config(adapter_dir, label), label
     )
     embedding = model.get_input_embeddings().weight
     rows = resized_vocabulary(weights, embedding.shape[1], embedding.shape[0])

@@ -1,6 +1,7 @@
 """A vocabulary the adapter resized: tokens were added to the tokenizer and ``resize_token_embeddings`` run
 before ``get_peft_model``, so PEFT saved the whole embeddings (``save_embedding_layers``, or the
-``modules_to_save`` copies) with another number of rows than the base's.
+``modules_to_save`` copies, or the frozen copy beside a LoRA on the embedding or head, which the LoRA is
+then merged into) with another number of rows than the base's.
 
 The merged model then takes the adapter's rows (its config's ``vocab_size``, its embedding and head) and the
 tokenizer saved with the checkpoint, read and written back through hubkit's vetting; the base's tokenizer
