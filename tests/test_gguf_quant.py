@@ -126,7 +126,7 @@ def _expected_q4_k_m(names: list[str]) -> dict[str, str]:
 @needs_quantizer
 @needs_llama_cpp
 def test_q4_k_m_has_llama_cpps_mixture_and_agrees_with_the_merged_model(
-    quantized_release: str, hub_api, tmp_path: Path
+    quantized_release: str, wide_run: Path, hub_api, tmp_path: Path
 ) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -180,6 +180,7 @@ def test_q4_k_m_has_llama_cpps_mixture_and_agrees_with_the_merged_model(
         assert agreement[gguf_type] >= bound, (gguf_type, agreement)
 
     card = Path(hub_api.hf_hub_download(gguf_id, "README.md")).read_text()
+    _assert_verified_table_is_measured(card, merged_dir, paths, wide_run, tmp_path)
     record = yaml.safe_load(card.split("---\n")[1])["hubkit_gguf"]["files"]
     for gguf_type, file_name in files.items():
         size = Path(paths[gguf_type]).stat().st_size
@@ -187,6 +188,80 @@ def test_q4_k_m_has_llama_cpps_mixture_and_agrees_with_the_merged_model(
         assert f"{file_name}) | {gguf_type} | {size_text(size)} |" in card
     assert f"llama-cli -hf {gguf_id}:Q4_K_M" in card
     assert "Q4_K_M was then made from a BF16 file" in " ".join(card.split())
+
+
+def _card_answers(merged_dir: Path, model, run_dir: Path) -> list[tuple[list[int], int, int]]:
+    """The check's protocol, done here with transformers alone: the run's held-out prompts (this run has no
+    evaluation: the GSM8K-style defaults) rendered by the merged chat template, each answered greedily by the
+    merged model at its own dtype."""
+    from transformers import AutoTokenizer
+
+    from hubkit.runs import load_run
+    from hubkit.verify.merged import DEFAULT_QUESTIONS, MAX_NEW_TOKENS
+
+    tokenizer = AutoTokenizer.from_pretrained(merged_dir)
+    system = load_run(run_dir).manifest.system_prompt
+    turns = [{"role": "system", "content": system}] if system else []
+    sequences = []
+    for question in DEFAULT_QUESTIONS:
+        conversation = [*turns, {"role": "user", "content": question}]
+        ids = tokenizer.apply_chat_template(
+            conversation, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        with torch.no_grad():
+            out = model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=MAX_NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=[IM_END_ID, ENDOFTEXT_ID],
+            )
+        sequences.append((out[0].tolist(), len(ids), out.shape[1]))
+    return sequences
+
+
+def _assert_verified_table_is_measured(
+    card: str, merged_dir: Path, paths: dict[str, str], run_dir: Path, tmp_path: Path
+) -> None:
+    """The card's "Verified" row of each file equals what llama.cpp gives here for the same protocol."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(merged_dir, dtype="auto").eval()
+    sequences = _card_answers(merged_dir, model, run_dir)
+    with torch.no_grad():
+        ours = [model(torch.tensor([ids])).logits[0, s - 1 : e - 1].float() for ids, s, e in sequences]
+    longest = max(len(ids) for ids, _, _ in sequences)
+    rows = {}
+    for gguf_type, path in paths.items():
+        job = {
+            "model": path,
+            "n_ctx": -(-longest // 64) * 64,
+            "texts": [],
+            "prompts": [],
+            "max_new_tokens": 0,
+            "sequences": [ids for ids, _, _ in sequences],
+            "metadata_keys": [],
+        }
+        out = tmp_path / f"card-{gguf_type}"
+        out.mkdir()
+        logits = run_llama_worker(job, out)["logits"]
+        same = kl = tokens = 0
+        for (ids, s, e), p_logits, scores in zip(sequences, ours, logits, strict=True):
+            q = torch.from_numpy(scores[s - 1 : e - 1]).double().log_softmax(-1)
+            p = p_logits.double().log_softmax(-1)
+            same += int((q.argmax(-1) == torch.tensor(ids[s:e])).sum())
+            kl += float((p.exp() * (p - q)).sum())
+            tokens += e - s
+        rows[gguf_type] = (same / tokens, kl / tokens, tokens)
+    print(f"measured here (agreement, mean KL, tokens): {rows}")
+    for gguf_type, (agreement, kl, tokens) in rows.items():
+        name = Path(paths[gguf_type]).name
+        row = next(line for line in card.splitlines() if line.startswith(f"| `{name}` | {gguf_type} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[5:] == [str(len(sequences)), str(tokens)], row
+        assert abs(float(cells[3].removesuffix(" %")) - 100 * agreement) <= 0.05 + 1e-9, (row, agreement)
+        assert abs(float(cells[4]) - kl) <= 0.005 * kl + 1e-12, (row, kl)
+    record = yaml.safe_load(card.split("---\n")[1])["hubkit_gguf"]["verified"]
+    assert set(record) == set(paths) and all(r["checked"] == "llama.cpp" for r in record.values())
 
 
 def test_without_the_quantizer_a_k_quant_push_refuses_in_one_line_before_any_repo(

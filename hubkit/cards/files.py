@@ -340,8 +340,30 @@ def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -
             usage.gguf_python(inputs, gguf_repo_id, record.files[default].name), "python"
         ),
         "lora": _gguf_lora_context(inputs, record, gguf_repo_id, default),
+        "verified": _gguf_verified(record, types),
     }
     return {"README.md": render_card(gguf_card_data(inputs, record), GGUF_TEMPLATE, context).encode()}
+
+
+def _gguf_verified(record: GGUFRecord, types: list[str]) -> dict[str, Any] | None:
+    """Each file's check before the push (`hubkit.verify.gguf`), as the card says it: numbers only (a record
+    read back from the Hub is data, not text to copy); ``measured`` when llama.cpp ran every file."""
+    figures = ("prompts", "tokens", "top1_agreement", "mean_kl")
+    rows = []
+    for t in types:
+        check = record.verified.get(t)
+        if not isinstance(check, Mapping) or not isinstance(check.get("prompts"), int):
+            return None
+        measured = check.get("checked") == "llama.cpp" and all(
+            isinstance(check.get(k), int | float) for k in figures
+        )
+        row = {"name": record.files[t].name, "type": t, "size": text.size(record.files[t].size)}
+        row["prompts"], row["measured"] = str(int(check["prompts"])), measured
+        if measured:
+            row.update(tokens=str(int(check["tokens"])), mean_kl=f"{float(check['mean_kl']):.3g}")
+            row["agreement"] = f"{100 * float(check['top1_agreement']):.1f} %"
+        rows.append(row)
+    return {"rows": rows, "measured": all(r["measured"] for r in rows)}
 
 
 def _gguf_lora_context(

@@ -13,6 +13,8 @@ GGUF bytes.
         Q8_0: {name: base/Qwen3-4B-Q8_0.gguf, size: ..., sha256: ...}
       lora:                                   (each checkpoint's GGUF LoRA, by step)
         200: {name: lora/run-step-200-F16.gguf, size: ..., sha256: ...}
+      verified:                               (each file's check before the push, `hubkit.verify.gguf`)
+        Q8_0: {prompts: 3, eos: 151645, checked: llama.cpp, tokens: 72, top1_agreement: 0.986, mean_kl: ...}
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class GGUFRecord:
     files: Mapping[str, GGUFFileRecord]
     base: Mapping[str, GGUFFileRecord] = field(default_factory=dict)
     lora: Mapping[int, GGUFFileRecord] = field(default_factory=dict)
+    verified: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by type: the file's check
 
     def to_metadata(self) -> dict[str, Any]:
         """The record as the card's ``hubkit_gguf`` metadata."""
@@ -62,6 +65,8 @@ class GGUFRecord:
         if self.lora:
             data["base"] = {t: asdict(f) for t, f in self.base.items()}
             data["lora"] = {step: asdict(f) for step, f in sorted(self.lora.items())}
+        if self.verified:
+            data["verified"] = {t: dict(v) for t, v in self.verified.items()}
         return data
 
     @classmethod
@@ -86,7 +91,12 @@ class GGUFRecord:
         valid = all(isinstance(t, str) for t in (*records, *base_records))
         valid = valid and all(f.is_valid() for f in (*records.values(), *base_records.values()))
         valid = valid and all(f.is_valid() for f in lora_records.values())
-        return cls(merge, records, base_records, lora_records) if valid else None
+        verified = data.get("verified") or {}
+        if not isinstance(verified, Mapping) or not all(
+            isinstance(t, str) and isinstance(v, Mapping) for t, v in verified.items()
+        ):
+            verified = {}
+        return cls(merge, records, base_records, lora_records, dict(verified)) if valid else None
 
     def file_of(self, type_name: str) -> GGUFFileRecord | None:
         """The file of one type (``Q8_0``), if the repo holds one."""

@@ -44,7 +44,6 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
 )
-from hubkit.publish.commit import UploadsAhead, commit_plan
 from hubkit.publish.create import create_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
@@ -52,6 +51,7 @@ from hubkit.publish.hub_reads import read_hub
 from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan
+from hubkit.publish.push_commits import UploadsAhead, commit_plan
 from hubkit.publish.push_record import load_record, records_of_plan, remote_from_record
 from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_gguf, verified_record
 from hubkit.publish.quantized_base import check_quantized_base
@@ -292,7 +292,7 @@ class PushSession:
             made = self._merge(decided.to_merge, decided.merge_plan, progress)
             merged = made if decided.merging.adapter is not None else None
             record = verified_record(self.request, local, decided, merged, repos.merged, progress)
-            gguf_files, gguf_after = self.gguf_exports.publish(
+            exported = self.gguf_exports.publish(
                 decided.gguf,
                 made,
                 record,
@@ -303,11 +303,11 @@ class PushSession:
                 hashes=self.hashes,
                 progress=progress.gguf,
             )
-            gguf_written = verified_gguf(self.request, local, decided, made, gguf_files, repos.gguf)
+            gguf_written, gguf_after = verified_gguf(self.request, local, decided, made, exported, repos.gguf)
             plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
             notes = list(decided.notes)
             repo_reports, branch_reports = commit_plan(
-                api, plan, remotes, remote.branches, self.request.run_dir, notes, progress, ahead, retry
+                api, plan, remotes, remote.branches, self.request, notes, progress, ahead, retry
             )
         finally:
             ahead.close()

@@ -19,6 +19,7 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard
+from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.errors import VerificationError
@@ -152,32 +153,39 @@ def verified_gguf(
     local: Prepared,
     decided: Decided,
     merged: MergeResult | None,
-    files: tuple[PlannedFile, ...],
+    exported: tuple[tuple[PlannedFile, ...], GGUFRecord | None],
     repo_id: str,
-) -> tuple[PlannedFile, ...] | None:
-    """The GGUF files this push writes to `repo_id` (None: it does not write that repo), each checked first
-    against the merged folder it was written from (`hubkit.verify.gguf`), unless `request.verify` is off.
+) -> tuple[tuple[PlannedFile, ...] | None, GGUFRecord | None]:
+    """The GGUF files this push writes to `repo_id` (None: it does not write that repo) and the repo's
+    record, each file checked first against the merged folder it was written from (`hubkit.verify.gguf`;
+    in llama.cpp too when llama-cpp-python is installed), the checks in the record, unless `request.verify`
+    is off.
 
     Raises:
-        VerificationError: a file's tokenizer or end token is not the merged model's, in one line.
+        VerificationError: a file's tokenizer, end token or top-1 agreement is not the merged model's, in one
+            line.
     """
+    files, record = exported
     if not decided.gguf.writes_repo:
-        return None
-    if not request.verify or merged is None:
-        return files
-    from hubkit.verify.gguf import check_gguf
+        return None, record
+    if not request.verify or merged is None or not files:
+        return files, record
+    from hubkit.verify.gguf import check_gguf, gguf_reference
     from hubkit.verify.merged import questions_of
 
     questions = questions_of(local.evaluation.samples if local.evaluation else ())
+    system_prompt = local.run.manifest.system_prompt
+    reference = gguf_reference(merged.out_dir, questions, system_prompt)
+    verified = {}
     for planned in files:
         if "/" in planned.path_in_repo or planned.local_path is None:  # a GGUF LoRA is no whole model
             continue
         artifact = f"{repo_id}/{planned.path_in_repo}"
-        check = check_gguf(
-            planned.local_path, merged.out_dir, questions, local.run.manifest.system_prompt, artifact
-        )
+        check = check_gguf(planned.local_path, merged.out_dir, questions, system_prompt, artifact, reference)
         if not check.passed:
             raise VerificationError(
                 f"{check.refusal()}; nothing was published (--no-verify publishes it unchecked)"
             )
-    return files
+        if check.gguf_type is not None:
+            verified[check.gguf_type] = check.to_dict()
+    return files, replace(record, verified=verified) if record is not None else None
