@@ -136,3 +136,16 @@ def test_a_lora_on_one_resized_embedding_without_the_other_is_refused(tiny_qwen3
         merge_adapter(tiny_qwen3.local_dir, adapter_dir, tmp_path / "out")
     assert "\n" not in str(refused.value)
     assert_nothing_written(tmp_path / "out")
+
+
+def test_a_lora_on_a_resized_embedding_of_a_tied_base_is_refused(tiny_qwen2_tied, tmp_path):
+    """Merged into the tied weight, the LoRA would change lm_head too, which the adapter never did."""
+    adapter_dir = build_resized_adapter(
+        tiny_qwen2_tied.local_dir, tmp_path / "adapter", target_modules=[*TARGETS, "embed_tokens"]
+    )
+    with pytest.raises(
+        MergeError, match=r"LoRA on model\.embed_tokens but the base model ties lm_head.*merge_and_unload"
+    ) as refused:
+        merge_adapter(tiny_qwen2_tied.local_dir, adapter_dir, tmp_path / "out")
+    assert "\n" not in str(refused.value)
+    assert_nothing_written(tmp_path / "out")
