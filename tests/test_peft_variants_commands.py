@@ -182,6 +182,22 @@ def test_push_refuses_to_merge_a_pissa_checkpoint_and_publishes_it_with_no_merge
     assert not hub_api.repo_exists(f"{new_repo_id}-merged")
 
 
+def test_push_refuses_a_lora_on_a_resized_embedding_without_the_resized_head(
+    trl_run_dir, tiny_qwen3, local_hub, hub_api, new_repo_id, tmp_path, capsys
+):
+    """PEFT saved embed_tokens' resized rows beside its LoRA but not lm_head's: refused before any repo."""
+    run_dir = resized_run(
+        trl_run_dir, tiny_qwen3.local_dir, tmp_path, target_modules=[*TARGETS, "embed_tokens"]
+    )
+    capsys.readouterr()
+    assert run_cli([*push_argv(run_dir, new_repo_id, local_hub.endpoint), "--quiet", "--no-space"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1, err
+    assert "carries no lm_head.weight" in err and "lm_head in target_modules or modules_to_save" in err
+    assert not hub_api.repo_exists(new_repo_id)
+    assert not hub_api.repo_exists(f"{new_repo_id}-merged")
+
+
 @pytest.mark.parametrize(
     "options",
     [{"use_dora": True}, {"modules_to_save": ["embed_tokens", "lm_head"]}],
