@@ -77,5 +77,5 @@ def test_huggingface_hub_suite_passes_against_the_local_hub(tmp_path: Path) -> N
     }
     assert not unexpected, f"failing and not in excluded.txt: {unexpected}\n{run.stdout[-3000:]}"
     assert len(passed) >= REQUIRED * len(selected), f"{len(passed)}/{len(selected)} passed"
-    now_passing = [t for t in passed if t in excluded]
+    now_passing = [t for t in passed if t in excluded and excluded[t][0] != "racy"]
     assert not now_passing, f"these pass now: remove them from excluded.txt: {now_passing}"

@@ -9,15 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import (
-    api_collections,
-    api_files,
-    api_lfs,
-    api_repos,
-    api_upload,
-    errors,
-    guards,
-)
+from hubkit.localhub import errors, guards
+from hubkit.localhub.api import collections as api_collections
+from hubkit.localhub.api import files as api_files
+from hubkit.localhub.api import lfs as api_lfs
+from hubkit.localhub.api import repos as api_repos
+from hubkit.localhub.api import upload as api_upload
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.errors import HubHTTPError
 from hubkit.localhub.exceptions import StorageError

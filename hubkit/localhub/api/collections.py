@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from hubkit.localhub import errors
-from hubkit.localhub.api_repos import iso_time
+from hubkit.localhub.api.repos import iso_time
 from hubkit.localhub.collection_store import Collection, check_item, slug_id
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import CollectionNotFoundError, RepoNotFoundError

@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
-from hubkit.localhub.api_repos import iso_time
+from hubkit.localhub.api.repos import iso_time
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.names import check_path

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from hubkit.localhub import errors
-from hubkit.localhub.api_files import cdn_path
+from hubkit.localhub.api.files import cdn_path
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.lfs import check_oid

@@ -13,8 +13,8 @@ import json
 import secrets
 
 from hubkit.localhub import errors
-from hubkit.localhub.api_files import byte_range
-from hubkit.localhub.api_lfs import store_upload
+from hubkit.localhub.api.files import byte_range
+from hubkit.localhub.api.lfs import store_upload
 from hubkit.localhub.context import HubContext
 from hubkit.localhub.messages import Request, Response, json_response
 from hubkit.localhub.repos import Repo

@@ -1,0 +1,2 @@
+"""The Hub API by endpoint family: repos, files (resolve, trees, paths-info), commits and preupload
+(upload), classic LFS, Collections. Xet's CAS API is in `localhub.xet.api`."""
