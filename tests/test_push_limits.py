@@ -162,8 +162,9 @@ def test_sixty_checkpoints_at_ten_commits_per_window_end_complete_in_one_invocat
         assert (
             sum(1 for m, p, _s in log if m == "GET" and p.startswith(f"/api/models/{REPO_ID}/commits/")) == 1
         )
-        assert committed == ["main", *(f"step-{s}" for s in reversed(steps))]
-        assert _commits_by_branch(api, REPO_ID) == {"main": 1, **{f"step-{s}": 1 for s in steps}}
+        # Main's 127 files in two commits of at most 100 (`hubkit.publish.split`), then each branch once.
+        assert committed == ["main", "main", *(f"step-{s}" for s in reversed(steps))]
+        assert _commits_by_branch(api, REPO_ID) == {"main": 2, **{f"step-{s}": 1 for s in steps}}
         folders = {p.split("/")[1] for p in api.list_repo_files(REPO_ID) if p.startswith("checkpoints/")}
         assert folders == {f"global_step_{s}" for s in steps}
         ids = torch.tensor([[1, 5, 9, 42, 7, 3]])
@@ -260,7 +261,7 @@ def test_the_dry_run_says_how_many_commits_the_push_makes_against_the_hubs_hourl
     argv = [*push_argv(run_dir, REPO_ID, "http://127.0.0.1:9"), "--no-merged", "--no-space", "--dry-run"]
     assert run_cli(argv) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Commits:")]
-    assert line.startswith(f"Commits: 131 ({REPO_ID}: 131)")
+    assert line.startswith(f"Commits: 133 ({REPO_ID}: 133), of at most 100 files: {REPO_ID} in 3 (267 files)")
     assert "more than the Hub's 128 commits per repo per hour" in line and "--every N" in line
     assert run_cli([*argv, "--every", "10"]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Commits:")]

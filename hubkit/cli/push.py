@@ -200,6 +200,15 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     "reset stops it in one line saying how many commits are left and when to run it again.",
 )
 @click.option(
+    "--max-files-per-commit",
+    type=click.IntRange(min=1),
+    default=100,  # hubkit.publish.split.MAX_FILES_PER_COMMIT
+    show_default=True,
+    metavar="N",
+    help="The most files one commit holds (the Hub recommends at most 100): a first push of many "
+    "checkpoints is split into several commits, the checkpoint folders first, the card and hubkit.json last.",
+)
+@click.option(
     "--verify/--no-verify",
     default=True,
     help="Before committing the merged model, load it and the adapter as users do and compare their prompt "
@@ -234,6 +243,7 @@ def push(
     sweep_name: str | None,
     sweep_value: str | None,
     max_wait: float,
+    max_files_per_commit: int,
     verify: bool,
     endpoint: str,
     quiet: bool,
@@ -297,11 +307,12 @@ def push(
         sweep=None if whole_sweep else _sweep(sweep_name, sweep_value, found),
         max_wait=max_wait,
         verify=verify,
+        max_files_per_commit=max_files_per_commit,
     )
 
     def show(report) -> None:
         if report.dry_run:
-            console.print(describe_dry_run(report), highlight=False)
+            console.print(describe_dry_run(report, request.max_files_per_commit), highlight=False)
             return
         if report.repo_id != repo_id:
             console.print(f"Publishing to {report.repo_id}", highlight=False)

@@ -15,25 +15,21 @@ naming an object it does not hold), and the next push sends only what is still m
 
 Because an LFS object is invisible until a commit names it, the weights of a repo that exists (or was
 just created, every check passed) can be sent ahead (`UploadsAhead`) while the rest of the push
-(merge, cards) is still being built. `commit_plan` commits every repo of a push, in order, and records
-each in the run directory.
+(merge, cards) is still being built. `hubkit.publish.push_commits.commit_plan` commits every repo of a
+push, in order and in commits of a bounded size, and records each in the run directory.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from datetime import UTC, datetime
-from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from hubkit.errors import PublishError, RateLimitedError
+from hubkit.errors import PublishError
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
 from hubkit.hub.repo_types import RepoType
@@ -41,7 +37,6 @@ from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
     RetryPolicy,
-    clock,
     describe,
     gave_up,
     transient_cause,
@@ -49,11 +44,10 @@ from hubkit.hub.retry import (
     with_retries,
 )
 from hubkit.publish.create import create_branch, create_repo
-from hubkit.publish.diff import RepoDiff, diff_repo, is_same_content
-from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
-from hubkit.publish.push_record import save_record
-from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.request import PushProgress, RepoReport
+from hubkit.publish.diff import RepoDiff, is_same_content
+from hubkit.publish.plan import PlannedFile, RepoPlan
+from hubkit.publish.remote import read_remote
+from hubkit.publish.request import RepoReport
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +193,7 @@ def commit_repo(
     retry: RetryPolicy = DEFAULT_RETRY,
     ahead: UploadsAhead | None = None,
     first_commits: dict[str, str] | None = None,
+    uploaded: frozenset[str] = frozenset(),
 ) -> RepoReport:
     """Upload the diff's changed files and make one commit on top of the head that was diffed.
 
@@ -209,6 +204,8 @@ def commit_repo(
         retry: how transient failures are retried (see the module docstring).
         ahead: this repo's weights already being uploaded; their objects are not sent again.
         first_commits: as `create_branch`'s, shared by a push's commits.
+        uploaded: the sha256 of objects already sent for this commit (a split push's, sent before its first
+            commit); they are not uploaded again.
 
     Returns:
         The commit made (or found applied), or a result with `commit_sha` None when the diff was empty.
@@ -238,6 +235,7 @@ def commit_repo(
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
         sent_ahead = ahead.sent() if ahead is not None and ahead.repo_id == plan.repo_id else frozenset()
+        sent_ahead |= uploaded
 
         def upload_one(planned: PlannedFile) -> None:
             if planned.hashes.sha256 not in sent_ahead:
@@ -366,84 +364,24 @@ def _applied_head(api: HfApi, diff: RepoDiff, parent: str) -> str | None:
     )
 
 
-def commit_plan(
-    api: HfApi,
-    plan: PushPlan,
-    remotes: dict[str, RemoteRepo],
-    branches: dict[str, RemoteRepo],
-    run_dir: Path,
-    notes: list[str],
-    progress: PushProgress,
-    ahead: UploadsAhead | None = None,
-    retry: RetryPolicy = DEFAULT_RETRY,
-) -> tuple[tuple[RepoReport, ...], tuple[RepoReport, ...]]:
-    """One commit per repo of the plan, in its order, then one per checkpoint branch, newest first, each
-    recorded in the run directory. The branches come last: their weights are the main branch's LFS
-    objects, on the Hub by then, so a branch's commit sends none of them again; and every checkpoint is
-    loadable by subfolder from main before any branch is made.
+def upload_all(api: HfApi, diff: RepoDiff, retry: RetryPolicy = DEFAULT_RETRY) -> frozenset[str]:
+    """Send every object of `diff` (the repo must exist) in one `preupload` call, before any of its commits.
 
-    Args:
-        api: the push's client.
-        plan: every repo's and branch's desired files.
-        remotes: each repo's state before the push.
-        branches: each checkpoint branch's state before the push, by name.
-        run_dir: where the push is recorded (`hubkit.publish.push_record`).
-        notes: gets a note for a repo that is public though the push asked for private ones.
-        progress: told the bytes to upload, then each file uploaded.
-        ahead: uploads started before the plan was whole (the adapter repo's new weights).
-        retry: how transient failures and the Hub's rate limits are met (its `max_wait`).
+    The client asks the Hub about all of the files first (`preupload`, 256 files per request), then uploads
+    the LFS ones: a refusal for the whole (a storage quota's 403) comes before any byte is sent and before
+    the first of a split push's commits, so the repo is left as it was.
 
     Returns:
-        One report per repo, and one per branch (a branch's `steps` are its step, whatever of it changed).
-
-    Raises:
-        RateLimitedError: the Hub's rate limit resets later than the push may wait; the line names the
-            commits left and when to run the push again (it makes only those).
-        HubkitError: as `commit_repo`.
+        The sha256 of the objects sent (or found on the Hub): `commit_repo` does not upload them again.
     """
-    diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
-    branch_diffs = [diff_repo(branch, branches[branch.revision]) for branch in plan.branches]
-    for diff in diffs:
-        if diff.plan.private and diff.remote.private is False:
-            notes.append(
-                f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
-                "(change the visibility in the repo's settings)"
-            )
-    progress.upload_started(sum(d.upload_size for d in diffs))
-    reports = []
-    # The branches newest first: a push the Hub's rate limit stops has published the newest checkpoints.
-    newest_first = sorted(branch_diffs, key=lambda d: d.plan.steps, reverse=True)
-    every = [*diffs, *newest_first]
-    first_commits: dict[str, str] = {}
-    for index, diff in enumerate(every):
-        on_uploaded = (lambda f: progress.uploaded(f.size)) if diff.plan.revision == "main" else None
-        try:
-            report = commit_repo(
-                api, diff, on_uploaded=on_uploaded, retry=retry, ahead=ahead, first_commits=first_commits
-            )
-        except RateLimitedError as limited:
-            raise _commits_left(
-                limited, every[index:], len([d for d in every if not d.is_empty])
-            ) from limited
-        save_record(run_dir, api.endpoint, diff.plan, report.commit_sha or diff.remote.head_sha or "")
-        if diff.plan.revision != "main":
-            report = replace(report, steps=diff.plan.steps)
-        reports.append(report)
-    by_branch = {r.revision: r for r in reports[len(diffs) :]}
-    return tuple(reports[: len(diffs)]), tuple(by_branch[b.plan.revision] for b in branch_diffs)
-
-
-def _commits_left(limited: RateLimitedError, left: list[RepoDiff], commits: int) -> RateLimitedError:
-    """The push's one line when the Hub's rate limit outlasts its wait: the commits left, and when to rerun."""
-    count = len([d for d in left if not d.is_empty])
-    until = limited.until
-    if isinstance(until, datetime):
-        seconds = math.ceil((until - datetime.now(UTC)).total_seconds())
-        when = f"after {clock(until)} (it makes only those), or give it --max-wait {max(seconds, 1)} to wait"
-    else:
-        when = "in a few minutes (it makes only those)"
-    return RateLimitedError(
-        f"{limited.refusal}: {count} of this push's {commits} commits are left: run the push again {when}",
-        until=until,
-        refusal=limited.refusal,
+    plan = diff.plan
+    additions = [_operation(f) for f in diff.changed]
+    with_retries(
+        lambda: api.preupload_lfs_files(
+            plan.repo_id, additions=additions, repo_type=plan.repo_type, revision=plan.revision
+        ),
+        retry,
+        f"uploading {len(additions)} files to {plan.repo_id}",
+        api.endpoint,
     )
+    return frozenset(f.hashes.sha256 for f in _separate_uploads(diff.changed))

@@ -6,6 +6,8 @@ from hubkit.hub.retry import HUB_COMMITS_PER_REPO_PER_HOUR
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.push_record import FileStatus
 from hubkit.publish.request import PushReport, RepoReport
+from hubkit.publish.split import MAX_FILES_PER_COMMIT, count_commits
+from hubkit.publish.storage import storage_by_repo
 
 
 def human_size(num_bytes: int) -> str:
@@ -20,7 +22,7 @@ def human_size(num_bytes: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-def describe_dry_run(report: PushReport) -> str:
+def describe_dry_run(report: PushReport, max_files: int = MAX_FILES_PER_COMMIT) -> str:
     """The dry-run listing: each repo, then each file with its size and what is new in it.
 
     "New" is relative to the last push recorded in the run directory: a dry run does not contact the Hub.
@@ -56,7 +58,8 @@ def describe_dry_run(report: PushReport) -> str:
         statuses = {record.status(f) if record else FileStatus.NEW for f in branch.files}
         state = "unchanged" if statuses == {FileStatus.UNCHANGED} else "new" if record is None else "changed"
         lines.append(f"  {branch.revision:<12} {len(branch.files)} files, {state}")
-    lines.append(describe_commits(report))
+    lines.append(describe_commits(report, max_files))
+    lines.append(describe_storage(dry_run_storage(report)))
     if report.checkpoints_from:
         lines.append(report.checkpoints_from[:1].upper() + report.checkpoints_from[1:])
     lines.extend(describe_left_out(report.left_out))
@@ -68,18 +71,27 @@ def describe_dry_run(report: PushReport) -> str:
     return "\n".join(lines)
 
 
-def describe_commits(report: PushReport) -> str:
-    """How many commits the push makes (each repo or branch with a file not in its last recorded push),
-    per repo, against the Hub's commits per repo per hour."""
+def describe_commits(report: PushReport, max_files: int = MAX_FILES_PER_COMMIT) -> str:
+    """How many commits the push makes (each repo or branch with a file not in its last recorded push, in
+    commits of at most `max_files` files: `hubkit.publish.split`), per repo, against the Hub's commits per
+    repo per hour."""
     per_repo: dict[str, int] = {}
+    split: list[str] = []
     for plan in (*report.plan.repos, *report.plan.branches):
         key = plan.repo_id if plan.revision == "main" else f"{plan.repo_id}@{plan.revision}"
         record = report.records.get(key)
-        changed = record is None or any(record.status(f) is not FileStatus.UNCHANGED for f in plan.files)
-        per_repo[plan.repo_id] = per_repo.get(plan.repo_id, 0) + changed
+        changed = tuple(
+            f for f in plan.files if record is None or record.status(f) is not FileStatus.UNCHANGED
+        )
+        commits = count_commits(changed, max_files)
+        per_repo[plan.repo_id] = per_repo.get(plan.repo_id, 0) + commits
+        if commits > 1:
+            split.append(f"{key} in {commits} ({len(changed)} files)")
     total = sum(per_repo.values())
     busiest, most = max(per_repo.items(), key=lambda item: item[1], default=("", 0))
     line = f"Commits: {total} ({', '.join(f'{r}: {n}' for r, n in per_repo.items() if n) or 'none'})"
+    if split:
+        line += f", of at most {max_files} files: {', '.join(split)}"
     if most <= HUB_COMMITS_PER_REPO_PER_HOUR:
         return f"{line}; within the Hub's {HUB_COMMITS_PER_REPO_PER_HOUR} commits per repo per hour."
     return (
@@ -87,6 +99,23 @@ def describe_commits(report: PushReport) -> str:
         "repo per hour: the push waits for the Hub's limit (up to --max-wait) or stops saying when to run it "
         "again; --every N or --steps publishes fewer branches."
     )
+
+
+def dry_run_storage(report: PushReport) -> dict[str, int]:
+    """The bytes each repo of a dry run's plan adds that its last recorded push did not hold."""
+    held: dict[str, set[str]] = {}
+    for key, record in report.records.items():
+        if record is not None:
+            held.setdefault(key.split("@", 1)[0], set()).update(record.files.values())
+    return storage_by_repo(report.plan, held)
+
+
+def describe_storage(by_repo: dict[str, int]) -> str:
+    """What the Hub does not hold yet (`hubkit.publish.storage`), in total and per repo: printed before the
+    first byte is sent, and by a dry run."""
+    total = sum(by_repo.values())
+    repos = ", ".join(f"{r}: {human_size(n)}" for r, n in by_repo.items() if n) or "nothing new"
+    return f"Storage: {human_size(total)} ({total:,} bytes) new to the Hub ({repos})."
 
 
 def describe_left_out(left_out: tuple[LeftOutOf, ...]) -> list[str]:
@@ -108,7 +137,8 @@ def describe_repo(repo: RepoReport) -> str:
     steps = f"steps {', '.join(str(s) for s in repo.steps)}; " if repo.steps else ""
     return (
         f"{repo.repo_id}: committed {repo.commit_sha[:10]} ({steps}{repo.files_uploaded} files, "  # type: ignore[index]
-        f"{human_size(repo.bytes_uploaded)}) {repo.url}"
+        f"{human_size(repo.bytes_uploaded)}{f', in {repo.commits} commits' if repo.commits > 1 else ''}) "
+        f"{repo.url}"
     )
 
 

@@ -16,6 +16,7 @@ from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import LeftOutOf
 from hubkit.publish.plan import PushPlan, check_repo_id
 from hubkit.publish.push_record import PushRecord
+from hubkit.publish.split import MAX_FILES_PER_COMMIT
 from hubkit.runs.manifest import SweepInfo
 from hubkit.runs.model import Run
 
@@ -72,6 +73,8 @@ class PushRequest:
             later reset stops the push in one line saying when to run it again.
         verify: check the merged model against its adapter, as users load them, before committing it
             (`hubkit.verify`); a mismatch refuses the push.
+        max_files_per_commit: the most files one commit holds; a repo's changes take as many commits as
+            they need (`hubkit.publish.split`; the Hub recommends at most 100).
     """
 
     run_dir: Path
@@ -97,6 +100,7 @@ class PushRequest:
     sweep: SweepInfo | None = None
     max_wait: float = DEFAULT_RETRY.max_wait
     verify: bool = True
+    max_files_per_commit: int = MAX_FILES_PER_COMMIT
 
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:
@@ -120,6 +124,7 @@ class RepoReport:
     bytes_uploaded: int
     steps: tuple[int, ...]
     revision: str = "main"  # a checkpoint's branch (`hubkit.publish.revisions`), else the main branch
+    commits: int = 1  # the commits it took (`hubkit.publish.split`); `commit_sha` is the last one's
 
     @property
     def unchanged(self) -> bool:
