@@ -276,3 +276,47 @@ def test_without_the_quantizer_a_k_quant_push_refuses_in_one_line_before_any_rep
     assert "pip install 'hubkit[gguf-quant]'" in err and len(err.splitlines()) == 1
     for repo in (new_repo_id, f"{new_repo_id}-merged", f"{new_repo_id}-GGUF"):
         assert not hub_api.repo_exists(repo)
+
+
+# blk.0.ffn_down scaled by 4 (rewritten by gguf-py as Q8_0): 9 of 22 top-1 tokens kept on the taught model's
+# answers, far below Q8_0's floor; a v_proj scaled by 1.5 or the embedding halved moves no top-1 token here
+# (Qwen3 normalizes after each), which the agreement rightly does not call a fault.
+PLANTED_TENSOR, PLANTED_SCALE = "blk.0.ffn_down.weight", 4.0
+
+
+@needs_quantizer
+def test_a_gguf_file_with_a_scaled_tensor_is_refused_by_its_agreement_in_llama_cpp(
+    wide_run: Path, local_hub, hub_api, new_repo_id, capsys
+) -> None:
+    from unittest import mock
+
+    from hubkit.publish.gguf_repo import SessionExports
+
+    publish = SessionExports.publish
+
+    def scaled(self, *args, **kwargs):
+        files, record = publish(self, *args, **kwargs)
+        for planned in files:
+            reader = gguf.GGUFReader(planned.local_path, "r+")
+            [tensor] = [t for t in reader.tensors if t.name == PLANTED_TENSOR]
+            weights = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+            tensor.data[...] = gguf.quants.quantize(weights * PLANTED_SCALE, tensor.tensor_type)
+            del reader
+        return files, record
+
+    argv = [*push_argv(wide_run, new_repo_id, local_hub.endpoint), *PUSHED, "--quiet", "--gguf", "q8_0"]
+    with mock.patch.object(SessionExports, "publish", scaled):
+        assert run_cli(argv) != 0
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    print(errors)
+    assert len(errors) == 1, errors
+    name = f"{new_repo_id}-GGUF/{new_repo_id.split('/')[1]}-Q8_0.gguf"
+    found = re.search(
+        rf"{re.escape(name)} is not the merged model's: top-1 agreement ([\d.]+)% in llama.cpp on (\d+) "
+        r"tokens, below Q8_0's floor ([\d.]+)%",
+        errors[0],
+    )
+    assert found, errors[0]
+    assert float(found[1]) < float(found[3]) - 20, errors[0]  # not a near miss: the fault is found by far
+    for repo in (new_repo_id, f"{new_repo_id}-merged", f"{new_repo_id}-GGUF"):
+        assert not hub_api.repo_exists(repo)
