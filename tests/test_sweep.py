@@ -192,7 +192,7 @@ def test_a_sweep_pushed_before_any_evaluation_has_its_page_already(
 ):
     """Runs pushed while they train link the comparison page from their first push: it says no run is
     evaluated yet, and compares them once one is."""
-    from hubkit.publish.sweep import PAGE_NOTE
+    from hubkit.publish.sweep.collection import PAGE_NOTE
 
     run_dir = make_run(tmp_path / "training", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     Manifest.load(run_dir).with_updates(sweep=SweepInfo(sweep_name, "length_penalty_weight", 0.5)).save(
@@ -224,7 +224,7 @@ def test_a_push_without_the_merged_model_still_brings_its_note_up_to_date(
     """`--no-merged` after an evaluation: the merged repo (pushed before, while training) keeps its place in
     the Collection and gets the run's new note; a repo of the release never pushed is not added."""
     from hubkit.evaluate import load_eval
-    from hubkit.publish.sweep import SweepItem, join_sweep
+    from hubkit.publish.sweep.collection import SweepItem, join_sweep
 
     sweep = SweepInfo(sweep_name, "length_penalty_weight", 0.5)
     adapter = make_repo_id("lp")
@@ -338,8 +338,8 @@ def test_a_card_whose_list_of_siblings_is_rewritten_is_the_card_written_with_tha
 def test_only_the_collection_items_hubkit_noted_count_as_runs_and_at_most_a_page_of_them():
     from types import SimpleNamespace
 
-    from hubkit.publish.sweep_page import MAX_ITEMS, MAX_RUNS
-    from hubkit.publish.sweep_siblings import siblings_of, sweep_runs
+    from hubkit.publish.sweep.page import MAX_ITEMS, MAX_RUNS
+    from hubkit.publish.sweep.siblings import siblings_of, sweep_runs
 
     def item(repo_id: str, note: str | None, item_type: str = "model") -> SimpleNamespace:
         return SimpleNamespace(item_id=repo_id, item_type=item_type, note=note)

@@ -49,7 +49,7 @@ class CardInputs:
         gguf_step: the step whose merge `gguf_repo_id` holds.
         space_repo_id: the release's Space (``<repo>-demo``), when it has one.
         samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
-        sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.read_siblings`).
+        sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.siblings.read_siblings`).
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
         eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
 

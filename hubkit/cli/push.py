@@ -265,7 +265,7 @@ def push(
 
     from hubkit.publish import PushRequest, push_run, watch_run
     from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
-    from hubkit.publish.sweep import check_sweep_runs
+    from hubkit.publish.sweep.collection import check_sweep_runs
     from hubkit.runs import find_run_dir
     from hubkit.runs.locate import sweep_run_dirs
 

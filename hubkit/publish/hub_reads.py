@@ -16,7 +16,7 @@ from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.sweep_siblings import read_siblings
+from hubkit.publish.sweep.siblings import read_siblings
 from hubkit.runs import Run
 
 

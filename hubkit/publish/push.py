@@ -61,7 +61,7 @@ from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, ve
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, adapter_repo_id
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
-from hubkit.publish.sweep import in_sweep, planned_sweep, with_sweep
+from hubkit.publish.sweep.collection import in_sweep, planned_sweep, with_sweep
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints

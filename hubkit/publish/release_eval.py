@@ -36,7 +36,7 @@ from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, rel
 from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import default_samples_repo_id
-from hubkit.publish.sweep_siblings import read_siblings
+from hubkit.publish.sweep.siblings import read_siblings
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, read_release

@@ -3,7 +3,7 @@
 card after the run joined the sweep, so that a run added later is listed by all that came before.
 
 A Collection read back from the Hub is untrusted: only items whose note hubkit wrote (``setting=value ·
-kind: …``, `hubkit.publish.sweep.run_note`) with a valid repo id count, and a sibling's card is rewritten
+kind: …``, `hubkit.publish.sweep.collection.run_note`) with a valid repo id count, and a sibling's card is rewritten
 only between its markers, bounded in size, vetted, and committed only when it changes.
 """
 
@@ -21,7 +21,7 @@ from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.remote import read_remote
-from hubkit.publish.sweep_page import KIND_ORDER, MAX_RUNS, release_items
+from hubkit.publish.sweep.page import KIND_ORDER, MAX_RUNS, release_items
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds
 

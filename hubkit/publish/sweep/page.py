@@ -75,7 +75,7 @@ class SweepRun:
 
 def note_point(note: str | None) -> tuple[str, str] | None:
     """The varied value and the repo's kind a run's Collection note starts with
-    (``setting=value · kind: …``, `hubkit.publish.sweep.run_note`); None for any other note."""
+    (``setting=value · kind: …``, `hubkit.publish.sweep.collection.run_note`); None for any other note."""
     head, _, _ = (note or "").partition(":")
     point, _, kind = head.partition(" · ")
     _, equals, value = point.partition("=")

@@ -9,9 +9,9 @@ the run's manifest as published).
 
 Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
 each finishes; the items stay ordered by the varied value (numbers as numbers), after the sweep's
-comparison page (`hubkit.publish.sweep_page`), which each push rebuilds from every run's published
+comparison page (`hubkit.publish.sweep.page`), which each push rebuilds from every run's published
 evaluation; then every other run's card gets its list of the sweep's runs rewritten
-(`hubkit.publish.sweep_siblings`). Only what differs is
+(`hubkit.publish.sweep.siblings`). Only what differs is
 written: a push of an unchanged run makes no call that changes the Collection. The Collection is found by
 its title among its owner's; the Hub bounds a description to 150 characters and a note to 500.
 """
@@ -30,8 +30,8 @@ from hubkit.hub.repo_types import HUB_ENDPOINT
 from hubkit.publish.push_stages import Prepared
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep_page import KIND_ORDER, note_point, page_files, publish_page, read_sweep_runs
-from hubkit.publish.sweep_siblings import find_collection, update_sibling_cards, value_key
+from hubkit.publish.sweep.page import KIND_ORDER, note_point, page_files, publish_page, read_sweep_runs
+from hubkit.publish.sweep.siblings import find_collection, update_sibling_cards, value_key
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.locate import base_differences
