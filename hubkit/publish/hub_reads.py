@@ -1,6 +1,7 @@
 """What a push reads from the Hub before it builds anything: every repo's state and every checkpoint
 branch's (one request each, all at once), the base model's config (for the check against the base) and
-card (its licence), and the other runs of the run's sweep (its card lists them)."""
+card (its licence), and the run's sweep: its Collection (read once), comparison page, other runs'
+evaluations and cards (`hubkit.publish.sweep.reads`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ from huggingface_hub import HfApi
 
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.cards import BaseModelCard, read_base_model_card
-from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.sweep.siblings import read_siblings
+from hubkit.publish.sweep.reads import SweepReads, read_sweep
 from hubkit.runs import Run
 
 
@@ -29,7 +29,7 @@ class HubReads:
     base_card: Future[BaseModelCard]
     base_config: Future[BaseConfig]
     benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # of the benchmark the run was evaluated on
-    sweep_siblings: tuple[SweepSibling, ...] = ()
+    sweep: SweepReads | None = None  # the run's sweep: its Collection, page, other runs and their cards
 
 
 def read_hub(
@@ -93,14 +93,16 @@ def read_hub(
             if benchmark is not None
             else None
         )
-        siblings = pool.submit(read_siblings, api, run, adapter_repo)
+        sweep = pool.submit(read_sweep, api, run, adapter_repo)
+        remotes = {repo_id: future.result() for repo_id, future in reads.items()}
+        swept = sweep.result()
         return HubReads(
-            remotes={repo_id: future.result() for repo_id, future in reads.items()},
+            remotes={**(swept.remotes if swept is not None else {}), **remotes},
             branches={name: future.result() for name, future in branch_reads.items()},
             base_card=card,
             base_config=config,
             benchmark_tasks=tasks.result() if tasks is not None else (),
-            sweep_siblings=siblings.result(),
+            sweep=swept,
         )
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

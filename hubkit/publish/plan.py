@@ -146,12 +146,27 @@ class RepoPlan:
 
 
 @dataclass(frozen=True)
+class CollectionItemPlan:
+    """A change to a sweep's Hub Collection, made after every commit of the push (not a commit): a repo
+    added with its note, or an item's note brought up to date (`hubkit.publish.sweep`)."""
+
+    collection: str  # its slug
+    repo_id: str
+    repo_type: RepoType
+    note: str
+    item_object_id: str | None = None  # the item whose note changes; None: the repo is added
+
+
+@dataclass(frozen=True)
 class PushPlan:
-    """Everything one `hubkit push` wants to publish: one `RepoPlan` per repo, and one per checkpoint
-    branch of the adapter repo (`hubkit.publish.revisions`)."""
+    """Everything one `hubkit push` wants to publish: one `RepoPlan` per repo (a sweep's page and the
+    sibling runs' cards among them), one per checkpoint branch of the adapter repo
+    (`hubkit.publish.revisions`), and the sweep's Collection changes."""
 
     repos: tuple[RepoPlan, ...]
     branches: tuple[RepoPlan, ...] = ()
+    collection_items: tuple[CollectionItemPlan, ...] = ()
+    sweep_repos: tuple[str, ...] = ()  # the repos of `repos` that are the sweep's: its page, sibling cards
 
     def __post_init__(self) -> None:
         ids = [r.repo_id for r in self.repos]

@@ -3,19 +3,18 @@ handing plain data to the next:
 
     prepare locally   load the run, choose checkpoints, vet and prepare the adapters and every other file
                       the run gives (every refusal that needs no network)
-    read the remote   every repo and checkpoint branch of the release at once, the base model's config
-                      and card
+    read the remote   every repo and checkpoint branch of the release at once, the base's config and card,
+                      the run's sweep (its Collection once, its page, the other runs and their cards)
     decide            the adapters against the base, the merge and GGUF decisions, the Space's files, the
                       merge's plan (the base fetched and its files vetted), the checkpoint branches: every
                       check passes before any repo exists
     execute           create the adapter repo if new and upload its weights while merging and exporting,
-                      plan each repo's files, one commit per repo, then one per checkpoint branch; a
-                      run of a sweep then joins the sweep's Collection (`hubkit.publish.sweep`)
+                      plan each repo's files (a sweep's page and sibling cards too: `hubkit.publish.sweep`),
+                      commit each repo, then each checkpoint branch; then the sweep's Collection changes
 
 A dry run is the same prepare and decide, against the last recorded push instead of the Hub (it opens no
 connection, so what needs the Hub, the base's checks and the merge, is left to the push), and the plan
-without execute. `PushSession` keeps what one push (or one watch, or one training run's callback) has
-already done: prepared adapters, merges, steps checked against the base.
+without execute. `PushSession` keeps what one push (or a watch, or a training callback) has done already.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from hubkit.publish.request import PushProgress, PushReport, PushRequest, adapte
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
 from hubkit.publish.sweep.collection import in_sweep, planned_sweep, with_sweep
+from hubkit.publish.sweep.plans import with_sweep_plan
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -82,9 +82,8 @@ class PushSession:
         with PushSession(request) as session:
             report = session.push()
 
-    What it keeps, each written only here: the prepared adapters by step, the merges by step, the steps
-    checked against the base, the file hashes it has computed, the files it has vetted, the chosen repo
-    id, the base model's card.
+    What it keeps, each written only here: the prepared adapters, merges and steps checked against the base
+    by step, the file hashes, the vetted files, the chosen repo id, the base model's card.
     """
 
     def __init__(self, request: PushRequest) -> None:
@@ -156,7 +155,7 @@ class PushSession:
                     f"{refused}; removed {removed}, created by this push with nothing committed"
                 ) from refused
             raise
-        return with_sweep(remote.api, report, remote.repos, local, self.request)
+        return with_sweep(api, report, self.request.endpoint)
 
     # --- the stages, in order --------------------------------------------------------------------
 
@@ -181,8 +180,8 @@ class PushSession:
         return Prepared(run, tree, token, vetter, adapters, run_files, evaluation, completions)
 
     def _read_remote(self, local: Prepared) -> Remote:
-        """Every repo and branch of the release read at once (also the repos this push does not write: the
-        cards link them while they exist), with the base model's config and card and the sweep's other runs."""
+        """Every repo and branch of the release read at once (and those this push does not write, which the
+        cards link while they exist), the base model's config and card, the run's sweep (`read_hub`)."""
         api = self._client(local.token)
         repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api))
         reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
@@ -193,7 +192,7 @@ class PushSession:
         hub = read_hub(api, local.run, reads, branches, self._base, benchmark)
         self._base = hub.base_card.result() if self._base is None and hub.base_card.done() else self._base
         config, tasks = hub.base_config.result(), hub.benchmark_tasks
-        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, tasks, hub.sweep_siblings)
+        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, tasks, hub.sweep)
 
     def _recorded_remote(self, local: Prepared) -> Remote:
         """The release as this run directory's records say the last push left it (a dry run's remote), and
@@ -304,8 +303,9 @@ class PushSession:
                 progress=progress.gguf,
             )
             gguf_written, gguf_after = verified_gguf(self.request, local, decided, made, exported, repos.gguf)
-            plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
             notes = list(decided.notes)
+            plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
+            plan = with_sweep_plan(plan, remote, local, self.request.private, notes)
             repo_reports, branch_reports = commit_plan(
                 api, plan, remotes, remote.branches, self.request, notes, progress, ahead, retry
             )

@@ -33,6 +33,7 @@ from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.request import PushProgress, PushRequest
+from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.runs.completions import Completions
@@ -69,7 +70,12 @@ class Remote:
     base_config: BaseConfig | None
     base_card: Future[BaseModelCard]
     benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # the evaluation's benchmark, read from the Hub
-    sweep_siblings: tuple[SweepSibling, ...] = ()  # the other runs of the run's sweep, read from the Hub
+    sweep: SweepReads | None = None  # the run's sweep as the Hub holds it (none for a dry run)
+
+    @property
+    def sweep_siblings(self) -> tuple[SweepSibling, ...]:
+        """The other runs of the run's sweep, as its Collection lists them (its card lists them)."""
+        return self.sweep.siblings if self.sweep is not None else ()
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A run's place in its sweep: the Hub Collection named for the sweep holds every run's repos, each with a
 note giving the run's varied value, its final accuracy and its mean answer length.
 
-    report = with_sweep(api, report, repos, local, request)   # after the run's push
+    items = decide_items(collection, notes, may_add)     # in the plan (`hubkit.publish.sweep.plans`)
+    report = with_sweep(api, report, endpoint)           # after the plan's commits
 
 The sweep is the one the run's manifest records (the recipes' `--sweep`), or the request's
 (`hubkit push --sweep NAME --sweep-value SETTING=VALUE`, for runs of one's own scripts: `in_sweep` puts it in
@@ -9,11 +10,11 @@ the run's manifest as published).
 
 Each run's push adds its own repos, so the Collection grows as runs are pushed, one after another or as
 each finishes; the items stay ordered by the varied value (numbers as numbers), after the sweep's
-comparison page (`hubkit.publish.sweep.page`), which each push rebuilds from every run's published
-evaluation; then every other run's card gets its list of the sweep's runs rewritten
-(`hubkit.publish.sweep.siblings`). Only what differs is
-written: a push of an unchanged run makes no call that changes the Collection. The Collection is found by
-its title among its owner's; the Hub bounds a description to 150 characters and a note to 500.
+comparison page (`hubkit.publish.sweep.page`). The page and every other run's card
+(`hubkit.publish.sweep.siblings`) are commits of the push's plan; the Collection's changes, which are not
+commits, are decided with them and made after them. Only what differs is written: a push of an unchanged
+run makes no call that changes the Collection. The Collection is found by its title among its owner's
+(read once a push, in its read stage); the Hub bounds a description to 150 characters and a note to 500.
 """
 
 from __future__ import annotations
@@ -26,13 +27,11 @@ from typing import TYPE_CHECKING
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
-from hubkit.hub.repo_types import HUB_ENDPOINT
-from hubkit.publish.push_stages import Prepared
+from hubkit.publish.plan import CollectionItemPlan
 from hubkit.publish.release_repos import ReleaseRepos
-from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep.page import KIND_ORDER, note_point, page_files, publish_page, read_sweep_runs
-from hubkit.publish.sweep.siblings import find_collection, update_sibling_cards, value_key
-from hubkit.release.layout import sweep_page_repo_id
+from hubkit.publish.request import PushReport
+from hubkit.publish.sweep.page import KIND_ORDER, note_point
+from hubkit.publish.sweep.siblings import find_collection, value_key
 from hubkit.runs import Run
 from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
@@ -70,6 +69,65 @@ def run_note(sweep: SweepInfo, kind: str, evaluation: EvalSummary | None) -> str
     )[:MAX_NOTE_CHARS]
 
 
+def decide_items(
+    collection: Collection,
+    notes: dict[tuple[str, str], str],
+    may_add: set[tuple[str, str]],
+) -> tuple[CollectionItemPlan, ...]:
+    """The Collection's changes for a push: each repo of `may_add` it does not hold yet added with its
+    note, each noted repo it holds whose note differs brought up to date (a repo the push did not write,
+    ``--no-merged``, is never added); nothing when every note is as it should be."""
+    present = {(i.item_id, i.item_type): i for i in collection.items}
+    changes = []
+    for (repo_id, repo_type), note in notes.items():
+        item = present.get((repo_id, repo_type))
+        if item is None and (repo_id, repo_type) in may_add:
+            changes.append(CollectionItemPlan(collection.slug, repo_id, repo_type, note))  # type: ignore[arg-type]
+        elif item is not None and item.note != note:
+            changes.append(
+                CollectionItemPlan(collection.slug, repo_id, repo_type, note, item.item_object_id)  # type: ignore[arg-type]
+            )
+    return tuple(changes)
+
+
+def open_collection(
+    api: HfApi, sweep: SweepInfo, namespace: str, collection: Collection | None, *, private: bool
+) -> tuple[Collection, list[str]]:
+    """The sweep's Collection as read, or made now (empty) when the Hub has none: once every check of the
+    push has passed, before its commits (the page links it)."""
+    if collection is not None:
+        return collection, []
+    with hub_errors(f"collection {sweep.name}", api.endpoint):
+        made = api.create_collection(
+            sweep.name, namespace=namespace, description=sweep_description(sweep), private=private
+        )
+    return made, [f"collection {made.slug}: created"]
+
+
+def apply_items(api: HfApi, items: Sequence[CollectionItemPlan], endpoint: str | None) -> list[str]:
+    """The plan's Collection changes, after its commits: notes updated, then repos added, then every item
+    ordered by value when one was added; what changed, one line each.
+
+    Raises:
+        HubkitError: the Hub refused or could not be reached (`hub_errors`).
+    """
+    changes: list[str] = []
+    added: Collection | None = None
+    if not items:
+        return changes
+    with hub_errors(f"collection {items[0].collection}", endpoint):
+        for item in sorted(items, key=lambda i: i.item_object_id is None):
+            if item.item_object_id is not None:
+                api.update_collection_item(item.collection, item.item_object_id, note=item.note)
+                changes.append(f"collection {item.collection}: note of {item.repo_id} updated")
+            else:
+                added = api.add_collection_item(item.collection, item.repo_id, item.repo_type, note=item.note)
+                changes.append(f"collection {item.collection}: added {item.repo_id}")
+        if added is not None:
+            _order_by_value(api, added)
+    return changes
+
+
 def join_sweep(
     api: HfApi,
     sweep: SweepInfo,
@@ -80,42 +138,25 @@ def join_sweep(
     private: bool = False,
     held: Sequence[SweepItem] = (),
 ) -> tuple[list[str], Collection]:
-    """Put a run's repos in the sweep's Collection (made when missing, under the adapter repo's owner) with
-    their notes, every item ordered by the varied value; return what changed, one line each, and the
-    Collection as it is now. `held`: the release's repos this push did not write (``--no-merged``): their
-    notes are brought up to date where the Collection holds them, and they are never added.
-
-    Raises:
-        HubkitError: the Hub refused or could not be reached (`hub_errors`).
-    """
+    """Put repos in the sweep's Collection (made when missing, under the first repo's owner) with their
+    notes (`decide_items`, `apply_items`): what a push does in its plan, in one call. Returns what changed
+    and the Collection as it is then."""
     namespace = items[0].repo_id.split("/")[0]
-    notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in (*items, *held)}
-    may_add = {(i.repo_id, i.repo_type) for i in items}
-    changes: list[str] = []
     with hub_errors(f"collection {sweep.name}", endpoint):
-        collection = find_collection(api, namespace, sweep.name)
-        if collection is None:
-            collection = api.create_collection(
-                sweep.name, namespace=namespace, description=sweep_description(sweep), private=private
-            )
-            changes.append(f"collection {collection.slug}: created")
-        present = {(i.item_id, i.item_type): i for i in collection.items}
-        for key, note in notes.items():
-            if key not in present and key in may_add:
-                api.add_collection_item(collection.slug, key[0], key[1], note=note)
-                changes.append(f"collection {collection.slug}: added {key[0]}")
-            elif key in present and present[key].note != note:
-                api.update_collection_item(collection.slug, present[key].item_object_id, note=note)
-                changes.append(f"collection {collection.slug}: note of {key[0]} updated")
-        if changes:
-            collection = _order_by_value(api, api.get_collection(collection.slug))
-    return changes, collection
+        found = find_collection(api, namespace, sweep.name)
+    collection, changes = open_collection(api, sweep, namespace, found, private=private)
+    notes = {(i.repo_id, i.repo_type): run_note(sweep, i.kind, evaluation) for i in (*items, *held)}
+    changes += apply_items(
+        api, decide_items(collection, notes, {(i.repo_id, i.repo_type) for i in items}), endpoint
+    )
+    with hub_errors(f"collection {sweep.name}", endpoint):
+        return changes, api.get_collection(collection.slug)
 
 
-def _order_by_value(api: HfApi, collection: Collection) -> Collection:
+def _order_by_value(api: HfApi, collection: Collection) -> None:
     """Move items so that the comparison page comes first, then the runs' repos ordered by the value their
     note starts with, then by kind; items without a hubkit note, or of another owner, keep their place at
-    the end. Returns the Collection as it is then."""
+    the end."""
     owner = collection.slug.split("/")[0]
 
     def key(item: object) -> tuple:
@@ -129,14 +170,11 @@ def _order_by_value(api: HfApi, collection: Collection) -> Collection:
 
     current = list(collection.items)
     wanted = sorted(current, key=key)
-    moved = False
     for position, item in enumerate(wanted):
         if current[position].item_object_id != item.item_object_id:
             api.update_collection_item(collection.slug, item.item_object_id, position=position)
             current.remove(item)
             current.insert(position, item)
-            moved = True
-    return api.get_collection(collection.slug) if moved else collection
 
 
 def in_sweep(run: Run, sweep: SweepInfo | None) -> Run:
@@ -180,16 +218,9 @@ def planned_sweep(run: Run) -> list[str]:
     ]
 
 
-def with_sweep(
-    api: HfApi, report: PushReport, repos: ReleaseRepos, local: Prepared, request: PushRequest
-) -> PushReport:
-    """The report of a push whose run belongs to a sweep, after its repos joined the sweep's Collection
-    (`join_sweep`) and the comparison page was rebuilt (what changed added to its notes); the report as it
-    is for a run of no sweep."""
-    sweep = local.run.manifest.sweep
-    if sweep is None:
-        return report
-    pushed = {r.repo_id for r in report.repos if r.revision == "main"}
+def release_items(repos: ReleaseRepos, written: set[str]) -> tuple[list[SweepItem], list[SweepItem]]:
+    """The release's repos for its sweep's Collection: those the push writes (`written`), and those it
+    leaves as they are (their notes are still brought up to date)."""
     kinds = zip(
         KIND_ORDER,
         (repos.adapter, repos.merged, repos.gguf, repos.space or repos.linked_space, repos.samples),
@@ -197,36 +228,11 @@ def with_sweep(
     )
     types = {"Space": "space", "samples": "dataset"}
     release = [SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id]
-    summary = local.evaluation.summary if local.evaluation is not None else None
-    changes, collection = join_sweep(
-        api,
-        sweep,
-        [i for i in release if i.repo_id in pushed],
-        summary,
-        endpoint=request.endpoint,
-        private=request.private,
-        held=[i for i in release if i.repo_id not in pushed],
-    )
-    changes += _comparison_page(api, sweep, collection, local, request)
-    changes += update_sibling_cards(api, collection, sweep.setting, f"{sweep.value}", local.vetter)
-    return replace(report, notes=(*report.notes, *changes))
+    return [i for i in release if i.repo_id in written], [i for i in release if i.repo_id not in written]
 
 
-def _comparison_page(
-    api: HfApi, sweep: SweepInfo, collection: Collection, local: Prepared, request: PushRequest
-) -> list[str]:
-    """Rebuild the sweep's comparison page from every run's published evaluation, and list it first in the
-    Collection; what changed, in words."""
-    page = sweep_page_repo_id(collection.slug.split("/")[0], sweep.name)
-    with hub_errors(f"collection {sweep.name}", request.endpoint):
-        runs, left_out = read_sweep_runs(collection, endpoint=request.endpoint, token=local.token)
-    url = f"{HUB_ENDPOINT}/collections/{collection.slug}"
-    files = page_files(sweep.name, sweep.setting, url, runs, left_out)
-    committed = publish_page(api, page, files, local.vetter, private=request.private)
-    changes = [] if committed.unchanged else [f"{page}: comparison page committed {committed.commit_sha}"]
-    if page not in {item.item_id for item in collection.items}:
-        with hub_errors(f"collection {sweep.name}", request.endpoint):
-            api.add_collection_item(collection.slug, page, "dataset", note=PAGE_NOTE)
-            _order_by_value(api, api.get_collection(collection.slug))
-        changes.append(f"collection {collection.slug}: added {page}")
-    return changes
+def with_sweep(api: HfApi, report: PushReport, endpoint: str | None) -> PushReport:
+    """The report of a push after its plan's Collection changes were made (`apply_items`), what changed
+    added to its notes; the report as it is when its plan changes no Collection."""
+    changes = apply_items(api, report.plan.collection_items, endpoint)
+    return replace(report, notes=(*report.notes, *changes)) if changes else report

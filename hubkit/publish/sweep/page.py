@@ -9,8 +9,9 @@ Collection lists first, rebuilt from every run's published evaluation whenever a
                                     models side by side on one problem (the Dataset Viewer, `datasets`)
 
 Each run's evaluation is read back from its adapter repo as any release is (`hubkit.release.read`: bounded,
-every file of its kind) and only runs evaluated on the same problems as the first one are compared. The
-page is planned, vetted and committed as every repo of a push is: an unchanged sweep makes no commit.
+every file of its kind) in the push's read stage (the run pushed gives its own), and only runs evaluated on
+the same problems as the first one are compared. The page is planned, vetted and committed as every repo of
+a push is (`hubkit.publish.sweep.plans`): an unchanged sweep makes no commit.
 """
 
 from __future__ import annotations
@@ -27,14 +28,8 @@ from hubkit.errors import ReleaseError
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
 from hubkit.formats import parquet
 from hubkit.formats.yaml_file import with_front_matter
-from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
-from hubkit.publish.commit import commit_repo
-from hubkit.publish.create import create_repo
-from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import RepoPlan, is_repo_id
-from hubkit.publish.remote import read_remote
-from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import EVAL_COLUMNS
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import SWEEP_CHART
@@ -43,7 +38,7 @@ from hubkit.safety import kinds
 from hubkit.safety.local_paths import mask_homes
 
 if TYPE_CHECKING:
-    from huggingface_hub import Collection, CollectionItem, HfApi
+    from huggingface_hub import Collection, CollectionItem
 
 ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
@@ -71,6 +66,16 @@ class SweepRun:
     repo_id: str
     value: str  # as its Collection note gives it
     evaluation: EvalResults
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One run of a sweep as read back (or, for the run being pushed, as it is about to be published)."""
+
+    repo_id: str
+    value: str
+    evaluation: EvalResults | None  # None: not evaluated, or not published by hubkit
+    left_out: str  # why it is not compared, in words, when it has no evaluation
 
 
 def note_point(note: str | None) -> tuple[str, str] | None:
@@ -101,39 +106,57 @@ def release_items(collection: Collection | None) -> list[tuple[CollectionItem, s
 
 
 def read_sweep_runs(
-    collection: Collection, *, endpoint: str | None, token: str | None
-) -> tuple[list[SweepRun], list[str]]:
-    """Every evaluated run the Collection holds (its adapter items), read back from the Hub; and the runs
-    left out, in words (not evaluated, or on other problems than the first run)."""
-    runs, left_out = [], []
+    collection: Collection | None, skip: str, *, endpoint: str | None, token: str | None
+) -> list[PublishedRun]:
+    """Every run the Collection holds (its adapter items) but the one at `skip` (the run being pushed,
+    whose evaluation is its own), each with its evaluation as published, in the Collection's order.
+
+    Raises:
+        HubkitError: the Hub refused or could not be reached.
+    """
+    read: list[PublishedRun] = []
     items = release_items(collection)
     adapters = [
         (item, value) for item, value, kind in items if kind == "adapter" and item.item_type == "model"
     ]
-    for read, (item, value) in enumerate(adapters):
-        if read == MAX_RUNS:  # read or not, each costs calls: a Collection cannot make a push read more
-            left_out.append(f"the runs after the first {MAX_RUNS}")
+    for item, value in adapters:
+        if item.item_id == skip:
+            continue
+        if len(read) == MAX_RUNS:  # read or not, each costs calls: a Collection cannot make a push read more
+            read.append(PublishedRun("", "", None, f"the runs after the first {MAX_RUNS}"))
             break
         try:
             release = read_release(item.item_id, endpoint=endpoint, token=token)
         except ReleaseError:  # a model noted as a run's adapter that `hubkit push` did not publish
-            left_out.append(f"{item.item_id}: not published by hubkit")
+            read.append(PublishedRun(item.item_id, value, None, f"{item.item_id}: not published by hubkit"))
             continue
-        if f"{EVAL_DIR}/{RESULTS_NAME}" not in release.files:
-            left_out.append(f"{item.item_id}: not evaluated")
-            continue
-        evaluated = (f"{EVAL_DIR}/{RESULTS_NAME}", f"{EVAL_DIR}/{SAMPLES_NAME}")  # no weights, no tokenizer
-        folder = download_release_files(
-            release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-        )
-        evaluation = load_eval(folder)
+        evaluation = None
+        if f"{EVAL_DIR}/{RESULTS_NAME}" in release.files:
+            evaluated = (
+                f"{EVAL_DIR}/{RESULTS_NAME}",
+                f"{EVAL_DIR}/{SAMPLES_NAME}",
+            )  # no weights, no tokenizer
+            folder = download_release_files(
+                release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+            )
+            evaluation = load_eval(folder)
+        read.append(PublishedRun(item.item_id, value, evaluation, f"{item.item_id}: not evaluated"))
+    return read
+
+
+def compared_runs(published: Sequence[PublishedRun]) -> tuple[list[SweepRun], list[str]]:
+    """The evaluated runs, in the order given (the varied value's), that were evaluated on the first one's
+    problems; and the others, in words (not evaluated, on other problems, not published by hubkit)."""
+    runs: list[SweepRun] = []
+    left_out: list[str] = []
+    for run in published:
+        evaluation = run.evaluation
         if evaluation is None:
-            left_out.append(f"{item.item_id}: not evaluated")
-            continue
-        if runs and evaluation.summary.problems.sha256 != runs[0].evaluation.summary.problems.sha256:
-            left_out.append(f"{item.item_id}: evaluated on other problems than {runs[0].repo_id}")
-            continue
-        runs.append(SweepRun(item.item_id, value, evaluation))
+            left_out.append(run.left_out)
+        elif runs and evaluation.summary.problems.sha256 != runs[0].evaluation.summary.problems.sha256:
+            left_out.append(f"{run.repo_id}: evaluated on other problems than {runs[0].repo_id}")
+        else:
+            runs.append(SweepRun(run.repo_id, run.value, evaluation))
     return runs, left_out
 
 
@@ -284,21 +307,11 @@ def _waiting_page(
     return {"README.md": card.encode("utf-8"), SWEEP_CHART: png(figure)}
 
 
-def publish_page(
-    api: HfApi,
-    repo_id: str,
-    files: dict[str, bytes],
-    vetter: Vetter,
-    *,
-    private: bool,
-) -> RepoReport:
-    """The page's files vetted and committed to its dataset repo (made when missing): no commit when the
-    repo holds them already."""
-    planned = vetter.generated(files, "dataset", FileHashCache())
-    plan = RepoPlan(repo_id=repo_id, files=planned, repo_type="dataset", title="hubkit sweep")
-    with hub_errors(repo_id, api.endpoint):
-        remote = read_remote(api, repo_id, "dataset")
-        if not remote.exists:
-            create_repo(api, repo_id, "dataset", private=private)
-            remote = read_remote(api, repo_id, "dataset")
-    return commit_repo(api, diff_repo(plan, remote))
+def plan_page(
+    repo_id: str, files: dict[str, bytes], vetter: Vetter, hashes: FileHashCache, *, private: bool
+) -> RepoPlan:
+    """The page's files vetted, as the dataset repo's plan (committed with every repo of the push)."""
+    planned = vetter.generated(files, "dataset", hashes)
+    return RepoPlan(
+        repo_id=repo_id, files=planned, repo_type="dataset", private=private, title="hubkit sweep"
+    )

@@ -1,6 +1,6 @@
 """The runs of a sweep as its Collection lists them, for the list each run's card gives of the others
 (`hubkit.cards.sweep_siblings`): read before a run's cards are written, and written into every other run's
-card after the run joined the sweep, so that a run added later is listed by all that came before.
+card by the same push (a repo plan of it), so that a run added later is listed by all that came before.
 
 A Collection read back from the Hub is untrusted: only items whose note hubkit wrote (``setting=value ·
 kind: …``, `hubkit.publish.sweep.collection.run_note`) with a valid repo id count, and a sibling's card is rewritten
@@ -10,18 +10,16 @@ only between its markers, bounded in size, vetted, and committed only when it ch
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hubkit.cards.sweep_siblings import SiblingRepo, SweepSibling, siblings_region, with_siblings
-from hubkit.errors import HubkitError
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import hash_bytes
-from hubkit.publish.commit import commit_repo
-from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import read_remote
-from hubkit.publish.sweep.page import KIND_ORDER, MAX_RUNS, release_items
+from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.sweep.page import KIND_ORDER, MAX_RUNS, note_point, release_items
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds
 
@@ -62,15 +60,28 @@ def read_siblings(api: HfApi, run: Run, adapter_repo_id: str) -> tuple[SweepSibl
     return siblings_of(f"{sweep.value}", sweep_runs(collection))
 
 
-def sweep_runs(collection: Collection | None) -> list[SweepSibling]:
+def sweep_runs(
+    collection: Collection | None, joined: Sequence[tuple[str, str, str]] = ()
+) -> list[SweepSibling]:
     """Every run the Collection holds (the first `MAX_RUNS`, as the comparison page), one per value of the
-    varied setting (its repos in `KIND_ORDER`), ordered by value."""
+    varied setting (its repos in `KIND_ORDER`), ordered by value; with `joined`, (repo id, type, note) of
+    the repos a push puts in it, as the Collection will hold them after the push."""
+    own = {repo_id for repo_id, _, _ in joined}
+    entries = [
+        (item.item_id, item.item_type, item.note or "", value, kind)
+        for item, value, kind in release_items(collection)
+        if item.item_id not in own
+    ]
+    for repo_id, repo_type, note in joined:
+        point = note_point(note)
+        if point is not None:
+            entries.append((repo_id, repo_type, note, *point))
     runs: dict[str, list[tuple[SiblingRepo, str]]] = {}
-    for item, value, kind in release_items(collection):
+    for repo_id, repo_type, note, value, kind in entries:
         if value not in runs and len(runs) == MAX_RUNS:
             continue
-        result = (item.note or "").partition(": ")[2]
-        runs.setdefault(value, []).append((SiblingRepo(kind, item.item_id, item.item_type), result))
+        result = note.partition(": ")[2]
+        runs.setdefault(value, []).append((SiblingRepo(kind, repo_id, repo_type), result))
     siblings = []
     for value in sorted(runs, key=value_key):
         repos = sorted(runs[value], key=lambda r: (KIND_ORDER.index(r[0].kind), r[0].repo_id))
@@ -84,57 +95,53 @@ def siblings_of(value: str, runs: Sequence[SweepSibling]) -> tuple[SweepSibling,
     return tuple(run for run in runs if run.value != value)
 
 
-def update_sibling_cards(
-    api: HfApi, collection: Collection, setting: str, value: str, vetter: Vetter
-) -> list[str]:
-    """Rewrite the list of siblings in the card of every run of the Collection other than the one at
-    `value` (just pushed, its card written with the list); what changed or could not be, one line each.
-    A card that cannot be read or written is noted, not raised: the run's own release is published."""
-    runs = sweep_runs(collection)
-    notes = []
-    for run in runs:
-        if run.value == value:
-            continue
-        for repo in run.repos:
-            if repo.kind != "adapter":
-                continue
-            try:
-                note = _rewrite_card(api, repo.repo_id, setting, siblings_of(run.value, runs), vetter)
-            except HubkitError as error:
-                note = f"{repo.repo_id}: its card's list of the sweep's runs was not updated: {error}"
-            if note:
-                notes.append(note)
-    return notes
+def sibling_adapters(runs: Sequence[SweepSibling], value: str) -> list[str]:
+    """The adapter repo of every run other than the one at `value`: the cards a push rewrites."""
+    return [r.repo_id for run in siblings_of(value, runs) for r in run.repos if r.kind == "adapter"]
 
 
-def _rewrite_card(
-    api: HfApi, repo_id: str, setting: str, siblings: Sequence[SweepSibling], vetter: Vetter
-) -> str | None:
+@dataclass(frozen=True)
+class SiblingCard:
+    """A sibling's adapter repo as the read stage found it, with its card (read up to a card's size; None
+    when it has none, or a bigger one: left as it is)."""
+
+    remote: RemoteRepo
+    card: bytes | None
+
+
+def read_card(api: HfApi, repo_id: str) -> SiblingCard:
+    """A sibling's repo and card, read before anything is decided.
+
+    Raises:
+        HubkitError: the Hub refused or could not be reached (`hub_errors`).
+    """
     with hub_errors(repo_id, api.endpoint):
         remote = read_remote(api, repo_id)
     listed = remote.files.get("README.md")
     bound = kinds.max_bytes_of("README.md") or 0
     if listed is None or listed.size > bound:
-        return None
+        return SiblingCard(remote, None)
     path = download_repo_file(
         repo_id, "README.md", revision=remote.head_sha, endpoint=api.endpoint, token=api.token
     )
-    if path is None:
-        return None
-    card = with_siblings(path.read_bytes()[:bound], setting, siblings)
+    return SiblingCard(remote, None if path is None else path.read_bytes()[:bound])
+
+
+def plan_card(
+    read: SiblingCard, setting: str, siblings: Sequence[SweepSibling], vetter: Vetter
+) -> tuple[RepoPlan | None, str | None]:
+    """The sibling's card with its list of the sweep's runs rewritten, as a plan of the push (None: its card
+    holds no list, or none hubkit can commit), and a note when its card is left as it is for a reason the
+    user should know."""
+    repo_id = read.remote.repo_id
+    card = with_siblings(read.card, setting, siblings) if read.card is not None else None
     if card is None:
-        return None
+        return None, None
     try:
         card.decode("utf-8")
     except UnicodeDecodeError:  # the Hub's client commits a README only as UTF-8 text: no byte is changed
-        return f"{repo_id}: its card is not UTF-8 text: its list of the sweep's runs was left as it is"
+        return None, f"{repo_id}: its card is not UTF-8 text: its list of the sweep's runs was left as it is"
     # What the push writes is vetted (the list); the bytes around it are the card as the Hub holds it.
     vetter.data("README.md", kinds.CARD, siblings_region(setting, siblings).encode("utf-8"))
     planned = (PlannedFile("README.md", kinds.CARD, hash_bytes(card), content=card),)
-    plan = RepoPlan(repo_id=repo_id, files=planned, title="hubkit sweep: the sweep's runs")
-    committed = commit_repo(api, diff_repo(plan, remote))
-    return (
-        None
-        if committed.unchanged
-        else f"{repo_id}: its card lists the sweep's runs again ({committed.commit_sha})"
-    )
+    return RepoPlan(repo_id=repo_id, files=planned, title="hubkit sweep: the sweep's runs"), None
