@@ -144,6 +144,13 @@ def test_an_honest_push_is_verified_and_hubkit_verify_reproduces_it_until_the_hu
     assert "**Verified**" in readme
     row = f"| {verified['prompts']} | {verified['tokens']} | {verified['max_abs_logit_diff']:.3g} |"
     assert row in readme and "100.0 %" in readme
+    # The adapter card says the same check in a line, from the same record.
+    adapter_card = Path(hub_api.hf_hub_download(new_repo_id, "README.md")).read_text()
+    line = " ".join(adapter_card.split("**Verified**", 1)[1].split("\n\n", 1)[0].split())
+    assert f"on {verified['prompts']} prompts and {verified['tokens']} answer tokens" in line
+    assert f"move by up to {verified['adapter_effect']:.3g})" in line
+    assert f"max \\|Δ logit\\| {verified['max_abs_logit_diff']:.3g}, bound {verified['bound']:.3g}" in line
+    assert "top-1 agreement 100.0 %" in line
 
     # `hubkit verify --repo-id` on the release reproduces the card's figures.
     capsys.readouterr()

@@ -224,6 +224,7 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
         "evaluation": _evaluation(inputs),
         "examples": tables.before_after(inputs),
         "example_step": tables.example_step(inputs),
+        "verified": _verified(inputs.merged_verified),
         "run_details": tables.Table(
             header=("run", ""), rows=sections.run_details(inputs.run, inputs.steps), numeric=(False, False)
         ),

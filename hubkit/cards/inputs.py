@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import PublishError
 
@@ -47,6 +48,7 @@ class CardInputs:
         merged_step: the step merged into `merged_repo_id`.
         gguf_repo_id: the release's GGUF repo (``<repo>-GGUF``) while it has one, else None.
         gguf_step: the step whose merge `gguf_repo_id` holds.
+        merged_verified: the check of `merged_repo_id` against its step (``hubkit_merge.verified``), if run.
         space_repo_id: the release's Space (``<repo>-demo``), when it has one.
         samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
         sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.siblings.read_siblings`).
@@ -67,6 +69,7 @@ class CardInputs:
     merged_step: int | None = None
     gguf_repo_id: str | None = None
     gguf_step: int | None = None
+    merged_verified: Mapping[str, Any] | None = None
     eval: EvalResults | None = None
     space_repo_id: str | None = None
     samples_repo_id: str | None = None

@@ -74,6 +74,7 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Rel
         merged_step=merged_step,
         gguf=gguf if gguf_step is not None else None,
         gguf_step=gguf_step,
+        merged_verified=merge.verified if merge is not None and merged_step is not None else None,
         space=space if read_remote(api, space, "space").exists else None,
         samples=samples if read_remote(api, samples, "dataset").exists else None,
     )

@@ -14,7 +14,7 @@ import importlib.util
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
@@ -117,6 +117,7 @@ class ReleaseLinks:
     merged_step: int | None = None
     gguf: str | None = None
     gguf_step: int | None = None
+    merged_verified: Mapping[str, Any] | None = None  # the merged repo's check (``hubkit_merge.verified``)
     space: str | None = None
     samples: str | None = None
     sweep_siblings: tuple[SweepSibling, ...] = ()  # the other runs of the run's sweep
@@ -159,6 +160,7 @@ def release_card_inputs(
         merged_step=links.merged_step,
         gguf_repo_id=links.gguf,
         gguf_step=links.gguf_step,
+        merged_verified=links.merged_verified if links.merged is not None else None,
         eval=eval,
         space_repo_id=links.space,
         samples_repo_id=links.samples,

@@ -10,7 +10,7 @@ from it (the cards) is vetted as it is planned.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from hubkit.adapters.prepare import PreparedAdapter
@@ -108,7 +108,10 @@ class BuildContext:
             remote.files if remote is not None else {},
             base=self.base_card,
             has_tokenizer=bool(self.run_files.tokenizer),
-            links=self.links,
+            # The adapter card's "Verified" line: the check of the merge the merged repo holds after this push.
+            links=replace(
+                self.links, merged_verified=record.verified if (record := self.merge_record) else None
+            ),
             eval=self.eval,
             adapters=self.adapters,
         )
