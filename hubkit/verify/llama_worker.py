@@ -3,7 +3,10 @@ gguf_llama`): run as ``python -I llama_worker.py JOB OUT MEMORY_BYTES``, it impo
 
 The job (JSON) names the file, the context size, the threads, and the token sequences with the positions
 whose next-token logits to keep (``[start, end)``: an answer's tokens); OUT gets ``logits.npz``, one
-float32 array per sequence (row i: the logits after token start - 1 + i). The KV cache is kept in F32 and
+float32 array per sequence (row i: the logits after token start - 1 + i). Optional keys, for the tests that
+measure llama.cpp itself: ``lora`` (a GGUF LoRA applied over the file), ``texts`` (tokenized, special tokens
+parsed), ``prompts`` continued greedily for ``max_new_tokens``, ``metadata_keys`` (read from the file);
+their results go to ``result.json``. The KV cache is kept in F32 and
 flash attention off, so that what is measured is the file's weights (the activations' conversion to their
 type inside each matrix product included), not a cache type. The process's data (its heap and llama.cpp's
 buffers; the file itself is memory-mapped) is held to MEMORY_BYTES.
@@ -37,13 +40,28 @@ def main(job_path: Path, out_dir: Path, memory_bytes: int) -> None:
         flash_attn=False,
         seed=0,
         verbose=False,
+        **({"lora_path": job["lora"]} if job.get("lora") else {}),
     )
+    tokens = [llm.tokenize(text.encode(), add_bos=False, special=True) for text in job.get("texts", ())]
+    greedy = []
+    for prompt in job.get("prompts", ()):
+        llm.reset()
+        llm.eval(prompt)
+        continuation = []
+        for _ in range(job["max_new_tokens"]):
+            continuation.append(int(numpy.argmax(llm.scores[llm.n_tokens - 1])))
+            llm.eval(continuation[-1:])
+        greedy.append(continuation)
     logits = {}
     for index, (ids, start, end) in enumerate(job["sequences"]):
         llm.reset()
         llm.eval(ids)
         logits[str(index)] = numpy.array(llm.scores[start - 1 : end - 1], dtype=numpy.float32)
     numpy.savez(out_dir / "logits.npz", **logits)
+    metadata = {key: llm.metadata.get(key) for key in job.get("metadata_keys", ())}
+    (out_dir / "result.json").write_text(
+        json.dumps({"tokens": tokens, "greedy": greedy, "metadata": metadata})
+    )
 
 
 if __name__ == "__main__":
