@@ -166,6 +166,7 @@ class PushPlan:
     repos: tuple[RepoPlan, ...]
     branches: tuple[RepoPlan, ...] = ()
     collection_items: tuple[CollectionItemPlan, ...] = ()
+    sweep: str = ""  # the run's sweep, when it has one
     sweep_repos: tuple[str, ...] = ()  # the repos of `repos` that are the sweep's: its page, sibling cards
 
     def __post_init__(self) -> None:

@@ -155,7 +155,7 @@ class PushSession:
                     f"{refused}; removed {removed}, created by this push with nothing committed"
                 ) from refused
             raise
-        return with_sweep(api, report, self.request.endpoint)
+        return with_sweep(api, report, self.request)
 
     # --- the stages, in order --------------------------------------------------------------------
 
@@ -326,7 +326,7 @@ class PushSession:
         """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
         left out and what vetting changed."""
         run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
-        notes = [*decided.notes, *planned_sweep(run)]
+        notes = [*decided.notes, *planned_sweep(run, repos.adapter, request.run_dir, request.endpoint)]
         if decided.to_merge is not None:
             gguf = (
                 f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""

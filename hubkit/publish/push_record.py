@@ -120,3 +120,29 @@ def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -
         )
         return None
     return path
+
+
+def _sweep_record_path(run_dir: Path, endpoint: str, sweep: str) -> Path:
+    key = hashlib.sha256(f"{endpoint.rstrip('/')}\nsweep {sweep}".encode()).hexdigest()[:24]
+    return run_dir / RECORDS_DIR / f"sweep-{key}.json"
+
+
+def save_sweep_record(run_dir: Path, endpoint: str, sweep: str, repo_ids: tuple[str, ...]) -> None:
+    """Record the repos the last push planned for the run's sweep (its page, the other runs' cards), which
+    a dry run names; each one's files are recorded as any repo's (`save_record`)."""
+    path = _sweep_record_path(run_dir, endpoint, sweep)
+    try:
+        write_atomically(
+            path, json.dumps({"endpoint": endpoint, "sweep": sweep, "repos": list(repo_ids)}) + "\n"
+        )
+    except OSError as e:
+        logger.warning("could not record the sweep's repos in the run directory (%s)", e.strerror)
+
+
+def load_sweep_record(run_dir: Path, endpoint: str, sweep: str) -> tuple[str, ...] | None:
+    """The repos the last push from this run directory planned for `sweep`, or None when none is recorded."""
+    try:
+        repos = json.loads(_sweep_record_path(run_dir, endpoint, sweep).read_text())["repos"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return tuple(r for r in repos if isinstance(r, str)) if isinstance(repos, list) else None

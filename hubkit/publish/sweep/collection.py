@@ -28,10 +28,12 @@ from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
 from hubkit.publish.plan import CollectionItemPlan
+from hubkit.publish.push_record import load_sweep_record, save_sweep_record
 from hubkit.publish.release_repos import ReleaseRepos
-from hubkit.publish.request import PushReport
+from hubkit.publish.request import PushReport, PushRequest
 from hubkit.publish.sweep.page import KIND_ORDER, note_point
 from hubkit.publish.sweep.siblings import find_collection, value_key
+from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs import Run
 from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
@@ -208,13 +210,25 @@ def check_sweep_runs(name: str, run_dirs: Sequence[Path]) -> None:
             )
 
 
-def planned_sweep(run: Run) -> list[str]:
-    """What a push would do for the run's sweep, in words (a dry run's note; nothing without a sweep)."""
+def planned_sweep(run: Run, adapter_repo: str, run_dir: Path, endpoint: str) -> list[str]:
+    """What a push would do for the run's sweep, in words (a dry run's note; nothing without a sweep): the
+    commits it plans from the Collection (the page, the other runs' cards as the last push from this run
+    directory found them), then the Collection's changes."""
     sweep = run.manifest.sweep
     if sweep is None:
         return []
+    page = sweep_page_repo_id(adapter_repo.split("/")[0], sweep.name)
+    recorded = load_sweep_record(run_dir, endpoint, sweep.name)
+    cards = [r for r in recorded or () if r != page]
+    if recorded is None:
+        known, commits = "the other runs' cards, as its Collection lists them", "one commit each"
+    else:
+        known = f"the cards of the {len(cards)} other runs the last push found ({', '.join(cards) or 'none'})"
+        commits = f"at most {1 + len(cards)} commits, one each"
     return [
-        f"the release's repos would join the Hub Collection {sweep.name!r} as {sweep.setting}={sweep.value}"
+        f"the sweep {sweep.name!r}: its comparison page {page} and {known} are read from the Hub and planned "
+        f"by the push, {commits} where it changes",
+        f"the release's repos would join the Hub Collection {sweep.name!r} as {sweep.setting}={sweep.value}",
     ]
 
 
@@ -231,8 +245,12 @@ def release_items(repos: ReleaseRepos, written: set[str]) -> tuple[list[SweepIte
     return [i for i in release if i.repo_id in written], [i for i in release if i.repo_id not in written]
 
 
-def with_sweep(api: HfApi, report: PushReport, endpoint: str | None) -> PushReport:
+def with_sweep(api: HfApi, report: PushReport, request: PushRequest) -> PushReport:
     """The report of a push after its plan's Collection changes were made (`apply_items`), what changed
-    added to its notes; the report as it is when its plan changes no Collection."""
-    changes = apply_items(api, report.plan.collection_items, endpoint)
+    added to its notes, and the sweep's repos recorded for a dry run; the report as it is when its plan
+    changes no Collection."""
+    sweep = report.plan.sweep_repos
+    if sweep:
+        save_sweep_record(request.run_dir, api.endpoint, report.plan.sweep, sweep)
+    changes = apply_items(api, report.plan.collection_items, request.endpoint)
     return replace(report, notes=(*report.notes, *changes)) if changes else report

@@ -88,4 +88,6 @@ def plan_sweep(
     may_add = {(i.repo_id, i.repo_type) for i in pushed} | {(reads.page_id, "dataset")}
     items = decide_items(collection, wanted, may_add)
     ids = tuple(r.repo_id for r in sweep_repos)
-    return replace(plan, repos=(*plan.repos, *sweep_repos), collection_items=items, sweep_repos=ids), notes
+    return replace(
+        plan, repos=(*plan.repos, *sweep_repos), collection_items=items, sweep=sweep.name, sweep_repos=ids
+    ), notes
