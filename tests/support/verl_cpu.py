@@ -7,7 +7,10 @@ recipe's settings included, reaches verl unchanged, so a recipe bug still fails 
 
 Loaded into every Ray worker (verl's TaskRunner and its FSDP workers) by Ray itself::
 
-    +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=hubkit.testing.verl_cpu.apply
+    +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=verl_cpu.apply
+
+as the top-level module ``verl_cpu``: `ENVIRONMENT` puts this folder on ``PYTHONPATH`` (verl's wheel ships a
+``tests`` package of its own, which would hide this one as ``tests.support``).
 
 The gaps (each met when verl ran here):
 
@@ -23,9 +26,10 @@ Only this module imports torch and verl, inside `apply`: the overrides can be re
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-HOOK = "hubkit.testing.verl_cpu.apply"
+HOOK = "verl_cpu.apply"
 
 # The Hydra overrides of a CPU run, after the recipe's own. Why each is there:
 OVERRIDES = (
@@ -45,7 +49,12 @@ OVERRIDES = (
     # Loader worker processes on 2 cores only add start-up time (and one was killed noisily at exit).
     "data.dataloader_num_workers=0",
 )
-ENVIRONMENT = {"TORCH_COMPILE_DISABLE": "1", "HYDRA_FULL_ERROR": "1", "OMP_NUM_THREADS": "1"}
+ENVIRONMENT = {
+    "TORCH_COMPILE_DISABLE": "1",
+    "HYDRA_FULL_ERROR": "1",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONPATH": str(Path(__file__).resolve().parent),  # `HOOK`'s module, in the driver and every worker
+}
 
 
 def overrides(ranks: int) -> list[str]:
