@@ -261,13 +261,14 @@ def build_release(workdir: Path, endpoint: str) -> int:
         The size of the base's bf16 shards in bytes.
     """
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
     import merge  # bench/merge.py, beside this file
     from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.demo.tiny import copy_tokenizer
     from hubkit.publish import PushRequest, push_run
-    from hubkit.testing.runs import make_run
+    from tests.support.runs import make_run
 
     disable_progress_bars()
     # merge.py's builder reads the model's shape from its module constants (Qwen3-1.7B's): set Qwen3-4B's.

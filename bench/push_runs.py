@@ -1,13 +1,16 @@
 """The runs bench/push.py pushes: each `Scale` (a base config and the LoRA shapes of its adapted modules)
-and its TRL-layout run, built with `hubkit.testing.runs` (random weights, seeded)."""
+and its TRL-layout run, built with `tests.support.runs` (random weights, seeded)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hubkit.adapters.base_check import read_off_config
-from hubkit.testing.runs import make_run, write_checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from tests.support.runs import make_run, write_checkpoint
 
 BASE_REPO = "bench/qwen3-4b"
 
@@ -96,7 +99,7 @@ def tiny_scale(scale: Scale) -> Scale:
 
 
 def write_scale_checkpoint(run_dir: Path, scale: Scale, step: int) -> None:
-    """checkpoint-<step>/ as TRL saves it (`hubkit.testing.runs`): the PEFT adapter and trainer_state.json."""
+    """checkpoint-<step>/ as TRL saves it (`tests.support.runs`): the PEFT adapter and trainer_state.json."""
     write_checkpoint(
         run_dir,
         step,

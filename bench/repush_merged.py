@@ -5,7 +5,7 @@ unchanged re-upload of the same files.
 
     base     a Qwen3-4B-shaped bf16 model with random weights (hidden 2560, 36 layers, tied embeddings:
              8 GB in 512 MB shards), written shard by shard by bench/merge.py's builder
-    run      10 TRL checkpoints of r=16 LoRA on q,k,v,o,gate,up,down (132 MB each; hubkit.testing.runs)
+    run      10 TRL checkpoints of r=16 LoRA on q,k,v,o,gate,up,down (132 MB each; tests.support.runs)
     Hub      `hubkit hub serve` in its own process
 
 A first `push_run` (merge enabled, no Space) publishes the adapters and merges the newest checkpoint into
@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 import merge as merge_bench  # bench/merge.py: the base builder
 
 from hubkit.adapters.base_check import read_off_config
@@ -116,7 +117,7 @@ def main() -> None:
         from huggingface_hub.utils import disable_progress_bars
 
         from hubkit.publish import PushRequest, push_run
-        from hubkit.testing.runs import make_run
+        from tests.support.runs import make_run
 
         disable_progress_bars()
         api = HfApi(endpoint=endpoint, token=TOKEN)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from push import TOKEN, add_link_rate, start_hub
 
-from hubkit.testing.runs import TINY_SHAPES, make_run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from tests.support.runs import TINY_SHAPES, make_run
 
 TARGET = 2.0
 BASE_REPO = "bench/tiny-base"

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,7 +25,9 @@ import torch
 from hubkit.rewards.aggregate import aggregate
 from hubkit.rewards.components import last_boxed, math_correctness
 from hubkit.rewards.verify import MathVerifier
-from hubkit.testing.rewards import ADVERSARIAL_COMPLETIONS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from tests.support.rewards import ADVERSARIAL_COMPLETIONS
 
 GROUPS, GENERATIONS = 6, 8
 WORKERS, TIMEOUT_S, GRACE_S = 2, 1, 0.5

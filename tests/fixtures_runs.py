@@ -21,7 +21,7 @@ import pytest
 
 from hubkit.demo.tiny import TinyModel
 from hubkit.runs.manifest import Hardware, LoraSettings, Manifest
-from hubkit.testing import verl_cpu
+from tests.support import verl_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -237,7 +237,7 @@ def run_verl_recipe(
     """The verl recipe's own `launch.sh` through verl 0.6.1's `main_ppo`, on CPU, a checkpoint every step.
 
     What differs from the seed's GPU command line: the sizes (`VERL_RUN_SIZES`), the CPU mode's overrides
-    (`hubkit.testing.verl_cpu`), and two settings for a random model (`VERL_RANDOM_MODEL_OVERRIDES`).
+    (`tests.support.verl_cpu`), and two settings for a random model (`VERL_RANDOM_MODEL_OVERRIDES`).
 
     Args:
         runs_dir: ``RUNS_DIR``; the run lands in ``runs_dir / run_id``.

@@ -1,5 +1,5 @@
 """Helpers the publishing tests share (holds no tests): running the CLI in-process, pushing a run's adapters,
-the logits two models are compared on. Synthetic runs are built by `hubkit.testing.runs`; the real
+the logits two models are compared on. Synthetic runs are built by `tests.support.runs`; the real
 training runs are fixtures."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from hubkit.formats.safetensors import read_header
 from hubkit.hub.hashing import hash_file
 from hubkit.runs import Checkpoint, load_run
 from hubkit.runs.manifest import LoraSettings, Manifest
-from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 BASE_ID = "hubkit-test/tiny-qwen3"
 # Shapes of the tiny Qwen3 (hidden 64, 4 q heads and 2 kv heads of 16): q_proj 64->64, k_proj 64->32.

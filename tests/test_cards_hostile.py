@@ -23,7 +23,7 @@ from hubkit.localhub.collection_store import CollectionStore
 from hubkit.publish import PushRequest, push_run
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 HOSTILE_ANSWERS = (
     "<a href=https://evil.example/a>x</a> a|b",

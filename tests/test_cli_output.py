@@ -11,7 +11,7 @@ from helpers import push_argv, run_cli
 
 from hubkit.cli.output import VisibleFormatter, visible
 from hubkit.runs.manifest import Manifest
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 CLIPBOARD_WRITE = "\x1b]52;c;aGVsbG8=\x07"
 HOSTILE_ID = f"run{CLIPBOARD_WRITE}[bold]x[link=evil]y\u202eevil\x9b2J"

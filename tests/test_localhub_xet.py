@@ -343,7 +343,7 @@ def test_hubkit_push_peft_and_transformers_go_through_xet(local_hub, tiny_qwen3,
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from hubkit.testing.runs import TINY_SHAPES, make_run
+    from tests.support.runs import TINY_SHAPES, make_run
 
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     start = len(local_hub.request_log)

@@ -28,7 +28,7 @@ from hubkit.runs import load_run
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
 from hubkit.runs.trl_settings import trackers_from_args
 from hubkit.space.config import SpaceConfig
-from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 PROMPTS = [f"What is {a} + {a}?" for a in range(8)]
 MAX_STEPS = 4

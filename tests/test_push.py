@@ -35,7 +35,7 @@ from hubkit.formats.tensorboard import write_scalars
 from hubkit.localhub.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
 from hubkit.runs import load_run
-from hubkit.testing.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

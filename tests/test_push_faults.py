@@ -33,7 +33,7 @@ from hubkit.errors import PublishError
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.faults import FaultPlan
 from hubkit.publish import PushReport, PushRequest, PushSession
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 REPO_ID = "faults/run"
 CLEAN_PUSH_COMMITS = 2  # the repo's first commit, then the push's one

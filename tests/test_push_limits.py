@@ -17,7 +17,7 @@ from huggingface_hub import HfApi
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.limits import HubLimits
 from hubkit.runs.manifest import Manifest, SweepInfo
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 REPO_ID = "limits/run"
 

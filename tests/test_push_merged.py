@@ -18,7 +18,7 @@ import hubkit.merge
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import MergeError
 from hubkit.runs import load_run
-from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 
 def test_push_publishes_the_merged_model_beside_the_adapter_repo(

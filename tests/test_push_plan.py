@@ -28,7 +28,7 @@ from hubkit.publish.request import PushRequest
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import load_run, select_checkpoints
 from hubkit.safety import VetContext, kinds, vet_bytes
-from hubkit.testing.runs import make_run, qwen3_shapes, write_checkpoint
+from tests.support.runs import make_run, qwen3_shapes, write_checkpoint
 
 BASE = "hubkit-test/tiny-qwen3"
 SHAPES = qwen3_shapes(hidden=32, q_out=64, v_out=16, layers=2)

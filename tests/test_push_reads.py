@@ -19,7 +19,7 @@ from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.safety import kinds
-from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
 def _client_never_hashes(*_args: object) -> bytes:

@@ -42,7 +42,7 @@ from hubkit.publish import PushRequest, push_run
 from hubkit.publish.vetted import Vetter
 from hubkit.runs.manifest import Manifest
 from hubkit.safety import VetContext, kinds
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 # Planted secrets, built from parts so that no scanner flags this file itself. The token in use is the
 # session Hub's (`fixtures_hub.TEST_TOKEN`), which every push here sends.

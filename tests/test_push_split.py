@@ -21,7 +21,7 @@ from huggingface_hub import HfApi
 import hubkit.publish.push_commits as push_commits
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.limits import HubLimits
-from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 REPO_ID = "split/run"
 STEPS = tuple(range(1, 126))  # 2 files a checkpoint, 7 at the root: 257 files on main

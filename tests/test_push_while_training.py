@@ -26,7 +26,7 @@ from hubkit.integrations.trl import HubkitPushCallback
 from hubkit.localhub import LocalHub
 from hubkit.localhub.access import load_users
 from hubkit.localhub.context import HubSettings
-from hubkit.testing.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ADMIN = "hf_hubkit_refusing_hub_admin"

@@ -1,4 +1,4 @@
-"""The verl recipe run by verl 0.6.1 itself: `launch.sh` → `main_ppo` on CPU (hubkit.testing.verl_cpu fills
+"""The verl recipe run by verl 0.6.1 itself: `launch.sh` → `main_ppo` on CPU (tests.support.verl_cpu fills
 the CPU/gloo gaps only), then published with `hubkit push --run-id` and no other flag.
 
 The first tests each fail on the recipe before its three fixes: a list-valued TARGET_MODULES stopped every

@@ -117,7 +117,7 @@ def test_a_release_file_larger_than_its_kind_is_refused_before_any_download(
 def test_step_folders_are_named_with_ascii_digits_only(tmp_path: Path) -> None:
     from hubkit.release.layout import steps_in_paths
     from hubkit.runs import load_run
-    from hubkit.testing.runs import TINY_SHAPES, make_run
+    from tests.support.runs import TINY_SHAPES, make_run
 
     weights = "adapter_model.safetensors"
     listed = {f"checkpoints/global_step_{name}/{weights}": "" for name in ("20", "٢٠", "２０", "9" * 5000)}

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.describe import describe_dry_run, describe_revisions
 from hubkit.release.layout import revision_name
-from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
 def _branch_heads(hub_api, repo_id: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from hubkit.errors import RewardSpecError
 from hubkit.rewards.components import last_boxed, length_penalty, math_correctness
 from hubkit.rewards.verify import MathVerifier
-from hubkit.testing.rewards import ADVERSARIAL_COMPLETIONS
+from tests.support.rewards import ADVERSARIAL_COMPLETIONS
 
 TIMEOUT_S = 1
 GRACE_S = 0.5

@@ -16,7 +16,7 @@ from hubkit.errors import ManifestError, RunNotFoundError, RunNotStartedError
 from hubkit.runs import Metrics, MetricsRow, find_run_dir, load_run
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.verl import read_metrics_jsonl
-from hubkit.testing.runs import write_checkpoint
+from tests.support.runs import write_checkpoint
 
 # --- find_run_dir ---------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from hubkit.runs import load_run
 from hubkit.runs.manifest import Manifest
 from hubkit.space.config import SpaceConfig, default_space_repo_id, space_config_from_hub
 from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files
-from hubkit.testing.runs import finish_run, make_run, qwen3_shapes
+from tests.support.runs import finish_run, make_run, qwen3_shapes
 
 # Shapes of the tiny Qwen3's q_proj and v_proj (hidden 64, 4 heads x 16, 2 KV heads x 16, 2 layers).
 TINY_SHAPES = qwen3_shapes(hidden=64, q_out=64, v_out=32, layers=2)

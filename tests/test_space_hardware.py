@@ -38,7 +38,7 @@ from hubkit.space.files import (
     space_readme,
     zerogpu_torch,
 )
-from hubkit.testing.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 PYPI = "https://pypi.org/simple/"
 PIP_TIMEOUT_S = 600

@@ -19,7 +19,7 @@ from hubkit.publish import PushRequest, push_run
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.runs.model import Metrics, Run
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 
 def _sweep_run(root: Path, base: str, name: str, value: float | None, correct: int, tokens: int) -> Path:

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 import hubkit.merge
 from hubkit.cards.merge_record import MergeRecord
-from hubkit.testing.runs import TINY_SHAPES, make_run
+from tests.support.runs import TINY_SHAPES, make_run
 
 SCALED = "model.layers.0.self_attn.v_proj.weight"  # q_proj would not do: Qwen3 normalizes q per head
 
