@@ -41,7 +41,7 @@ def resolve_token(endpoint: str, *, required: bool = True) -> str | None:
     return token
 
 
-def hub_client(endpoint: str, token: str | None) -> HfApi:
+def hub_client(endpoint: str, token: str | None, max_wait: float | None = None) -> HfApi:
     """A client bound to `endpoint` and `token`; opens no connection.
 
     The HTTP session all huggingface_hub calls share is built meanwhile on a thread of its own: its TLS
@@ -51,10 +51,15 @@ def hub_client(endpoint: str, token: str | None) -> HfApi:
     Args:
         endpoint: the Hub URL.
         token: from `resolve_token`.
+        max_wait: the longest the client waits for the Hub's API window to reset (`hubkit.hub.pacing`),
+            when it says; None keeps what was set (at first the push's default).
 
     Returns:
         The client.
     """
+    from hubkit.hub.pacing import install
+
+    install(max_wait)
     threading.Thread(target=get_session, name="hubkit-http-session", daemon=True).start()
     return HfApi(endpoint=endpoint, token=token if token is not None else False)
 

@@ -73,4 +73,6 @@ def create_branch(
         what,
         api.endpoint,
     )
-    return with_retries(lambda: api.repo_info(repo_id, revision=branch).sha, retry, what, api.endpoint)
+    # The branch starts at `first`: no read after it (one created meanwhile by another push moved on, and
+    # the commit on top of `first` is then refused as on any moved head).
+    return first

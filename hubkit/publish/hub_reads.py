@@ -1,5 +1,6 @@
 """What a push reads from the Hub before it builds anything: every repo's state and every checkpoint
-branch's (one request each, all at once), the base model's config (for the check against the base) and
+branch's (one request each, all at once; the step branches listed first, in one call, and only those
+that exist read), the base model's config (for the check against the base) and
 card (its licence), and the run's sweep: its Collection (read once), comparison page, other runs'
 evaluations and cards (`hubkit.publish.sweep.reads`)."""
 
@@ -15,7 +16,7 @@ from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
-from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.publish.remote import RemoteRepo, branch_names, read_remote
 from hubkit.publish.sweep.reads import SweepReads, read_sweep
 from hubkit.runs import Run
 
@@ -87,7 +88,9 @@ def read_hub(
             token=api.token,
         )
         reads = {repo_id: pool.submit(read, repo_id, repo_type) for repo_id, repo_type in repos}
-        branch_reads = {name: pool.submit(read, adapter_repo, "model", name) for name in branches}
+        existing = branch_names(api, adapter_repo) if branches else frozenset()
+        absent = RemoteRepo(repo_id=adapter_repo, head_sha=None)
+        branch_reads = {n: pool.submit(read, adapter_repo, "model", n) for n in branches if n in existing}
         tasks = (
             pool.submit(read_benchmark_tasks, benchmark, endpoint=api.endpoint, token=api.token)
             if benchmark is not None
@@ -98,7 +101,7 @@ def read_hub(
         swept = sweep.result()
         return HubReads(
             remotes={**(swept.remotes if swept is not None else {}), **remotes},
-            branches={name: future.result() for name, future in branch_reads.items()},
+            branches={n: branch_reads[n].result() if n in branch_reads else absent for n in branches},
             base_card=card,
             base_config=config,
             benchmark_tasks=tasks.result() if tasks is not None else (),

@@ -93,3 +93,16 @@ def _read_remote(api: HfApi, repo_id: str, repo_type: RepoType, revision: str) -
         private=info.private,
         card_data=card_data.to_dict() if card_data is not None else None,
     )
+
+
+def branch_names(api: HfApi, repo_id: str, retry: RetryPolicy = DEFAULT_RETRY) -> frozenset[str]:
+    """The branches of a model repo, in one call (none when the repo does not exist): a push reads only
+    the step branches that exist, not one request per branch it may write."""
+
+    def read() -> frozenset[str]:
+        try:
+            return frozenset(b.name for b in api.list_repo_refs(repo_id).branches)
+        except RepositoryNotFoundError:
+            return frozenset()
+
+    return with_retries(read, retry, f"reading {repo_id}'s branches", api.endpoint)
