@@ -22,7 +22,6 @@ from rich.progress import (
 
 from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
 from hubkit.cli.output import TerminalConsole
-from hubkit.hub import pacing
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress
@@ -310,7 +309,6 @@ def push(
         verify=verify,
         max_files_per_commit=max_files_per_commit,
     )
-    pacing.install(max_wait)  # the API window's waits, too, are bounded by --max-wait
 
     def show(report) -> None:
         if report.dry_run:

@@ -50,6 +50,12 @@ def bucket_of(url: httpx2.URL) -> str | None:
     return "api" if ".git/info/lfs/" in path else None
 
 
+def origin(url: httpx2.URL | str) -> str:
+    """The Hub a window belongs to: its host, and its port when one is named ("127.0.0.1:8000")."""
+    url = httpx2.URL(url) if isinstance(url, str) else url
+    return f"{url.host}:{url.port}" if url.port else url.host
+
+
 @dataclass
 class Window:
     """One bucket's window as its last answer stated it, less the calls sent since."""
@@ -86,10 +92,10 @@ class Pacer:
         """
         bucket = bucket_of(request.url)
         if bucket is not None:
-            self.take(request.url.host, bucket)
+            self.take(origin(request.url), bucket)
 
     def take(self, host: str, bucket: str = "api") -> None:
-        """Count one call of `bucket` to `host` (waiting first as `before` does): also for the calls
+        """Count one call of `bucket` to `host` (an `origin`) (waiting first as `before` does): also for the calls
         hf_xet makes from its own client (its write token, one per upload session), which no hook sees.
 
         Raises:
@@ -145,7 +151,7 @@ class Pacer:
         info = parse_ratelimit_headers(response.headers)
         if info is None:
             return
-        key = (response.request.url.host, info.resource_type)
+        key = (origin(response.request.url), info.resource_type)
         resets_at = time.monotonic() + info.reset_in_seconds
         with self._lock:
             window = self._windows.get(key)

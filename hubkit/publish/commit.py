@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
@@ -119,7 +118,7 @@ def _upload_lfs(
     """
     additions = addition if isinstance(addition, list) else [addition]
     # hf_xet's own request for its write token, which the client's hooks do not see (`hubkit.hub.pacing`).
-    pacing.PACER.take(urlsplit(api.endpoint).hostname or "")
+    pacing.PACER.take(pacing.origin(api.endpoint))
     names = additions[0].path_in_repo + (f" and {len(additions) - 1} more" if len(additions) > 1 else "")
     with_retries(
         lambda: api.preupload_lfs_files(repo_id, additions=additions, repo_type=repo_type, revision=revision),

@@ -380,7 +380,7 @@ class PushSession:
 
     def _client(self, token: str | None) -> HfApi:
         if self._api is None:
-            self._api = hub_client(self.request.endpoint, token)
+            self._api = hub_client(self.request.endpoint, token, self.request.max_wait)
         return self._api
 
     def _adapter_repo_id(self, run: Run, api: HfApi | None) -> str:
