@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"verify"}),  # a merged model against its adapter: evaluate's loading, the card's merge record
     frozenset({"space"}),
     frozenset({"publish"}),
-    frozenset({"integrations", "demo", "cli", "testing"}),
+    frozenset({"integrations", "demo", "cli"}),
     frozenset({"__main__", "__init__"}),
 )
 
@@ -157,3 +157,36 @@ def test_the_walker_sees_circles_and_lazy_imports(tmp_path: Path) -> None:
 @pytest.mark.parametrize("room", sorted({_room(m) for m in _graph()}))
 def test_every_room_has_a_layer(room: str) -> None:
     _layer(room)
+
+
+def test_no_module_ships_for_the_tests_or_benchmarks_alone() -> None:
+    """What ships is what users run: a hubkit module imported only from tests/ or bench/ belongs in
+    tests/support/. Modules nobody imports are the entry points (`python -m`, a worker started by path)."""
+    graph = _graph()
+    modules = set(graph)
+    root = PACKAGE.parent
+    shipped_users = set().union(*graph.values())
+    for folder in ("spaces", "recipes"):
+        for path in (root / folder).rglob("*.py"):
+            shipped_users |= _imports(path, modules)
+    test_users: set[str] = set()
+    for folder in ("tests", "bench"):
+        for path in (root / folder).rglob("*.py"):
+            test_users |= _imports(path, modules)
+
+    def used(module: str) -> bool:
+        return any(user == module or user.startswith(module + ".") for user in shipped_users)
+
+    only_tests = sorted(m for m in modules if not used(m) and m in test_users)
+    assert only_tests == [], f"used only by tests or benchmarks, move to tests/support/: {only_tests}"
+    assert not (PACKAGE / "testing").exists()
+
+
+def test_the_wheel_holds_no_test_tooling() -> None:
+    """setup.py ships `find_packages(include=["hubkit", "hubkit.*"])`: neither tests/ nor a testing package."""
+    from setuptools import find_packages
+
+    found = find_packages(str(PACKAGE.parent), include=["hubkit", "hubkit.*"])
+    assert "hubkit" in found
+    assert not [name for name in found if "testing" in name or "tests" in name]
+    assert 'include=["hubkit", "hubkit.*"]' in (PACKAGE.parent / "setup.py").read_text(encoding="utf-8")
