@@ -320,3 +320,56 @@ def test_a_gguf_file_with_a_scaled_tensor_is_refused_by_its_agreement_in_llama_c
     assert float(found[1]) < float(found[3]) - 20, errors[0]  # not a near miss: the fault is found by far
     for repo in (new_repo_id, f"{new_repo_id}-merged", f"{new_repo_id}-GGUF"):
         assert not hub_api.repo_exists(repo)
+
+
+def _verify_rows(out: str, artifact: str) -> dict[str, list[str]]:
+    """The rows `hubkit verify` prints for `artifact`: label → its cells."""
+    block = out.split(f"{artifact} (", 1)[1].split("\n", 1)[1].splitlines()[:3]
+    rows = {}
+    for line in block:
+        for label in ("measured now", "the card says"):
+            if line.startswith(label):
+                rows[label] = line.removeprefix(label).split()
+    return rows
+
+
+@needs_quantizer
+def test_hubkit_verify_reproduces_the_gguf_cards_figures_until_a_file_is_changed_on_the_hub(
+    quantized_release: str, local_hub, hub_api, tmp_path: Path, capsys
+) -> None:
+    gguf_id = f"{quantized_release}-GGUF"
+    card = Path(hub_api.hf_hub_download(gguf_id, "README.md")).read_text()
+    verify = ["verify", "--repo-id", quantized_release, "--endpoint", local_hub.endpoint]
+    capsys.readouterr()
+    assert run_cli(verify) == 0
+    out = capsys.readouterr().out
+    print(out)
+    name = quantized_release.split("/")[1]
+    for gguf_type in ("Q4_K_M", "Q8_0"):
+        file_name = f"{name}-{gguf_type}.gguf"
+        rows = _verify_rows(out, f"{gguf_id}/{file_name}")
+        assert rows["measured now"] == rows["the card says"], out
+        row = next(line for line in card.splitlines() if line.startswith(f"| `{file_name}` | {gguf_type} |"))
+        agreement, kl, prompts, tokens = [c.strip() for c in row.strip("|").split("|")][3:]
+        assert rows["measured now"] == [prompts, tokens, *agreement.split(), kl], (row, out)
+
+    # Q8_0's blk.0.ffn_down scaled on the Hub after publishing (as the push's planted test does).
+    file_name = f"{name}-Q8_0.gguf"
+    original = Path(hub_api.hf_hub_download(gguf_id, file_name)).read_bytes()
+    changed = tmp_path / file_name
+    changed.write_bytes(original)
+    reader = gguf.GGUFReader(changed, "r+")
+    [tensor] = [t for t in reader.tensors if t.name == PLANTED_TENSOR]
+    weights = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    tensor.data[...] = gguf.quants.quantize(weights * PLANTED_SCALE, tensor.tensor_type)
+    del reader
+    hub_api.upload_file(path_or_fileobj=changed, path_in_repo=file_name, repo_id=gguf_id)
+    try:
+        assert run_cli(verify) != 0
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1, errors
+        assert f"{gguf_id}/{file_name} is not the merged model's: top-1 agreement" in errors[0], errors
+        assert "below Q8_0's floor" in errors[0] and "Q4_K_M" not in errors[0], errors
+    finally:
+        changed.write_bytes(original)
+        hub_api.upload_file(path_or_fileobj=changed, path_in_repo=file_name, repo_id=gguf_id)

@@ -5,9 +5,11 @@ before PEFT or transformers read them), the merged repo at its head commit, only
 publishes, each within its kind's size on the listing before any byte is downloaded, its config and tokenizer
 checked as a base's are.
 
-    check, recorded = verify_release("me/qwen3-4b-grpo", endpoint=..., token=...)
+    check, recorded, gguf = verify_release("me/qwen3-4b-grpo", endpoint=..., token=...)
     check.failures   # () when the merged model is still the adapter's
     recorded         # the figures the merged card recorded when it was pushed (None: not verified then)
+    gguf             # each GGUF file's check against the merged model, with its card's figures
+                     # (`hubkit.verify.release_gguf`; checked once the merged model passes)
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from hubkit.hub.failures import hub_errors
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.read import Release, download_release_files
 from hubkit.safety import kinds
+from hubkit.verify.gguf import GGUFCheck
 from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, questions_of
+from hubkit.verify.release_gguf import GGUF_SUFFIX, verify_release_gguf
 
 MERGED_SUFFIX = "-merged"
 
@@ -54,14 +58,17 @@ def _as_release(info: Any, adapter: Release) -> Release:
 def verify_release(
     repo_id: str,
     merged_repo_id: str | None = None,
+    gguf_repo_id: str | None = None,
     *,
     endpoint: str | None = None,
     token: str | None = None,
-) -> tuple[MergedCheck, Mapping[str, Any] | None]:
+) -> tuple[MergedCheck, Mapping[str, Any] | None, tuple[tuple[GGUFCheck, Mapping[str, Any] | None], ...]]:
     """Check the release's merged model against the adapter of the step it records, as users load them.
 
     Returns:
-        The check, and the figures the merged card recorded at its push (None when it was not verified).
+        The check, the figures the merged card recorded at its push (None when it was not verified), and
+        each GGUF file of `gguf_repo_id` (default ``<repo_id>-GGUF``) checked against the merged model
+        with its card's figures (`hubkit.verify.release_gguf`; none when the merged model failed).
 
     Raises:
         ReleaseError: not a release, no merge record, a file larger than its kind, a config or tokenizer
@@ -98,16 +105,29 @@ def verify_release(
     checkpoint = next(c for c in run.checkpoints if c.step == record.step)
     if checkpoint.adapter_dir is None:
         raise ReleaseError(f"{repo_id}: step {record.step}'s adapter was not downloaded")
+    questions = questions_of(evaluation.samples if evaluation is not None else ())
     check = check_merged(
         MergedCheckInput(
             base_dir=base_dir,
             adapter_dir=checkpoint.adapter_dir,
             adapter_tokenizer_dir=tokenizer_dir(run, base_dir),
             merged_dir=merged_dir,
-            questions=questions_of(evaluation.samples if evaluation is not None else ()),
+            questions=questions,
             system_prompt=manifest.system_prompt,
             artifact=merged_repo_id,
             adapter=f"step {record.step}",
         )
     )
-    return check, record.verified
+    if not check.passed:
+        return check, record.verified, ()
+    gguf = verify_release_gguf(
+        repo_id,
+        gguf_repo_id or repo_id + GGUF_SUFFIX,
+        merged_dir,
+        questions,
+        manifest.system_prompt,
+        release,
+        endpoint=endpoint,
+        token=token,
+    )
+    return check, record.verified, gguf
