@@ -109,7 +109,7 @@ def _upload_lfs(
     revision: str,
     addition: CommitOperationAdd | list[CommitOperationAdd],
     retry: RetryPolicy,
-) -> None:
+) -> frozenset[str]:
     """Send one file's LFS object (nothing when the Hub already holds it) through huggingface_hub's own
     transfer (Xet, or classic LFS where the Hub or the client has Xet off), retrying transient failures.
 
@@ -126,6 +126,13 @@ def _upload_lfs(
         f"uploading {names} to {repo_id}",
         api.endpoint,
     )
+    return _sent_as_lfs(additions)
+
+
+def _sent_as_lfs(additions: list[CommitOperationAdd]) -> frozenset[str]:
+    """The sha256 of the additions the Hub took as LFS objects (a small text file, vocab.json under the
+    Hub's 10 MB, is to be sent in the commit itself: the preupload left it there)."""
+    return frozenset(a.upload_info.sha256.hex() for a in additions if a._upload_mode == "lfs")
 
 
 def _marked_sent(operation: CommitOperationAdd) -> None:
@@ -177,9 +184,7 @@ class UploadsAhead:
         Raises:
             The first upload's failure, as `commit_repo`'s own uploads raise it.
         """
-        for future in self._futures.values():
-            future.result()
-        return frozenset(self._futures)
+        return frozenset().union(*(future.result() for future in set(self._futures.values())))
 
     def close(self) -> None:
         """Cancel the uploads not started; the ones under way finish in the background."""
@@ -394,7 +399,7 @@ def upload_all(api: HfApi, diff: RepoDiff, retry: RetryPolicy = DEFAULT_RETRY) -
     the first of a split push's commits, so the repo is left as it was.
 
     Returns:
-        The sha256 of the objects sent (or found on the Hub): `commit_repo` does not upload them again.
+        The sha256 of the LFS objects sent (or found on the Hub): `commit_repo` does not upload them again.
     """
     plan = diff.plan
     additions = [_operation(f) for f in diff.changed]
@@ -406,4 +411,4 @@ def upload_all(api: HfApi, diff: RepoDiff, retry: RetryPolicy = DEFAULT_RETRY) -
         f"uploading {len(additions)} files to {plan.repo_id}",
         api.endpoint,
     )
-    return frozenset(f.hashes.sha256 for f in _separate_uploads(diff.changed))
+    return _sent_as_lfs(additions)
