@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 from fixtures_hub import serve_hub
 from huggingface_hub import CommitOperationAdd, HfApi, get_session
@@ -69,8 +70,9 @@ def test_the_commit_past_the_limit_is_refused_429_with_retry_after_in_the_hubs_w
 
 
 def test_api_answers_carry_the_rate_limit_headers_and_429_past_the_quota(tmp_path):
-    with _hub(tmp_path, "free.api_calls=4,api_window=60") as hub:
-        session = get_session()
+    # The raw calls go through a client of their own: the process's shared one may be paced by hubkit
+    # (`hubkit.hub.pacing`), which would wait for the window instead of meeting the 429 asserted here.
+    with _hub(tmp_path, "free.api_calls=4,api_window=60") as hub, httpx2.Client() as session:
 
         def get(token: str | None, path: str = "/api/whoami-v2"):
             headers = {"Authorization": f"Bearer {token}"} if token else {}

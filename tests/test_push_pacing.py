@@ -8,11 +8,14 @@ from __future__ import annotations
 import re
 import time
 
+import httpx2
+import pytest
 from helpers import push_adapters
 from huggingface_hub import HfApi
 from test_push_limits import REPO_ID, _free_hub, _one_error_line
 
-from hubkit.hub.pacing import PACER, RESERVE
+from hubkit.errors import RateLimitedError
+from hubkit.hub.pacing import PACER, RESERVE, Pacer
 from tests.support.runs import TINY_SHAPES, make_run
 
 
@@ -71,3 +74,17 @@ def test_a_window_that_resets_after_max_wait_stops_the_push_in_one_line(tmp_path
     assert error.startswith("Error: the Hub's window of api calls is spent"), error
     assert re.search(r"commits are left: run the push again after \d\d:\d\d:\d\d UTC", error), error
     assert "--max-wait" in error
+
+
+def test_one_accounts_spent_window_holds_none_of_anothers_calls():
+    """The Hub counts each account apart: a window another token spent (or an anonymous caller's) is not
+    this token's, so its calls go out at once; the spent account's own call past the reserve would wait."""
+    pacer = Pacer()
+    pacer.max_wait = 0.0  # a wait would raise instead of sleeping
+    url = "http://127.0.0.1:9/api/whoami-v2"
+    spent = httpx2.Request("GET", url, headers={"Authorization": "Bearer hf_spent"})
+    pacer.after(httpx2.Response(429, headers={"RateLimit": '"api";r=0;t=300'}, request=spent))
+    for headers in ({"Authorization": "Bearer hf_other"}, {}):
+        pacer.before(httpx2.Request("GET", url, headers=headers))
+    with pytest.raises(RateLimitedError, match="window of api calls is spent"):
+        pacer.before(spent)

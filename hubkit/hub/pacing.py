@@ -8,7 +8,7 @@ on a download or a listing; a push's reads, branch creations and commits would m
 
 Every request huggingface_hub sends goes through its one shared `httpx2` client (`get_session`), which
 `install` builds with two event hooks besides the library's own: each answer's `RateLimit` is recorded by
-endpoint and bucket, and each request of a bucket counts one call off what is left; a request finding no
+endpoint, account (the request's credentials, kept as a hash) and bucket, and each request of a bucket counts one call off what is left; a request finding no
 more than `RESERVE` left waits until the window resets, saying until when in one line, as long as the
 wait is within `--max-wait`; a longer one stops the push with `RateLimitedError` saying when to rerun.
 
@@ -19,6 +19,7 @@ session: hubkit counts that call with `Pacer.take` before each upload it starts.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -48,6 +49,12 @@ def bucket_of(url: httpx2.URL) -> str | None:
     if "/resolve/" in path:
         return "resolvers"
     return "api" if ".git/info/lfs/" in path else None
+
+
+def account_of(authorization: str | None) -> str:
+    """Whose window a request counts against: a digest of its credentials ("" for an anonymous caller). The
+    Hub counts each account's calls apart, so one account's spent window never holds another's calls."""
+    return hashlib.sha256(authorization.encode()).hexdigest()[:16] if authorization else ""
 
 
 def origin(url: httpx2.URL | str) -> str:
@@ -80,9 +87,10 @@ class Pacer:
         self.reserve = reserve
         self.max_wait = DEFAULT_RETRY.max_wait
         self.stats = PaceStats(calls={})
-        self._windows: dict[tuple[str, str], Window] = {}
+        # By (origin, account, bucket).
+        self._windows: dict[tuple[str, str, str], Window] = {}
         self._lock = threading.Lock()
-        self._waiting_until: dict[tuple[str, str], float] = {}
+        self._waiting_until: dict[tuple[str, str, str], float] = {}
 
     def before(self, request: httpx2.Request) -> None:
         """Count the request off its bucket's window; wait first when no more than the reserve is left.
@@ -92,16 +100,17 @@ class Pacer:
         """
         bucket = bucket_of(request.url)
         if bucket is not None:
-            self.take(origin(request.url), bucket)
+            self.take(origin(request.url), account_of(request.headers.get("authorization")), bucket)
 
-    def take(self, host: str, bucket: str = "api") -> None:
-        """Count one call of `bucket` to `host` (an `origin`) (waiting first as `before` does): also for the calls
-        hf_xet makes from its own client (its write token, one per upload session), which no hook sees.
+    def take(self, host: str, account: str, bucket: str = "api") -> None:
+        """Count one call of `bucket` to `host` (an `origin`) by `account` (`account_of`), waiting first as
+        `before` does: also for the calls hf_xet makes from its own client (its write token, one per upload
+        session), which no hook sees.
 
         Raises:
             RateLimitedError: the window resets later than `max_wait` allows.
         """
-        key = (host, bucket)
+        key = (host, account, bucket)
         while True:
             with self._lock:
                 window = self._windows.get(key)
@@ -151,7 +160,8 @@ class Pacer:
         info = parse_ratelimit_headers(response.headers)
         if info is None:
             return
-        key = (origin(response.request.url), info.resource_type)
+        request = response.request
+        key = (origin(request.url), account_of(request.headers.get("authorization")), info.resource_type)
         resets_at = time.monotonic() + info.reset_in_seconds
         with self._lock:
             window = self._windows.get(key)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import HfHubHTTPError
+from huggingface_hub.utils import build_hf_headers
 
 from hubkit.errors import PublishError
 from hubkit.hub import pacing
@@ -118,7 +119,8 @@ def _upload_lfs(
     """
     additions = addition if isinstance(addition, list) else [addition]
     # hf_xet's own request for its write token, which the client's hooks do not see (`hubkit.hub.pacing`).
-    pacing.PACER.take(pacing.origin(api.endpoint))
+    authorization = build_hf_headers(token=api.token).get("authorization")
+    pacing.PACER.take(pacing.origin(api.endpoint), pacing.account_of(authorization))
     names = additions[0].path_in_repo + (f" and {len(additions) - 1} more" if len(additions) > 1 else "")
     with_retries(
         lambda: api.preupload_lfs_files(repo_id, additions=additions, repo_type=repo_type, revision=revision),
