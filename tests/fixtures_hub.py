@@ -45,12 +45,18 @@ TEST_TOKEN = "hf_hubkit_local_test_token"
 def serve_hub(root: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     """`hubkit hub serve --root ROOT EXTRA...` in its own process (one a test can kill); its endpoint."""
     hubkit = Path(sys.executable).parent / "hubkit"
-    process = subprocess.Popen(
-        [str(hubkit), "hub", "serve", "--root", str(root), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    return _served([str(hubkit), "hub", "serve", "--root", str(root), *extra])
+
+
+def serve_faulty(root: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """`tests/support/serve_faulty.py --root ROOT EXTRA...` (`--faults SPEC`, `--port N`) in its own process,
+    as `serve_hub`; once it is stopped (SIGTERM), its stdout's last line is the faults' counters."""
+    command = [sys.executable, "-m", "tests.support.serve_faulty", "--root", str(root), *extra]
+    return _served(command, cwd=Path(__file__).resolve().parents[1])
+
+
+def _served(command: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     endpoint = process.stdout.readline().strip()
     assert endpoint.startswith("http://127.0.0.1:"), endpoint
     return process, endpoint

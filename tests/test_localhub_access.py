@@ -185,7 +185,6 @@ def test_a_shared_address_without_credentials_is_refused(tmp_path):
     assert "listed twice" in _serve_fails(
         tmp_path, "--host", "0.0.0.0", "--users", str(tmp_path / "users.toml")
     )
-    assert "unknown fault" in _serve_fails(tmp_path, "--faults", "lfs_999=1")
 
 
 def test_a_hub_bound_to_every_address_answers_with_the_address_the_client_used(tmp_path):

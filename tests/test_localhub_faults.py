@@ -1,4 +1,5 @@
-"""The local Hub's fault mode: each fault strikes as its spec says, is counted, and leaves storage whole.
+"""The local Hub with faults (`tests/support/faults.py`, through its hooks): each fault strikes as its spec
+says, is counted, and leaves storage whole.
 
 How huggingface_hub 2.4 meets each fault (its `utils/_http.py` `http_backoff`: up to 5 retries on 408,
 429, 500, 502, 503, 504 and on network errors, sleeping 1, 2, 4, 8, 8 s, or `Retry-After` + 1 s on a
@@ -19,19 +20,20 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from fixtures_hub import serve_hub
+from fixtures_hub import serve_faulty, serve_hub
 from helpers import assert_hub_fsck_clean
 from huggingface_hub import HfApi, get_session, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 
-from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.faults import FaultPlan, Faults
+from hubkit.localhub import LocalHub
 from hubkit.localhub.git.store import blob_sha
+from tests.support.faults import FaultPlan, Faults
 
 
-def _hub(tmp_path: Path, spec: str | None) -> LocalHub:
-    plan = FaultPlan.parse(spec) if spec else None
-    return LocalHub(tmp_path / "hub", settings=HubSettings(faults=plan))
+def _hub(tmp_path: Path, spec: str) -> tuple[LocalHub, Faults]:
+    """A Hub in this process with these faults, and the faults (their counters)."""
+    faults = Faults(FaultPlan.parse(spec))
+    return LocalHub(tmp_path / "hub", hooks=faults), faults
 
 
 def _statuses(hub: LocalHub, method: str, fragment: str) -> list[int]:
@@ -82,13 +84,17 @@ def test_draws_are_reproducible_per_seed_and_independent_of_other_faults():
     assert capped.stats()["eligible"]["lfs_503"] == 5 and capped.injected["lfs_503"] == 2
 
 
-def test_a_hub_without_faults_injects_none(local_hub, hub_api, new_repo_id):
-    hub_api.create_repo(new_repo_id)
-    hub_api.upload_file(path_or_fileobj=os.urandom(30_000), path_in_repo="w.bin", repo_id=new_repo_id)
-    stats = get_session().get(f"{local_hub.endpoint}/api/local-hub/faults").json()
+def test_an_empty_plan_injects_none(tmp_path):
+    hub, faults = _hub(tmp_path, "")
+    with hub:
+        api = HfApi(endpoint=hub.endpoint, token="any")
+        api.create_repo("me/calm")
+        api.upload_file(path_or_fileobj=os.urandom(30_000), path_in_repo="w.bin", repo_id="me/calm")
+        assert not [r for r in hub.request_log if r[2] in (0, 429, 500, 503)]
+    stats = faults.stats()
     assert stats["rules"] == {} and set(stats["injected"].values()) == {0}
     assert stats["eligible"]["lfs_503"] >= 1  # the upload was eligible, and passed
-    assert not [r for r in local_hub.request_log if r[2] in (0, 429, 500, 503)]
+    assert stats["eligible"]["commit_500_after_lfs"] == 1  # so was its commit
 
 
 UPLOADS = {"xet": ("POST", "/xet/v1/xorbs/"), "lfs": ("PUT", "/lfs-upload/")}
@@ -102,12 +108,13 @@ def test_the_client_retries_an_upload_fault_and_the_file_arrives_whole(tmp_path,
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", protocol == "lfs")
     data = os.urandom(300_000)
-    with _hub(tmp_path, spec) as hub:
+    hub, faults = _hub(tmp_path, spec)
+    with hub:
         api = HfApi(endpoint=hub.endpoint, token="any")
         api.create_repo("me/flaky")
         api.upload_file(path_or_fileobj=data, path_in_repo="w.safetensors", repo_id="me/flaky")
         name = spec.split("=")[0]
-        assert hub.faults.injected[name] == 1
+        assert faults.injected[name] == 1
         first = {"lfs_503": 503, "lfs_429": 429, "drop_mid_upload": 0}[name]
         assert _statuses(hub, *UPLOADS[protocol]) == [first, 200]
         path = hf_hub_download("me/flaky", "w.safetensors", endpoint=hub.endpoint, cache_dir=tmp_path / "c")
@@ -132,15 +139,17 @@ def _batch_href(endpoint: str, repo_id: str, data: bytes) -> str | None:
 
 def test_429_carries_retry_after_and_503_stores_nothing(tmp_path):
     data = os.urandom(5000)
-    with _hub(tmp_path, "lfs_429=1:1,lfs_503=1,retry_after=7") as hub:
+    hub, faults = _hub(tmp_path, "lfs_429=1:1,lfs_503=1,retry_after=7")
+    with hub:
         HfApi(endpoint=hub.endpoint, token="any").create_repo("me/raw")
         href = _batch_href(hub.endpoint, "me/raw", data)
         first = get_session().put(href, content=data)
         assert first.status_code == 503 and "Fault injected" in first.json()["error"]
         second = get_session().put(href, content=data)
         assert second.status_code == 503
-        assert hub.faults.injected == {**hub.faults.injected, "lfs_503": 2, "lfs_429": 0}
-    with _hub(tmp_path, "lfs_429=1:1,retry_after=7") as hub:
+        assert faults.injected == {**faults.injected, "lfs_503": 2, "lfs_429": 0}
+    hub, _ = _hub(tmp_path, "lfs_429=1:1,retry_after=7")
+    with hub:
         href = _batch_href(hub.endpoint, "me/raw", data)
         limited = get_session().put(href, content=data)
         assert (limited.status_code, limited.headers["retry-after"]) == (429, "7")
@@ -151,7 +160,8 @@ def test_429_carries_retry_after_and_503_stores_nothing(tmp_path):
 
 def test_a_dropped_upload_gets_no_answer_and_stores_nothing(tmp_path):
     data = os.urandom(200_000)
-    with _hub(tmp_path, "drop_mid_upload=1") as hub:
+    hub, faults = _hub(tmp_path, "drop_mid_upload=1")
+    with hub:
         HfApi(endpoint=hub.endpoint, token="any").create_repo("me/drop")
         href = urlsplit(_batch_href(hub.endpoint, "me/drop", data))
         connection = http.client.HTTPConnection(href.hostname, href.port, timeout=10)
@@ -159,7 +169,7 @@ def test_a_dropped_upload_gets_no_answer_and_stores_nothing(tmp_path):
             connection.request("PUT", f"{href.path}?{href.query}", body=data)
             connection.getresponse()
         connection.close()
-        assert hub.faults.injected["drop_mid_upload"] == 1
+        assert faults.injected["drop_mid_upload"] == 1
         assert _statuses(hub, "PUT", "/lfs-upload/") == [0]
         assert _batch_href(hub.endpoint, "me/drop", data) is not None
     assert _lfs_objects(tmp_path / "hub") == [] and _lfs_tmp(tmp_path / "hub") == []
@@ -167,12 +177,13 @@ def test_a_dropped_upload_gets_no_answer_and_stores_nothing(tmp_path):
 
 def test_commit_500_after_lfs_applies_nothing_and_a_rerun_sends_no_bytes_again(tmp_path):
     data = os.urandom(100_000)
-    with _hub(tmp_path, "commit_500_after_lfs=1:1") as hub:
+    hub, faults = _hub(tmp_path, "commit_500_after_lfs=1:1")
+    with hub:
         api = HfApi(endpoint=hub.endpoint, token="any")
         api.create_repo("me/c500")
         api.upload_file(path_or_fileobj=b"small", path_in_repo="notes.txt", repo_id="me/c500")
         head = api.model_info("me/c500").sha
-        assert hub.faults.stats()["eligible"]["commit_500_after_lfs"] == 0  # no LFS file: not eligible
+        assert faults.stats()["eligible"]["commit_500_after_lfs"] == 0  # no LFS file: not eligible
         with pytest.raises(HfHubHTTPError) as caught:
             api.upload_file(path_or_fileobj=data, path_in_repo="w.safetensors", repo_id="me/c500")
         assert caught.value.response.status_code == 500
@@ -185,11 +196,11 @@ def test_commit_500_after_lfs_applies_nothing_and_a_rerun_sends_no_bytes_again(t
             "Upload w.safetensors with huggingface_hub",
             "Upload notes.txt with huggingface_hub",
         ]
-        assert hub.faults.injected["commit_500_after_lfs"] == 1
+        assert faults.injected["commit_500_after_lfs"] == 1
 
 
 def test_crash_faults_are_refused_in_a_shared_process(tmp_path):
-    with pytest.raises(ValueError, match="hubkit hub serve"):
+    with pytest.raises(ValueError, match=r"serve_faulty\.py"):
         _hub(tmp_path, "crash_mid_commit=1")
 
 
@@ -211,7 +222,7 @@ def test_crash_mid_commit_then_restart_leaves_the_last_commit_and_takes_the_same
     (folder / "model.safetensors").write_bytes(os.urandom(12_000_000))
     for i in range(100):
         (folder / "notes" / f"{i}.txt").write_text(f"note {i}\n")
-    process, endpoint = serve_hub(root, "--faults", "crash_mid_commit=1:1")
+    process, endpoint = serve_faulty(root, "--faults", "crash_mid_commit=1:1")
     try:
         api = HfApi(endpoint=endpoint, token="any")
         api.create_repo("me/crash")
@@ -254,7 +265,7 @@ def test_a_server_killed_mid_upload_and_restarted_on_its_port_lets_the_client_re
     URL signing key) is in time for the client's backoff, and the upload completes. (Through Xet, whose
     retries the session shortens, hubkit's own retries carry a push through: tests/test_push_faults.py.)"""
     root, data = tmp_path / "hub", os.urandom(3_000_000)
-    process, endpoint = serve_hub(root, "--port", "0", "--faults", "crash_mid_upload=1:1")
+    process, endpoint = serve_faulty(root, "--port", "0", "--faults", "crash_mid_upload=1:1")
     port = endpoint.rsplit(":", 1)[1]
     restarted: list[subprocess.Popen] = []
 

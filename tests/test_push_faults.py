@@ -1,9 +1,11 @@
-"""A push through a flaky Hub: the local Hub's fault mode, one fault at a time, the real client.
+"""A push through a flaky Hub: the local Hub with faults (`tests/support/faults.py`), one at a time, the real
+client.
 
 Each case either completes after retries, or fails with the one-line error that says to run the push
 again, and that rerun completes. Afterwards every file of the repo equals the local one (sha256), the
 repo has exactly the commits a clean push makes, and a rerun has sent no object the Hub already held.
-The crash faults kill the Hub's process, so those cases serve it with `hubkit hub serve`.
+The crash faults kill the Hub's process, so those cases serve it in a process of its own
+(`tests/support/serve_faulty.py`).
 
 The push takes the client's default path, Xet: the upload faults (`lfs_503`, `lfs_429`, the cut and the
 crash mid-upload) strike its xorb and shard uploads as they strike LFS PUTs. hf_xet retries each request
@@ -16,6 +18,7 @@ printed at the end of the module (`pytest -s`).
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 import tempfile
 import threading
@@ -25,14 +28,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fixtures_hub import serve_hub
+from fixtures_hub import serve_faulty
 from helpers import chunks_of, chunks_sent, push_adapters
-from huggingface_hub import CommitOperationAdd, HfApi, get_session, hf_hub_download
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 
 from hubkit.errors import PublishError
-from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.faults import FaultPlan
+from hubkit.localhub import LocalHub
 from hubkit.publish import PushReport, PushRequest, PushSession
+from tests.support.faults import FaultPlan, Faults
 from tests.support.runs import TINY_SHAPES, make_run
 
 REPO_ID = "faults/run"
@@ -118,10 +121,11 @@ def _assert_repo_is_the_run(report: PushReport, endpoint: str, tmp_path: Path, i
 )
 def test_a_push_completes_through_transient_faults(spec, run_dir, tiny_qwen3, tmp_path):
     name = spec.split("=")[0]
-    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse(spec))) as hub:
+    faults = Faults(FaultPlan.parse(spec))
+    with LocalHub(tmp_path / "hub", hooks=faults) as hub:
         _publish_base(hub.endpoint, tiny_qwen3)
         _push(run_dir, hub.endpoint, tmp_path)
-        injected = hub.faults.injected[name]
+        injected = faults.injected[name]
         FIGURES["injected"] += injected
         assert injected == int(spec.split(":")[1].split(",")[0])
 
@@ -135,11 +139,12 @@ def test_an_upload_failing_past_the_clients_own_retries_is_retried_by_the_push(
 
     run_dir = make_run(tmp_path / "runs", (1,), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
     monkeypatch.setattr(client_http, "time", SimpleNamespace(sleep=lambda _seconds: None))
-    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse("lfs_503=1:7"))) as hub:
+    faults = Faults(FaultPlan.parse("lfs_503=1:7"))
+    with LocalHub(tmp_path / "hub", hooks=faults) as hub:
         _publish_base(hub.endpoint, tiny_qwen3)
         _push(run_dir, hub.endpoint, tmp_path)
-        FIGURES["injected"] += hub.faults.injected["lfs_503"]
-        assert hub.faults.injected["lfs_503"] == 7
+        FIGURES["injected"] += faults.injected["lfs_503"]
+        assert faults.injected["lfs_503"] == 7
     retried = [r.getMessage() for r in caplog.records if r.name == "hubkit.hub.retry"]
     assert retried == [
         "uploading checkpoints/global_step_1/adapter_model.safetensors to faults/run failed (HTTP 503); "
@@ -151,8 +156,8 @@ def test_a_commit_failing_past_the_retries_stops_in_one_line_and_the_rerun_sends
     run_dir, tiny_qwen3, tmp_path, capsys
 ):
     # hubkit tries a commit 4 times: 4 failures exhaust them, and the rerun's commit goes through.
-    plan = FaultPlan.parse("commit_500_after_lfs=1:4")
-    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=plan)) as hub:
+    faults = Faults(FaultPlan.parse("commit_500_after_lfs=1:4"))
+    with LocalHub(tmp_path / "hub", hooks=faults) as hub:
         _publish_base(hub.endpoint, tiny_qwen3)
         error = _push_fails_in_one_line(run_dir, hub.endpoint, capsys)
         assert "HTTP 500, 4 tries" in error
@@ -163,8 +168,8 @@ def test_a_commit_failing_past_the_retries_stops_in_one_line_and_the_rerun_sends
         _push(run_dir, hub.endpoint, tmp_path)
         arrived = {sha256 for _repo, sha256, _protocol in hub.uploads}
         assert not chunks_of(hub, arrived) & chunks_sent(hub, failed_push_end)  # none of their bytes again
-        FIGURES["injected"] += hub.faults.injected["commit_500_after_lfs"]
-        assert hub.faults.injected["commit_500_after_lfs"] == 4
+        FIGURES["injected"] += faults.injected["commit_500_after_lfs"]
+        assert faults.injected["commit_500_after_lfs"] == 4
 
 
 def test_a_commit_whose_answer_is_lost_is_not_sent_twice(run_dir, tiny_qwen3, tmp_path, monkeypatch):
@@ -190,26 +195,29 @@ def test_a_commit_whose_answer_is_lost_is_not_sent_twice(run_dir, tiny_qwen3, tm
 
 
 class ServedHub:
-    """`hubkit hub serve` on one root and port, restartable after its process is killed."""
+    """A Hub in a process of its own (`serve_faulty`) on one root and port, restartable after its process
+    is killed."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.process, self.endpoint = serve_hub(self.root, "--port", "0")
+        self.process, self.endpoint = serve_faulty(self.root, "--port", "0")
         self.port = self.endpoint.rsplit(":", 1)[1]
 
-    def restart(self, faults: str | None = None) -> None:
+    def restart(self, faults: str = "") -> None:
         """Serve the same root on the same port again, with these faults (each crash fault strikes once)."""
         self.stop()
-        self.process = serve_hub(self.root, "--port", self.port, *(["--faults", faults] if faults else []))[0]
+        self.process = serve_faulty(self.root, "--port", self.port, "--faults", faults)[0]
 
     def killed(self) -> bool:
         """Wait for the process to die; whether it was killed (SIGKILL: the crash fault)."""
         return self.process.wait(120) == -signal.SIGKILL
 
     def uploads(self) -> int:
-        """Uploads of file bytes (xorbs, LFS PUTs) this process of the Hub has received (each is eligible
-        for the 503 fault)."""
-        return get_session().get(f"{self.endpoint}/api/local-hub/faults").json()["eligible"]["lfs_503"]
+        """Stop the Hub: the uploads of file bytes (xorbs, LFS PUTs) its last process received (each was
+        eligible for the 503 fault), from the counters it prints as it stops."""
+        self.stop()
+        assert self.process.returncode == 0
+        return json.loads(self.process.stdout.read().splitlines()[-1])["eligible"]["lfs_503"]
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -292,11 +300,12 @@ def test_a_xet_upload_hf_xet_gives_up_on_stops_the_push_in_one_line_and_the_reru
 ):
     """Every xorb upload answers 503: hf_xet tries each 6 times, then raises a builtin ConnectionError in
     its own words; the push retries the upload, then stops with hubkit's one line, not a traceback."""
-    with LocalHub(tmp_path / "hub", settings=HubSettings(faults=FaultPlan.parse("lfs_503=1"))) as hub:
+    faults = Faults(FaultPlan.parse("lfs_503=1"))
+    with LocalHub(tmp_path / "hub", hooks=faults) as hub:
         _publish_base(hub.endpoint, tiny_qwen3)
         error = _push_fails_in_one_line(run_dir, hub.endpoint, capsys)
         assert "HTTP 503, 4 tries" in error
         assert [p for m, p, s in hub.request_log if "/xet/v1/xorbs/" in p][0:1]  # it was the Xet path
-        FIGURES["injected"] += hub.faults.injected["lfs_503"]
+        FIGURES["injected"] += faults.injected["lfs_503"]
     with LocalHub(tmp_path / "hub") as hub:  # the same storage, the faults gone
         _push(run_dir, hub.endpoint, tmp_path)

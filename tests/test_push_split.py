@@ -83,8 +83,8 @@ def _killed_after(monkeypatch, commits: int) -> None:
     """Stop the push once `commits` commits of main are on the Hub, before the next one is sent.
 
     The stop is made where a SIGKILL between two commits would leave the push: after the Hub answered a
-    commit and before the next request. The local Hub's own crash faults stop the server inside a request
-    (a commit half done), which is not the point between two commits this tests."""
+    commit and before the next request. The crash faults of tests/support/faults.py stop the server inside a
+    request (a commit half done), which is not the point between two commits this tests."""
     real, made = push_commits.commit_repo, []
 
     def commit_then_stop(api, diff, **options):

@@ -4,6 +4,9 @@ arrow from a lower layer to a higher one, no file a newcomer cannot read in one 
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,22 @@ def test_the_wheel_holds_no_test_tooling() -> None:
     assert "hubkit" in found
     assert not [name for name in found if "testing" in name or "tests" in name]
     assert 'include=["hubkit", "hubkit.*"]' in (PACKAGE.parent / "setup.py").read_text(encoding="utf-8")
+
+
+def test_no_fault_injector_ships() -> None:
+    """The local Hub's failures on purpose live in tests/support/faults.py, injected through its hooks: the
+    package holds none of their vocabulary, and `hubkit hub serve` offers no flag for them."""
+    found = {
+        str(p.relative_to(PACKAGE.parent)): word
+        for p in PACKAGE.rglob("*.py")
+        for word in ("FaultPlan", "crash_mid_", "drop_mid_upload", "local-hub/faults", "--faults")
+        if word in p.read_text(encoding="utf-8")
+    }
+    assert found == {}, f"fault injection belongs in tests/support/faults.py: {found}"
+    assert not (PACKAGE / "localhub" / "faults.py").exists()
+    hubkit = Path(sys.executable).parent / "hubkit"
+    result = subprocess.run(
+        [str(hubkit), "hub", "serve", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "--root" in result.stdout and "--no-limits" in result.stdout  # the real help, whole
+    assert not re.search(r"\bfault", result.stdout, re.IGNORECASE), result.stdout

@@ -77,18 +77,6 @@ def hub() -> None:
 )
 @click.option("--no-cdn", is_flag=True, help="Serve LFS files directly instead of redirecting to 127.0.0.2.")
 @click.option(
-    "--faults",
-    metavar="SPEC",
-    help=(
-        "For tests: inject faults, seeded and reproducible. SPEC is name=P[:N],... where P is the chance "
-        "per eligible request (0-1) and N caps the count. Names: lfs_503, lfs_429 (with Retry-After: "
-        "retry_after=S, default 0), commit_500_after_lfs (the commit is not applied), drop_mid_upload "
-        "(connection cut halfway, nothing stored), crash_mid_upload, crash_mid_commit (the server "
-        "SIGKILLs itself); seed=S. Counters: GET /api/local-hub/faults. "
-        "Example: lfs_503=0.3,lfs_429=1:2,commit_500_after_lfs=1:1,seed=7"
-    ),
-)
-@click.option(
     "--plan",
     type=click.Choice(["unlimited", "free", "pro", "team", "enterprise"]),
     default="unlimited",
@@ -131,7 +119,6 @@ def serve(
     allowed_hosts: tuple[str, ...],
     max_lfs_size: str,
     no_cdn: bool,
-    faults: str | None,
     plan: str,
     limit_settings: tuple[str, ...],
     no_limits: bool,
@@ -140,11 +127,9 @@ def serve(
     from hubkit.errors import LocalHubError
     from hubkit.localhub import HubSettings, LocalHub
     from hubkit.localhub.access import load_users
-    from hubkit.localhub.faults import FaultPlan
     from hubkit.localhub.limits import HubLimits, parse_size
 
     try:
-        fault_plan = FaultPlan.parse(faults) if faults else None
         users = load_users(users_file) if users_file else ()
         limits = HubLimits.off() if no_limits else HubLimits()
         limits = limits.with_settings(",".join(limit_settings))
@@ -153,13 +138,12 @@ def serve(
             users=users,
             allowed_hosts=allowed_hosts,
             max_lfs_size=parse_size(max_lfs_size),
-            faults=fault_plan,
             plan=plan,
             limits=limits,
         )
     except ValueError as e:
         raise LocalHubError(str(e)) from None
-    server = LocalHub(root, host=host, port=port, cdn=not no_cdn, settings=settings, own_process=True)
+    server = LocalHub(root, host=host, port=port, cdn=not no_cdn, settings=settings)
     try:
         server.start()
     except OSError as e:

@@ -32,8 +32,8 @@ Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or spec
 `lfs` (objects on disk), `xet_hashes`, `xet_xorb`, `xet_shard` (the Xet formats), `xet_store` and
 `xet_tokens` (Xet objects and tokens), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
 `identity` (tokens, users, plans, namespace rules), `limits` (huggingface.co's rate limits and quotas
-per plan), `signed_urls`, `faults` (failures injected on purpose, for
-tests), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
+per plan), `signed_urls`, `hooks` (where an embedding program steps into
+uploads and commits), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
 `handler` and `server` (sockets, threads, start/stop).
 """
 

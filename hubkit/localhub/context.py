@@ -9,7 +9,7 @@ from hubkit.localhub import errors
 from hubkit.localhub.access import AccessPolicy, Account
 from hubkit.localhub.collection_store import CollectionStore
 from hubkit.localhub.exceptions import RepoNotFoundError
-from hubkit.localhub.faults import FaultPlan, Faults
+from hubkit.localhub.hooks import HubHooks
 from hubkit.localhub.identity import Caller
 from hubkit.localhub.limits import PLAN_NAMES, UNLIMITED, HubLimits, Limiter
 from hubkit.localhub.messages import Request
@@ -43,7 +43,6 @@ class HubSettings:
         signed_url_ttl: seconds an upload or download URL, or a Xet token, stays valid.
         incomplete_upload_timeout: seconds after its last write that an unfinished multipart upload is
             removed (None: `signed_url_ttl` plus 10 minutes, when none of its URLs can add to it).
-        faults: faults to inject on purpose, for tests of clients against a flaky Hub (`faults.py`).
         plan: the plan (free, pro, team, enterprise) of the administrator, of every caller of an open Hub,
             and of organizations; `unlimited` (the default): the server's operator, without quotas. Users
             of a users file have their own (default free).
@@ -65,7 +64,6 @@ class HubSettings:
     max_commit_body: int = 256 * 1024 * 1024
     signed_url_ttl: int = 3600
     incomplete_upload_timeout: int | None = None
-    faults: FaultPlan | None = None
     plan: str = UNLIMITED
     limits: HubLimits = field(default_factory=HubLimits)
 
@@ -99,7 +97,7 @@ class HubContext:
     settings: HubSettings
     endpoint: str = ""
     cdn_endpoint: str | None = None
-    faults: Faults = field(default_factory=lambda: Faults(None))
+    hooks: HubHooks = field(default_factory=HubHooks)  # `LocalHub(hooks=...)`
     # Signs upload and download URLs; kept in the root, so that URLs handed out survive a restart.
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     uploads: list[tuple[str, str, str]] = field(default_factory=list)  # `LocalHub.uploads`

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
 from hubkit.localhub import errors
-from hubkit.localhub.faults import DropConnection
 from hubkit.localhub.guards import HOST_HEADER
+from hubkit.localhub.hooks import AbortConnection
 from hubkit.localhub.messages import Body, Request, Response
 from hubkit.localhub.routes import dispatch
 
@@ -53,7 +53,7 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         )
         try:
             response = dispatch(self.server.context, request, self.server.hosts)
-        except DropConnection:
+        except AbortConnection:
             self._drop()
             self.server.request_log.append((self.command, raw_path, 0))
             return

@@ -290,7 +290,7 @@ class Repo:
 
         Every operation is checked before the first object is written. With `create_pr`, the commit
         lands on a new `refs/pr/N` started from the branch head. `before_ref_update` is called once
-        the commit's objects are written and before the branch moves (the fault mode's crash point).
+        the commit's objects are written and before the branch moves (`HubHooks.ref_update`).
 
         Raises:
             InvalidInputError: a bad path, an LFS object never uploaded, or a revision that is no branch.

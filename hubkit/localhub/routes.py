@@ -83,7 +83,6 @@ ROUTES = [
     _route("DELETE", "/api/repos/delete", api_repos.delete_repo, guards.JSON, write=True),
     _route("POST", "/api/repos/delete", api_repos.delete_repo, write=True),  # huggingface_hub <1.0
     _route("GET", "/api/whoami-v2", api_repos.whoami),
-    _route("GET", "/api/local-hub/faults", api_repos.fault_stats),
     _route("POST", "/api/validate-yaml", api_upload.validate_yaml),
     _route("POST", "/api/collections", api_collections.create_collection, write=True),
     _route("GET", "/api/collections", api_collections.list_collections),
@@ -149,9 +148,9 @@ def _without_namespace(segments: list[str]) -> bool:
 
 def _bucket(segments: list[str]) -> str | None:
     """The Hub's rate-limit bucket of a path: "api" (its API and the git LFS batch), "resolvers" (file
-    downloads), or None (uploads and Xet go to other services; hubkit's own `/api/local-hub/`)."""
+    downloads), or None (uploads and Xet go to other services)."""
     if segments[:1] == ["api"]:
-        return None if segments[1:2] == ["local-hub"] else "api"
+        return "api"
     if "resolve" in segments[1:4]:
         return "resolvers"
     return "api" if any(s.endswith(".git") for s in segments[:3]) else None

@@ -20,9 +20,9 @@ from pathlib import Path
 from hubkit.errors import LocalHubError
 from hubkit.localhub.context import HubContext, HubSettings
 from hubkit.localhub.exceptions import RootInUseError
-from hubkit.localhub.faults import Faults
 from hubkit.localhub.guards import HostRule
 from hubkit.localhub.handler import HubRequestHandler
+from hubkit.localhub.hooks import HubHooks
 from hubkit.localhub.store import RepoStore
 
 logger = logging.getLogger(__name__)
@@ -98,12 +98,11 @@ class LocalHub:
             the Hub listens on another address than loopback (LFS files are then served directly with a 200).
         request_log: (method, path, status) of every request answered, in order; the path is as
             sent (percent-encoded, without the query string), e.g. ("PUT", "/lfs-upload/...", 200);
-            status 0 for a connection cut on purpose (the fault mode's drop_mid_upload).
+            status 0 for a connection a hook cut (`hooks.AbortConnection`).
         uploads: (repo id, sha256, "lfs" or "xet") of every object an upload stored, in order: an LFS
             object once its bytes are in, a Xet file once a shard registered it.
         token: the administrator's token, or None (see `access.py` for who may do what).
-        faults: the fault mode's counters (`faults.injected`, `faults.stats()`), also served as JSON at
-            `GET /api/local-hub/faults`; nothing is injected unless `settings.faults` says so.
+        hooks: what steps into its uploads and commits (`hooks.py`; by default, nothing).
     """
 
     def __init__(
@@ -114,13 +113,12 @@ class LocalHub:
         token: str | None = None,
         cdn: bool = True,
         settings: HubSettings | None = None,
-        own_process: bool = False,
+        hooks: HubHooks | None = None,
     ) -> None:
-        """Args (beyond the attributes): `settings` for everything else; `own_process` allows the crash
-        faults, which kill the process (only `hubkit hub serve` runs a Hub in a process of its own).
+        """Args (beyond the attributes): `settings` for everything else.
 
         Raises:
-            ValueError: the token given twice, or crash faults for a Hub that shares its process.
+            ValueError: the token given twice.
         """
         self.root = Path(root)
         self.host, self.port = host, port
@@ -128,9 +126,7 @@ class LocalHub:
         if token and self.settings.token != token:
             raise ValueError("Pass the token either as `token` or in `settings`, not both.")
         self.token = self.settings.token
-        if self.settings.faults and self.settings.faults.crashes and not own_process:
-            raise ValueError("Crash faults kill the process: run them in `hubkit hub serve --faults`.")
-        self.faults = Faults(self.settings.faults)
+        self.hooks = hooks or HubHooks()
         self.use_cdn = cdn
         self.request_log: list[tuple[str, str, int]] = []
         self.uploads: list[tuple[str, str, str]] = []
@@ -158,7 +154,7 @@ class LocalHub:
         except RootInUseError as e:
             raise LocalHubError(f"{e} Stop it first, or serve another --root.") from None
         context = HubContext(
-            store, self.settings, faults=self.faults, secret=store.signing_key(), uploads=self.uploads
+            store, self.settings, hooks=self.hooks, secret=store.signing_key(), uploads=self.uploads
         )
         context.collections.remove_leftovers()
         try:

@@ -110,15 +110,8 @@ def lfs_batch(ctx: HubContext, req: Request, repo_type: str, namespace: str, nam
 
 
 def store_upload(ctx: HubContext, req: Request, size: int, write: Callable[[Iterator[bytes]], T]) -> T:
-    """Store an upload's body (an LFS object or part, a Xet xorb or shard) with `write`, through the fault mode (a 503/429 instead, or a body cut
-    halfway)."""
-    refusal = ctx.faults.upload_status()
-    if refusal is not None:
-        for _ in req.body.chunks():  # read it all, so that the client sees the answer, not a reset
-            pass
-        status, headers = refusal
-        raise errors.HubHTTPError(status, f"Fault injected by the local Hub: {status}.", headers=headers)
-    body = ctx.faults.upload_body(req.body.chunks(), size)
+    """Store an upload's body (an LFS object or part, a Xet xorb) with `write`, through the Hub's hooks."""
+    body = ctx.hooks.upload(req.body.chunks(), size)
     try:
         return write(body)
     except OSError:  # a full disk: read the rest of the body too

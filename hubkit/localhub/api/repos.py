@@ -97,11 +97,6 @@ def whoami(ctx: HubContext, req: Request) -> Response:
     )
 
 
-def fault_stats(ctx: HubContext, req: Request) -> Response:
-    """The fault mode's plan and counters (hubkit's own endpoint: `GET /api/local-hub/faults`)."""
-    return json_response(ctx.faults.stats())
-
-
 def list_repos(ctx: HubContext, req: Request, repo_type: str) -> Response:
     author, search = req.param("author"), req.param("search") or ""
     refs = [

@@ -227,13 +227,6 @@ def parse_commit_payload(lines: Iterable[bytes]) -> CommitPayload:
     return payload
 
 
-def _all_lfs_arrived(repo: Repo, operations: list[Operation]) -> bool:
-    """Whether the commit names LFS files and every one of their objects is stored."""
-    lfs = [op for op in operations if isinstance(op, AddLfs)]
-    stored = [(repo.lfs.size(op.oid), op.size) for op in lfs]
-    return bool(lfs) and all(size is not None and want in (None, size) for size, want in stored)
-
-
 def _added_bytes(repo: Repo, operations: list[Operation], stored: set[str]) -> int:
     """Bytes a commit adds: its regular files, and its LFS objects not already stored."""
     total = 0
@@ -256,8 +249,7 @@ def commit(
     _check_storage(ctx, repo, lambda stored: _added_bytes(repo, payload.operations, stored))
     added = sum(isinstance(op, (AddContent, AddLfs)) for op in payload.operations)
     warn_large_commit(ctx.settings.limits, repo.ref.repo_id, added)
-    if _all_lfs_arrived(repo, payload.operations) and ctx.faults.draw("commit_500_after_lfs"):
-        raise errors.HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
+    ctx.hooks.commit(repo, payload.operations)
     message = payload.summary + (f"\n\n{payload.description}" if payload.description.strip() else "")
     sha, ref = repo.commit(
         revision,
@@ -266,7 +258,7 @@ def commit(
         ctx.author(req.caller),
         payload.parent_commit,
         create_pr=req.flag("create_pr"),
-        before_ref_update=ctx.faults.crash_mid_commit,
+        before_ref_update=lambda: ctx.hooks.ref_update(repo),
     )
     lfs_oids = [op.oid for op in payload.operations if isinstance(op, AddLfs)]
     give_xet_hashes(ctx, repo, req.caller, req.base_url + CAS_PREFIX, lfs_oids)

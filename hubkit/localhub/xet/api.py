@@ -76,7 +76,7 @@ def upload_shard(ctx: HubContext, req: Request, version: int = 1) -> Response:
     stream of progress frames ending in `result`, which the Hub sends only once the shard is registered,
     so a refusal is a status as in `/v1`."""
     repo = _repo(ctx, req, WRITE)
-    data = req.body.read()  # metadata only: the fault mode strikes the file bytes (xorbs), not this
+    data = req.body.read()  # metadata only: the upload hook sees the file bytes (xorbs), not this
     for registered in ctx.xet.register_shard(data, repo.lfs, ctx.settings.max_lfs_size):
         ctx.uploads.append((repo.ref.repo_id, registered.sha256, "xet"))
     if version == 1:

@@ -1,7 +1,8 @@
-"""Faults the local Hub injects on purpose, so that clients can be tested against a flaky Hub.
+"""Faults a local Hub injects on purpose, so that the real clients are tested against a flaky Hub.
 
-A spec is a comma-separated list of `name=value` items (`hubkit hub serve --faults SPEC`, or
-`HubSettings(faults=FaultPlan.parse(SPEC))`):
+`Faults` is a set of the local Hub's hooks (`hubkit.localhub.hooks`): `LocalHub(root, hooks=Faults(plan))`
+in this process, or `serve_faulty.py` for a Hub in a process of its own (the crash faults kill it).
+A plan is parsed from a comma-separated list of `name=value` items:
 
     lfs_503=P[:N]              an upload (an LFS object's PUT or one part's, a Xet xorb) answers 503
     lfs_429=P[:N]              an upload answers 429 with `Retry-After: <retry_after>`
@@ -16,7 +17,7 @@ P is the chance, from 0 to 1, that an eligible request gets the fault; N caps ho
 injected (no cap by default): `lfs_503=1:2` fails the first two uploads and no other. The draw
 for the n-th eligible request of a fault depends only on (seed, fault, n), so a client that sends the
 same requests in the same order meets the same faults. 503 and 429 answers come after the body is
-read, as a proxy in front of storage answers; the crash faults need a server process of their own.
+read, as a proxy in front of storage answers.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+
+from hubkit.localhub.errors import HubHTTPError
+from hubkit.localhub.hooks import AbortConnection, HubHooks
+from hubkit.localhub.repos import AddLfs, Operation, Repo
 
 logger = logging.getLogger(__name__)
 
@@ -88,15 +93,16 @@ class FaultPlan:
         return any(self.rules.get(name, FaultRule(0)).probability > 0 for name in CRASH_FAULTS)
 
 
-class DropConnection(Exception):
-    """Raised to cut the client's connection without an answer (the handler closes the socket)."""
+class Faults(HubHooks):
+    """The faults of one running Hub (`plan`): draws them, counts what was eligible and what was injected.
 
+    `own_process`: the Hub runs in a process of its own, which the crash faults may kill (a Hub inside
+    pytest's process is refused them: ValueError)."""
 
-class Faults:
-    """The faults of one running Hub (`plan`): draws them, counts what was eligible and what was injected."""
-
-    def __init__(self, plan: FaultPlan | None) -> None:
+    def __init__(self, plan: FaultPlan | None = None, own_process: bool = False) -> None:
         self.plan = plan or FaultPlan()
+        if self.plan.crashes and not own_process:
+            raise ValueError("Crash faults kill the process: serve them with tests/support/serve_faulty.py.")
         self._lock = threading.Lock()
         self._eligible = dict.fromkeys(FAULTS, 0)
         self._injected = dict.fromkeys(FAULTS, 0)
@@ -123,7 +129,7 @@ class Faults:
             return dict(self._injected)
 
     def stats(self) -> dict:
-        """What `GET /api/local-hub/faults` answers: the plan, and eligible and injected counts."""
+        """The plan, and eligible and injected counts (what `serve_faulty.py` prints when stopped)."""
         with self._lock:
             return {
                 "seed": self.plan.seed,
@@ -136,22 +142,21 @@ class Faults:
                 "injected": dict(self._injected),
             }
 
-    # --- the points where faults strike ---------------------------------------------------------
+    # --- the hooks: where faults strike -------------------------------------------------------------
 
-    def upload_status(self) -> tuple[int, dict[str, str]] | None:
-        """(status, headers) an LFS upload answers instead of storing its body, or None to store it."""
-        if self.draw("lfs_503"):
-            return 503, {}
-        if self.draw("lfs_429"):
-            return 429, {"Retry-After": str(self.plan.retry_after)}
-        return None
-
-    def upload_body(self, chunks: Iterator[bytes], size: int) -> Iterator[bytes]:
-        """The upload's body, cut after half its `size` bytes when a drop or crash fault strikes."""
+    def upload(self, body: Iterator[bytes], size: int) -> Iterator[bytes]:
+        """A 503 or 429 once the body is read, or the body cut after half its `size` bytes (a drop or a
+        crash), or the body whole."""
+        for name, status in (("lfs_503", 503), ("lfs_429", 429)):
+            if self.draw(name):
+                for _ in body:  # read it all, so that the client sees the answer, not a reset
+                    pass
+                headers = {"Retry-After": str(self.plan.retry_after)} if status == 429 else {}
+                raise HubHTTPError(status, f"Fault injected by the local Hub: {status}.", headers=headers)
         crash = self.draw("crash_mid_upload")
         if not crash and not self.draw("drop_mid_upload"):
-            return chunks
-        return self._cut(chunks, size // 2, crash)
+            return body
+        return self._cut(body, size // 2, crash)
 
     @staticmethod
     def _cut(chunks: Iterator[bytes], keep: int, crash: bool) -> Iterator[bytes]:
@@ -164,9 +169,21 @@ class Faults:
             yield chunk
         if crash:
             os.kill(os.getpid(), signal.SIGKILL)
-        raise DropConnection
+        raise AbortConnection
 
-    def crash_mid_commit(self) -> None:
-        """Called between writing a commit's objects and moving its branch: may kill the process."""
+    def commit(self, repo: Repo, operations: Sequence[Operation]) -> None:
+        """A 500 for a commit naming LFS files whose objects are all stored (eligible only then)."""
+        if _all_lfs_arrived(repo, operations) and self.draw("commit_500_after_lfs"):
+            raise HubHTTPError(500, "Fault injected by the local Hub: the commit was not applied.")
+
+    def ref_update(self, repo: Repo) -> None:
+        """Between writing a commit's objects and moving its branch: may kill the process."""
         if self.draw("crash_mid_commit"):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _all_lfs_arrived(repo: Repo, operations: Sequence[Operation]) -> bool:
+    """Whether the commit names LFS files and every one of their objects is stored."""
+    lfs = [op for op in operations if isinstance(op, AddLfs)]
+    stored = [(repo.lfs.size(op.oid), op.size) for op in lfs]
+    return bool(lfs) and all(size is not None and want in (None, size) for size, want in stored)
