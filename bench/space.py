@@ -154,21 +154,22 @@ def run(args: argparse.Namespace, workdir: Path) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT / "spaces" / "compare"))
-    from config import AppConfig
-    from engine import BASE, FINAL, Engine
+    from checkpoints import Adapter, list_repo_checkpoints
+    from config import FINAL, AppConfig, RunConfig
+    from engine import BASE, Engine
 
     base_repo, adapter_repo = publish(args, workdir)
     config = AppConfig(
         title="bench",
         base_model=base_repo,
-        adapter_repo=adapter_repo,
+        runs=(RunConfig("bench", adapter_repo),),
         dtype="float32",
         max_new_tokens=args.new_tokens,
         max_loaded_adapters=CHECKPOINTS + 1,
         cpu_max_loaded_adapters=CHECKPOINTS + 1,  # all five at once, also on a CPU
     )
     engine = Engine(config)
-    values = [v for v in engine.list_checkpoints() if v != FINAL]
+    values = [Adapter("bench", v) for v in list_repo_checkpoints(adapter_repo, None) if v != FINAL]
     assert len(values) == CHECKPOINTS, values
     load_started = time.perf_counter()
     names = engine.ensure_loaded(values)
@@ -287,18 +288,18 @@ def memory_worker(base_dir: Path, adapter_repo: str, answer_tokens: int) -> dict
     import merge
 
     sys.path.insert(0, str(ROOT / "spaces" / "compare"))
-    from config import AppConfig
+    from checkpoints import Adapter, list_repo_checkpoints
+    from config import AppConfig, RunConfig
     from engine import Engine, Settings
 
     def peak() -> float:
         return merge.peak_rss_mib() * 2**20
 
-    config = AppConfig(
-        title="bench", base_model=str(base_dir), adapter_repo=adapter_repo, chat_template="base"
-    )
+    run = RunConfig("bench", adapter_repo)
+    config = AppConfig(title="bench", base_model=str(base_dir), runs=(run,), chat_template="base")
     started = time.perf_counter()
     engine = Engine(config, device="cpu")
-    values = engine.list_checkpoints()
+    values = [Adapter("bench", v) for v in list_repo_checkpoints(adapter_repo, None)]
     engine.ensure_loaded([values[0]])
     result = {"load_s": time.perf_counter() - started, "loaded": peak(), "dtype": str(engine.dtype)}
     result["default_max_new_tokens"] = engine.default_max_new_tokens

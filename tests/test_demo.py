@@ -137,7 +137,7 @@ def test_the_model_learns_and_the_release_is_complete(first_run: DemoRun) -> Non
         config = json.loads(
             Path(api.hf_hub_download(SPACE_REPO_ID, "space_config.json", repo_type="space")).read_text()
         )
-        assert config["adapter_repo"] == RUN_REPO_ID and config["base_model"] == BASE_REPO_ID
+        assert config["runs"][0]["adapter_repo"] == RUN_REPO_ID and config["base_model"] == BASE_REPO_ID
 
 
 def _wait_for_page(url: str, timeout: float) -> int:

@@ -542,7 +542,7 @@ def test_the_push_creates_and_updates_the_space_and_no_space_skips_it(
         Path(hub_api.hf_hub_download(space, "space_config.json", repo_type="space")).read_text()
     )
     assert (
-        config["adapter_repo"] == new_repo_id
+        config["runs"][0]["adapter_repo"] == new_repo_id
         and config["base_model"] == load_run(synthetic_run).manifest.base_model
     )
     card = SpaceCard.load(space, repo_type="space")

@@ -1,6 +1,7 @@
-"""The comparison Space: its repo files, and the app itself run as a Space runs it (`python app.py` beside
-`space_config.json`) against a run published to the local Hub, called through gradio_client and a real
-browser (Debian's chromium driven by playwright)."""
+"""The comparison Space: its repo files, its configuration as the app reads it, and the app itself run as a
+Space runs it (`python app.py` beside `space_config.json`) against a run published to the local Hub and a
+second run beside it (as a sweep's Space lists its runs), called through gradio_client and a real browser
+(Debian's chromium driven by playwright)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from hubkit.evaluate.results import (
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
 from hubkit.runs.manifest import Manifest
-from hubkit.space.config import SpaceConfig, default_space_repo_id, space_config_from_hub
+from hubkit.space.config import SpaceConfig, app_config_module, default_space_repo_id, space_config_from_hub
 from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files
 from tests.support.runs import finish_run, make_run, qwen3_shapes
 
@@ -47,6 +48,7 @@ STEPS = (1, 2, 3)
 MAX_NEW_TOKENS = 12
 PROMPT = "What is 7 + 5?"
 STARTUP_TIMEOUT_S = 300
+OTHER = "length_penalty_weight=0.5"  # the second run the served Space compares
 
 
 def _free_port() -> int:
@@ -124,10 +126,37 @@ def space_config(published) -> SpaceConfig:
 
 
 @pytest.fixture(scope="module")
-def app_url(space_config: SpaceConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def other_run(published, hub_api) -> SimpleNamespace:
+    """A second run's adapter repo, whose one checkpoint (step 1) is the first run's step 2: it answers as
+    that one does, and only from its own repo."""
+    repo_id = f"{TEST_NAMESPACE}/space-other-{uuid.uuid4().hex[:8]}"
+    hub_api.create_repo(repo_id)
+    folder = hub_api.snapshot_download(published.repo_id, allow_patterns=["checkpoints/global_step_2/*"])
+    hub_api.upload_folder(
+        repo_id=repo_id,
+        folder_path=Path(folder) / "checkpoints" / "global_step_2",
+        path_in_repo="checkpoints/global_step_1",
+    )
+    return SimpleNamespace(repo_id=repo_id)
+
+
+@pytest.fixture(scope="module")
+def served_config(space_config: SpaceConfig, other_run) -> SpaceConfig:
+    """The Space served: the run's, and the second run listed after it with its checkpoints, as a sweep's
+    Space lists a run."""
+    other = app_config_module().RunConfig(
+        OTHER, other_run.repo_id, checkpoints=("checkpoints/global_step_1",)
+    )
+    return dataclasses.replace(
+        space_config, app=dataclasses.replace(space_config.app, runs=(*space_config.app.runs, other))
+    )
+
+
+@pytest.fixture(scope="module")
+def app_url(served_config: SpaceConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The Space repo's files in a folder, served as a Space serves them: `python app.py`."""
     folder = tmp_path_factory.mktemp("space-repo")
-    for name, content in space_repo_files(space_config).items():
+    for name, content in space_repo_files(served_config).items():
         (folder / name).write_bytes(content)
     port = _free_port()
     command = [sys.executable, "app.py", "--host=127.0.0.1", f"--port={port}"]
@@ -146,7 +175,7 @@ def client(app_url: str):
 def app_modules() -> Iterator[SimpleNamespace]:
     """The app's `config`, `hardware` and `engine` modules imported in this process (removed again afterwards)."""
     path = str(space_dir("compare"))
-    names = ("config", "hardware", "engine")
+    names = ("config", "hardware", "checkpoints", "engine")
     sys.path.insert(0, path)
     try:
         yield SimpleNamespace(**{name: importlib.import_module(name) for name in names})
@@ -183,11 +212,65 @@ def test_space_repo_files(space_config: SpaceConfig, published, app_modules) -> 
     assert requirements["transformers"].specifier.contains(importlib.metadata.version("transformers"))
     # The app reads the config the push writes, with every field.
     parsed = app_modules.config.AppConfig.from_dict(json.loads(files["space_config.json"]))
-    assert parsed.adapter_repo == published.repo_id
+    (run,) = parsed.runs
+    assert (run.adapter_repo, run.checkpoints) == (published.repo_id, ())  # listed from the repo as it starts
     assert parsed.base_model == published.base_model
     assert parsed.chat_template == "adapter"  # the run saved its tokenizer, published at the repo root
     assert dataclasses.asdict(parsed) == dataclasses.asdict(space_config.app)  # every field, examples too
     assert parsed.examples
+
+
+def test_the_config_lists_runs_and_refuses_what_it_does_not_know(app_modules) -> None:
+    """`space_config.json` is read from the Space's repo: every run's repo id, revision and checkpoint is
+    checked for its form; schema 1 (one run at the top) is read as that one run."""
+    config = app_modules.config
+    runs = [
+        {"name": "lp=0.0", "adapter_repo": "me/lp0", "checkpoints": ["checkpoints/global_step_5", ""]},
+        {
+            "name": "lp=1.0",
+            "adapter_repo": "me/lp1",
+            "merged_repo": "me/lp1-merged",
+            "adapter_revision": "v2",
+        },
+    ]
+    data = {"title": "lp", "base_model": "Qwen/Qwen3-4B", "runs": runs, "schema_version": 2}
+    parsed = config.AppConfig.from_dict(data)
+    assert config.AppConfig.from_dict(json.loads(parsed.to_json())) == parsed
+    assert parsed.run("") is parsed.runs[0] and parsed.run("lp=1.0").merged_repo == "me/lp1-merged"
+    assert parsed.run("lp=0.5") is None
+    assert parsed.runs[0].checkpoints == ("checkpoints/global_step_5", "")
+
+    schema_1 = {"title": "run", "base_model": "b", "adapter_repo": "me/run", "merged_repo": "me/run-merged"}
+    (only,) = config.AppConfig.from_dict({**schema_1, "schema_version": 1}).runs
+    assert (only.name, only.adapter_repo, only.merged_repo, only.checkpoints) == (
+        "run",
+        "me/run",
+        "me/run-merged",
+        (),
+    )
+
+    def run(**changes):
+        return {**data, "runs": [{**runs[0], **changes}]}
+
+    refused = {
+        "unknown keys \\['adapter_repo'\\]": {**data, "adapter_repo": "me/x"},  # schema 1's key in schema 2
+        "unknown keys \\['runs'\\]": {**schema_1, "schema_version": 1, "runs": runs},
+        "a run in space_config.json has unknown keys \\['url'\\]": run(url="http://x"),
+        "adapter_repo must be a Hub repo id": run(adapter_repo="../../etc"),
+        "merged_repo must be a Hub repo id": run(merged_repo="me/a/b"),
+        "base_model must be a Hub repo id": {**data, "base_model": "me/../x"},
+        "adapter_revision must be a branch": run(adapter_revision="main\nx"),
+        "is not checkpoints/global_step_N": run(checkpoints=["checkpoints/../../x"]),
+        "checkpoints must be a list": run(checkpoints="checkpoints/global_step_1"),
+        "names two runs alike": {**data, "runs": [runs[0], {**runs[1], "name": "lp=0.0"}]},
+        "must name 1 to 100 runs": {**data, "runs": []},
+        "must list its runs": {key: value for key, value in data.items() if key != "runs"},
+        "has schema 3": {**data, "schema_version": 3},
+        "a run's name must be": run(name=""),
+    }
+    for message, value in refused.items():
+        with pytest.raises(ValueError, match=message):
+            config.AppConfig.from_dict(value)
 
 
 def test_app_does_not_import_hubkit() -> None:
@@ -263,6 +346,15 @@ def test_compare_two_checkpoints_and_the_trajectory(client) -> None:
     assert [row["answer"] for row in rows] == [trained_1, trained_2, trained_3]
     assert all(row["error"] is None and 0 < row["tokens"] <= MAX_NEW_TOKENS for row in rows)
 
+    # The second run: its own checkpoints, loaded from its own repo (its step 1 is the first run's step 2).
+    first, other = client.predict(api_name="/runs")
+    assert other == OTHER and client.predict(first, api_name="/checkpoints") == checkpoints
+    assert client.predict(OTHER, api_name="/checkpoints") == ["checkpoints/global_step_1"]
+    base, trained = client.predict(PROMPT, "checkpoints/global_step_1", OTHER, api_name="/compare")
+    assert (base, trained) == (base_1, trained_2)
+    (row,) = client.predict(PROMPT, OTHER, api_name="/trajectory")
+    assert (row["step"], row["answer"]) == (1, trained_2)
+
 
 def _alone(engine, prompt_ids: list[int], model) -> tuple[int, ...]:
     """`model`'s greedy answer to the prompt, loaded alone (no batch), cut at the engine's stop ids."""
@@ -291,17 +383,17 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
     config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
     # Two adapters beside the base, to batch both checkpoints at once.
     engine = engine_module.Engine(dataclasses.replace(config, cpu_max_loaded_adapters=2), device="cpu")
-    engine.list_checkpoints()
     prompt_ids = engine.encode(PROMPT)
     settings = engine_module.Settings(max_new_tokens=MAX_NEW_TOKENS)
-    values = [f"checkpoints/global_step_{s}" for s in STEPS[:2]]
+    (run,) = config.runs
+    values = [app_modules.checkpoints.Adapter(run.name, f"checkpoints/global_step_{s}") for s in STEPS[:2]]
 
     def fresh_base():
         return AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float64).eval()
 
     expected = {None: _alone(engine, prompt_ids, fresh_base())}
     for value in values:
-        peft_model = PeftModel.from_pretrained(fresh_base(), config.adapter_repo, subfolder=value).eval()
+        peft_model = PeftModel.from_pretrained(fresh_base(), run.adapter_repo, subfolder=value.checkpoint)
         expected[value] = _alone(engine, prompt_ids, peft_model)
     assert len(set(expected.values())) == 3  # the three models answer differently
 
@@ -309,7 +401,7 @@ def test_mixed_batch_equals_each_model_alone(space_config: SpaceConfig, app_modu
         answers = engine.generate(prompt_ids, rows, settings)
         assert [a.token_ids for a in answers] == [expected[v] for v in rows], rows
     # What the API answers is the same batch's answer.
-    base_text, trained_text = client.predict(PROMPT, values[1], api_name="/compare")
+    base_text, trained_text = client.predict(PROMPT, values[1].checkpoint, api_name="/compare")
     assert (base_text, trained_text) == tuple(
         a.text for a in engine.generate(prompt_ids, [None, values[1]], settings)
     )
@@ -341,18 +433,22 @@ def test_dora_checkpoints_answer_as_each_model_alone(
     dora.save_pretrained(tmp_path / "dora")
     tokenizer = ["tokenizer*", "*.jinja", "special_tokens_map.json", "vocab.json", "merges.txt"]
     hub_api.upload_folder(  # the run's tokenizer, as a release holds it at its root
-        repo_id=repo_id, folder_path=hub_api.snapshot_download(config.adapter_repo, allow_patterns=tokenizer)
+        repo_id=repo_id,
+        folder_path=hub_api.snapshot_download(config.runs[0].adapter_repo, allow_patterns=tokenizer),
     )
     hub_api.upload_folder(
         repo_id=repo_id, folder_path=tmp_path / "dora", path_in_repo="checkpoints/global_step_1"
     )
-    engine = app_modules.engine.Engine(dataclasses.replace(config, adapter_repo=repo_id), device="cpu")
+    dora_run = app_modules.config.RunConfig("dora", repo_id)
+    engine = app_modules.engine.Engine(dataclasses.replace(config, runs=(dora_run,)), device="cpu")
     prompt_ids = engine.encode(PROMPT)
-    value = "checkpoints/global_step_1"
+    value = app_modules.checkpoints.Adapter("dora", "checkpoints/global_step_1")
 
     expected = [
         _alone(engine, prompt_ids, fresh_base()),
-        _alone(engine, prompt_ids, PeftModel.from_pretrained(fresh_base(), repo_id, subfolder=value).eval()),
+        _alone(
+            engine, prompt_ids, PeftModel.from_pretrained(fresh_base(), repo_id, subfolder=value.checkpoint)
+        ),
     ]
     assert expected[0] != expected[1]
     answers = engine.generate(
@@ -364,13 +460,17 @@ def test_dora_checkpoints_answer_as_each_model_alone(
 def test_adapter_cache_is_bounded(space_config: SpaceConfig, app_modules) -> None:
     config = app_modules.config.AppConfig.from_dict(json.loads(space_config.to_json()))
     engine = app_modules.engine.Engine(config, device="cpu")  # one adapter at a time on a CPU
-    engine.list_checkpoints()
-    for value in engine.checkpoints:
+    (run,) = config.runs
+    values = [
+        app_modules.checkpoints.Adapter(run.name, v)
+        for v in app_modules.checkpoints.Checkpoints(config).list(None)
+    ]
+    for value in values:
         engine.ensure_loaded([value])
         assert engine.loaded == (value,)  # the previous one unloaded only once the new one is in
         assert list(engine.model.peft_config) == [engine.ensure_loaded([value])[0]]
     with pytest.raises(ValueError, match="cache holds 1"):
-        engine.ensure_loaded(list(engine.checkpoints[:2]))
+        engine.ensure_loaded(values[:2])
 
 
 def test_bad_requests_get_errors_and_the_app_keeps_answering(client, space_config: SpaceConfig) -> None:
@@ -389,6 +489,10 @@ def test_bad_requests_get_errors_and_the_app_keeps_answering(client, space_confi
         client.predict(PROMPT, "checkpoints/global_step_99", api_name="/compare")
     with pytest.raises(AppError, match="Unknown checkpoint"):
         client.predict(PROMPT, "../../etc/passwd", api_name="/compare")
+    with pytest.raises(AppError, match="Unknown run 'lp=9'"):
+        client.predict(PROMPT, "", "lp=9", api_name="/compare")
+    with pytest.raises(AppError, match="has no step 2"):  # the first run's, not the second's
+        client.predict(PROMPT, "checkpoints/global_step_2", OTHER, api_name="/compare")
     with pytest.raises(AppError, match="empty"):
         client.predict("", api_name="/trajectory")
 
@@ -412,7 +516,17 @@ def test_bad_requests_get_errors_and_the_app_keeps_answering(client, space_confi
     assert base and trained
 
 
-def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> None:
+def _stats_done(step: int) -> str:
+    """A page function: both answers' lines show the time taken and the verdict, the checkpoint's `step`."""
+    return (
+        "['#base-stats', '#trained-stats'].every(id => / s · .*correct/.test(document.querySelector(id).innerText))"
+        f" && document.querySelector('#trained-stats').innerText.startsWith('step {step}')"
+    )
+
+
+def test_browser_compares_a_chosen_checkpoint_of_a_chosen_run(
+    app_url: str, other_run, tmp_path: Path
+) -> None:
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed (`make test` installs it)")
@@ -431,14 +545,21 @@ def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> N
             page.locator("#prompt textarea").fill(PROMPT)
             page.locator("#reference").get_by_role("textbox").fill("12")
             page.locator("#compare").click()
-            # Done when both lines show the time taken and the verdict.
-            page.wait_for_function(
-                "['#base-stats', '#trained-stats'].every(id => / s · .*correct/.test(document.querySelector(id).innerText))",
-                timeout=120_000,
-            )
+            page.wait_for_function(_stats_done(2), timeout=120_000)
             base = page.locator("#base-answer textarea").input_value()
             trained = page.locator("#trained-answer textarea").input_value()
-            stats = page.locator("#trained-stats").inner_text()
+            # The other run, then its checkpoint: its step 1 is the first run's step 2, from its own repo.
+            page.locator("#run input").click()
+            page.get_by_role("option", name=OTHER).click()
+            page.wait_for_function(
+                f"document.querySelector('#run-links').innerText.includes({json.dumps(other_run.repo_id)})",
+                timeout=30_000,
+            )
+            page.locator("#checkpoint input").click()
+            page.get_by_role("option", name="step 1").click()
+            page.locator("#compare").click()
+            page.wait_for_function(_stats_done(1), timeout=120_000)
+            other = page.locator("#trained-answer textarea").input_value()
         finally:  # the page as it ended, also when the test fails
             page.screenshot(path=str(shot), full_page=True)
             browser.close()
@@ -447,7 +568,7 @@ def test_browser_compares_a_chosen_checkpoint(app_url: str, tmp_path: Path) -> N
                 artifacts.mkdir(parents=True, exist_ok=True)
                 shutil.copy(shot, artifacts / shot.name)
     assert base and trained and base != trained
-    assert stats.startswith("step 2")
+    assert other == trained
 
 
 def test_a_checkpoint_that_cannot_load_is_reported(client, published, hub_api) -> None:

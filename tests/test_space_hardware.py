@@ -78,7 +78,7 @@ def test_a_cpu_loads_the_checkpoints_dtype_and_one_adapter_at_a_time(bf16_releas
     config = config_module.AppConfig(
         title="bf16",
         base_model=bf16_release.base_model,
-        adapter_repo=bf16_release.adapter_repo,
+        runs=(config_module.RunConfig("bf16", bf16_release.adapter_repo),),
         chat_template="base",
         max_new_tokens=1024,
     )
@@ -88,8 +88,9 @@ def test_a_cpu_loads_the_checkpoints_dtype_and_one_adapter_at_a_time(bf16_releas
     assert {parameter.dtype for parameter in engine.base.parameters()} == {torch.bfloat16}
     assert (engine.capacity, engine.default_max_new_tokens) == (1, 256)
 
-    values = engine.list_checkpoints()
-    assert values == ("checkpoints/global_step_1", "checkpoints/global_step_2")
+    listed = app_modules.checkpoints.Checkpoints(config).list("bf16")
+    assert listed == ("checkpoints/global_step_1", "checkpoints/global_step_2")
+    values = [app_modules.checkpoints.Adapter("bf16", value) for value in listed]
     for value in (*values, values[0]):
         engine.ensure_loaded([value])
         assert engine.loaded == (value,)
@@ -122,7 +123,8 @@ def test_auto_dtype_is_the_checkpoints_unless_the_hardware_cannot(app_modules, m
 
 def test_the_hardware_sets_the_adapters_kept_and_the_answer_length(app_modules) -> None:  # noqa: F811
     config_module, Limits = app_modules.config, app_modules.hardware.Limits
-    config = config_module.AppConfig(title="t", base_model="b", adapter_repo="a", max_new_tokens=2048)
+    run = config_module.RunConfig("t", "me/a")
+    config = config_module.AppConfig(title="t", base_model="b", runs=(run,), max_new_tokens=2048)
     assert Limits.for_device(config, "cuda") == Limits(capacity=12, default_max_new_tokens=2048)
     assert Limits.for_device(config, "cuda:1") == Limits(capacity=12, default_max_new_tokens=2048)
     assert Limits.for_device(config, "cpu") == Limits(capacity=1, default_max_new_tokens=256)
@@ -139,7 +141,7 @@ def test_the_gpu_time_asked_grows_with_the_request_and_is_bounded(app_modules) -
     config = app_modules.config.AppConfig(
         title="t",
         base_model="b",
-        adapter_repo="a",
+        runs=(app_modules.config.RunConfig("t", "me/a"),),
         gpu_overhead_seconds=10.0,
         gpu_seconds_per_token=0.02,
         gpu_max_seconds=120,

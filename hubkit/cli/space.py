@@ -60,5 +60,6 @@ def space(
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")
     check_chat_template(hub_client(endpoint, resolve_token(endpoint, required=False)), config)
-    echo(f"Serving {config.app.adapter_repo} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
+    served = ", ".join(run.adapter_repo for run in config.app.runs)
+    echo(f"Serving {served} from {endpoint} on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
     serve_locally(config, port=port, endpoint=endpoint)

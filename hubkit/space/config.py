@@ -1,5 +1,6 @@
 """The comparison Space's configuration: `SpaceConfig` (what the app's `space_config.json` holds), from a
-run directory or from a published release.
+run directory or from a published release: one run, whose checkpoints the app lists from its repo. A
+sweep's Space lists every run of the sweep (`hubkit.publish.sweep.space`, from this one's).
 
     config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
 """
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import SpaceError
 from hubkit.evaluate.length import answer_length, manifest_length
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, load_eval
+from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.release.read import read_release
 from hubkit.resources import space_dir
@@ -165,13 +166,17 @@ class SpaceConfig:
         if trained_length is not None:
             # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
             defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
+        run = module.RunConfig(
+            name=manifest.run_id,
+            adapter_repo=repo_id,
+            adapter_revision=adapter_revision,
+            merged_repo=merged_repo_id,
+        )
         app = module.AppConfig(
             title=manifest.run_id,
             base_model=manifest.base_model,
             base_revision=manifest.base_model_revision,
-            adapter_repo=repo_id,
-            adapter_revision=adapter_revision,
-            merged_repo=merged_repo_id,
+            runs=(run,),
             system_prompt=manifest.system_prompt,
             chat_template="adapter" if tokenizer_published else "base",
             examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
@@ -245,8 +250,12 @@ def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple
         EvalError: the evaluation files are corrupt.
     """
     results = load_eval(run_dir)
-    if results is None:
-        return ()
+    return () if results is None else examples_of(results, limit)
+
+
+def examples_of(results: EvalResults, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple[str, str], ...]:
+    """Held-out problems from an evaluation, the ones its best checkpoint answers better than the base
+    first; (problem, reference answer) pairs, at most `limit`."""
     best = results.best()
     if best is not None and best.step is not None:
         samples = [after for _before, after in results.before_after(best.step, limit)]

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from typing import TYPE_CHECKING
 
 from hubkit.cards.render import render_card
 from hubkit.errors import SpaceError
 from hubkit.resources import space_dir
 from hubkit.space.config import APP_NAME, SpaceConfig, app_config_module
 
-if TYPE_CHECKING:
-    pass
-
 APP_FILE = "app.py"
 REQUIREMENTS_NAME = "requirements.txt"
 # The app's own modules, copied as they are.
-APP_MODULES = ("app.py", "config.py", "engine.py", "grading.py", "hardware.py", "render.py", "streaming.py")
+APP_MODULES = (
+    "app.py",
+    "checkpoints.py",
+    "config.py",
+    "engine.py",
+    "grading.py",
+    "hardware.py",
+    "render.py",
+    "streaming.py",
+)
 # ZeroGPU documents Python 3.10 and 3.12 only, and these torch releases.
 ZEROGPU_PYTHONS = ("3.10", "3.12")
 ZEROGPU_TORCH = ("2.8.0", "2.9.1", "2.10.0", "2.11.0")
@@ -114,7 +119,7 @@ def space_readme(config: SpaceConfig) -> str:
     from huggingface_hub import SpaceCardData
 
     app = config.app
-    models = [app.base_model, app.adapter_repo]
+    models = [app.base_model, *(run.adapter_repo for run in app.runs)]
     card_data = SpaceCardData(
         title=app.title,
         sdk="gradio",

@@ -37,7 +37,7 @@ def check_chat_template(api: HfApi, config: SpaceConfig) -> None:
     app = config.app
     if app.chat_template != "adapter":
         return  # the base model's own template
-    repo, revision = app.adapter_repo, app.adapter_revision
+    repo, revision = app.runs[0].adapter_repo, app.runs[0].adapter_revision  # the app's tokenizer
     with hub_errors(repo, api.endpoint, revision=revision):
         listed = {e.path: getattr(e, "size", 0) or 0 for e in api.list_repo_tree(repo, revision=revision)}
     present = [name for name in TOKENIZER_FILES if name in listed]

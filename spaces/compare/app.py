@@ -1,17 +1,19 @@
 """Compare a training run's checkpoints with the base model: side by side, and across training.
 
-Pick a checkpoint, type a problem, and the base model and the checkpoint answer it in one batched
-call; give a reference answer to mark each side correct or not. The "across training" tab answers one
-prompt with every checkpoint, to watch the answer change (and its length shrink) step by step.
+Pick a run (a sweep's Space compares every run of the sweep) and one of its checkpoints, type a problem,
+and the base model and the checkpoint answer it in one batched call; give a reference answer to mark each
+side correct or not. The "across training" tab answers one prompt with every checkpoint of the run, to
+watch the answer change (and its length shrink) step by step.
 
 Configured by `space_config.json` beside this file (written by `hubkit push`); runs on a Hugging Face
 Space (ZeroGPU included) or locally against any Hub (`HF_ENDPOINT`):
 
     python app.py [--config space_config.json] [--host 127.0.0.1] [--port 7860]
 
-API (gradio_client): `/compare` (prompt, checkpoint) -> (base answer, trained answer); `/trajectory`
-(prompt) -> one row per checkpoint; `/checkpoints` () -> the checkpoint values. A checkpoint is given
-as its subfolder, `checkpoints/global_step_N`; "" is the final adapter at the repo root.
+API (gradio_client): `/compare` (prompt, checkpoint, run) -> (base answer, trained answer); `/trajectory`
+(prompt, run) -> one row per checkpoint; `/checkpoints` (run) -> the checkpoint values; `/runs` () -> the
+runs' names. A checkpoint is given as its subfolder, `checkpoints/global_step_N`; "" is the final adapter at
+the run's repo root. A run is given by its name; "" (the default) is the first.
 """
 
 # ZeroGPU: `spaces` must be imported before anything initialises CUDA (torch comes with the imports below).
@@ -29,8 +31,9 @@ import pandas as pd
 import torch
 from huggingface_hub import constants
 
-from config import CONFIG_NAME, AppConfig
-from engine import FINAL, Answer, Engine, RequestError, Settings, checkpoint_label, checkpoint_step
+from checkpoints import Adapter, Checkpoints
+from config import CONFIG_NAME, FINAL, AppConfig, RunConfig, checkpoint_label, checkpoint_step
+from engine import Answer, Engine, RequestError, Settings
 from grading import Grader
 
 logger = logging.getLogger("compare")
@@ -54,7 +57,7 @@ def _verdict_text(verdict: bool | None) -> str:
 
 
 class CompareApp:
-    """The Space: an engine, an answer checker and the Gradio page around them.
+    """The Space: an engine, the runs' checkpoints, an answer checker and the Gradio page around them.
 
     Args:
         config: the Space's configuration.
@@ -64,17 +67,20 @@ class CompareApp:
     def __init__(self, config: AppConfig, engine: Engine | None = None) -> None:
         self.config = config
         self.engine = engine or Engine(config)
+        self.catalog = Checkpoints(config)
         self.grader = Grader()
         self.startup_problems: list[str] = []
-        self.engine.list_checkpoints()
-        if self.engine.checkpoints:
-            try:
-                self.engine.ensure_loaded([self._default_checkpoint()])  # the first request should not wait
+        first = config.runs[0]
+        if self.catalog.list(first.name):
+            try:  # the first request should not wait
+                self.engine.ensure_loaded(
+                    [self.catalog.validate(first.name, self.catalog.default(first.name))]
+                )
             except RequestError as e:
                 self.startup_problems.append(str(e))
         else:
             self.startup_problems.append(
-                f"{config.adapter_repo} holds no adapter yet: refresh once it is pushed."
+                f"{first.adapter_repo} holds no adapter yet: refresh once it is pushed."
             )
         self.grader.start()
         # Every generate holds a ZeroGPU slice for as long as its request asks (a no-op elsewhere).
@@ -82,13 +88,11 @@ class CompareApp:
 
     # --- The model calls (on the GPU on ZeroGPU) --------------------------------------------------
 
-    def _gpu_seconds(self, prompt_ids: list[int], rows: list[str | None], settings: Settings) -> int:
+    def _gpu_seconds(self, prompt_ids: list[int], rows: list, settings: Settings) -> int:
         # Called by `spaces.GPU` with the generate's own arguments.
         return self.config.gpu_seconds(len(rows), settings.max_new_tokens)
 
-    def _generate_rows(
-        self, prompt_ids: list[int], rows: list[str | None], settings: Settings
-    ) -> Iterator[list[Answer]]:
+    def _generate_rows(self, prompt_ids: list[int], rows: list, settings: Settings) -> Iterator[list[Answer]]:
         yield from self.engine.stream(prompt_ids, rows, settings)
 
     # --- Requests ---------------------------------------------------------------------------------
@@ -108,21 +112,24 @@ class CompareApp:
         )
 
     def stream_compare(
-        self, prompt: str, checkpoint: str | None, settings: Settings
+        self, prompt: str, checkpoint: str | None, settings: Settings, run: str | None = None
     ) -> Iterator[list[Answer]]:
-        """Base and trained answers to `prompt`, from one batched call, as they grow.
+        """Base and trained answers to `prompt` (the checkpoint of the run named `run`, None: the first),
+        from one batched call, as they grow.
 
         Raises:
-            RequestError: a bad prompt or checkpoint, or a checkpoint that cannot be loaded.
+            RequestError: a bad prompt, run or checkpoint, or a checkpoint that cannot be loaded.
         """
-        value = self.engine.validate(checkpoint)
+        value = self.catalog.validate(run, checkpoint)
         prompt_ids = self.engine.encode(prompt)
         # Loaded outside the GPU call: on ZeroGPU, state changed inside one does not outlive it.
         self.engine.ensure_loaded([value])
         yield from self._generate(prompt_ids, [None, value], settings)
 
-    def run_trajectory(self, prompt: str, settings: Settings) -> list[dict[str, object]]:
-        """Every checkpoint's answer to `prompt`, in batched calls of as many checkpoints as stay loaded
+    def run_trajectory(
+        self, prompt: str, settings: Settings, run: str | None = None
+    ) -> list[dict[str, object]]:
+        """Every checkpoint's answer to `prompt` (of the run named `run`, None: the first), in batched calls of as many checkpoints as stay loaded
         (one on a CPU) and as fit in one ZeroGPU call (`gpu_max_seconds`).
 
         Returns:
@@ -130,14 +137,14 @@ class CompareApp:
             checkpoint, step, tokens, seconds, finished, answer, error (a checkpoint that cannot be loaded).
 
         Raises:
-            RequestError: a bad prompt, or no checkpoint at all.
+            RequestError: a bad prompt or run, or no checkpoint at all.
         """
         prompt_ids = self.engine.encode(prompt)
-        values = [v for v in self.engine.list_checkpoints() if v != FINAL] or [
-            v for v in self.engine.checkpoints if v == FINAL
-        ]
+        chosen = self.catalog.run(run)
+        listed = self.catalog.list(chosen.name)
+        values = [v for v in listed if v != FINAL] or [v for v in listed if v == FINAL]
         if not values:
-            raise RequestError(f"{self.config.adapter_repo} holds no checkpoint yet.")
+            raise RequestError(f"{chosen.adapter_repo} holds no checkpoint yet.")
         rows: dict[str, dict[str, object]] = {}
         per_call = min(self.engine.capacity, self.config.rows_per_gpu_call(settings.max_new_tokens))
         for start in range(0, len(values), per_call):
@@ -145,12 +152,13 @@ class CompareApp:
             usable = []
             for value in chunk:
                 try:
-                    self.engine.ensure_loaded([value])
+                    self.engine.ensure_loaded([Adapter(chosen.name, value)])  # as just listed
                     usable.append(value)
                 except RequestError as e:
                     rows[value] = {"error": str(e)}
             if usable:
-                *_, answers = self._generate(prompt_ids, usable, settings)
+                adapters = [Adapter(chosen.name, value) for value in usable]
+                *_, answers = self._generate(prompt_ids, adapters, settings)
                 for value, answer in zip(usable, answers, strict=True):
                     rows[value] = {
                         "tokens": answer.tokens,
@@ -174,60 +182,65 @@ class CompareApp:
 
     # --- Public API endpoints (gradio_client) -----------------------------------------------------
 
-    def api_compare(self, prompt: str, checkpoint: str = "") -> tuple[str, str]:
+    def api_compare(self, prompt: str, checkpoint: str = "", run: str = "") -> tuple[str, str]:
         """Answer a prompt with the base model and one checkpoint (one batched call, default settings).
 
         Args:
             prompt: the problem.
-            checkpoint: `checkpoints/global_step_N`, or "" for the final adapter at the repo root.
+            checkpoint: `checkpoints/global_step_N`, or "" for the final adapter at the run's repo root.
+            run: the run's name (`/runs`), or "" for the first.
 
         Returns:
             The base model's answer and the checkpoint's answer.
         """
         with _user_errors():
-            *_, (base, trained) = self.stream_compare(prompt, checkpoint, self._settings(None, None, None))
+            settings = self._settings(None, None, None)
+            *_, (base, trained) = self.stream_compare(prompt, checkpoint, settings, run)
             return base.text, trained.text
 
-    def api_trajectory(self, prompt: str) -> list[dict]:
-        """Answer a prompt with every checkpoint (default settings).
+    def api_trajectory(self, prompt: str, run: str = "") -> list[dict]:
+        """Answer a prompt with every checkpoint of a run (default settings).
 
         Args:
             prompt: the problem.
+            run: the run's name (`/runs`), or "" for the first.
 
         Returns:
             One row per checkpoint: checkpoint, step, tokens, seconds, finished, answer, error.
         """
         with _user_errors():
-            return self.run_trajectory(prompt, self._settings(None, None, None))
+            return self.run_trajectory(prompt, self._settings(None, None, None), run)
 
-    def api_checkpoints(self) -> list[str]:
-        """The adapter repo's checkpoints, read again: `checkpoints/global_step_N` by step, "" for the final adapter."""
+    def api_checkpoints(self, run: str = "") -> list[str]:
+        """A run's checkpoints, read again from its adapter repo: `checkpoints/global_step_N` by step, "" for
+        the final adapter."""
         with _user_errors():
-            return list(self.engine.list_checkpoints())
+            return list(self.catalog.list(run))
+
+    def api_runs(self) -> list[str]:
+        """The names of the runs this Space compares, the first the default."""
+        return list(self.catalog.names)
 
     # --- The page ---------------------------------------------------------------------------------
 
-    def _choices(self) -> list[tuple[str, str]]:
+    def _choices(self, run: str | None) -> list[tuple[str, str]]:
         return [
             ("final adapter (newest)" if value == FINAL else checkpoint_label(value), value)
-            for value in reversed(self.engine.checkpoints)
+            for value in reversed(self.catalog.of(run))
         ]
 
-    def ui_refresh(self, current: str | None):
+    def ui_refresh(self, run: str | None, current: str | None):
+        """The run's checkpoints read again (a run picked, or refreshed), the current one kept if it is one."""
         with _user_errors():
-            self.engine.list_checkpoints()
-        value = current if current in self.engine.checkpoints else self._default_checkpoint()
-        return gr.update(choices=self._choices(), value=value)
+            values = self.catalog.list(run)
+        value = current if current in values else self.catalog.default(run)
+        return gr.update(choices=self._choices(run), value=value), self._run_links(run)
 
-    def _default_checkpoint(self) -> str | None:
-        values = self.engine.checkpoints
-        return FINAL if FINAL in values else (values[-1] if values else None)
-
-    def ui_compare(self, prompt, checkpoint, reference, max_new_tokens, temperature, top_p):
+    def ui_compare(self, prompt, run, checkpoint, reference, max_new_tokens, temperature, top_p):
         with _user_errors():
             settings = self._settings(max_new_tokens, temperature, top_p)
             label = checkpoint_label(checkpoint or FINAL)
-            for base, trained in self.stream_compare(prompt, checkpoint, settings):
+            for base, trained in self.stream_compare(prompt, checkpoint, settings, run):
                 yield (
                     base.text,
                     trained.text,
@@ -243,9 +256,9 @@ class CompareApp:
                 _stats(label, trained, True, verdicts[1], checked=bool(reference)),
             )
 
-    def ui_trajectory(self, prompt, reference, max_new_tokens, temperature, top_p):
+    def ui_trajectory(self, prompt, run, reference, max_new_tokens, temperature, top_p):
         with _user_errors():
-            rows = self.run_trajectory(prompt, self._settings(max_new_tokens, temperature, top_p))
+            rows = self.run_trajectory(prompt, self._settings(max_new_tokens, temperature, top_p), run)
         reference = (reference or "").strip()
         answered = [row for row in rows if row["error"] is None]
         verdicts = iter(
@@ -291,10 +304,20 @@ class CompareApp:
                         elem_id="reference",
                     )
                 with gr.Column(scale=2):
+                    first = config.runs[0].name
+                    run_choice = gr.Dropdown(
+                        choices=list(self.catalog.names),
+                        value=first,
+                        label="Run",
+                        info="Each run of the sweep: its checkpoints are listed below.",
+                        visible=len(config.runs) > 1,
+                        elem_id="run",
+                    )
+                    run_links = gr.Markdown(self._run_links(first), elem_id="run-links")
                     with gr.Row():
                         checkpoint = gr.Dropdown(
-                            choices=self._choices(),
-                            value=self._default_checkpoint(),
+                            choices=self._choices(first),
+                            value=self.catalog.default(first),
                             label="Checkpoint",
                             info="The base model answers beside it.",
                             # API clients send values outside a session's choices; the server validates.
@@ -352,18 +375,23 @@ class CompareApp:
                     inputs=[prompt, reference],
                     label="Examples",
                 )
-            refresh.click(self.ui_refresh, checkpoint, checkpoint, api_visibility="private")
+            refresh.click(
+                self.ui_refresh, [run_choice, checkpoint], [checkpoint, run_links], api_visibility="private"
+            )
+            run_choice.change(
+                self.ui_refresh, [run_choice, checkpoint], [checkpoint, run_links], api_visibility="private"
+            )
             for trigger in (run.click, prompt.submit):
                 trigger(
                     self.ui_compare,
-                    [prompt, checkpoint, reference, *settings],
+                    [prompt, run_choice, checkpoint, reference, *settings],
                     [base_answer, trained_answer, base_stats, trained_stats],
                     concurrency_id=MODEL_QUEUE,
                     api_visibility="private",
                 )
             run_all.click(
                 self.ui_trajectory,
-                [prompt, reference, *settings],
+                [prompt, run_choice, reference, *settings],
                 [table, plot, note],
                 concurrency_id=MODEL_QUEUE,
                 api_visibility="private",
@@ -371,6 +399,7 @@ class CompareApp:
             gr.api(self.api_compare, api_name="compare", concurrency_id=MODEL_QUEUE)
             gr.api(self.api_trajectory, api_name="trajectory", concurrency_id=MODEL_QUEUE)
             gr.api(self.api_checkpoints, api_name="checkpoints", concurrency_limit=4)
+            gr.api(self.api_runs, api_name="runs", concurrency_limit=4)
         # Both set explicitly: on ZeroGPU an unset max_size becomes 1.
         return demo.queue(default_concurrency_limit=1, max_size=config.queue_size)
 
@@ -385,16 +414,21 @@ class CompareApp:
         )
 
     def _links(self) -> str:
-        def link(repo: str) -> str:
-            return f"[{repo}]({constants.ENDPOINT}/{repo})"
+        runs = self.config.runs
+        compared = f"{len(runs)} runs, each its own adapter repo" if len(runs) > 1 else None
+        return f"Base model {_link(self.config.base_model)}" + (f" · {compared}." if compared else ".")
 
-        parts = [
-            f"Base model {link(self.config.base_model)}",
-            f"checkpoints from {link(self.config.adapter_repo)}",
-        ]
-        if self.config.merged_repo:
-            parts.append(f"merged model {link(self.config.merged_repo)}")
+    def _run_links(self, name: str | None) -> str:
+        """The chosen run's repos: its checkpoints' and its merged model's."""
+        run: RunConfig = self.catalog.run(name)
+        parts = [f"Checkpoints from {_link(run.adapter_repo)}"]
+        if run.merged_repo:
+            parts.append(f"merged model {_link(run.merged_repo)}")
         return " · ".join(parts) + "."
+
+
+def _link(repo: str) -> str:
+    return f"[{repo}]({constants.ENDPOINT}/{repo})"
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
-"""One base model in memory, the run's adapters loaded on demand, and batched generation across them.
+"""One base model in memory, the runs' adapters loaded on demand, and batched generation across them.
 
 Every answer the app shows comes from `Engine.stream`: one `generate` call in which each row of the
 batch uses its own adapter (PEFT's mixed-adapter batch, `adapter_names=[...]`, with `"__base__"` for
-the base model; DoRA adapters, which PEFT refuses there, answer one row after the other). Side by side is a batch of two rows (base, checkpoint); the trajectory is one row per
-checkpoint. Adapters are loaded on first use into a bounded cache; the least recently used one is
+the base model; DoRA adapters, which PEFT refuses there, answer one row after the other). Side by side is
+a batch of two rows (base, checkpoint); the trajectory is one row per checkpoint of a run. A row names its
+adapter as an `Adapter` (run, checkpoint), checked by `checkpoints.Checkpoints`; each loads from its run's
+adapter repo. Adapters are loaded on first use into a bounded cache; the least recently used one is
 unloaded when it is full, but never the last one (PEFT then keeps a stale active adapter and
 `generate` fails): a new one is loaded first.
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -23,8 +24,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from huggingface_hub import HfApi
-from huggingface_hub.hf_api import RepoFolder
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -32,7 +31,8 @@ from transformers import (
     StoppingCriteriaList,
 )
 
-from config import AppConfig
+from checkpoints import Adapter
+from config import FINAL, AppConfig, checkpoint_step
 from hardware import Limits, resolve_dtype
 from render import RequestError, render_bounded
 from streaming import Cancelled, OneRow, RowStreamer
@@ -40,9 +40,6 @@ from streaming import Cancelled, OneRow, RowStreamer
 logger = logging.getLogger(__name__)
 
 BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
-FINAL = ""  # the checkpoint value of the final adapter, at the adapter repo's root
-CHECKPOINTS_DIR = "checkpoints"
-_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINTS_DIR}/global_step_(\d+)$")
 _STREAM_INTERVAL_S = 0.1  # how often partial answers are handed on while generating
 
 
@@ -77,24 +74,6 @@ class Answer:
         return len(self.token_ids)
 
 
-def checkpoint_step(value: str) -> int | None:
-    """The training step of a checkpoint value (`checkpoints/global_step_N`), None for the final adapter."""
-    match = _CHECKPOINT_RE.match(value)
-    return int(match.group(1)) if match else None
-
-
-def checkpoint_label(value: str) -> str:
-    """A short label for a checkpoint value: "step 20", or "final adapter"."""
-    step = checkpoint_step(value)
-    return "final adapter" if step is None else f"step {step}"
-
-
-def _adapter_name(value: str) -> str:
-    # PEFT adapter names become module keys: no "/" or ".".
-    step = checkpoint_step(value)
-    return "final" if step is None else f"step_{step}"
-
-
 def _short(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     text = lines[0] if lines else ""
@@ -126,7 +105,7 @@ class Engine:
         self.capacity = limits.capacity
         self.default_max_new_tokens = limits.default_max_new_tokens
         tokenizer_repo, tokenizer_revision = (
-            (config.adapter_repo, config.adapter_revision)
+            (config.runs[0].adapter_repo, config.runs[0].adapter_revision)
             if config.chat_template == "adapter"
             else (config.base_model, config.base_revision)
         )
@@ -157,83 +136,23 @@ class Engine:
         self.stop_ids = tuple(dict.fromkeys(eos_ids))
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.stop_ids[0]
-        self._loaded: OrderedDict[str, str] = OrderedDict()  # checkpoint value -> adapter name, LRU first
+        self._loaded: OrderedDict[Adapter, str] = OrderedDict()  # adapter -> PEFT's name for it, LRU first
         self._lock = threading.Lock()  # adapter loads/unloads and generation: the model is shared state
-        self._checkpoints: tuple[str, ...] = ()
-        self._listing_lock = threading.Lock()
-
-    # --- Checkpoints ----------------------------------------------------------------------------
-
-    def list_checkpoints(self) -> tuple[str, ...]:
-        """Read the adapter repo's checkpoints: `checkpoints/global_step_N` by step, then the final adapter.
-
-        Only folders holding an `adapter_config.json` count (a half-uploaded one does not).
-
-        Returns:
-            The checkpoint values ("" is the final adapter at the root).
-        """
-        api = HfApi()
-        repo, revision = self.config.adapter_repo, self.config.adapter_revision
-        root = {entry.path for entry in api.list_repo_tree(repo, revision=revision)}
-        values: list[str] = []
-        if CHECKPOINTS_DIR in root:
-            folders = [
-                entry.path
-                for entry in api.list_repo_tree(repo, path_in_repo=CHECKPOINTS_DIR, revision=revision)
-                if isinstance(entry, RepoFolder) and _CHECKPOINT_RE.match(entry.path)
-            ]
-            configs = [f"{folder}/adapter_config.json" for folder in folders]
-            found = {
-                info.path.rsplit("/", 1)[0] for info in api.get_paths_info(repo, configs, revision=revision)
-            }
-            values = sorted((f for f in folders if f in found), key=lambda f: checkpoint_step(f) or 0)
-        if "adapter_config.json" in root:
-            values.append(FINAL)
-        with self._listing_lock:
-            self._checkpoints = tuple(values)
-        return self._checkpoints
-
-    @property
-    def checkpoints(self) -> tuple[str, ...]:
-        """The checkpoint values found by the last `list_checkpoints`."""
-        return self._checkpoints
-
-    def validate(self, value: str | None) -> str:
-        """The checkpoint value a request names, checked against the repo (listed again once if unknown).
-
-        Args:
-            value: `checkpoints/global_step_N`, or "" / None for the final adapter.
-
-        Raises:
-            RequestError: the value is not a checkpoint of the adapter repo.
-        """
-        value = (value or FINAL).strip().strip("/")
-        if value != FINAL and not _CHECKPOINT_RE.match(value):
-            raise RequestError(
-                f"Unknown checkpoint {value[:80]!r}: give checkpoints/global_step_N, or nothing for the final adapter."
-            )
-        if value not in self._checkpoints:
-            self.list_checkpoints()  # pushed since start-up?
-        if value not in self._checkpoints:
-            known = ", ".join(checkpoint_label(v) for v in self._checkpoints) or "none"
-            raise RequestError(
-                f"{self.config.adapter_repo} has no {checkpoint_label(value)} (it has: {known})."
-            )
-        return value
+        self._run_index = {run.name: index for index, run in enumerate(config.runs)}
 
     # --- Adapters ---------------------------------------------------------------------------------
 
     @property
-    def loaded(self) -> tuple[str, ...]:
-        """The checkpoint values loaded now, least recently used first."""
+    def loaded(self) -> tuple[Adapter, ...]:
+        """The adapters loaded now, least recently used first."""
         with self._lock:
             return tuple(self._loaded)
 
-    def ensure_loaded(self, values: Sequence[str]) -> tuple[str, ...]:
+    def ensure_loaded(self, values: Sequence[Adapter]) -> tuple[str, ...]:
         """Load the adapters of `values` that are not loaded yet, unloading least recently used others.
 
         Args:
-            values: validated checkpoint values; at most `capacity` of them.
+            values: validated adapters (`Checkpoints.validate`); at most `capacity` of them.
 
         Returns:
             Their PEFT adapter names, in order.
@@ -244,7 +163,7 @@ class Engine:
         with self._lock:
             return self._ensure_loaded(values)
 
-    def _ensure_loaded(self, values: Sequence[str]) -> tuple[str, ...]:
+    def _ensure_loaded(self, values: Sequence[Adapter]) -> tuple[str, ...]:
         wanted = list(dict.fromkeys(values))
         if len(wanted) > self.capacity:
             raise ValueError(f"{len(wanted)} adapters requested at once, the cache holds {self.capacity}")
@@ -261,44 +180,50 @@ class Engine:
             pass
         return tuple(self._loaded[value] for value in values)
 
-    def _unload_one(self, keep: Sequence[str]) -> bool:
+    def _unload_one(self, keep: Sequence[Adapter]) -> bool:
         for value in self._loaded:
             if value not in keep:
                 name = self._loaded.pop(value)
                 if name in self.model.active_adapters:  # hand "active" on first (PEFT warns otherwise)
                     self.model.set_adapter(next(iter(self._loaded.values())))
                 self.model.delete_adapter(name)
-                logger.info("unloaded %s", checkpoint_label(value))
+                logger.info("unloaded %s %s", value.run, value.label)
                 return True
         return False
 
-    def _load(self, value: str) -> None:
+    def _adapter_name(self, value: Adapter) -> str:
+        # PEFT adapter names become module keys: no "/" or "." (a run's name may hold both).
+        step = checkpoint_step(value.checkpoint)
+        return f"r{self._run_index[value.run]}_" + ("final" if step is None else f"step_{step}")
+
+    def _load(self, value: Adapter) -> None:
         from peft import PeftModel
 
-        name = _adapter_name(value)
+        run = self.config.runs[self._run_index[value.run]]
+        name = self._adapter_name(value)
         kwargs: dict[str, object] = {
             "adapter_name": name,
-            "revision": self.config.adapter_revision,
+            "revision": run.adapter_revision,
             "is_trainable": False,
             # Without it PEFT picks CUDA whenever it is visible, which breaks ZeroGPU (peft issue 3793).
             "torch_device": self.device,
         }
-        if value != FINAL:
-            kwargs["subfolder"] = value
+        if value.checkpoint != FINAL:
+            kwargs["subfolder"] = value.checkpoint
         started = time.perf_counter()
         try:
             if self.model is None:
-                self.model = PeftModel.from_pretrained(self.base, self.config.adapter_repo, **kwargs)
+                self.model = PeftModel.from_pretrained(self.base, run.adapter_repo, **kwargs)
             else:
-                self.model.load_adapter(self.config.adapter_repo, **kwargs)
+                self.model.load_adapter(run.adapter_repo, **kwargs)
         except Exception as e:  # a broken or missing adapter must not take the app down
             if self.model is not None and name in self.model.peft_config and len(self.model.peft_config) > 1:
                 self.model.delete_adapter(name)
-            logger.warning("could not load %s: %s", checkpoint_label(value), _short(e))
-            raise RequestError(f"The {checkpoint_label(value)} could not be loaded ({_short(e)}).") from e
+            logger.warning("could not load %s %s: %s", value.run, value.label, _short(e))
+            raise RequestError(f"The {value.label} could not be loaded ({_short(e)}).") from e
         self.model.eval()
         self._loaded[value] = name
-        logger.info("loaded %s in %.2f s", checkpoint_label(value), time.perf_counter() - started)
+        logger.info("loaded %s %s in %.2f s", value.run, value.label, time.perf_counter() - started)
 
     # --- Prompts and generation -------------------------------------------------------------------
 
@@ -346,13 +271,13 @@ class Engine:
         return settings
 
     def stream(
-        self, prompt_ids: Sequence[int], rows: Sequence[str | None], settings: Settings
+        self, prompt_ids: Sequence[int], rows: Sequence[Adapter | None], settings: Settings
     ) -> Iterator[list[Answer]]:
         """Answer one prompt with several adapters in one batched `generate`, yielding partial answers.
 
         Args:
             prompt_ids: from `encode`.
-            rows: one checkpoint value per row (None: the base model); at most `capacity` adapters.
+            rows: one adapter per row (None: the base model); at most `capacity` adapters.
             settings: checked generation settings.
 
         Yields:
@@ -409,7 +334,7 @@ class Engine:
         yield answers
 
     def generate(
-        self, prompt_ids: Sequence[int], rows: Sequence[str | None], settings: Settings
+        self, prompt_ids: Sequence[int], rows: Sequence[Adapter | None], settings: Settings
     ) -> list[Answer]:
         """`stream` without the partial answers: the final answers only."""
         answers: list[Answer] = []
@@ -455,7 +380,7 @@ class Engine:
     def _generate(
         self,
         prompt_ids: list[int],
-        rows: list[str | None],
+        rows: list[Adapter | None],
         settings: Settings,
         streamer: RowStreamer,
         cancel: threading.Event,
