@@ -13,6 +13,7 @@ from pathlib import Path
 
 from helpers import push_adapters, push_argv, run_cli
 from huggingface_hub import HfApi
+from test_sweep import _sweep_run
 
 from hubkit.localhub import HubSettings, LocalHub
 from hubkit.localhub.limits import HubLimits
@@ -69,19 +70,25 @@ def test_a_private_push_past_the_storage_quota_names_the_quota_in_the_hubs_words
     assert "HF_TOKEN" not in error and "hf auth login" not in error
 
 
-def test_a_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_qwen3, capsys):
-    """A free account may not host a Gradio Space on cpu-basic (402): the adapter repo and every step's
-    branch are published, the push exits 0 with one warning line, and no card links the Space."""
-    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+@contextmanager
+def _space_refused(tmp_path: Path, tiny_qwen3, run_dir: Path, capsys) -> Iterator[tuple[HfApi, str]]:
+    """`run_dir` pushed to a free Hub, its Space on cpu-basic (which a free account may not host: 402): it
+    exits 0; the client, and the push's one warning line about the Space."""
     with _free_hub(tmp_path / "hub", tiny_qwen3) as hub:
-        api = HfApi(endpoint=hub.endpoint, token="any")
         capsys.readouterr()
         argv = [*push_argv(run_dir, REPO_ID, hub.endpoint), "--no-merged", "--space-hardware", "cpu-basic"]
         assert run_cli(argv) == 0
         out = capsys.readouterr().out
         warnings = [line for line in out.splitlines() if "Space" in line and "not created" in line]
         assert len(warnings) == 1, out
-        (warning,) = warnings
+        yield HfApi(endpoint=hub.endpoint, token="any"), warnings[0]
+
+
+def test_a_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_qwen3, capsys):
+    """A free account may not host a Gradio Space on cpu-basic (402): the adapter repo and every step's
+    branch are published, the push exits 0 with one warning line, and no card links the Space."""
+    run_dir = make_run(tmp_path / "runs", (1, 2), base_model=tiny_qwen3.repo_id, shapes=TINY_SHAPES)
+    with _space_refused(tmp_path, tiny_qwen3, run_dir, capsys) as (api, warning):
         assert warning.startswith("Warning: the Space limits/run-demo was not created")
         assert "HTTP 402" in warning and "requires a PRO subscription" in warning
         assert "--no-space" in warning and "--space-hardware zero-a10g" in warning
@@ -90,6 +97,22 @@ def test_a_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_
         for revision in ("main", "step-1", "step-2"):
             card = Path(api.hf_hub_download(REPO_ID, "README.md", revision=revision)).read_text()
             assert "run-demo" not in card and "/spaces/" not in card, revision
+
+
+def test_a_sweeps_space_the_hub_refuses_for_the_plan_costs_nothing_else(tmp_path, tiny_qwen3, capsys):
+    """A run of a sweep has no Space of its own; its sweep's one Space refused (402) is the one warning line,
+    the release and the sweep's page are published, and nothing links or lists a Space."""
+    run_dir = _sweep_run(tmp_path / "runs", tiny_qwen3.repo_id, "lp sweep", 0.5, 3, 50)
+    space, page = "limits/lp-sweep-demo", "limits/lp-sweep-sweep"
+    with _space_refused(tmp_path, tiny_qwen3, run_dir, capsys) as (api, warning):
+        assert warning.startswith(f"Warning: the Space {space} was not created") and "HTTP 402" in warning
+        assert not api.repo_exists(space, repo_type="space")
+        assert not api.repo_exists(REPO_ID + "-demo", repo_type="space")
+        for repo_id, repo_type in ((REPO_ID, "model"), (REPO_ID + "-samples", "dataset"), (page, "dataset")):
+            card = Path(api.hf_hub_download(repo_id, "README.md", repo_type=repo_type)).read_text()
+            assert "-demo" not in card and "/spaces/" not in card, repo_id
+        (collection,) = api.list_collections(owner="limits")
+        assert "space" not in {item.item_type for item in api.get_collection(collection.slug).items}
 
 
 def test_a_zerogpu_space_past_the_plans_cap_is_a_warning_not_a_token_error(tmp_path, tiny_qwen3, capsys):

@@ -56,12 +56,13 @@ from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_gguf,
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.remote import RemoteRepo, read_remote
-from hubkit.publish.repos import BuildContext, build_repos, plan_space_files, vet_base_card
+from hubkit.publish.repos import BuildContext, build_repos, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, adapter_repo_id
 from hubkit.publish.revisions import plan_revisions
 from hubkit.publish.samples_repo import plan_samples_files
 from hubkit.publish.sweep.collection import in_sweep, planned_sweep, with_sweep
 from hubkit.publish.sweep.plans import with_sweep_plan
+from hubkit.publish.sweep.space import plan_space
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
@@ -183,7 +184,7 @@ class PushSession:
         """Every repo and branch of the release read at once (and those this push does not write, which the
         cards link while they exist), the base model's config and card, the run's sweep (`read_hub`)."""
         api = self._client(local.token)
-        repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api))
+        repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api), local.run.manifest.sweep)
         reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
         reads += [(repos.linked_space, "space")] + ([(repos.samples, "dataset")] if repos.samples else [])
         branches = [revision_name(a.step) for a in local.adapters]
@@ -199,7 +200,7 @@ class PushSession:
         the base model's config and card as the client's cache holds them: no connection (a base never
         downloaded here has no config to check against and a card without a licence)."""
         request, endpoint, manifest = self.request, self.request.endpoint, local.run.manifest
-        repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None))
+        repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None), manifest.sweep)
         ids = [repos.adapter, repos.merged, repos.gguf, repos.linked_space]
         ids += [repos.samples] if repos.samples is not None else []
         remotes = {r: remote_from_record(load_record(request.run_dir, endpoint, r), r) for r in ids}
@@ -242,17 +243,9 @@ class PushSession:
         notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
         space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None
-        space_files = ()  # vetted now: everything the Space's files say is known before any repo exists
-        if repos.space is not None:
-            space_files = plan_space_files(
-                run,
-                repos.adapter,
-                merged_repo_id=space_merged,
-                space_repo_id=repos.space,
-                hardware=request.space_hardware,
-                vetter=vetter,
-                hashes=self.hashes,
-            )
+        # Vetted now: everything the Space's files say is known before any repo exists (a sweep's: its runs).
+        steps = (*steps_in_paths(remote.remotes[repos.adapter].files), *(a.step for a in local.adapters))
+        space_files = plan_space(run, repos, remote.sweep, steps, space_merged, request, vetter, self.hashes)
         # The GGUF files are written from the newest merge: this push's, or one made for them when the
         # merged repo holds it already.
         to_merge = merging.adapter or gguf.export
@@ -305,7 +298,7 @@ class PushSession:
             gguf_written, gguf_after = verified_gguf(self.request, local, decided, made, exported, repos.gguf)
             notes = list(decided.notes)
             plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
-            plan = with_sweep_plan(plan, remote, local, self.request.private, notes)
+            plan = with_sweep_plan(plan, remote, local, decided.space_files, self.request.private, notes)
             repo_reports, branch_reports = commit_plan(
                 api, plan, remotes, remote.branches, self.request, notes, progress, ahead, retry
             )
@@ -326,7 +319,8 @@ class PushSession:
         """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
         left out and what vetting changed."""
         run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
-        notes = [*decided.notes, *planned_sweep(run, repos.adapter, request.run_dir, request.endpoint)]
+        sweep = planned_sweep(run, repos.adapter, request.run_dir, request.endpoint, repos.space)
+        notes = [*decided.notes, *sweep]
         if decided.to_merge is not None:
             gguf = (
                 f", and written as GGUF ({', '.join(request.gguf)}) to {repos.gguf}" if request.gguf else ""

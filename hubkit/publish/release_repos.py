@@ -4,7 +4,8 @@ the GGUF files', and the Space.
     me/run          the adapters (every checkpoint), the adapter card
     me/run-merged   the newest checkpoint merged into the base
     me/run-GGUF     the merged model as GGUF files (`--gguf`)
-    me/run-demo     the Space comparing the base with any checkpoint
+    me/run-demo     the Space comparing the base with any checkpoint (a run of a sweep has none of its own:
+                    the sweep's one Space, me/SWEEP-demo, compares every run of it)
     me/run-samples  every answer its models wrote (a dataset)
 """
 
@@ -31,6 +32,7 @@ from hubkit.publish.plan import check_repo_id
 from hubkit.publish.remote import RemoteFile, RemoteRepo, read_remote
 from hubkit.publish.request import PushRequest
 from hubkit.publish.samples_repo import default_samples_repo_id
+from hubkit.release.layout import sweep_space_repo_id
 from hubkit.runs import Run
 from hubkit.space.config import DEFAULT_HARDWARE, default_space_repo_id
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.cards.sweep_siblings import SweepSibling
     from hubkit.evaluate.results import EvalResults
+    from hubkit.runs.manifest import SweepInfo
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class ReleaseRepos:
             only when it exists).
         notes: why there is no Space, when the user should know.
         samples: the samples dataset this push may write; None with ``--no-samples``.
+        sweep_space: the Space is the run's sweep's (every run of it), planned with the sweep's repos
+            (`hubkit.publish.sweep.space`), not the run's own.
     """
 
     adapter: str
@@ -71,11 +76,12 @@ class ReleaseRepos:
     linked_space: str
     notes: tuple[str, ...] = ()
     samples: str | None = None
+    sweep_space: bool = False
 
     @classmethod
-    def of(cls, request: PushRequest, adapter_repo_id: str) -> ReleaseRepos:
+    def of(cls, request: PushRequest, adapter_repo_id: str, sweep: SweepInfo | None = None) -> ReleaseRepos:
         """The repos a request names beside `adapter_repo_id` (the defaults: ``<repo>-merged``,
-        ``<repo>-GGUF``, ``<repo>-demo``).
+        ``<repo>-GGUF``, ``<repo>-demo``; for a run of `sweep`, the sweep's Space ``<owner>/<sweep>-demo``).
 
         Raises:
             PublishError: an invalid repo id.
@@ -88,16 +94,19 @@ class ReleaseRepos:
             notes = (
                 "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space",
             )
-        elif request.space:
-            space = request.space_repo_id or default_space_repo_id(adapter_repo_id)
+        own_space = default_space_repo_id(adapter_repo_id)
+        if sweep is not None:
+            own_space = sweep_space_repo_id(adapter_repo_id.split("/")[0], sweep.name)
+        if request.space and not notes:
+            space = request.space_repo_id or own_space
         samples = (
             (request.samples_repo_id or default_samples_repo_id(adapter_repo_id)) if request.samples else None
         )
         for repo_id in (adapter_repo_id, merged, gguf, space, samples):
             if repo_id is not None:
                 check_repo_id(repo_id)
-        linked = space or request.space_repo_id or default_space_repo_id(adapter_repo_id)
-        return cls(adapter_repo_id, merged, gguf, space, linked, notes, samples)
+        linked = space or request.space_repo_id or own_space
+        return cls(adapter_repo_id, merged, gguf, space, linked, notes, samples, sweep is not None)
 
     def kinds(self) -> dict[str, RepoType]:
         """Every repo of the release (the ones the cards link too) with its type."""

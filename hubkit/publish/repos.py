@@ -65,7 +65,8 @@ class BuildContext:
         merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
             None when the release has no merged repo.
         space_files: the Space's files, vetted before any repo was created (`plan_space_files`); the Space
-            is written when the push publishes one (`repos.space`).
+            is written when the push publishes one (`repos.space`), with the sweep's repos when it is the
+            sweep's.
         writes_gguf: this push writes the GGUF repo (new files, or the card of those it holds).
         gguf_files: the GGUF files this push exported, vetted (`plan_gguf_files`).
         gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
@@ -219,18 +220,20 @@ def plan_space_files(
     return vetter.generated(space_repo_files(config), "space", hashes)
 
 
-def build_space_repo(context: BuildContext) -> RepoPlan | None:
-    """The Space comparing the base model with every checkpoint, from its files vetted earlier."""
-    if context.repos.space is None:
-        return None
+def space_repo_plan(repo_id: str, files: tuple[PlannedFile, ...], *, private: bool, title: str) -> RepoPlan:
+    """A comparison Space's plan (a Gradio Space), from its files vetted earlier."""
     return RepoPlan(
-        repo_id=context.repos.space,
-        files=context.space_files,
-        repo_type="space",
-        space_sdk="gradio",
-        private=context.private,
-        title=f"hubkit push {context.run.manifest.run_id} (Space)",
+        repo_id=repo_id, files=files, repo_type="space", space_sdk="gradio", private=private, title=title
     )
+
+
+def build_space_repo(context: BuildContext) -> RepoPlan | None:
+    """The Space comparing the base model with every checkpoint, from its files vetted earlier; a sweep's
+    Space is planned with the sweep's repos (`hubkit.publish.sweep.plans`)."""
+    if context.repos.space is None or context.repos.sweep_space:
+        return None
+    title = f"hubkit push {context.run.manifest.run_id} (Space)"
+    return space_repo_plan(context.repos.space, context.space_files, private=context.private, title=title)
 
 
 def build_samples_repo(context: BuildContext) -> RepoPlan | None:

@@ -33,7 +33,7 @@ from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
 from hubkit.publish.sweep.page import KIND_ORDER, note_point
 from hubkit.publish.sweep.siblings import find_collection, value_key
-from hubkit.release.layout import sweep_page_repo_id
+from hubkit.release.layout import sweep_page_repo_id, sweep_space_repo_id
 from hubkit.runs import Run
 from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 MAX_NOTE_CHARS = 500
 PAGE_NOTE = "comparison · every run of the sweep: accuracy against answer length, a table by value, answers side by side"
+SPACE_NOTE = "Space · every run of the sweep: pick a run and a checkpoint, it answers beside the base model"
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ def _order_by_value(api: HfApi, collection: Collection) -> None:
 
     def key(item: object) -> tuple:
         note = getattr(item, "note", None) or ""
-        if note == PAGE_NOTE:
-            return (-1, 0.0, "", 0)
+        if note in (PAGE_NOTE, SPACE_NOTE):
+            return (-1, 0.0, "", int(note == SPACE_NOTE))
         point = note_point(note)
         if point is None or point[1] not in KIND_ORDER or item.item_id.split("/")[0] != owner:
             return (2, 0.0, "", 0)
@@ -210,24 +211,28 @@ def check_sweep_runs(name: str, run_dirs: Sequence[Path]) -> None:
             )
 
 
-def planned_sweep(run: Run, adapter_repo: str, run_dir: Path, endpoint: str) -> list[str]:
+def planned_sweep(
+    run: Run, adapter_repo: str, run_dir: Path, endpoint: str, space: str | None = None
+) -> list[str]:
     """What a push would do for the run's sweep, in words (a dry run's note; nothing without a sweep): the
-    commits it plans from the Collection (the page, the other runs' cards as the last push from this run
-    directory found them), then the Collection's changes."""
+    commits it plans from the Collection (the page, the sweep's Space `space` when the push writes one, the
+    other runs' cards as the last push from this run directory found them), then the Collection's changes."""
     sweep = run.manifest.sweep
     if sweep is None:
         return []
     page = sweep_page_repo_id(adapter_repo.split("/")[0], sweep.name)
     recorded = load_sweep_record(run_dir, endpoint, sweep.name)
-    cards = [r for r in recorded or () if r != page]
+    namespace = adapter_repo.split("/")[0]
+    cards = [r for r in recorded or () if r not in (page, space, sweep_space_repo_id(namespace, sweep.name))]
     if recorded is None:
         known, commits = "the other runs' cards, as its Collection lists them", "one commit each"
     else:
         known = f"the cards of the {len(cards)} other runs the last push found ({', '.join(cards) or 'none'})"
-        commits = f"at most {1 + len(cards)} commits, one each"
+        commits = f"at most {1 + bool(space) + len(cards)} commits, one each"
+    with_space = f", its Space {space} (every run of the sweep)" if space else ""
     return [
-        f"the sweep {sweep.name!r}: its comparison page {page} and {known} are read from the Hub and planned "
-        f"by the push, {commits} where it changes",
+        f"the sweep {sweep.name!r}: its comparison page {page}{with_space} and {known} are read from the Hub "
+        f"and planned by the push, {commits} where it changes",
         f"the release's repos would join the Hub Collection {sweep.name!r} as {sweep.setting}={sweep.value}",
     ]
 
@@ -235,11 +240,8 @@ def planned_sweep(run: Run, adapter_repo: str, run_dir: Path, endpoint: str) -> 
 def release_items(repos: ReleaseRepos, written: set[str]) -> tuple[list[SweepItem], list[SweepItem]]:
     """The release's repos for its sweep's Collection: those the push writes (`written`), and those it
     leaves as they are (their notes are still brought up to date)."""
-    kinds = zip(
-        KIND_ORDER,
-        (repos.adapter, repos.merged, repos.gguf, repos.space or repos.linked_space, repos.samples),
-        strict=True,
-    )
+    space = None if repos.sweep_space else repos.space or repos.linked_space  # the sweep's: one item
+    kinds = zip(KIND_ORDER, (repos.adapter, repos.merged, repos.gguf, space, repos.samples), strict=True)
     types = {"Space": "space", "samples": "dataset"}
     release = [SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id]
     return [i for i in release if i.repo_id in written], [i for i in release if i.repo_id not in written]

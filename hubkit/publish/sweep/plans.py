@@ -1,6 +1,7 @@
 """A sweep's part of a push's plan, decided with the rest from what the read stage read of it
-(`hubkit.publish.sweep.reads`): the comparison page and every sibling run's card as repo plans, committed
-by the one commit path after the release's repos, and the Collection's changes, made after the commits.
+(`hubkit.publish.sweep.reads`): the comparison page, the sweep's Space (`hubkit.publish.sweep.space`) and
+every sibling run's card as repo plans, committed by the one commit path after the release's repos, and the
+Collection's changes, made after the commits.
 
 The Collection as it will be after the push is the one read, with this push's repos and notes in it: the
 page compares every run of it (this run's evaluation as it is about to be published), and each sibling's
@@ -13,9 +14,17 @@ from typing import TYPE_CHECKING
 
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.repo_types import HUB_ENDPOINT
-from hubkit.publish.plan import PushPlan, RepoPlan
+from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
 from hubkit.publish.release_repos import ReleaseRepos
-from hubkit.publish.sweep.collection import PAGE_NOTE, decide_items, open_collection, release_items, run_note
+from hubkit.publish.repos import space_repo_plan
+from hubkit.publish.sweep.collection import (
+    PAGE_NOTE,
+    SPACE_NOTE,
+    decide_items,
+    open_collection,
+    release_items,
+    run_note,
+)
 from hubkit.publish.sweep.page import PublishedRun, compared_runs, page_files, plan_page
 from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.sweep.siblings import plan_card, siblings_of, sweep_runs, value_key
@@ -29,14 +38,24 @@ if TYPE_CHECKING:
 
 
 def with_sweep_plan(
-    plan: PushPlan, remote: Remote, local: Prepared, private: bool, notes: list[str]
+    plan: PushPlan,
+    remote: Remote,
+    local: Prepared,
+    space_files: tuple[PlannedFile, ...],
+    private: bool,
+    notes: list[str],
 ) -> PushPlan:
-    """`plan_sweep` for a push whose run belongs to a sweep (its notes added to `notes`); `plan` as it is
-    for a run of no sweep."""
+    """`plan_sweep` for a push whose run belongs to a sweep (its notes added to `notes`), with the sweep's
+    Space's files planned in the decide stage; `plan` as it is for a run of no sweep."""
     if remote.sweep is None or remote.api is None:
         return plan
+    repos, reads = remote.repos, remote.sweep
+    space = None
+    if repos.space is not None and repos.sweep_space and space_files:  # None: refused, or --no-space
+        title = f"hubkit sweep {reads.sweep.name} (Space)"
+        space = space_repo_plan(repos.space, space_files, private=private, title=title)
     planned, said = plan_sweep(
-        remote.api, plan, remote.sweep, remote.repos, local.evaluation, local.vetter, private=private
+        remote.api, plan, reads, repos, local.evaluation, local.vetter, private=private, space=space
     )
     notes.extend(said)
     return planned
@@ -51,9 +70,10 @@ def plan_sweep(
     vetter: Vetter,
     *,
     private: bool,
+    space: RepoPlan | None = None,
 ) -> tuple[PushPlan, list[str]]:
-    """`plan` with the sweep's page and sibling cards after its repos, and its Collection changes; and
-    notes (the Collection made now, a sibling card left as it is). The Collection is made here when the
+    """`plan` with the sweep's page, its Space (`space`, when the push writes it) and sibling cards after
+    its repos, and its Collection changes; and notes (the Collection made now, a sibling card left as it is). The Collection is made here when the
     Hub has none (the page links it): once every check of the push has passed."""
     sweep, value = reads.sweep, f"{reads.sweep.value}"
     collection, notes = open_collection(api, sweep, reads.namespace, reads.collection, private=private)
@@ -76,6 +96,7 @@ def plan_sweep(
     url = f"{HUB_ENDPOINT}/collections/{collection.slug}"
     files = page_files(sweep.name, sweep.setting, url, compared, left_out)
     sweep_repos: list[RepoPlan] = [plan_page(reads.page_id, files, vetter, FileHashCache(), private=private)]
+    sweep_repos += [space] if space is not None else []
     values = {r.repo_id: run.value for run in after for r in run.repos if r.kind == "adapter"}
     for repo_id, card in reads.cards.items():
         if repo_id not in values:
@@ -86,6 +107,9 @@ def plan_sweep(
 
     wanted = {**own, (reads.page_id, "dataset"): PAGE_NOTE}
     may_add = {(i.repo_id, i.repo_type) for i in pushed} | {(reads.page_id, "dataset")}
+    if space is not None:  # the sweep's one Space, listed beside its page
+        wanted[(space.repo_id, "space")] = SPACE_NOTE
+        may_add.add((space.repo_id, "space"))
     items = decide_items(collection, wanted, may_add)
     ids = tuple(r.repo_id for r in sweep_repos)
     return replace(
