@@ -1,15 +1,17 @@
 """Benchmark: a push with nothing to do. An unchanged re-push of a small run (3 tiny checkpoints), as a user
-runs it (`hubkit push` in a new process), against `hf upload` of the same adapter files in a new process,
-and where hubkit's time goes.
+runs it (`hubkit push` in a new process, with its default companions), against `hf upload` of the same
+files of the run folder in a new process, and where hubkit's time goes.
 
     .venv/bin/python bench/repush_small.py [--rounds 10] [--link-rate MB/s]
 
 The Hub runs as `hubkit hub serve` in its own process, reached directly or through bench/throttle.py. The
-run is a TRL-layout run of 3 checkpoints (r=4 adapters of a 64-wide, 2-layer Qwen3, 12 KB each) with
-metrics, pushed once with `--no-merged --no-space` before the rounds; `hf upload` uploads the same
-checkpoints' adapter files to its own repo once before them. Each round runs both, which goes first
-alternating; each time is the median. Python writes bytecode caches here (as pip does for installed
-packages), so neither command compiles its sources at every start.
+base is the tests' tiny Qwen3 (64 wide, 2 layers, the real Qwen3 tokenizer; 78 MB). The run is a
+TRL-layout run of 3 checkpoints (r=4 adapters, 12 KB each, and the tokenizer's files, as TRL saves them
+with every checkpoint) with metrics, pushed once as the rounds push it: the adapter repo, the merged
+model and the Space (the run saved no completions: no samples dataset). `hf upload` uploads the same
+checkpoints' adapter and tokenizer files to its own repo once before the rounds. Each round runs both,
+which goes first alternating; each time is the median. Python writes bytecode caches here (as pip does
+for installed packages), so neither command compiles its sources at every start.
 
 Where the time goes is measured in a child that runs the same push through the command line's entry point,
 with a clock around the imports and each stage of `PushSession.push` (prepare, read, decide, execute),
@@ -32,22 +34,12 @@ from pathlib import Path
 from push import TOKEN, add_link_rate, start_hub
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+from hubkit.demo.tiny import TOKENIZER_FILES, build_tiny_qwen3, publish_model, qwen3_tokenizer_dir
 from tests.support.runs import TINY_SHAPES, make_run
 
 TARGET = 2.0
-BASE_REPO = "bench/tiny-base"
-BASE_CONFIG = {
-    "model_type": "qwen3",
-    "architectures": ["Qwen3ForCausalLM"],
-    "hidden_size": 64,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "num_hidden_layers": 2,
-    "intermediate_size": 128,
-    "vocab_size": 1000,
-}
-PUSH_OPTIONS = ["--quiet", "--no-merged", "--no-space"]
+BASE_REPO = "bench/tiny-qwen3"
+PUSH_OPTIONS = ["--quiet"]  # the default companions: the merged model and the Space
 
 # Run in a child: the push through the command line's entry point, each stage timed; prints JSON.
 STAGES = """
@@ -116,12 +108,14 @@ def main() -> None:
         from huggingface_hub import HfApi
 
         api = HfApi(endpoint=endpoint, token=TOKEN)
-        api.create_repo(BASE_REPO)
-        api.upload_file(
-            path_or_fileobj=json.dumps(BASE_CONFIG).encode(), path_in_repo="config.json", repo_id=BASE_REPO
-        )
+        publish_model(api, build_tiny_qwen3(workdir / "base"), BASE_REPO)
         run_dir = make_run(
-            workdir / "runs", (1, 2, 3), base_model=BASE_REPO, shapes=TINY_SHAPES, run_id="tiny"
+            workdir / "runs",
+            (1, 2, 3),
+            base_model=BASE_REPO,
+            shapes=TINY_SHAPES,
+            run_id="tiny",
+            tokenizer_dir=qwen3_tokenizer_dir(),
         )
         bin_dir = Path(sys.executable).parent
         push_args: list[str | Path] = ["--run-dir", run_dir, "--repo-id", "bench/tiny-hubkit", *PUSH_OPTIONS]
@@ -131,8 +125,7 @@ def main() -> None:
             "bench/tiny-hf",
             run_dir,
             "--quiet",
-            "--include",
-            "checkpoint-*/adapter_*",
+            *(f"--include=checkpoint-*/{name}" for name in ("adapter_*", *TOKENIZER_FILES)),
         ]
         run_command([bin_dir / "hubkit", "push", *push_args])  # the first push
         run_command(hf_command)  # the first upload

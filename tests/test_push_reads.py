@@ -1,9 +1,11 @@
 """What a push reads: each adapter once (checked and hashed together), the client handed those hashes,
-and nothing again on a re-push of unchanged checkpoints; hubkit's records in the run are never published."""
+and nothing again on a re-push of unchanged checkpoints, whose files are vetted no more (a file changed
+since is); hubkit's records in the run are never published."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -13,12 +15,14 @@ from huggingface_hub import CommitOperationAdd
 
 import hubkit.adapters.prepare
 import hubkit.hub.hashing
-from hubkit.errors import PublishError
+from hubkit.errors import PublishError, SecretInFileError
 from hubkit.hub.hashing import FileHashes, hash_bytes
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.commit import hand_in_sha256
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.safety import kinds
+from hubkit.safety.validators import VALIDATORS
+from tests.planted import HF_TOKEN
 from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 
@@ -101,3 +105,43 @@ def test_hubkit_records_in_a_run_have_no_place_in_a_repo_plan(tmp_path: Path) ->
         PublishError, match=r"\.hubkit/adapters/0123\.json cannot be published as an eval results file"
     ):
         RepoPlan(repo_id="me/run", files=(record,))
+
+
+def test_an_unchanged_repush_vets_no_file_again_and_one_changed_in_place_is_refused(
+    tmp_path, tiny_qwen3, qwen3_tokenizer_dir, local_hub, new_repo_id, monkeypatch
+):
+    run_dir = make_run(
+        tmp_path / "runs",
+        (1, 2),
+        base_model=tiny_qwen3.repo_id,
+        shapes=TINY_SHAPES,
+        tokenizer_dir=qwen3_tokenizer_dir,
+    )
+    validated: list[str] = []
+    for kind, validator in list(VALIDATORS.items()):
+
+        def counted(data, vetting, validator=validator, kind=kind):
+            validated.append(kind.name)
+            return validator(data, vetting)
+
+        monkeypatch.setitem(VALIDATORS, kind, counted)
+    request = PushRequest(
+        run_dir, repo_id=new_repo_id, merged=False, space=False, endpoint=local_hub.endpoint
+    )
+    (first,) = push_run(request).repos
+    assert first.commit_sha is not None and {"tokenizer", "vocabulary", "model card"} <= set(validated)
+
+    validated.clear()
+    (again,) = push_run(request).repos  # a new session, as a new process: the run directory's records only
+    assert again.unchanged and validated == []
+
+    # The same size, inode and mtime, other bytes: read, vetted again and refused.
+    config = run_dir / "checkpoint-2" / "tokenizer_config.json"
+    before = config.stat()
+    planted = json.dumps({**json.loads(config.read_text()), "note": HF_TOKEN})
+    assert len(planted) <= before.st_size
+    config.write_text(planted.ljust(before.st_size))
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(SecretInFileError, match=r"tokenizer_config\.json"):
+        push_run(request)
+    assert validated == ["tokenizer config"]

@@ -42,8 +42,8 @@ def _compiled(name: str) -> tuple[jinja2.Template, frozenset[str]]:
 
     text = template_text(name)
     environment = jinja2.Environment()  # the settings `jinja2.Template(text)` in from_template gets
-    used = meta.find_undeclared_variables(environment.parse(text))
-    return environment.from_string(text), frozenset(used)
+    parsed = environment.parse(text)  # parsed once: compiled from this tree, its variables read off it
+    return environment.from_string(parsed), frozenset(meta.find_undeclared_variables(parsed))
 
 
 def render_card(card_data: CardData, template: str, context: Mapping[str, Any]) -> str:

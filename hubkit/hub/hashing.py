@@ -119,11 +119,13 @@ class FileHashCache:
         return hashes
 
 
-def hash_bytes(data: bytes) -> FileHashes:
-    """Hash in-memory content the way the Hub does (sha256 and git blob sha1)."""
+def hash_bytes(data: bytes, *, sha256: str | None = None) -> FileHashes:
+    """Hash in-memory content the way the Hub does (sha256 and git blob sha1); `sha256`: the content's,
+    when it is known already (only the git sha1 is computed)."""
     git = hashlib.sha1(f"blob {len(data)}\0".encode())
     git.update(data)
-    return FileHashes(size=len(data), sha256=hashlib.sha256(data).hexdigest(), git_sha1=git.hexdigest())
+    sha256 = sha256 or hashlib.sha256(data).hexdigest()
+    return FileHashes(size=len(data), sha256=sha256, git_sha1=git.hexdigest())
 
 
 def hash_file(path: Path, *, git_sha1: bool | None = None) -> FileHashes:

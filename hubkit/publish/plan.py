@@ -91,7 +91,8 @@ class PlannedFile:
         """
         path_in_repo = path_in_repo or vetted.path_in_repo
         if vetted.data is not None:
-            return cls(path_in_repo, vetted.kind, hash_bytes(vetted.data), content=vetted.data, step=step)
+            hashes_of = hash_bytes(vetted.data, sha256=vetted.sha256)  # vetting hashed what it wrote
+            return cls(path_in_repo, vetted.kind, hashes_of, content=vetted.data, step=step)
         if vetted.on_disk is not None:
             source = vetted.on_disk
         elif vetted.weights is not None and vetted.weights.saved_header_kept:

@@ -7,8 +7,10 @@ are prepared) before it becomes a `PlannedFile`.
 
 A session pushes the same run again and again (`push --watch`, the TRL callback at every save): a file
 it has vetted is not read again while its version (device, inode, size, mtime) is the same, whatever
-path reaches it (a prepared adapter's weights are a hard link to the saved file). Vetting the real
-Qwen3 tokenizer costs about half a second of CPU.
+path reaches it (a prepared adapter's weights are a hard link to the saved file). Across sessions
+(each `hubkit push` a new process), bytes that passed vetting in the same context are known by their
+content (`hubkit.safety.KnownVerdicts`, in the run's ``.hubkit/vetted/``): read and hashed, not vetted
+again. Vetting the real Qwen3 tokenizer costs about half a second of CPU.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hubkit.errors import PublishError
 from hubkit.hub.hashing import FileHashCache, FileVersion
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.plan import PlannedFile
-from hubkit.safety import Kind, VetContext, VettedFile, kind_of, vet_bytes, vet_file
+from hubkit.safety import Kind, KnownVerdicts, VetContext, VettedFile, kind_of, vet_bytes, vet_file
 
 
 class Vetter:
@@ -32,6 +34,7 @@ class Vetter:
 
     def __init__(self, context: VetContext) -> None:
         self.context = context
+        self._known = KnownVerdicts.in_run(context.run_dir, context.key())
         self._files: dict[tuple[FileVersion, Kind, str | None], VettedFile] = {}
 
     def file(
@@ -54,7 +57,9 @@ class Vetter:
             return vet_file(path, kind, self.context, path_in_repo=path_in_repo, label=label)
         vetted = self._files.get(key)
         if vetted is None:
-            vetted = vet_file(path, kind, self.context, path_in_repo=path_in_repo, label=label)
+            vetted = vet_file(
+                path, kind, self.context, path_in_repo=path_in_repo, label=label, known=self._known
+            )
             self._files[key] = vetted
         return vetted
 
@@ -79,7 +84,9 @@ class Vetter:
             if kind is None:
                 raise PublishError(f"{path} is not a kind of file hubkit publishes to a {repo_type} repo")
             planned.append(
-                PlannedFile.from_vetted(vet_bytes(path, kind, content, self.context), hashes, step=step)
+                PlannedFile.from_vetted(
+                    vet_bytes(path, kind, content, self.context, known=self._known), hashes, step=step
+                )
             )
         return tuple(planned)
 
@@ -90,4 +97,4 @@ class Vetter:
         Raises:
             UnsafeFileError: as `hubkit.safety.vet_bytes`.
         """
-        return vet_bytes(path_in_repo, kind, content, self.context, label=label)
+        return vet_bytes(path_in_repo, kind, content, self.context, label=label, known=self._known)

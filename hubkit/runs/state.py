@@ -6,6 +6,7 @@ way such a file is written.
     .hubkit/base-shapes/   a base config's Linear shapes (built by transformers when not read off it)
     .hubkit/pushes/        the last push to each repo (`hubkit.publish.push_record`)
     .hubkit/training-args/ the settings read from a checkpoint's training_args.bin, by file version
+    .hubkit/vetted/        files that passed vetting, by content (`hubkit.safety.verdicts`)
 
 Every file there is a cache or a record: losing one costs a re-read, never a wrong push. A run directory
 that cannot be written keeps nothing, and the push goes on.
@@ -27,6 +28,7 @@ BASE_SHAPES_DIR = STATE_DIR / "base-shapes"
 CHARTS_DIR = STATE_DIR / "charts"
 PUSH_RECORDS_DIR = STATE_DIR / "pushes"
 TRAINING_ARGS_DIR = STATE_DIR / "training-args"
+VETTED_DIR = STATE_DIR / "vetted"
 
 
 def write_atomically(path: Path, data: str | bytes) -> None:

@@ -10,6 +10,7 @@ vet.py        the entry points (`vet_file`, `vet_bytes`, `vet_checkpoint`) and t
 validators.py one validator per kind (through `hubkit.formats`)
 weights.py    safetensors headers: metadata cut to known keys, header written from what was read
 scan.py       every decoded string checked; secrets.py and local_paths.py say what is found
+verdicts.py   passing vettings remembered by content (a push of files vetted before vets none again)
 links.py      symlinks followed only to regular files; checkpoints.py: checkpoint trees and steps
 """
 
@@ -21,11 +22,13 @@ from hubkit.safety.checkpoints import (
     refuse_duplicate_steps,
 )
 from hubkit.safety.kinds import Kind, LeftOut, kind_of
+from hubkit.safety.verdicts import KnownVerdicts
 from hubkit.safety.vet import VetContext, VettedFile, WeightsSource, vet_bytes, vet_checkpoint, vet_file
 
 __all__ = [
     "CheckpointsTree",
     "Kind",
+    "KnownVerdicts",
     "LeftOut",
     "VetContext",
     "VettedFile",

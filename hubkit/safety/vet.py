@@ -34,6 +34,7 @@ from hubkit.safety.local_paths import LocalPathFinder
 from hubkit.safety.scan import Scanner
 from hubkit.safety.secrets import SecretFinder
 from hubkit.safety.validators import VALIDATORS, Vetting
+from hubkit.safety.verdicts import KnownVerdicts
 from hubkit.safety.weights import vet_header
 
 _WEIGHT_KINDS = (kinds.ADAPTER_WEIGHTS, kinds.MODEL_WEIGHTS)
@@ -84,6 +85,13 @@ class VetContext:
         if self.home_dir is not None:
             dirs.append((self.home_dir, "the home directory"))
         return Scanner(SecretFinder(self.token), LocalPathFinder.for_dirs(dirs))
+
+    def key(self) -> str:
+        """A digest of everything in the context a verdict depends on (the token only hashed)."""
+        token = hashlib.sha256(self.token.encode()).hexdigest() if self.token else ""
+        home = str(self.home_dir) if self.home_dir is not None else ""
+        parts = [self.hub_base_id, str(self.run_dir.absolute()), home, token, *map(str, self.cache_dirs)]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def label(self, path: Path) -> str:
         """How messages name a file: relative to the run directory, else by its name (never its full path)."""
@@ -163,19 +171,29 @@ def _refusal(
     return MalformedFileError(f"refusing to publish {reason}: it is not {kind.called}")
 
 
-def _vet_data(path_in_repo: str, kind: Kind, data: bytes, label: str, context: VetContext) -> VettedFile:
-    scanner = context.scanner()
-    try:
-        written = VALIDATORS[kind](data, Vetting(label=label, hub_id=context.hub_base_id, scanner=scanner))
-    except FileFormatError as e:
-        raise _refusal(e, kind, label, data, scanner) from e
+def _vet_data(
+    path_in_repo: str, kind: Kind, data: bytes, label: str, context: VetContext, known: KnownVerdicts | None
+) -> VettedFile:
+    read_sha256 = hashlib.sha256(data).hexdigest()
+    remembered = known.get(kind, read_sha256) if known is not None else None
+    if remembered is not None:
+        written = data if remembered.written is None else remembered.written
+        sha256, notes = remembered.sha256, remembered.notes
+    else:
+        scanner = context.scanner()
+        try:
+            validated = VALIDATORS[kind](
+                data, Vetting(label=label, hub_id=context.hub_base_id, scanner=scanner)
+            )
+        except FileFormatError as e:
+            raise _refusal(e, kind, label, data, scanner) from e
+        written, notes = validated.data, validated.notes
+        same = written == data
+        sha256 = read_sha256 if same else hashlib.sha256(written).hexdigest()
+        if known is not None:
+            known.put(kind, read_sha256, None if same else written, notes)
     return VettedFile(
-        path_in_repo=path_in_repo,
-        kind=kind,
-        size=len(written.data),
-        data=written.data,
-        sha256=hashlib.sha256(written.data).hexdigest(),
-        notes=written.notes,
+        path_in_repo=path_in_repo, kind=kind, size=len(written), data=written, sha256=sha256, notes=notes
     )
 
 
@@ -221,7 +239,13 @@ def _vet_gguf(path_in_repo: str, path: Path, label: str, context: VetContext) ->
 
 
 def vet_file(
-    path: Path, kind: Kind, context: VetContext, *, path_in_repo: str | None = None, label: str | None = None
+    path: Path,
+    kind: Kind,
+    context: VetContext,
+    *,
+    path_in_repo: str | None = None,
+    label: str | None = None,
+    known: KnownVerdicts | None = None,
 ) -> VettedFile:
     """Read a file as its kind, check it, and return what to publish.
 
@@ -231,6 +255,8 @@ def vet_file(
         context: the push's context.
         path_in_repo: where it goes (default: its name).
         label: how messages name it (default: its path relative to the run directory, else its name).
+        known: verdicts remembered by content: bytes that passed before in this context are read (within
+            their bound) but not vetted again, and a pass is remembered.
 
     Returns:
         The vetted file.
@@ -253,11 +279,17 @@ def vet_file(
         data = read_bounded(source, kind.max_bytes, label)
     except FileFormatError as e:
         raise _refusal(e, kind, label, None, context.scanner()) from e
-    return _vet_data(path_in_repo, kind, data, label, context)
+    return _vet_data(path_in_repo, kind, data, label, context, known)
 
 
 def vet_bytes(
-    path_in_repo: str, kind: Kind, data: bytes, context: VetContext, *, label: str | None = None
+    path_in_repo: str,
+    kind: Kind,
+    data: bytes,
+    context: VetContext,
+    *,
+    label: str | None = None,
+    known: KnownVerdicts | None = None,
 ) -> VettedFile:
     """`vet_file` for content a push generates (the card, the manifest, the metrics).
 
@@ -269,7 +301,7 @@ def vet_bytes(
         raise ValueError("weights files are vetted from disk (vet_file)")
     if len(data) > kind.max_bytes:
         raise _refusal(too_large(label, len(data), kind.max_bytes), kind, label, None, context.scanner())
-    return _vet_data(path_in_repo, kind, data, label, context)
+    return _vet_data(path_in_repo, kind, data, label, context, known)
 
 
 def vet_checkpoint(folder: Path, context: VetContext) -> tuple[tuple[VettedFile, ...], tuple[LeftOut, ...]]:
