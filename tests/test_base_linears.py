@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.adapters.base_check import built_on_meta, linear_shapes, read_off_config
+from hubkit.adapters.base_check import BaseConfig, built_on_meta, linear_shapes, read_off_config
 
 SIZES = {
     "hidden_size": 64,
@@ -75,5 +75,5 @@ def test_a_config_that_leaves_a_size_to_its_class_or_another_layout_is_built_by_
 ) -> None:
     path = _config(tmp_path, model_type, changes)
     assert read_off_config(json.loads(path.read_text())) is None
-    shapes = linear_shapes(path)
+    shapes = linear_shapes(BaseConfig.of(model_type, path))
     assert shapes == built_on_meta(path) and "lm_head" in shapes

@@ -429,7 +429,7 @@ def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_p
         options["target_modules"] = [*TARGETS, "embed_tokens"]
     model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, **options))
     model.save_pretrained(tmp_path / "adapter", save_embedding_layers=case.startswith("resized") or "auto")
-    base_config = BaseConfig(tiny_qwen3.repo_id, tiny_qwen3.local_dir / "config.json", key="k")
+    base_config = BaseConfig.of(tiny_qwen3.repo_id, tiny_qwen3.local_dir / "config.json")
     check_against_base(tmp_path / "adapter", base_config)  # a resized vocabulary's rows included
     if case.startswith("resized"):  # whole weights of other rows than the one vocabulary: another base
         other = tmp_path / "other-base"
@@ -437,6 +437,4 @@ def test_the_check_against_the_base_reads_the_whole_embeddings(tiny_qwen3, tmp_p
         config = json.loads(base_config.path.read_text())
         (other / "config.json").write_text(json.dumps({**config, "hidden_size": config["hidden_size"] * 2}))
         with pytest.raises((BaseModelMismatchError, AdapterError)):
-            check_against_base(
-                tmp_path / "adapter", BaseConfig(tiny_qwen3.repo_id, other / "config.json", key="o")
-            )
+            check_against_base(tmp_path / "adapter", BaseConfig.of(tiny_qwen3.repo_id, other / "config.json"))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import BaseModelMismatchError
+from hubkit.formats.model_config import CONFIG, ModelConfig, read_model_config
 from hubkit.formats.peft import (
     ADAPTER_WEIGHTS,
     EMBEDDING_LAYER_NAMES,
@@ -49,10 +50,9 @@ _REQUIRED = (
 )
 
 
-def linear_shapes(config_path: Path) -> dict[str, tuple[int, int]]:
-    """(in_features, out_features) of every Linear in the base whose ``config.json`` is `config_path`."""
-    config = json.loads(Path(config_path).read_text())
-    return read_off_config(config) or built_on_meta(config_path)
+def linear_shapes(base: BaseConfig) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of every Linear in the base whose config is `base`."""
+    return read_off_config(base.config.values) or built_on_meta(base.path)
 
 
 def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
@@ -128,11 +128,13 @@ class BaseConfig:
     Args:
         base_model: its Hub id.
         path: the downloaded file.
+        config: the file as read (`hubkit.formats.model_config`).
         key: the config's sha256 and the transformers version (which builds the shapes it cannot read off).
     """
 
     base_model: str
     path: Path
+    config: ModelConfig
     key: str
 
     @classmethod
@@ -145,10 +147,9 @@ class BaseConfig:
             RepoNotFoundError: the base model or its revision is not on the Hub (other Hub failures as
                 `hubkit.hub.failures` names them).
             BaseModelMismatchError: the base has no config.json.
+            FileFormatError: the config is not one (`read_model_config`).
         """
-        path = download_repo_file(
-            base_model, "config.json", revision=revision, endpoint=endpoint, token=token
-        )
+        path = download_repo_file(base_model, CONFIG, revision=revision, endpoint=endpoint, token=token)
         if path is None:
             at = f" at revision {revision}" if revision else ""
             raise BaseModelMismatchError(
@@ -160,37 +161,19 @@ class BaseConfig:
     def cached(cls, base_model: str, revision: str | None) -> BaseConfig | None:
         """The base's ``config.json`` as the client's cache holds it from an earlier download, or None; opens
         no connection (a dry run)."""
-        path = cached_repo_file(base_model, "config.json", revision=revision)
+        path = cached_repo_file(base_model, CONFIG, revision=revision)
         return cls.of(base_model, path) if path is not None else None
 
     @classmethod
     def of(cls, base_model: str, path: Path) -> BaseConfig:
-        """A config already on disk (a local base model folder)."""
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        return cls(
-            base_model=base_model, path=Path(path), key=f"{digest}\n{installed_version('transformers')}"
-        )
+        """A config already on disk (a local base model folder).
 
-    @property
-    def dtype(self) -> str:
-        """The weights' dtype the config names (``dtype``, or the older ``torch_dtype``); ``float32`` when it
-        names none or is unreadable (transformers' default)."""
-        try:
-            config = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return "float32"
-        dtype = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
-        return dtype if isinstance(dtype, str) else "float32"
-
-
-def config_vocab_size(base: BaseConfig) -> int | None:
-    """The base's ``vocab_size`` as its config gives it, or None."""
-    try:
-        config = json.loads(base.path.read_text())
-    except (OSError, ValueError):
-        return None
-    vocab = config.get("vocab_size") if isinstance(config, dict) else None
-    return vocab if _is_count(vocab) else None
+        Raises:
+            FileFormatError: the config is not one (`read_model_config`).
+        """
+        config = read_model_config(Path(path), f"base model {base_model} {CONFIG}")
+        key = f"{config.sha256}\n{installed_version('transformers')}"
+        return cls(base_model=base_model, path=Path(path), config=config, key=key)
 
 
 def _remembered_linear_shapes(run_dir: Path, base: BaseConfig) -> dict[str, tuple[int, int]]:
@@ -201,7 +184,7 @@ def _remembered_linear_shapes(run_dir: Path, base: BaseConfig) -> dict[str, tupl
         return {str(name): (int(shape[0]), int(shape[1])) for name, shape in linears.items()}
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         pass  # not remembered yet, or unreadable: built again
-    shapes = linear_shapes(base.path)
+    shapes = linear_shapes(base)
     keep(path, json.dumps({"linears": shapes}, indent=0) + "\n", "the base model's shapes")
     return shapes
 
@@ -245,7 +228,7 @@ def check_against_base(
     # copy is one too): checking A, B and the whole weights checks all.
     config = read_adapter_config(Path(adapter_dir), label)
     pairs = lora_pairs(header.by_name(), config, label)
-    linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base.path)
+    linears = _remembered_linear_shapes(run_dir, base) if run_dir else linear_shapes(base)
     whole = saved_whole(header.by_name(), config, label)
     linears = _check_full_weights(whole, linears, base_model, label)
     if "lm_head" in linears:  # an embedding, (vocab, dim), is lm_head's (dim -> vocab) turned around
@@ -332,7 +315,7 @@ def resized_rows(adapter_dir: Path, base: BaseConfig) -> int | None:
     header and the base's config; None when it keeps the base's (or the config gives no lm_head)."""
     header = read_weights_header(Path(adapter_dir), Path(adapter_dir).name)
     config = read_adapter_config(Path(adapter_dir), Path(adapter_dir).name)
-    head = read_off_config(json.loads(base.path.read_text()))
+    head = read_off_config(base.config.values)
     if head is None or "lm_head" not in head:
         return None
     return resized_vocabulary(saved_whole(header.by_name(), config, Path(adapter_dir).name), *head["lm_head"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hubkit.adapters.base_check import BaseConfig, config_vocab_size, resized_rows
+from hubkit.adapters.base_check import BaseConfig, resized_rows
 from hubkit.formats.tokenizer import TOKENIZER_JSON, token_count
 from hubkit.hub.download import cached_repo_file
 from hubkit.runs import Run
@@ -37,7 +37,7 @@ def resized_vocabulary(run: Run) -> ResizedVocabulary | None:
     rows = resized_rows(latest.adapter_dir, base)
     if rows is None:
         return None
-    base_rows = config_vocab_size(base) or 0
+    base_rows = base.config.vocab_size or 0
     added = rows - base_rows
     tokenizer_dir = run.tokenizer_dir(latest)
     base_tokenizer = cached_repo_file(

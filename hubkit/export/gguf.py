@@ -58,6 +58,7 @@ from hubkit.formats.gguf_arch import (
 )
 from hubkit.formats.gguf_types import GGUFType
 from hubkit.formats.gguf_vocab import vocab_fields
+from hubkit.formats.model_config import CONFIG, read_model_config
 from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 from hubkit.merge.shards import TORCH_DTYPES, ShardReader
 
@@ -210,9 +211,9 @@ def plan_gguf_export(
     bf16_asked = any(t.name == "BF16" for t in chosen)
     if k_quants and not bf16_asked:
         chosen = (*chosen, *file_types(["bf16"]))
-    config = read_json(model_dir / "config.json", required=True)
+    model_config = read_model_config(model_dir / CONFIG)
+    config, vocab_size = model_config.values, model_config.vocab_size or 0
     architecture = architecture_of(config)
-    vocab_size = int(config.get("vocab_size") or 0)
     shards = () if stream is not None else _read_shards(model_dir)
     specs = stream.specs if stream is not None else _shard_specs(shards)
     sources = _plan_sources(specs, architecture, config)

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from hubkit.errors import MergeError
+from hubkit.formats.model_config import CONFIG, read_model_config
 
 SINGLE_SHARD = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
@@ -16,7 +17,7 @@ WEIGHT_PATTERNS = (SINGLE_SHARD, SHARD_INDEX, "model-*-of-*.safetensors")
 # ids live there), tokenizer and chat template, license. README.md is left out: the merged repo gets
 # its own card.
 CARRIED_PATTERNS = (
-    "config.json",
+    CONFIG,
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
@@ -81,15 +82,7 @@ def fetch_base_snapshot(
 
 
 def carried_files(base_dir: Path) -> list[Path]:
-    """The non-weight files of `base_dir` that a merged model keeps (config.json is required).
-
-    Raises:
-        MergeError: the folder has no config.json.
-    """
-    if not (base_dir / "config.json").is_file():
-        raise MergeError(
-            f"the base model folder {base_dir.name} has no config.json; re-download the base model"
-        )
+    """The non-weight files of `base_dir` that a merged model keeps (its config.json read beforehand)."""
     return sorted(
         p
         for p in base_dir.iterdir()
@@ -103,8 +96,8 @@ def copy_carried_files(files: list[Path], out_dir: Path, dtype: str, vocab_size:
     transformers 5 and `torch_dtype` before; `dtype` if it names none), so that loading with
     `dtype="auto"` gives the dtype of the shards; `vocab_size`, when given, is the resized vocabulary's."""
     for path in files:
-        if path.name == "config.json":
-            config = json.loads(path.read_text())
+        if path.name == CONFIG:
+            config = dict(read_model_config(path).values)
             for key in _LOCAL_CONFIG_KEYS:
                 config.pop(key, None)
             for key in [k for k in _DTYPE_CONFIG_KEYS if k in config] or [_DTYPE_CONFIG_KEYS[0]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from hubkit.errors import BaseModelMismatchError, MergeError
+from hubkit.formats.model_config import CONFIG, read_model_config
 from hubkit.formats.peft import EMBEDDING_LAYER_NAMES
 from hubkit.formats.safetensors import SafetensorsHeader, TensorInfo
 from hubkit.merge.base_files import SHARD_INDEX, SINGLE_SHARD, carried_files
@@ -97,13 +98,8 @@ def plan_merge(
         BaseModelMismatchError: the adapter names a module the base lacks, or its shapes differ (a
             vocabulary the adapter resized included).
     """
+    config = read_model_config(base_dir / CONFIG, f"the base model's {CONFIG}")
     carried = carried_files(base_dir)
-    try:
-        config = json.loads((base_dir / "config.json").read_text())
-    except json.JSONDecodeError as e:
-        raise MergeError(
-            f"the base model's config.json is not valid JSON ({e}); re-download the base model"
-        ) from e
     index = _read_index(base_dir)
     shard_names = sorted(set(index["weight_map"].values())) if index else [SINGLE_SHARD]
     shards = tuple(read_shard_header(base_dir / name) for name in shard_names)
@@ -111,7 +107,7 @@ def plan_merge(
     if index:
         _check_index(index, shards)
 
-    tied = bool(config.get("tie_word_embeddings")) or f"{LM_HEAD}.weight" not in weights
+    tied = config.tied or f"{LM_HEAD}.weight" not in weights
     vocabulary = _vocabulary(base_dir, weights, modules, tokenizer)
     whole = {m.module.split(".")[-1]: m for m in modules if isinstance(m, FullWeight)}
     targets = {}

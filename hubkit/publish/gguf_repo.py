@@ -244,13 +244,13 @@ class SessionExports:
 
     def _lora_plan(self, adapter: PreparedAdapter, repos: ReleaseRepos, base: BaseModelCard) -> GGUFLoraPlan:
         from hubkit.export.gguf_lora import LORA_TYPE, plan_gguf_lora
-        from hubkit.formats.gguf import read_json
+        from hubkit.formats.model_config import CONFIG, read_model_config
 
         assert self._base_dir is not None
         name = f"{repos.adapter.split('/')[1]}-step-{adapter.step}"
         path = self.staging / "gguf-lora" / f"{name}-{LORA_TYPE}.gguf"
         metadata = replace(_base_metadata(base), name=name)
-        config = read_json(self._base_dir / "config.json", required=True)
+        config = read_model_config(self._base_dir / CONFIG).values
         return plan_gguf_lora(adapter.dir, config, path, metadata, f"step {adapter.step}")
 
     def _write_lora(self, decision: GGUFDecision, repos: ReleaseRepos, base: BaseModelCard) -> LoraExport:

@@ -225,7 +225,7 @@ class PushSession:
         config = remote.base_config
         notes = [*repos.notes]
         notes += check_quantized_base(
-            run, config.path if config else None, merging=request.merged, space=repos.space is not None
+            run, config.config if config else None, merging=request.merged, space=repos.space is not None
         )
         if config is not None and remote.api is not None:  # a cached config may be stale: the push checks
             self._check_against_base(run, local.adapters, config)
@@ -332,7 +332,7 @@ class PushSession:
         merge_record = decided.merging.kept
         if decided.merging.adapter is not None and remote.base_config is not None:
             # The merged card as the merge would make it (its weights are not planned: nothing is merged).
-            dtype = remote.base_config.dtype
+            dtype = remote.base_config.config.dtype
             merge_record = decided.merging.record_after(None, run, decided.base_revision, dtype=dtype)
         plan = self._plan(local, remote, decided, merge_record=merge_record)
         return PushReport(

@@ -4,11 +4,10 @@ serve: a merge (4-bit weights are not merged into), or a Space whose requirement
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 from hubkit.errors import QuantizedBaseError
+from hubkit.formats.model_config import ModelConfig
 from hubkit.runs import Run
 from hubkit.space.files import pinned_requirements
 
@@ -24,23 +23,12 @@ def requirements_have_bitsandbytes(requirements: str) -> bool:
     return False
 
 
-def config_is_quantized(config_path: Path | None) -> bool:
-    """Whether a base model's config.json says its weights are quantized (``quantization_config``)."""
-    if config_path is None:
-        return False
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and isinstance(config.get("quantization_config"), dict)
-
-
-def check_quantized_base(run: Run, config_path: Path | None, *, merging: bool, space: bool) -> list[str]:
+def check_quantized_base(run: Run, config: ModelConfig | None, *, merging: bool, space: bool) -> list[str]:
     """Refuse a release that would name a quantized base where it cannot serve; say when it was swapped.
 
     Args:
         run: the run (`Run.quantized_base` when its adapters name a quantized base).
-        config_path: the base model's config.json as the push read it (None for a dry run).
+        config: the base model's config.json as the push read it (None for a dry run never downloaded it).
         merging: the push merges into the base.
         space: the push publishes the Space (whose pinned requirements must then load the base).
 
@@ -55,7 +43,7 @@ def check_quantized_base(run: Run, config_path: Path | None, *, merging: bool, s
     named = run.manifest.base_model
     if quantized is not None and quantized.full_precision is not None:
         return [quantized.note]
-    if quantized is None and not config_is_quantized(config_path):
+    if quantized is None and not (config is not None and config.quantized):
         return []
     what = f"{named} is a quantized base (QLoRA)"
     if merging:

@@ -71,7 +71,7 @@ def check_adapters_against_base(adapter_dirs: Mapping[str, Path], base: BaseConf
     """
     if not adapter_dirs:
         return
-    modules = set(linear_shapes(base.path))
+    modules = set(linear_shapes(base))
     for label, adapter_dir in adapter_dirs.items():
         _check_targets(adapter_dir, modules, base.base_model, label)
         check_against_base(adapter_dir, base, label=label)

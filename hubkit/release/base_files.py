@@ -18,22 +18,9 @@ from typing import Any
 
 from hubkit.errors import FileFormatError, ReleaseError
 from hubkit.formats.json_file import parse_json_object, read_bounded
+from hubkit.formats.model_config import CONFIG, read_model_config
 from hubkit.formats.tokenizer import GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
 from hubkit.safety import kinds
-
-CONFIG = "config.json"
-# Far above every released model (Gemma 3: 262,144 tokens, 5,376 hidden; Llama 3.1 405B: 126 layers).
-MAX_SIZES = {
-    "vocab_size": 1 << 21,
-    "hidden_size": 1 << 16,
-    "intermediate_size": 1 << 18,
-    "num_hidden_layers": 1 << 10,
-    "num_attention_heads": 1 << 10,
-    "num_key_value_heads": 1 << 10,
-    "head_dim": 1 << 12,
-    "max_position_embeddings": 1 << 24,
-}
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def _read_object(path: Path, max_bytes: int, label: str) -> dict[str, Any]:
@@ -56,20 +43,11 @@ def check_base_files(base_dir: Path, base_model: str) -> int | None:
     config names none).
 
     Raises:
-        ReleaseError: remote code, a size out of bounds, or a file that is not a bounded JSON object.
+        ReleaseError: remote code, or a generation config that is not a bounded JSON object.
+        FileFormatError: the config is refused (`read_model_config`: a size out of bounds, not JSON).
     """
-    label = f"base model {base_model} {CONFIG}"
-    config = _read_object(base_dir / CONFIG, MAX_CONFIG_BYTES, label)
-    _refuse_remote_code(config, label)
-    text_config = config.get("text_config")
-    for where, part in (("", config), ("text_config.", text_config if isinstance(text_config, dict) else {})):
-        for key, bound in MAX_SIZES.items():
-            value = part.get(key)
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= bound
-            ):
-                shown = str(value)[:40]
-                raise ReleaseError(f"{label}: {where}{key} is {shown}, not an integer from 1 to {bound}")
+    config = read_model_config(base_dir / CONFIG, f"base model {base_model} {CONFIG}")
+    _refuse_remote_code(config.values, config.label)
     generation = base_dir / GENERATION_CONFIG
     if generation.is_file():
         _read_object(
@@ -77,10 +55,7 @@ def check_base_files(base_dir: Path, base_model: str) -> int | None:
             kinds.max_bytes_of(GENERATION_CONFIG) or 0,
             f"base model {base_model} {GENERATION_CONFIG}",
         )
-    vocab = config.get(
-        "vocab_size", (text_config or {}).get("vocab_size") if isinstance(text_config, dict) else None
-    )
-    return vocab if isinstance(vocab, int) else None
+    return config.vocab_size
 
 
 def _check_ids(ids: list[Any], vocab_size: int | None, label: str, field: str) -> None:

@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from hubkit.formats import gguf_types, tokenizer
+from hubkit.formats import gguf_types, model_config, tokenizer
 from hubkit.safety.links import pseudo_file_system
 
 MB = 1_000_000
@@ -47,7 +47,7 @@ MERGES = Kind("merges file", 20 * MB)
 CHAT_TEMPLATE = Kind("chat template", 1 * MB)
 CHAT_TEMPLATE_JSON = Kind("JSON chat template", 1 * MB)
 GENERATION_CONFIG = Kind("generation config", 1 * MB)
-MODEL_CONFIG = Kind("model config", 1 * MB)
+MODEL_CONFIG = Kind("model config", model_config.MAX_BYTES)
 MODEL_WEIGHTS = Kind("model weights file", 64 * GB)
 # A GGUF file hubkit wrote from a merged model (BF16 of an 8B model: 16 GB).
 GGUF_WEIGHTS = Kind("GGUF file", 64 * GB)
@@ -90,7 +90,7 @@ CHECKPOINT_KINDS: dict[str, Kind] = {
 }
 _MODEL_REPO_KINDS: dict[str, Kind] = {
     **CHECKPOINT_KINDS,
-    "config.json": MODEL_CONFIG,
+    model_config.CONFIG: MODEL_CONFIG,
     "model.safetensors": MODEL_WEIGHTS,
     "model.safetensors.index.json": WEIGHTS_INDEX,
     "hubkit.json": MANIFEST,

@@ -23,6 +23,7 @@ from hubkit.formats.json_file import (
     parse_json_object,
     parse_jsonl,
 )
+from hubkit.formats.model_config import parse_model_config
 from hubkit.formats.peft import LORA_CONFIG_FIELDS
 from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
 from hubkit.runs.manifest import Manifest
@@ -233,7 +234,7 @@ VALIDATORS: dict[kinds.Kind, Validator] = {
     kinds.CHAT_TEMPLATE: _text_document(tokenizer.parse_chat_template),
     kinds.CHAT_TEMPLATE_JSON: _json_document(tokenizer.parse_chat_template_json),
     kinds.GENERATION_CONFIG: _json_document(tokenizer.parse_generation_config),
-    kinds.MODEL_CONFIG: _json_document(parse_json_object),
+    kinds.MODEL_CONFIG: _json_document(lambda data, label: parse_model_config(data, label).values),
     kinds.WEIGHTS_INDEX: _json_document(_weights_index),
     kinds.MANIFEST: _json_document(_manifest),
     kinds.METRICS: _json_lines,

@@ -25,12 +25,13 @@ so the peak is one model and the logits of a few short answers.
 from __future__ import annotations
 
 import gc
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hubkit.formats.model_config import CONFIG, read_model_config
 
 # One rounding of a value to the dtype, relative (the unit roundoff: half the spacing of numbers near 1).
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
@@ -135,10 +136,8 @@ def questions_of(samples: Sequence[Any]) -> tuple[str, ...]:
 
 
 def _dtype_and_layers(folder: Path) -> tuple[str, int]:
-    config = json.loads((folder / "config.json").read_text())
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
-    return str(dtype), int(text.get("num_hidden_layers") or 1)
+    config = read_model_config(folder / CONFIG)
+    return config.dtype, config.num_hidden_layers or 1
 
 
 def _forced_logits(model: Any, sequences: Sequence[tuple[int, int, list[int]]]) -> list[Any]:
