@@ -250,7 +250,7 @@ orgs = ["lab"]
 def team_settings(folder: Path):
     """`HubSettings` of a Hub with `TEAM_USERS` (their file written in `folder`) and the admin `hf_admin`."""
     from hubkit.localhub import HubSettings
-    from hubkit.localhub.access import load_users
+    from hubkit.localhub.accounts.access import load_users
 
     (folder / "users.toml").write_text(TEAM_USERS)
     return HubSettings(token="hf_admin", users=load_users(folder / "users.toml"))

@@ -19,7 +19,7 @@ from hubkit.cards import text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START
 from hubkit.errors import UnsafeFileError
 from hubkit.evaluate.results import Sample, model_name
-from hubkit.localhub.collection_store import CollectionStore
+from hubkit.localhub.storage.collections import CollectionStore
 from hubkit.publish import PushRequest, push_run
 from hubkit.release.layout import sweep_page_repo_id
 from hubkit.runs.manifest import Manifest, SweepInfo

@@ -322,7 +322,7 @@ def test_peft_adapter_loads_from_a_subfolder_with_equal_logits(tmp_path, hub_api
 def test_localhub_imports_no_heavy_package():
     """The server runs in any environment (the verl one included): it never imports the Hub client or torch."""
     code = (
-        "import sys, hubkit.localhub, hubkit.localhub.server; "
+        "import sys, hubkit.localhub, hubkit.localhub.http.server; "
         "heavy = {'huggingface_hub', 'httpx', 'torch', 'transformers'} & set(sys.modules); "
         "sys.exit(sorted(heavy) or 0)"
     )

@@ -18,7 +18,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 
 from hubkit.errors import LocalHubError
 from hubkit.localhub import LocalHub
-from hubkit.localhub.access import load_users
+from hubkit.localhub.accounts.access import load_users
 
 BIN = Path(sys.executable).parent
 TOKENS = ("hf_alice_write", "hf_alice_read", "hf_bob_write", "hf_carol_write", "hf_admin")

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.git.rules import check_special_file
-from hubkit.localhub.names import check_path
+from hubkit.localhub.storage.exceptions import InvalidInputError
+from hubkit.localhub.storage.names import check_path
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

@@ -17,8 +17,8 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import parse_ratelimit_headers
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.access import load_users
-from hubkit.localhub.limits import HubLimits
+from hubkit.localhub.accounts.access import load_users
+from hubkit.localhub.accounts.limits import HubLimits
 
 BIN = Path(sys.executable).parent
 USERS = """
@@ -181,7 +181,7 @@ def test_a_commit_of_more_files_than_recommended_is_logged_as_a_warning(tmp_path
     with _hub(tmp_path, "commit_files_warning=3") as hub:
         api = HfApi(endpoint=hub.endpoint, token="hf_admin")
         api.create_repo("me/many")
-        with caplog.at_level(logging.WARNING, logger="hubkit.localhub.limits"):
+        with caplog.at_level(logging.WARNING, logger="hubkit.localhub.accounts.limits"):
             adds = [CommitOperationAdd(f"f{n}.txt", f"{n}".encode()) for n in range(3)]
             api.create_commit("me/many", adds, commit_message="three")
             assert not caplog.records

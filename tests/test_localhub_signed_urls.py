@@ -13,7 +13,7 @@ from helpers import assert_hub_fsck_clean
 from huggingface_hub import HfApi, get_session
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.access import load_users
+from hubkit.localhub.accounts.access import load_users
 
 MiB = 1024 * 1024
 USERS = """

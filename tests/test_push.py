@@ -32,7 +32,7 @@ from helpers import (
 from hubkit.adapters.prepare import prepare_adapters
 from hubkit.errors import PublishError
 from hubkit.formats.tensorboard import write_scalars
-from hubkit.localhub.handler import HubRequestHandler
+from hubkit.localhub.http.handler import HubRequestHandler
 from hubkit.publish import PushProgress, PushRequest, push_run
 from hubkit.runs import load_run
 from tests.support.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint

@@ -16,7 +16,7 @@ from huggingface_hub import HfApi
 from test_sweep import _sweep_run
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.limits import HubLimits
+from hubkit.localhub.accounts.limits import HubLimits
 from hubkit.runs.manifest import Manifest, SweepInfo
 from tests.support.runs import TINY_SHAPES, make_run
 

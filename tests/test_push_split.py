@@ -20,7 +20,7 @@ from huggingface_hub import HfApi
 
 import hubkit.publish.push_commits as push_commits
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.limits import HubLimits
+from hubkit.localhub.accounts.limits import HubLimits
 from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
 
 REPO_ID = "split/run"

@@ -24,8 +24,8 @@ from hubkit.demo.tiny import publish_model
 from hubkit.hub.auth import hub_client
 from hubkit.integrations.trl import HubkitPushCallback
 from hubkit.localhub import LocalHub
-from hubkit.localhub.access import load_users
-from hubkit.localhub.context import HubSettings
+from hubkit.localhub.accounts.access import load_users
+from hubkit.localhub.http.context import HubSettings
 from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -126,8 +126,8 @@ def serve(
     """Serve a local Hub until stopped; the first line printed is its endpoint URL."""
     from hubkit.errors import LocalHubError
     from hubkit.localhub import HubSettings, LocalHub
-    from hubkit.localhub.access import load_users
-    from hubkit.localhub.limits import HubLimits, parse_size
+    from hubkit.localhub.accounts.access import load_users
+    from hubkit.localhub.accounts.limits import HubLimits, parse_size
 
     try:
         users = load_users(users_file) if users_file else ()

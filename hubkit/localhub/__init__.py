@@ -6,7 +6,7 @@ safe); large files are Git LFS objects. A commit's branch moves last, atomically
 restarts with every repo at its last complete commit; a full disk answers 507 and changes nothing.
 The real `huggingface_hub` client (with hf_xet), transformers and peft talk to it through `HF_ENDPOINT`,
 set before the client is imported (`use_local_hub` in `client_env`). Large files arrive through Xet, as on
-huggingface.co (`api_xet`, `xet_*`), or through classic LFS from clients with `HF_HUB_DISABLE_XET=1`.
+huggingface.co (`xet/`), or through classic LFS from clients with `HF_HUB_DISABLE_XET=1`.
 
     with LocalHub(root) as hub:               # or: hubkit hub serve --root DIR
         use_local_hub(hub.endpoint, hf_home)
@@ -16,28 +16,31 @@ Where it differs from huggingface.co, knowingly:
   kept whole as the repo's LFS object (huggingface.co rebuilds it on the fly);
 - accounts are a users file (tokens → user, orgs, read-only), or one administrator's token, or
   none (then loopback only, and any token writes): no fine-grained scopes; a gated repo's authorized list
-  is its namespace's members, with no access requests (`access.py`);
+  is its namespace's members, with no access requests (`accounts/access.py`);
 - commits go to branches and `refs/pr/N` only; there is no discussions API;
 - tree listings are not paginated (`expand` adds `lastCommit` only); `.gitattributes` matching is an
   fnmatch approximation of git's rules;
 - Spaces never run: their runtime stage only says whether the SDK's app file exists.
 
-Every request is bounded and checked before a handler runs (`guards`): its Host must name this server,
-its body have the route's type and fit its limit; writes need a token even on an open Hub, and signed
-URLs expire and serve only while their signer keeps access (`signed_urls`). What git refuses in a tree
-is refused in a commit (`gitrules`, `gitmodules`).
+Every request is bounded and checked before a handler runs (`http/guards.py`): its Host must name this
+server, its body have the route's type and fit its limit; writes need a token even on an open Hub, and
+signed URLs expire and serve only while their signer keeps access (`accounts/signed_urls.py`). What git
+refuses in a tree is refused in a commit (`git/rules.py`, `git/modules.py`).
 
-Layout: `names`, `gitrules` and `gitmodules` (what is a valid name, path or special file), `gitignore`
-(the Hub's `shouldIgnore`), `gitstore` and
-`lfs` (objects on disk), `xet_hashes`, `xet_xorb`, `xet_shard` (the Xet formats), `xet_store` and
-`xet_tokens` (Xet objects and tokens), `repos` (repositories, commits, refs), `store` (the storage root), `access` and
-`identity` (tokens, users, plans, namespace rules), `limits` (huggingface.co's rate limits and quotas
-per plan), `signed_urls`, `hooks` (where an embedding program steps into
-uploads and commits), `api_*` (one handler per endpoint), `guards` and `routes` (URL → handler, checks, errors),
-`handler` and `server` (sockets, threads, start/stop).
+Layout, by layer (each package's own docstring says more):
+- `http/`: requests and responses as data (`messages`), the Hub's error answers (`errors`), the checks
+  before a handler (`guards`), URL → handler (`routes`), sockets, threads, start/stop (`handler`,
+  `server`), the settings and what every handler shares (`context`), the embedding program's `hooks`;
+- `api/`: one module per endpoint family, and the README metadata they read (`cards`);
+- `accounts/`: tokens, users, plans and namespace rules (`access`, `identity`), huggingface.co's rate
+  limits and quotas per plan (`limits`), `signed_urls`;
+- `storage/`: the storage root (`root`), repositories, commits and refs (`repos`), LFS objects (`lfs`),
+  `collections`, valid names and paths (`names`), what storage refuses (`exceptions`);
+- `git/`: the bare repositories and git's own rules; `xet/`: the Xet formats, store, tokens and CAS API;
+- `client_env`: the other side, pointing a client at a Hub.
 """
 
-from hubkit.localhub.context import HubSettings
-from hubkit.localhub.server import LocalHub
+from hubkit.localhub.http.context import HubSettings
+from hubkit.localhub.http.server import LocalHub
 
 __all__ = ["HubSettings", "LocalHub"]

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 import pytest
 
 from hubkit.localhub import LocalHub
-from hubkit.localhub.access import load_users
-from hubkit.localhub.context import HubSettings
-from hubkit.localhub.limits import HubLimits
+from hubkit.localhub.accounts.access import load_users
+from hubkit.localhub.accounts.limits import HubLimits
+from hubkit.localhub.http.context import HubSettings
 
 # hub-ci's user name starts with underscores, which huggingface.co refuses for a new account (and so does
 # the local Hub): the suite's user gets a name the Hub accepts; its tokens stay those of the constants.

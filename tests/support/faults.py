@@ -1,6 +1,6 @@
 """Faults a local Hub injects on purpose, so that the real clients are tested against a flaky Hub.
 
-`Faults` is a set of the local Hub's hooks (`hubkit.localhub.hooks`): `LocalHub(root, hooks=Faults(plan))`
+`Faults` is a set of the local Hub's hooks (`hubkit.localhub.http.hooks`): `LocalHub(root, hooks=Faults(plan))`
 in this process, or `serve_faulty.py` for a Hub in a process of its own (the crash faults kill it).
 A plan is parsed from a comma-separated list of `name=value` items:
 
@@ -30,9 +30,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from hubkit.localhub.errors import HubHTTPError
-from hubkit.localhub.hooks import AbortConnection, HubHooks
-from hubkit.localhub.repos import AddLfs, Operation, Repo
+from hubkit.localhub.http.errors import HubHTTPError
+from hubkit.localhub.http.hooks import AbortConnection, HubHooks
+from hubkit.localhub.storage.repos import AddLfs, Operation, Repo
 
 logger = logging.getLogger(__name__)
 

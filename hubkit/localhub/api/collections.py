@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 
-from hubkit.localhub import errors
+from hubkit.localhub.accounts.identity import Caller
 from hubkit.localhub.api.repos import iso_time
-from hubkit.localhub.collection_store import Collection, check_item, slug_id
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.exceptions import CollectionNotFoundError, RepoNotFoundError
-from hubkit.localhub.identity import Caller
-from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import RepoRef
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import Request, Response, json_response
+from hubkit.localhub.storage.collections import Collection, check_item, slug_id
+from hubkit.localhub.storage.exceptions import CollectionNotFoundError, RepoNotFoundError
+from hubkit.localhub.storage.repos import RepoRef
 
 LIST_ITEMS_SHOWN = 4  # the Hub's listing shows each collection's first items only
 MAX_LISTED = 100

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from hubkit.localhub import errors
 from hubkit.localhub.api.repos import iso_time
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.names import check_path
-from hubkit.localhub.repos import FileEntry, FolderEntry, Repo, RepoRef
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import Request, Response, json_response
+from hubkit.localhub.storage.names import check_path
+from hubkit.localhub.storage.repos import FileEntry, FolderEntry, Repo, RepoRef
 
 _RANGE = re.compile(r"^bytes=([0-9]{0,19})-([0-9]{0,19})$")
 

@@ -6,13 +6,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from hubkit.localhub import errors
 from hubkit.localhub.api.files import cdn_path
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.exceptions import InvalidInputError
-from hubkit.localhub.lfs import check_oid
-from hubkit.localhub.messages import Request, Response, json_response, list_field
-from hubkit.localhub.repos import Repo, RepoRef
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import Request, Response, json_response, list_field
+from hubkit.localhub.storage.exceptions import InvalidInputError
+from hubkit.localhub.storage.lfs import check_oid
+from hubkit.localhub.storage.repos import Repo, RepoRef
 
 LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 # The most upload URLs one batch answer holds (some 6 MB of JSON): 20,000 parts of 16 MiB are 320 GiB.

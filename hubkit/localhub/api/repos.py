@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from hubkit.localhub import errors
-from hubkit.localhub.cards import EVAL_RESULTS_DIR, MAX_METADATA_CHARS, card_data, eval_results_items
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.limits import ZERO_GPU_PREFIX, check_space_creation
-from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import SPACE_SDKS, FileEntry, RepoMeta, RepoRef, default_initial_files
+from hubkit.localhub.accounts.limits import ZERO_GPU_PREFIX, check_space_creation
+from hubkit.localhub.api.cards import EVAL_RESULTS_DIR, MAX_METADATA_CHARS, card_data, eval_results_items
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import Request, Response, json_response
+from hubkit.localhub.storage.repos import SPACE_SDKS, FileEntry, RepoMeta, RepoRef, default_initial_files
 
 
 def iso_time(timestamp: int) -> str:

@@ -7,23 +7,23 @@ import binascii
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from hubkit.localhub import errors
-from hubkit.localhub.cards import metadata_errors, metadata_warnings
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.exceptions import EntryNotFoundError, InvalidInputError
+from hubkit.localhub.accounts.limits import check_private_storage, private_usage, warn_large_commit
+from hubkit.localhub.api.cards import metadata_errors, metadata_warnings
 from hubkit.localhub.git import ignore as gitignore
 from hubkit.localhub.git.attributes import is_lfs_upload
-from hubkit.localhub.lfs import check_oid
-from hubkit.localhub.limits import check_private_storage, private_usage, warn_large_commit
-from hubkit.localhub.messages import (
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import (
     Request,
     Response,
     json_response,
     list_field,
     parse_json,
 )
-from hubkit.localhub.names import COMMIT_SHA, check_path
-from hubkit.localhub.repos import (
+from hubkit.localhub.storage.exceptions import EntryNotFoundError, InvalidInputError
+from hubkit.localhub.storage.lfs import check_oid
+from hubkit.localhub.storage.names import COMMIT_SHA, check_path
+from hubkit.localhub.storage.repos import (
     AddContent,
     AddLfs,
     DeleteFile,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_to_bytes
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.storage.exceptions import InvalidInputError
 
 _SECTION = re.compile(r'^\[([A-Za-z0-9-]+)(?:[ \t]+"([^"\\]*)")?\][ \t]*(?:[#;].*)?$')
 _ENTRY = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)[ \t]*(?:=(.*))?$")

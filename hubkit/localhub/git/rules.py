@@ -14,8 +14,8 @@ is_ntfs_dotgit and is_ntfs_dot_generic, `utf8.c` is_hfs_dot_generic, `attr.h`):
 
 from __future__ import annotations
 
-from hubkit.localhub.exceptions import InvalidInputError
 from hubkit.localhub.git.modules import check_gitmodules
+from hubkit.localhub.storage.exceptions import InvalidInputError
 
 # Code points HFS+ ignores in file names (utf8.c next_hfs_char): `.g\u200cit` is `.git` there.
 HFS_IGNORED = frozenset(

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import secrets
 
-from hubkit.localhub import errors
+from hubkit.localhub.accounts.signed_urls import expires_in
 from hubkit.localhub.api.files import byte_range
 from hubkit.localhub.api.lfs import store_upload
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.messages import Request, Response, json_response
-from hubkit.localhub.repos import Repo
-from hubkit.localhub.signed_urls import expires_in
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.messages import Request, Response, json_response
+from hubkit.localhub.storage.repos import Repo
 from hubkit.localhub.xet.hashes import hex_to_hash, keyed_hash
 from hubkit.localhub.xet.shard import dedup_shard
 from hubkit.localhub.xet.store import XetFile

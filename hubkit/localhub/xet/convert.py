@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 from importlib.util import find_spec
 
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.identity import Caller
-from hubkit.localhub.repos import Repo
+from hubkit.localhub.accounts.identity import Caller
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.storage.repos import Repo
 from hubkit.localhub.xet.tokens import WRITE
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.storage.exceptions import InvalidInputError
 
 MAX_SHARD_SIZE = 64 * 1024 * 1024  # the spec's limit: a client splits bigger batches
 RECORD = 48

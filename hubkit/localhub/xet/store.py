@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
-from hubkit.localhub.lfs import LfsStore
+from hubkit.localhub.storage.exceptions import InvalidInputError, TooLargeError
+from hubkit.localhub.storage.lfs import LfsStore
 from hubkit.localhub.xet.hashes import (
     GLOBAL_DEDUP_MODULUS,
     MerkleTree,

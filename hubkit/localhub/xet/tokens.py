@@ -17,9 +17,9 @@ import json
 import time
 from dataclasses import dataclass
 
-from hubkit.localhub import errors
-from hubkit.localhub.repos import RepoRef
-from hubkit.localhub.signed_urls import expires_in
+from hubkit.localhub.accounts.signed_urls import expires_in
+from hubkit.localhub.http import errors
+from hubkit.localhub.storage.repos import RepoRef
 
 READ, WRITE = "read", "write"
 _PREFIX = "xet_"

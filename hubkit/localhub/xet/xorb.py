@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.storage.exceptions import InvalidInputError
 from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, xorb_hash
 
 HEADER_SIZE = 8

@@ -3,8 +3,8 @@
 Three ways to run, from the server's settings:
 
 - open (no token, no users file): every caller acts as the server's user and reads every namespace;
-  with any token at all (the Authorization header a web page cannot send, `guards.py`) it also writes
-  every namespace. The server then listens on loopback only (`server.py`).
+  with any token at all (the Authorization header a web page cannot send, `http/guards.py`) it also writes
+  every namespace. The server then listens on loopback only (`http/server.py`).
 - one token (`--token`): its holder is the server's user, an administrator who reads and writes
   every namespace; anyone may read public repos; any other token is refused (401).
 - a users file (`--users FILE`, with or without `--token`): each token belongs to a user, who
@@ -31,11 +31,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.localhub import errors
-from hubkit.localhub.exceptions import InvalidInputError
-from hubkit.localhub.identity import ANONYMOUS, Caller
-from hubkit.localhub.limits import PLAN_NAMES
-from hubkit.localhub.names import check_name
+from hubkit.localhub.accounts.identity import ANONYMOUS, Caller
+from hubkit.localhub.accounts.limits import PLAN_NAMES
+from hubkit.localhub.http import errors
+from hubkit.localhub.storage.exceptions import InvalidInputError
+from hubkit.localhub.storage.names import check_name
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs
 
-from hubkit.localhub import errors
-from hubkit.localhub.guards import HOST_HEADER
-from hubkit.localhub.hooks import AbortConnection
-from hubkit.localhub.messages import Body, Request, Response
-from hubkit.localhub.routes import dispatch
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.guards import HOST_HEADER
+from hubkit.localhub.http.hooks import AbortConnection
+from hubkit.localhub.http.messages import Body, Request, Response
+from hubkit.localhub.http.routes import dispatch
 
 logger = logging.getLogger(__name__)
 # How long, and how much, a refused request's unread body is drained before its connection closes.

@@ -10,8 +10,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hubkit.localhub.exceptions import InvalidInputError, TooLargeError
-from hubkit.localhub.identity import ANONYMOUS, Caller
+from hubkit.localhub.accounts.identity import ANONYMOUS, Caller
+from hubkit.localhub.storage.exceptions import InvalidInputError, TooLargeError
 
 CHUNK = 1 << 20
 # What a body may hold until the dispatcher sets its route's limit (`guards.py`).

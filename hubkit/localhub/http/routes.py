@@ -9,16 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from hubkit.localhub import errors, guards
 from hubkit.localhub.api import collections as api_collections
 from hubkit.localhub.api import files as api_files
 from hubkit.localhub.api import lfs as api_lfs
 from hubkit.localhub.api import repos as api_repos
 from hubkit.localhub.api import upload as api_upload
-from hubkit.localhub.context import HubContext
-from hubkit.localhub.errors import HubHTTPError
-from hubkit.localhub.exceptions import StorageError
-from hubkit.localhub.messages import Request, Response
+from hubkit.localhub.http import errors, guards
+from hubkit.localhub.http.context import HubContext
+from hubkit.localhub.http.errors import HubHTTPError
+from hubkit.localhub.http.messages import Request, Response
+from hubkit.localhub.storage.exceptions import StorageError
 from hubkit.localhub.xet import api as api_xet
 
 Handler = Callable[..., Response]

@@ -8,7 +8,7 @@ Any web page the user opens can send requests to a server on 127.0.0.1. It canno
   server listens on (or `localhost`, or a name given with `hubkit hub serve --allowed-host`): 421.
 - A form or `fetch(..., {mode: "no-cors"})` sends a POST whose body is `text/plain`, form data or
   multipart, and no Authorization header: JSON endpoints take only JSON (415), and writes need an
-  Authorization header even on an open Hub (`access.py`).
+  Authorization header even on an open Hub (`accounts/access.py`).
 - A body is read only up to its route's limit, and refused from its Content-Length before the first byte
   (413): a JSON API takes `max_json_body`, a commit `max_commit_body`, an LFS upload its object's size,
   a Xet xorb or shard 65 MiB (each format then checks its own bound).
@@ -22,9 +22,9 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hubkit.localhub import errors
-from hubkit.localhub.context import HubSettings
-from hubkit.localhub.messages import Request
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.context import HubSettings
+from hubkit.localhub.http.messages import Request
 from hubkit.localhub.xet.xorb import MAX_XORB_SIZE
 
 # host[:port], or [ipv6][:port]: nothing that could break out of a URL or a header.

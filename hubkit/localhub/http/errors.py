@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hubkit.localhub import exceptions as storage
-from hubkit.localhub.messages import Response, json_response
+from hubkit.localhub.http.messages import Response, json_response
+from hubkit.localhub.storage import exceptions as storage
 
 _NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]")
 

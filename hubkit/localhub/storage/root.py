@@ -15,10 +15,10 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from hubkit.localhub.exceptions import RepoExistsError, RepoNotFoundError, RootInUseError
 from hubkit.localhub.git.store import GitDir, atomic_write
-from hubkit.localhub.lfs import LfsStore
-from hubkit.localhub.repos import Repo, RepoMeta, RepoRef
+from hubkit.localhub.storage.exceptions import RepoExistsError, RepoNotFoundError, RootInUseError
+from hubkit.localhub.storage.lfs import LfsStore
+from hubkit.localhub.storage.repos import Repo, RepoMeta, RepoRef
 
 # What a server killed mid-write leaves in a repository: temporary files (relative to the git dir) and,
 # in the namespace folder, half-created repositories and temporary metadata files.

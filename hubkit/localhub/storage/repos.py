@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from hubkit.localhub.exceptions import (
+from hubkit.localhub.git.attributes import DEFAULT_GITATTRIBUTES, lfs_patterns
+from hubkit.localhub.git.rules import check_special_file
+from hubkit.localhub.git.store import Commit, GitDir, atomic_write, blob_sha
+from hubkit.localhub.storage.exceptions import (
     EntryNotFoundError,
     InvalidInputError,
     ParentCommitMismatchError,
     RefExistsError,
     RevisionNotFoundError,
 )
-from hubkit.localhub.git.attributes import DEFAULT_GITATTRIBUTES, lfs_patterns
-from hubkit.localhub.git.rules import check_special_file
-from hubkit.localhub.git.store import Commit, GitDir, atomic_write, blob_sha
-from hubkit.localhub.lfs import LfsPointer, LfsStore, check_oid
-from hubkit.localhub.names import (
+from hubkit.localhub.storage.lfs import LfsPointer, LfsStore, check_oid
+from hubkit.localhub.storage.names import (
     COMMIT_SHA,
     PR_REF,
     REF_NAME,

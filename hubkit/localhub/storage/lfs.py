@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubkit.localhub.exceptions import InvalidInputError
+from hubkit.localhub.storage.exceptions import InvalidInputError
 
 _OID = re.compile(r"^[0-9a-f]{64}$")
 _POINTER = re.compile(

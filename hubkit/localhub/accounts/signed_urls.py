@@ -17,8 +17,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from hubkit.localhub import errors
-from hubkit.localhub.messages import Request
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.messages import Request
 
 _NUMBER = re.compile(r"^[0-9]{1,20}$")
 _SIGNER = re.compile(r"^[0-9a-z]{1,64}$")

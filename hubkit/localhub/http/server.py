@@ -18,12 +18,12 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from hubkit.errors import LocalHubError
-from hubkit.localhub.context import HubContext, HubSettings
-from hubkit.localhub.exceptions import RootInUseError
-from hubkit.localhub.guards import HostRule
-from hubkit.localhub.handler import HubRequestHandler
-from hubkit.localhub.hooks import HubHooks
-from hubkit.localhub.store import RepoStore
+from hubkit.localhub.http.context import HubContext, HubSettings
+from hubkit.localhub.http.guards import HostRule
+from hubkit.localhub.http.handler import HubRequestHandler
+from hubkit.localhub.http.hooks import HubHooks
+from hubkit.localhub.storage.exceptions import RootInUseError
+from hubkit.localhub.storage.root import RepoStore
 
 logger = logging.getLogger(__name__)
 CDN_HOST = "127.0.0.2"
@@ -101,7 +101,7 @@ class LocalHub:
             status 0 for a connection a hook cut (`hooks.AbortConnection`).
         uploads: (repo id, sha256, "lfs" or "xet") of every object an upload stored, in order: an LFS
             object once its bytes are in, a Xet file once a shard registered it.
-        token: the administrator's token, or None (see `access.py` for who may do what).
+        token: the administrator's token, or None (see `accounts/access.py` for who may do what).
         hooks: what steps into its uploads and commits (`hooks.py`; by default, nothing).
     """
 

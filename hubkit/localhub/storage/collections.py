@@ -1,7 +1,7 @@
 """Collections: named, ordered lists of repos with a note each, as the Hub keeps them, stored under
 `root/collections/{namespace}/{id}.json` (one file per collection, replaced whole on each change).
 
-Storage and its rules only; `api_collections.py` answers the Hub's routes. A collection is found by its
+Storage and its rules only; `api/collections.py` answers the Hub's routes. A collection is found by its
 namespace and id (the 24 hex digits that end its slug), so a slug made before a title changed still finds
 it, as on the Hub. Every bound the Hub documents is kept (a description of at most 150 characters, a note
 of at most 500), and the rest are bounded too: a title, the items of one collection, the collections of
@@ -18,9 +18,13 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from hubkit.localhub.exceptions import CollectionConflictError, CollectionNotFoundError, InvalidInputError
 from hubkit.localhub.git.store import atomic_write
-from hubkit.localhub.names import check_name
+from hubkit.localhub.storage.exceptions import (
+    CollectionConflictError,
+    CollectionNotFoundError,
+    InvalidInputError,
+)
+from hubkit.localhub.storage.names import check_name
 
 MAX_TITLE = 100
 MAX_DESCRIPTION = 150

@@ -5,17 +5,17 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from hubkit.localhub import errors
-from hubkit.localhub.access import AccessPolicy, Account
-from hubkit.localhub.collection_store import CollectionStore
-from hubkit.localhub.exceptions import RepoNotFoundError
-from hubkit.localhub.hooks import HubHooks
-from hubkit.localhub.identity import Caller
-from hubkit.localhub.limits import PLAN_NAMES, UNLIMITED, HubLimits, Limiter
-from hubkit.localhub.messages import Request
-from hubkit.localhub.repos import Repo, RepoRef
-from hubkit.localhub.signed_urls import Grant, UrlSigner
-from hubkit.localhub.store import RepoStore
+from hubkit.localhub.accounts.access import AccessPolicy, Account
+from hubkit.localhub.accounts.identity import Caller
+from hubkit.localhub.accounts.limits import PLAN_NAMES, UNLIMITED, HubLimits, Limiter
+from hubkit.localhub.accounts.signed_urls import Grant, UrlSigner
+from hubkit.localhub.http import errors
+from hubkit.localhub.http.hooks import HubHooks
+from hubkit.localhub.http.messages import Request
+from hubkit.localhub.storage.collections import CollectionStore
+from hubkit.localhub.storage.exceptions import RepoNotFoundError
+from hubkit.localhub.storage.repos import Repo, RepoRef
+from hubkit.localhub.storage.root import RepoStore
 from hubkit.localhub.xet.store import XetStore
 from hubkit.localhub.xet.tokens import XetTokens
 
@@ -46,7 +46,8 @@ class HubSettings:
         plan: the plan (free, pro, team, enterprise) of the administrator, of every caller of an open Hub,
             and of organizations; `unlimited` (the default): the server's operator, without quotas. Users
             of a users file have their own (default free).
-        limits: production's limits the Hub enforces for each plan (`limits.py`; `HubLimits.off()`: none).
+        limits: production's limits the Hub enforces for each plan (`accounts/limits.py`;
+            `HubLimits.off()`: none).
 
     Raises:
         ValueError: a limit that is not positive, an unknown plan, or an upload timeout shorter than the

@@ -40,10 +40,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-from hubkit.localhub import errors
+from hubkit.localhub.http import errors
 
 if TYPE_CHECKING:
-    from hubkit.localhub.repos import Repo
+    from hubkit.localhub.storage.repos import Repo
 
 logger = logging.getLogger(__name__)
 

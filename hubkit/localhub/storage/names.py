@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from hubkit.localhub.exceptions import InvalidInputError, PathOutsideRepoError
 from hubkit.localhub.git.rules import check_component
+from hubkit.localhub.storage.exceptions import InvalidInputError, PathOutsideRepoError
 
 # The Hub's rule for user, org and repo names.
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$")
@@ -35,7 +35,7 @@ def _shown(path: str) -> str:
 
 
 def check_path(path: str) -> str:
-    """Return a normalized in-repo path, if git accepts it (`gitrules`).
+    """Return a normalized in-repo path, if git accepts it (`git/rules.py`).
 
     Raises InvalidInputError, naming the path, for absolute paths, `..`, `.`, empty segments, `.git` in
     any spelling a file system reads as `.git`, a path git cannot store (not UTF-8, over

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hubkit.localhub.repos import Operation, Repo
+    from hubkit.localhub.storage.repos import Operation, Repo
 
 
 class AbortConnection(Exception):
