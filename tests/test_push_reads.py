@@ -107,7 +107,7 @@ def test_hubkit_records_in_a_run_have_no_place_in_a_repo_plan(tmp_path: Path) ->
         RepoPlan(repo_id="me/run", files=(record,))
 
 
-def test_an_unchanged_repush_vets_no_file_again_and_one_changed_in_place_is_refused(
+def test_an_unchanged_repush_vets_and_writes_nothing_again_and_a_file_changed_in_place_is_refused(
     tmp_path, tiny_qwen3, qwen3_tokenizer_dir, local_hub, new_repo_id, monkeypatch
 ):
     run_dir = make_run(
@@ -131,17 +131,26 @@ def test_an_unchanged_repush_vets_no_file_again_and_one_changed_in_place_is_refu
     (first,) = push_run(request).repos
     assert first.commit_sha is not None and {"tokenizer", "vocabulary", "model card"} <= set(validated)
 
+    def kept() -> dict[Path, tuple[int, int]]:
+        return {
+            p: (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in (run_dir / ".hubkit").rglob("*")
+            if p.is_file()
+        }
+
     validated.clear()
+    before = kept()
     (again,) = push_run(request).repos  # a new session, as a new process: the run directory's records only
     assert again.unchanged and validated == []
+    assert kept() == before  # nothing vetted, recorded or kept again
 
     # The same size, inode and mtime, other bytes: read, vetted again and refused.
     config = run_dir / "checkpoint-2" / "tokenizer_config.json"
-    before = config.stat()
+    saved = config.stat()
     planted = json.dumps({**json.loads(config.read_text()), "note": HF_TOKEN})
-    assert len(planted) <= before.st_size
-    config.write_text(planted.ljust(before.st_size))
-    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert len(planted) <= saved.st_size
+    config.write_text(planted.ljust(saved.st_size))
+    os.utime(config, ns=(saved.st_atime_ns, saved.st_mtime_ns))
     with pytest.raises(SecretInFileError, match=r"tokenizer_config\.json"):
         push_run(request)
     assert validated == ["tokenizer config"]

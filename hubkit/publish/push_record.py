@@ -110,6 +110,9 @@ def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -
     files = dict(previous.files) if previous else {}
     files.update({f.path_in_repo: f.hashes.sha256 for f in plan.files})
     path = _record_path(run_dir, endpoint, plan.repo_id, plan.revision)
+    recorded = PushRecord(endpoint=endpoint, repo_id=plan.repo_id, commit_sha=commit_sha, files=files)
+    if recorded == previous:
+        return path  # an unchanged push: the record says so already (not written again)
     record = {"endpoint": endpoint, "repo_id": plan.repo_id, "commit_sha": commit_sha, "files": files}
     try:
         write_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
