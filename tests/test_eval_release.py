@@ -16,8 +16,8 @@ from hubkit.evaluate import load_eval
 from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.evaluate.release import open_release
 from hubkit.hub.auth import hub_client
+from hubkit.hub.remote import read_remote
 from hubkit.publish.release_eval import linked_repos, push_release_eval
-from hubkit.publish.remote import read_remote
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
 from hubkit.runs.manifest import Manifest

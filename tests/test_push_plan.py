@@ -17,12 +17,12 @@ from hubkit.adapters.prepare import prepare_adapters
 from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, LocalPathInFileError, PublishError, SecretInFileError
 from hubkit.hub.hashing import FileHashCache, hash_bytes, hash_file
+from hubkit.hub.remote import RemoteFile, RemoteRepo
 from hubkit.publish.adapter_repo import plan_run_files, published_forms
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos
-from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.publish.repos import BuildContext, build_adapter_repo
 from hubkit.publish.request import PushRequest
 from hubkit.publish.vetted import Vetter

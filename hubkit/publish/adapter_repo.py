@@ -27,8 +27,8 @@ from hubkit.formats import tokenizer
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
 from hubkit.formats.tensorboard import write_scalars
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.remote import RemoteFile
 from hubkit.publish.plan import PlannedFile, RepoPlan, check_repo_id
-from hubkit.publish.remote import RemoteFile
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import (
     CHECKPOINTS_DIR,

@@ -34,7 +34,8 @@ from hubkit.errors import PublishError
 from hubkit.hub import pacing
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
-from hubkit.hub.repo_types import RepoType
+from hubkit.hub.remote import read_remote
+from hubkit.hub.repo_types import RepoType, repo_url
 from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
@@ -48,7 +49,6 @@ from hubkit.hub.retry import (
 from hubkit.publish.create import create_branch, create_repo
 from hubkit.publish.diff import RepoDiff, is_same_content
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import read_remote
 from hubkit.publish.request import RepoReport
 
 logger = logging.getLogger(__name__)
@@ -303,8 +303,7 @@ def commit_repo(
 def _report(
     endpoint: str, plan: RepoPlan, commit_sha: str | None, files: int, size: int, steps: tuple[int, ...]
 ) -> RepoReport:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    url = f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+    url = repo_url(plan.repo_id, plan.repo_type, endpoint)
     return RepoReport(
         repo_id=plan.repo_id,
         repo_type=plan.repo_type,

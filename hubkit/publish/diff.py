@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hubkit.hub.hashing import hash_file
+from hubkit.hub.remote import RemoteFile, RemoteRepo
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import RemoteFile, RemoteRepo
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def diff_repo(plan: RepoPlan, remote: RemoteRepo) -> RepoDiff:
 
     Args:
         plan: the desired files.
-        remote: the repo's state, as read by `hubkit.publish.remote.read_remote`.
+        remote: the repo's state, as read by `hubkit.hub.remote.read_remote`.
 
     Returns:
         The diff; `is_empty` means the push has nothing to do for this repo.

@@ -25,10 +25,10 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import GGUFExportError
 from hubkit.formats import gguf_types
 from hubkit.hub.hashing import FileHashCache, FileHashes, FileVersion
+from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.merged_repo import use_release_tokenizer
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds
 

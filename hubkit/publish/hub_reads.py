@@ -14,9 +14,9 @@ from huggingface_hub import HfApi
 from hubkit.adapters.base_check import BaseConfig
 from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteRepo, branch_names, read_remote
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.benchmark_results import BenchmarkTask, read_benchmark_tasks
-from hubkit.publish.remote import RemoteRepo, branch_names, read_remote
 from hubkit.publish.sweep.reads import SweepReads, read_sweep
 from hubkit.runs import Run
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.formats.peft import ADAPTER_CONFIG
+from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import RemoteRepo
 from hubkit.release.layout import steps_in_paths
 
 if TYPE_CHECKING:

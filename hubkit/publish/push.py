@@ -35,6 +35,7 @@ from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import (
     check_adapters_against_base,
@@ -55,7 +56,6 @@ from hubkit.publish.push_record import load_record, records_of_plan, remote_from
 from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_gguf, verified_record
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
-from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.repos import BuildContext, build_repos, vet_base_card
 from hubkit.publish.request import PushProgress, PushReport, PushRequest, adapter_repo_id
 from hubkit.publish.revisions import plan_revisions

@@ -17,6 +17,7 @@ from huggingface_hub import HfApi
 
 from hubkit.errors import RateLimitedError
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteRepo
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, clock, with_retries
 from hubkit.publish.commit import UploadsAhead, commit_repo, upload_all
 from hubkit.publish.create import create_branch, create_repo
@@ -24,7 +25,6 @@ from hubkit.publish.describe import describe_storage
 from hubkit.publish.diff import RepoDiff, diff_repo
 from hubkit.publish.plan import PushPlan
 from hubkit.publish.push_record import save_record
-from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.request import PushProgress, PushRequest, RepoReport
 from hubkit.publish.split import after, split_diff
 from hubkit.publish.storage import held_objects, storage_by_repo

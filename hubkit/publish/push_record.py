@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from hubkit.hub.remote import RemoteFile, RemoteRepo
 from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
-from hubkit.publish.remote import RemoteFile, RemoteRepo
 from hubkit.runs.state import PUSH_RECORDS_DIR, write_atomically
 
 logger = logging.getLogger(__name__)

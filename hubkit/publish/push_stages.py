@@ -24,6 +24,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.errors import VerificationError
 from hubkit.evaluate.results import EvalResults
+from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.benchmark_results import BenchmarkTask
 from hubkit.publish.gguf_repo import GGUFDecision
@@ -31,7 +32,6 @@ from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.merged_repo import published_names
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseRepos
-from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.request import PushProgress, PushRequest
 from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.vetted import Vetter

@@ -27,13 +27,13 @@ from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.evaluate.results import EvalResults, eval_file_bytes
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.publish.benchmark_results import eval_results_files, read_benchmark_tasks
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, release_card_inputs
-from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.request import RepoReport
 from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.publish.sweep.siblings import read_siblings

@@ -23,13 +23,13 @@ from huggingface_hub.errors import HfHubHTTPError
 from hubkit.cards import BaseModelCard, CardInputs
 from hubkit.errors import PlanRequiredError
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteFile, RemoteRepo, read_remote
 from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import failure_status, hub_failure, hub_words
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.create import create_repo
 from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
-from hubkit.publish.remote import RemoteFile, RemoteRepo, read_remote
 from hubkit.publish.request import PushRequest
 from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.release.layout import sweep_space_repo_id

@@ -25,6 +25,7 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
+from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.adapter_repo import RunFiles, plan_adapter_repo
 from hubkit.publish.benchmark_results import BenchmarkTask, eval_results_files
 from hubkit.publish.gguf_repo import plan_gguf_repo
@@ -32,7 +33,6 @@ from hubkit.publish.merge_decision import plan_merged_card
 from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, release_card_inputs
-from hubkit.publish.remote import RemoteRepo
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import steps_in_paths
 from hubkit.runs import Run

@@ -17,8 +17,8 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 
+from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.plan import PlannedFile, PushPlan, RepoPlan
-from hubkit.publish.remote import RemoteRepo
 
 # The Hub's threshold, whatever the file's name, and the client's sample of a file's start.
 LFS_SIZE_THRESHOLD = 10 * 1024 * 1024

@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hubkit.errors import ManifestError, ReleaseError, RewardSpecError
+from hubkit.errors import ManifestError, ReleaseError, RepoNotFoundError, RewardSpecError
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.release.layout import (
     METRICS_NAME,
     TOKENIZER_FILES,
@@ -65,7 +66,8 @@ class Release:
 
 
 def read_release(repo_id: str, *, endpoint: str | None = None, token: str | None = None) -> Release:
-    """The release at the head of `repo_id`'s main branch: its files and its manifest.
+    """The release at the head of `repo_id`'s main branch: its files (listed in one request, retried:
+    `hubkit.hub.remote.read_remote`) and its manifest.
 
     Args:
         repo_id: the adapter repo `hubkit push` published, "owner/name".
@@ -79,12 +81,27 @@ def read_release(repo_id: str, *, endpoint: str | None = None, token: str | None
     from huggingface_hub import HfApi
 
     with hub_errors(repo_id, endpoint):
-        info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
-    siblings = info.siblings or ()
-    files = {s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings}
-    sizes = {s.rfilename: int(s.size or 0) for s in siblings}
-    manifest = read_release_manifest(repo_id, info.sha, endpoint=endpoint, token=token)
-    release = Release(repo_id=repo_id, commit=str(info.sha), manifest=manifest, files=files, sizes=sizes)
+        listing = read_remote(HfApi(endpoint=endpoint, token=token), repo_id)
+    return release_of(listing, endpoint=endpoint, token=token)
+
+
+def release_of(listing: RemoteRepo, *, endpoint: str | None = None, token: str | None = None) -> Release:
+    """The release an adapter repo's listing (`hubkit.hub.remote.read_remote`) shows: its manifest read at
+    the listed commit.
+
+    Raises:
+        RepoNotFoundError: the repo does not exist.
+        HubError: the manifest cannot be read.
+        ReleaseError: it has no ``hubkit.json`` or no checkpoint.
+    """
+    repo_id = listing.repo_id
+    if listing.head_sha is None:
+        raise RepoNotFoundError(
+            f"{repo_id} is not on {endpoint or 'the Hub'} (or is private): check the repo id, --endpoint and "
+            "the token"
+        )
+    manifest = read_release_manifest(repo_id, listing.head_sha, endpoint=endpoint, token=token)
+    release = Release(repo_id, listing.head_sha, manifest, files=listing.content_ids, sizes=listing.sizes)
     if not release.steps:
         raise ReleaseError(
             f"{repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"

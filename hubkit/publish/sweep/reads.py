@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hubkit.errors import HubkitError
 from hubkit.hub.failures import hub_errors
-from hubkit.publish.remote import RemoteRepo, read_remote
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.publish.sweep.page import PublishedRun, read_sweep_runs
 from hubkit.publish.sweep.siblings import (
     SiblingCard,

@@ -17,8 +17,8 @@ from hubkit.cards.sweep_siblings import SiblingRepo, SweepSibling, siblings_regi
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import hash_bytes
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.remote import RemoteRepo, read_remote
 from hubkit.publish.sweep.page import KIND_ORDER, MAX_RUNS, note_point, release_items
 from hubkit.publish.vetted import Vetter
 from hubkit.safety import kinds

@@ -1,4 +1,6 @@
-"""Read what a Hub repo holds now: its head commit and, per file, the hashes the Hub reports."""
+"""What a Hub repo holds now, read in one request and retried as `hubkit.hub.retry` retries: its head
+commit and, per file, its size and the hashes the Hub reports (`RemoteRepo`, the one listing of a repo:
+the push's reads and commits, a release read back, `hubkit eval --push`); its branches (`branch_names`)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,16 @@ class RemoteRepo:
     @property
     def exists(self) -> bool:
         return self.head_sha is not None
+
+    @property
+    def content_ids(self) -> dict[str, str]:
+        """Every file's content id, by path: its LFS sha256, else its git blob id."""
+        return {path: f.lfs_sha256 or f.git_sha1 for path, f in self.files.items()}
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Every file's size in bytes, by path (0 where the Hub gave none)."""
+        return {path: max(f.size, 0) for path, f in self.files.items()}
 
 
 def read_remote(
