@@ -39,7 +39,7 @@ from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.publish.sweep.siblings import read_siblings
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import checkpoint_files
-from hubkit.release.read import Release, download_release, read_release
+from hubkit.release.read import Release, download_release, release_of
 from hubkit.safety import VetContext, kinds
 from hubkit.space.config import default_space_repo_id
 
@@ -113,7 +113,10 @@ def push_release_eval(
     """
     endpoint = api.endpoint
     repo_id = evaluated.repo_id
-    now = read_release(repo_id, endpoint=endpoint, token=token)
+    # One listing: the release read again, the diff and the commit's parent are the same state of the repo.
+    with hub_errors(repo_id, endpoint):
+        remote = read_remote(api, repo_id)
+    now = release_of(remote, endpoint=endpoint, token=token)
     _check_same_adapters(evaluated, now, tuple(m.step for m in results.summary.checkpoints))
     run = download_release(
         now,
@@ -124,12 +127,9 @@ def push_release_eval(
         max_bytes=kinds.max_bytes_of,
     )
     with hub_errors(repo_id, endpoint):
-        remote = read_remote(api, repo_id)
         linked = replace(
             linked_repos(api, remote, now.steps), sweep_siblings=read_siblings(api, run, repo_id)
         )
-    if remote.head_sha != now.commit:
-        raise PublishError(f"{repo_id} changed on the Hub while pushing; nothing was committed, run it again")
     manifest = now.manifest
     base = read_base_model_card(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
