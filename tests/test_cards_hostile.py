@@ -21,7 +21,7 @@ from hubkit.errors import UnsafeFileError
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.localhub.storage.collections import CollectionStore
 from hubkit.publish import PushRequest, push_run
-from hubkit.release.layout import sweep_page_repo_id
+from hubkit.release.companions import SWEEP_PAGE
 from hubkit.runs.manifest import Manifest, SweepInfo
 from tests.support.runs import TINY_SHAPES, make_run
 
@@ -87,7 +87,7 @@ def test_collection_notes_and_model_answers_are_text_on_every_card_and_page(
     hub_api.update_collection_item(collection.slug, item.item_object_id, note=note)
 
     _push(_run(tmp_path / "1", tiny_qwen3.repo_id, 1.0, answers=("ok",) * 4, sweep=sweep), second, local_hub)
-    page = _card(hub_api, sweep_page_repo_id(first.split("/")[0], sweep), "dataset")
+    page = _card(hub_api, SWEEP_PAGE.sweep_repo_id(first.split("/")[0], sweep), "dataset")
     cards = {repo: _card(hub_api, repo) for repo in (first, second)}
     for shown in (page, *cards.values()):
         assert _live_markup(shown) == []
@@ -153,7 +153,7 @@ def test_a_collection_of_other_items_is_read_bounded_and_its_foreign_items_left_
     assert len(calls) < 30 and time.monotonic() - start < 30
     listed = _card(hub_api, repo_id).split(SIBLINGS_START)[1].split(SIBLINGS_END)[0]
     assert theirs not in listed and "2401." not in listed
-    page = _card(hub_api, sweep_page_repo_id(owner, sweep), "dataset")
+    page = _card(hub_api, SWEEP_PAGE.sweep_repo_id(owner, sweep), "dataset")
     assert f"Not compared: {text.literal(plain)}: not published by hubkit." in page
     assert theirs not in page
 

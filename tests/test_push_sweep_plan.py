@@ -13,7 +13,7 @@ from test_sweep import ADAPTERS_ONLY, _sweep_run
 
 from hubkit.publish import PushRequest, push_run
 from hubkit.publish.push_record import load_record
-from hubkit.release.layout import sweep_page_repo_id, sweep_space_repo_id
+from hubkit.release.companions import SPACE, SWEEP_PAGE
 from hubkit.space.config import app_config_module
 
 
@@ -39,7 +39,7 @@ def test_a_sweep_runs_page_and_sibling_cards_are_commits_of_its_plan(
 ):
     runs = {v: _sweep_run(tmp_path / str(v), tiny_qwen3.repo_id, sweep_name, v, 3, 50) for v in (0.0, 1.0)}
     repos = {v: make_repo_id(f"lp{v}") for v in runs}
-    page = sweep_page_repo_id(repos[0.0].split("/")[0], sweep_name)
+    page = SWEEP_PAGE.sweep_repo_id(repos[0.0].split("/")[0], sweep_name)
     first = _push(runs[0.0], repos[0.0], local_hub)
     assert page in first.plan.sweep_repos and page in {r.repo_id for r in first.repos}
 
@@ -92,7 +92,7 @@ def test_a_sweep_of_three_runs_has_one_space_listing_every_run(
     }
     repos = {v: make_repo_id(f"lp{v}") for v in runs}
     owner = repos[0.0].split("/")[0]
-    space, page = sweep_space_repo_id(owner, sweep_name), sweep_page_repo_id(owner, sweep_name)
+    space, page = SPACE.sweep_repo_id(owner, sweep_name), SWEEP_PAGE.sweep_repo_id(owner, sweep_name)
     for value, run_dir in runs.items():
         report = _push(run_dir, repos[value], local_hub, space=True)
         # The sweep's Space, in the sweep's part of the plan after its page, committed and recorded.

@@ -382,7 +382,7 @@ def test_a_sweep_trained_with_the_recipe_is_evaluated_in_one_pass_and_published_
     from helpers import run_cli
 
     from hubkit.evaluate import load_eval
-    from hubkit.release.layout import sweep_page_repo_id
+    from hubkit.release.companions import SWEEP_PAGE
 
     runs, weights = tmp_path / "runs", (0.0, 0.5, 1.0)
     name = "tiny sweep " + make_repo_id("").rsplit("-", 1)[1]
@@ -431,7 +431,7 @@ def test_a_sweep_trained_with_the_recipe_is_evaluated_in_one_pass_and_published_
     owner = repos[0.0].split("/")[0]
     (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == name]
     items = hub_api.get_collection(found.slug).items
-    page = sweep_page_repo_id(owner, name)
+    page = SWEEP_PAGE.sweep_repo_id(owner, name)
     assert [i.item_id for i in items] == [page] + [repos[w] + s for w in weights for s in ("", "-samples")]
     assert all(
         i.note.startswith(f"length_penalty_weight={w} · ") for w, i in zip(weights, items[1::2], strict=True)

@@ -35,10 +35,11 @@ from hubkit.evaluate.results import (
     MetricInfo,
     Sample,
 )
+from hubkit.release.companions import SPACE
 from hubkit.resources import space_dir
 from hubkit.runs import load_run
 from hubkit.runs.manifest import Manifest
-from hubkit.space.config import SpaceConfig, app_config_module, default_space_repo_id, space_config_from_hub
+from hubkit.space.config import SpaceConfig, app_config_module, space_config_from_hub
 from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files
 from tests.support.runs import finish_run, make_run, qwen3_shapes
 
@@ -202,7 +203,7 @@ def test_space_repo_files(space_config: SpaceConfig, published, app_modules) -> 
     assert card.data.suggested_hardware == space_config.hardware == "zero-a10g"  # ZeroGPU
     assert card.data.short_description == SHORT_DESCRIPTION
     assert len(card.data.short_description) <= 60
-    assert f'Client("{default_space_repo_id(published.repo_id)}")' in card.text
+    assert f'Client("{SPACE.default_repo_id(published.repo_id)}")' in card.text
     lines = [line for line in files["requirements.txt"].decode().splitlines() if not line.startswith("#")]
     requirements = {requirement.name: requirement for requirement in map(Requirement, lines)}
     assert "gradio" not in requirements

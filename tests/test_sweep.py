@@ -16,7 +16,7 @@ from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files, text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START, SiblingRepo, SweepSibling, with_siblings
 from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
-from hubkit.release.layout import sweep_page_repo_id
+from hubkit.release.companions import SWEEP_PAGE
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.runs.model import Metrics, Run
 from tests.support.runs import TINY_SHAPES, make_run
@@ -120,7 +120,7 @@ def test_a_sweeps_runs_gather_in_one_collection_ordered_by_value(
     owner = repos[0.0].split("/")[0]
     (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == sweep_name]
     collection = hub_api.get_collection(found.slug)
-    page = sweep_page_repo_id(owner, sweep_name)
+    page = SWEEP_PAGE.sweep_repo_id(owner, sweep_name)
     listed = [(i.item_id, i.item_type) for i in collection.items]
     assert listed == [(page, "dataset")] + [
         (repos[v] + suffix, kind)
@@ -200,7 +200,7 @@ def test_a_sweep_pushed_before_any_evaluation_has_its_page_already(
     )
     repo = make_repo_id("lp0.5")
     _push(run_dir, repo, local_hub)
-    page = sweep_page_repo_id(repo.split("/")[0], sweep_name)
+    page = SWEEP_PAGE.sweep_repo_id(repo.split("/")[0], sweep_name)
     (found,) = [c for c in hub_api.list_collections(owner=repo.split("/")[0]) if c.title == sweep_name]
     first = hub_api.get_collection(found.slug).items[0]
     assert (first.item_id, first.note) == (page, PAGE_NOTE)
@@ -259,7 +259,7 @@ def test_a_run_of_ones_own_script_joins_a_sweep_by_flag(
     (found,) = [c for c in hub_api.list_collections(owner=new_repo_id.split("/")[0]) if c.title == sweep_name]
     page, adapter, samples = hub_api.get_collection(found.slug).items
     assert (adapter.item_id, samples.item_id) == (new_repo_id, new_repo_id + "-samples")
-    assert page.item_id == sweep_page_repo_id(new_repo_id.split("/")[0], sweep_name)
+    assert page.item_id == SWEEP_PAGE.sweep_repo_id(new_repo_id.split("/")[0], sweep_name)
     # The flag's sweep is published in the run's manifest, as a recipe would have recorded it.
     published = Manifest.from_file(Path(hub_api.hf_hub_download(new_repo_id, "hubkit.json")))
     assert (published.sweep.setting, published.sweep.value) == ("learning_rate", 5e-6)

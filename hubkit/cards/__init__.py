@@ -5,7 +5,7 @@ merged repo's card. Templates live in the top-level `model_cards/` (shipped in t
     inputs = CardInputs(run=run, repo_id=repo_id, steps=steps, base=base, adapter_bytes=sizes, ...)
     files = adapter_card_files(inputs)          # {"README.md": ..., "assets/reward.png": ..., ...}
     merged = merged_card_files(inputs, record)  # record: a MergeRecord (what was merged, dtype, modules)
-    gguf = gguf_card_files(inputs, gguf_record, "me/run-GGUF")  # the GGUF files and the merge they hold
+    gguf = gguf_card_files(inputs, gguf_record, GGUF.default_repo_id(repo_id))  # the files, the merge
 
 Modules, one job each: `inputs` (what a card is written from), `metrics` (TRL and verl metric names
 under one name), `sections` (objective, reward, training status, dataset, run details, citations),

@@ -19,7 +19,8 @@ from hubkit.cards.sweep_siblings import siblings_region
 from hubkit.cards.usage import snippets
 from hubkit.errors import PublishError
 from hubkit.formats import gguf_types
-from hubkit.release.layout import SWEEP_CHART, sweep_page_repo_id
+from hubkit.release.companions import SAMPLES, SPACE, SWEEP_PAGE
+from hubkit.release.layout import SWEEP_CHART
 from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.state import CHARTS_DIR
 
@@ -108,6 +109,7 @@ def _common_context(inputs: CardInputs) -> dict[str, Any]:
         "gguf_repo_id": inputs.gguf_repo_id,
         "gguf_step": inputs.gguf_step,
         "space_repo_id": inputs.space_repo_id,
+        "space_url": SPACE.url(inputs.space_repo_id) if inputs.space_repo_id else None,
         "qlora": _qlora(inputs),
     }
 
@@ -118,10 +120,12 @@ def _sweep(inputs: CardInputs) -> dict[str, str] | None:
     sweep = inputs.run.manifest.sweep
     if sweep is None:
         return None
+    page = SWEEP_PAGE.sweep_repo_id(inputs.repo_id.split("/")[0], sweep.name)
     return {
         "name": text.prose(sweep.name),
         "point": f"{sweep.setting}={sweep.value}",
-        "page": sweep_page_repo_id(inputs.repo_id.split("/")[0], sweep.name),
+        "page": page,
+        "page_url": SWEEP_PAGE.url(page),
         "chart": SWEEP_CHART,
         "siblings": siblings_region(sweep.setting, inputs.sweep_siblings),
     }
@@ -219,6 +223,7 @@ def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
         # The Hub's tab for the TensorBoard event file the adapter repo holds (`runs/`).
         "metrics_tab_url": f"https://huggingface.co/{inputs.repo_id}/tensorboard",
         "samples_repo_id": inputs.samples_repo_id,
+        "samples_url": SAMPLES.url(inputs.samples_repo_id) if inputs.samples_repo_id else None,
         "sweep": _sweep(inputs),
         "checkpoints": tables.checkpoint_table(inputs, series),
         "evaluation": _evaluation(inputs),

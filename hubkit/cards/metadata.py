@@ -11,6 +11,7 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.inputs import CardInputs
 from hubkit.cards.merge_record import METADATA_KEY, MergeRecord
 from hubkit.cards.tables import result_at
+from hubkit.release.companions import COMPANIONS
 from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.model import Run
 
@@ -119,13 +120,8 @@ RELEASE_KEY = "hubkit_release"
 
 
 def release_links(inputs: CardInputs) -> dict[str, str]:
-    """The repos the adapter card links: ``merged``, ``gguf``, ``space`` and ``samples``, those the release has."""
-    links = {
-        "merged": inputs.merged_repo_id,
-        "gguf": inputs.gguf_repo_id,
-        "space": inputs.space_repo_id,
-        "samples": inputs.samples_repo_id,
-    }
+    """The companion repos the adapter card links, by kind (``merged``, ``gguf``, ...), those the release has."""
+    links = {c.kind: getattr(inputs, f"{c.kind}_repo_id") for c in COMPANIONS}
     return {kind: repo_id for kind, repo_id in links.items() if repo_id is not None}
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hubkit.cards import text
 from hubkit.cards.metrics import logged_components
 from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
-from hubkit.hub.repo_types import HUB_ENDPOINT
+from hubkit.hub.repo_types import HUB_ENDPOINT, repo_url
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.algorithm import run_algorithm
@@ -73,7 +73,7 @@ def framework_name(manifest: Manifest) -> str:
 def dataset_link(dataset: DatasetInfo) -> str:
     """The dataset as Markdown: a link for a Hub dataset, a named local file otherwise."""
     if dataset.on_hub:
-        return f"[{dataset.id}]({HUB_ENDPOINT}/datasets/{dataset.id})"
+        return f"[{dataset.id}]({repo_url(dataset.id, 'dataset')})"
     return f"a local problem file ({text.code(dataset.id)})"
 
 
@@ -340,7 +340,7 @@ def citations(run: Run) -> tuple[Citation, ...]:
                 Citation(
                     role="dataset",
                     title=f"{dataset.id} (see its card for how to cite it)",
-                    url=f"{HUB_ENDPOINT}/datasets/{dataset.id}",
+                    url=repo_url(dataset.id, "dataset"),
                 ),
             )
         )

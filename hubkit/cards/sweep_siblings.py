@@ -13,23 +13,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hubkit.cards import text
+from hubkit.hub.repo_types import RepoType, repo_url
 
 SIBLINGS_START = "<!-- hubkit: the sweep's other runs, rewritten by each push of the sweep -->"
 SIBLINGS_END = "<!-- hubkit: end of the sweep's other runs -->"
-_URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
 
 
 @dataclass(frozen=True)
 class SiblingRepo:
-    """One repo of a sibling run: what it is (``adapter``, ``merged``, ``GGUF``, ``Space``, ``samples``)."""
+    """One repo of a sibling run: what it is (its companion's label: ``adapter``, ``merged``, ``GGUF``, ...)."""
 
     kind: str
     repo_id: str
-    repo_type: str  # "model", "dataset" or "space"
+    repo_type: RepoType
 
     @property
     def url(self) -> str:
-        return f"https://huggingface.co/{_URL_PREFIX[self.repo_type]}{self.repo_id}"
+        return repo_url(self.repo_id, self.repo_type)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from hubkit.hub import pacing
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashes
 from hubkit.hub.remote import read_remote
-from hubkit.hub.repo_types import RepoType
+from hubkit.hub.repo_types import RepoType, repo_url
 from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
@@ -303,8 +303,7 @@ def commit_repo(
 def _report(
     endpoint: str, plan: RepoPlan, commit_sha: str | None, files: int, size: int, steps: tuple[int, ...]
 ) -> RepoReport:
-    prefix = {"model": "", "dataset": "datasets/", "space": "spaces/"}[plan.repo_type]
-    url = f"{endpoint.rstrip('/')}/{prefix}{plan.repo_id}"
+    url = repo_url(plan.repo_id, plan.repo_type, endpoint)
     return RepoReport(
         repo_id=plan.repo_id,
         repo_type=plan.repo_type,

@@ -30,13 +30,6 @@ from hubkit.safety.kinds import TOKENIZER_KINDS
 if TYPE_CHECKING:
     from hubkit.merge import MergePlan, MergeResult
 
-MERGED_SUFFIX = "-merged"
-
-
-def default_merged_repo_id(adapter_repo_id: str) -> str:
-    """The default merged repo beside an adapter repo: `<repo_id>-merged`."""
-    return adapter_repo_id + MERGED_SUFFIX
-
 
 def published_names(names: Sequence[str], run_files: RunFiles) -> tuple[list[tuple[str, Kind]], list[str]]:
     """Of a merged folder's (or the base's) file names, those the merged repo publishes (with their kind),

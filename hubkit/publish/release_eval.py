@@ -5,8 +5,8 @@ score (`hubkit.publish.benchmark_results`), in one commit.
 
 The card is written as a push writes it, from the release read back as a run (`hubkit.release.read`): the
 evaluation table and chart, each step's accuracy, the before/after answers. The release's other repos are
-those its adapter card names (``hubkit_release`` in its metadata; the defaults ``<repo>-merged``,
-``<repo>-GGUF`` and ``<repo>-demo`` for a card that names none): the merged model's and the GGUF files'
+those its adapter card names (``hubkit_release`` in its metadata; each one's default name,
+`hubkit.release.companions`, for a card that names none): the merged model's and the GGUF files'
 sections are kept while their repo's record names a step of this repo, the Space's link while it exists.
 The merged card, the GGUF card and the Space are left as they are.
 """
@@ -31,17 +31,15 @@ from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.publish.benchmark_results import eval_results_files, read_benchmark_tasks
 from hubkit.publish.commit import commit_repo
 from hubkit.publish.diff import diff_repo
-from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import RepoPlan, is_repo_id
-from hubkit.publish.release_repos import ReleaseLinks, default_gguf_repo_id, release_card_inputs
+from hubkit.publish.release_repos import ReleaseLinks, release_card_inputs
 from hubkit.publish.request import RepoReport
-from hubkit.publish.samples_repo import default_samples_repo_id
 from hubkit.publish.sweep.siblings import read_siblings
 from hubkit.publish.vetted import Vetter
+from hubkit.release.companions import COMPANIONS, GGUF, MERGED, SAMPLES, SPACE
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, release_of
 from hubkit.safety import VetContext, kinds
-from hubkit.space.config import default_space_repo_id
 
 
 def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> ReleaseLinks:
@@ -49,18 +47,11 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Rel
     no repo id is ignored), else the default ones, each read to see what it holds of this release."""
     named = adapter.card_data.get(RELEASE_KEY) if isinstance(adapter.card_data, Mapping) else None
     named = named if isinstance(named, Mapping) else {}
-
-    def repo(kind: str, default: str) -> str:
-        value = named.get(kind)
-        return value if is_repo_id(value) else default
-
     repo_id = adapter.repo_id
-    merged, gguf = (
-        repo("merged", default_merged_repo_id(repo_id)),
-        repo("gguf", default_gguf_repo_id(repo_id)),
-    )
-    space = repo("space", default_space_repo_id(repo_id))
-    samples = repo("samples", default_samples_repo_id(repo_id))
+    repos = {
+        c: value if is_repo_id(value := named.get(c.kind)) else c.default_repo_id(repo_id) for c in COMPANIONS
+    }
+    merged, gguf, space, samples = repos[MERGED], repos[GGUF], repos[SPACE], repos[SAMPLES]
     merge = MergeRecord.from_card_data(read_remote(api, merged).card_data)
     exported = GGUFRecord.from_card_data(read_remote(api, gguf).card_data)
     merged_step = merge.step if merge is not None and merge.adapter_repo == repo_id else None
@@ -75,8 +66,8 @@ def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> Rel
         gguf=gguf if gguf_step is not None else None,
         gguf_step=gguf_step,
         merged_verified=merge.verified if merge is not None and merged_step is not None else None,
-        space=space if read_remote(api, space, "space").exists else None,
-        samples=samples if read_remote(api, samples, "dataset").exists else None,
+        space=space if read_remote(api, space, SPACE.repo_type).exists else None,
+        samples=samples if read_remote(api, samples, SAMPLES.repo_type).exists else None,
     )
 
 

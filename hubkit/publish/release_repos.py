@@ -1,13 +1,6 @@
 """The repos of one release, named once per push: the adapter repo and, beside it, the merged model's,
-the GGUF files', and the Space.
-
-    me/run          the adapters (every checkpoint), the adapter card
-    me/run-merged   the newest checkpoint merged into the base
-    me/run-GGUF     the merged model as GGUF files (`--gguf`)
-    me/run-demo     the Space comparing the base with any checkpoint (a run of a sweep has none of its own:
-                    the sweep's one Space, me/SWEEP-demo, compares every run of it)
-    me/run-samples  every answer its models wrote (a dataset)
-"""
+the GGUF files', the Space and the samples dataset (`hubkit.release.companions`: their names, types and
+links)."""
 
 from __future__ import annotations
 
@@ -28,13 +21,11 @@ from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import failure_status, hub_failure, hub_words
 from hubkit.publish.adapter_repo import adapter_bytes_in_repo
 from hubkit.publish.create import create_repo
-from hubkit.publish.merged_repo import default_merged_repo_id
 from hubkit.publish.plan import check_repo_id
 from hubkit.publish.request import PushRequest
-from hubkit.publish.samples_repo import default_samples_repo_id
-from hubkit.release.layout import sweep_space_repo_id
+from hubkit.release.companions import GGUF, MERGED, RELEASE, SAMPLES, SPACE, Companion
 from hubkit.runs import Run
-from hubkit.space.config import DEFAULT_HARDWARE, default_space_repo_id
+from hubkit.space.config import DEFAULT_HARDWARE
 
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
@@ -43,13 +34,6 @@ if TYPE_CHECKING:
     from hubkit.runs.manifest import SweepInfo
 
 logger = logging.getLogger(__name__)
-
-GGUF_SUFFIX = "-GGUF"
-
-
-def default_gguf_repo_id(adapter_repo_id: str) -> str:
-    """The default GGUF repo beside an adapter repo: `<repo_id>-GGUF`, as the Hub names GGUF repos."""
-    return adapter_repo_id + GGUF_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -86,21 +70,21 @@ class ReleaseRepos:
         Raises:
             PublishError: an invalid repo id.
         """
-        merged = request.merged_repo_id or default_merged_repo_id(adapter_repo_id)
-        gguf = request.gguf_repo_id or default_gguf_repo_id(adapter_repo_id)
+        merged = request.merged_repo_id or MERGED.default_repo_id(adapter_repo_id)
+        gguf = request.gguf_repo_id or GGUF.default_repo_id(adapter_repo_id)
         space, notes = None, ()
         if request.space and importlib.util.find_spec("gradio") is None:
             # The Space's requirements are pinned to the versions installed here, gradio's among them.
             notes = (
                 "No Space this time: gradio is not installed (pip install 'hubkit[space]'), or pass --no-space",
             )
-        own_space = default_space_repo_id(adapter_repo_id)
+        own_space = SPACE.default_repo_id(adapter_repo_id)
         if sweep is not None:
-            own_space = sweep_space_repo_id(adapter_repo_id.split("/")[0], sweep.name)
+            own_space = SPACE.sweep_repo_id(adapter_repo_id.split("/")[0], sweep.name)
         if request.space and not notes:
             space = request.space_repo_id or own_space
         samples = (
-            (request.samples_repo_id or default_samples_repo_id(adapter_repo_id)) if request.samples else None
+            (request.samples_repo_id or SAMPLES.default_repo_id(adapter_repo_id)) if request.samples else None
         )
         for repo_id in (adapter_repo_id, merged, gguf, space, samples):
             if repo_id is not None:
@@ -108,13 +92,13 @@ class ReleaseRepos:
         linked = space or request.space_repo_id or own_space
         return cls(adapter_repo_id, merged, gguf, space, linked, notes, samples, sweep is not None)
 
+    def named(self) -> dict[Companion, str | None]:
+        """Each repo of the release the cards may link (the Space: `linked_space`), None where it has none."""
+        return {c: self.linked_space if c is SPACE else getattr(self, c.kind) for c in RELEASE}
+
     def kinds(self) -> dict[str, RepoType]:
         """Every repo of the release (the ones the cards link too) with its type."""
-        kinds: dict[str, RepoType] = {self.adapter: "model", self.merged: "model", self.gguf: "model"}
-        kinds[self.linked_space] = "space"
-        if self.samples is not None:
-            kinds[self.samples] = "dataset"
-        return kinds
+        return {repo_id: c.repo_type for c, repo_id in self.named().items() if repo_id is not None}
 
 
 @dataclass(frozen=True)

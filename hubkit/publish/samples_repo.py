@@ -26,7 +26,6 @@ from hubkit.runs import Run
 from hubkit.runs.completions import MAX_ROWS_PER_STEP, MAX_TEXT_CHARS, Completions
 
 EVAL_TABLE = "eval/samples.parquet"
-SAMPLES_SUFFIX = "-samples"
 
 EVAL_COLUMNS = {
     "model": ("string", "the model: `base`, or `global_step_N` for the checkpoint of step N"),
@@ -45,11 +44,6 @@ _ROLLOUT_COLUMNS = {
     "completion": ("string", f"what the model wrote (cut at {MAX_TEXT_CHARS} characters)"),
     "rewards": ("string", "the numbers the framework logged beside it (rewards, advantage), as JSON"),
 }
-
-
-def default_samples_repo_id(adapter_repo_id: str) -> str:
-    """`<repo>-samples`, beside the adapter repo."""
-    return adapter_repo_id + SAMPLES_SUFFIX
 
 
 def _eval_table(evaluation: EvalResults) -> bytes:

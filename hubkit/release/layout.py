@@ -57,22 +57,4 @@ def steps_in_paths(paths: Iterable[str]) -> tuple[int, ...]:
     return tuple(sorted({int(m.group(1)) for path in paths if (m := _STEP_WEIGHTS_RE.match(path))}))
 
 
-SWEEP_PAGE_SUFFIX = "-sweep"
-SWEEP_SPACE_SUFFIX = "-demo"
 SWEEP_CHART = "assets/accuracy_vs_length.png"
-
-
-def _sweep_repo_name(sweep_name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", sweep_name).strip("-")[:80] or "sweep"
-
-
-def sweep_page_repo_id(namespace: str, sweep_name: str) -> str:
-    """A sweep's comparison page (a dataset repo beside its runs): the sweep's name as a repo name, with
-    `-sweep`."""
-    return f"{namespace}/{_sweep_repo_name(sweep_name)}{SWEEP_PAGE_SUFFIX}"
-
-
-def sweep_space_repo_id(namespace: str, sweep_name: str) -> str:
-    """A sweep's one Space (every run of it, a run then a checkpoint picked): named as its page is, with
-    `-demo` as a run's own Space is."""
-    return f"{namespace}/{_sweep_repo_name(sweep_name)}{SWEEP_SPACE_SUFFIX}"

@@ -17,13 +17,13 @@ from typing import Any
 
 from hubkit.formats.training_args import TRAINING_ARGS, is_torch_archive, read_training_args
 from hubkit.hub.hashing import FileVersion
+from hubkit.hub.repo_types import repo_url
 from hubkit.runs.manifest import JSONScalar, is_hub_id
 from hubkit.runs.model import TrackerRun, TrainerSettings
 from hubkit.runs.state import TRAINING_ARGS_DIR, keep
 from hubkit.runs.tensorboard import TENSORBOARD
 
 TRAINER_STATE = "trainer_state.json"
-HUB_URL = "https://huggingface.co"
 # TrainingArguments / GRPOConfig / SFTConfig / DPOConfig fields a card shows, in the order it shows them.
 HYPERPARAMETERS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "optim", "weight_decay",
@@ -162,7 +162,7 @@ def trackers_from_args(fields: dict[str, Any], run_dir: Path) -> tuple[TrackerRu
         elif name == "trackio":
             space = fields.get("trackio_space_id")
             project = fields.get("project")
-            url = f"{HUB_URL}/spaces/{space}" if isinstance(space, str) else None
+            url = repo_url(space, "space") if isinstance(space, str) else None
             detail = f"project {project}" if isinstance(project, str) else None
             found.append(TrackerRun("trackio", url=url, detail=detail))
         elif name == "tensorboard":

@@ -2,7 +2,7 @@
 run directory or from a published release: one run, whose checkpoints the app lists from its repo. A
 sweep's Space lists every run of the sweep (`hubkit.publish.sweep.space`, from this one's).
 
-    config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id="me/qwen3-4b-grpo-merged")
+    config = SpaceConfig.from_run(run, "me/qwen3-4b-grpo", merged_repo_id=MERGED.default_repo_id(...))
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hubkit.errors import SpaceError
 from hubkit.evaluate.length import answer_length, manifest_length
 from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, load_eval
 from hubkit.hub.download import download_repo_file
+from hubkit.release.companions import SPACE
 from hubkit.release.read import read_release
 from hubkit.resources import space_dir
 from hubkit.runs.manifest import Manifest
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
     from hubkit.runs import Run
 
-SPACE_SUFFIX = "-demo"
 APP_NAME = "compare"
 # The README's `suggested_hardware` (a suggestion the Hub shows; the owner picks the hardware): ZeroGPU,
 # free for its visitors. The app also runs on a CPU Space (in bfloat16, one adapter at a time).
@@ -67,11 +67,6 @@ def _refuse_resized_vocabulary(run: Run) -> None:
             f"the adapters resized the vocabulary to {rows} rows (tokens were added), which the Space's base model "
             "does not have: pass --no-space (the merged model serves the added tokens)"
         )
-
-
-def default_space_repo_id(repo_id: str) -> str:
-    """The default Space beside an adapter repo: `<repo_id>-demo`."""
-    return repo_id + SPACE_SUFFIX
 
 
 def app_config_module() -> ModuleType:
@@ -182,7 +177,7 @@ class SpaceConfig:
             examples=tuple(module.Example(p, a) for p, a in (examples or FALLBACK_EXAMPLES)),
             **defaults,
         )
-        return cls(app=app, space_repo_id=space_repo_id or default_space_repo_id(repo_id), hardware=hardware)
+        return cls(app=app, space_repo_id=space_repo_id or SPACE.default_repo_id(repo_id), hardware=hardware)
 
     @classmethod
     def from_run(

@@ -1,7 +1,7 @@
 """A merged model checked against the adapter it came from, each loaded as a user loads it.
 
     check = check_merged(MergedCheckInput(base_dir, adapter_dir, adapter_tokenizer_dir, merged_dir,
-                                           questions, system_prompt, artifact="me/run-merged"))
+                                           questions, system_prompt, artifact=MERGED.default_repo_id(...)))
     check.failures  # () when the merged folder is the adapter's model
 
 The adapter side is `PeftModel.from_pretrained(base, adapter_dir)` with the run's tokenizer (its chat

@@ -23,13 +23,12 @@ from hubkit.evaluate.release import open_release
 from hubkit.evaluate.results import RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.failures import hub_errors
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
+from hubkit.release.companions import GGUF, MERGED
 from hubkit.release.read import Release, download_release_files
 from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck
 from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, questions_of
-from hubkit.verify.release_gguf import GGUF_SUFFIX, verify_release_gguf
-
-MERGED_SUFFIX = "-merged"
+from hubkit.verify.release_gguf import verify_release_gguf
 
 
 def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tuple[Any, MergeRecord]:
@@ -42,7 +41,7 @@ def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tu
     if record is None:
         raise ReleaseError(
             f"{repo_id} records no merge in its card (hubkit_merge): it is not a merged model `hubkit push` "
-            "published; name the merged repo with --merged-repo-id"
+            f"published; name the merged repo with {MERGED.flag}"
         )
     return info, record
 
@@ -78,7 +77,7 @@ def verify_release(
     from hubkit.evaluate.models import tokenizer_dir
     from hubkit.merge.base_files import fetch_base_snapshot
 
-    merged_repo_id = merged_repo_id or repo_id + MERGED_SUFFIX
+    merged_repo_id = merged_repo_id or MERGED.default_repo_id(repo_id)
     info, record = _merged_listing(merged_repo_id, endpoint, token)
     if record.adapter_repo != repo_id:
         raise ReleaseError(
@@ -122,7 +121,7 @@ def verify_release(
         return check, record.verified, ()
     gguf = verify_release_gguf(
         repo_id,
-        gguf_repo_id or repo_id + GGUF_SUFFIX,
+        gguf_repo_id or GGUF.default_repo_id(repo_id),
         merged_dir,
         questions,
         manifest.system_prompt,

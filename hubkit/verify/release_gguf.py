@@ -4,7 +4,7 @@ llama.cpp on the merged model's greedy answers when llama-cpp-python is installe
 repo at its head commit, its record (``hubkit_gguf``) read as data, only the record's files at the repo root
 whose names are a GGUF file's, each within a GGUF file's size on the listing before any byte is downloaded.
 
-    checks = verify_release_gguf("me/run", "me/run-GGUF", merged_dir, questions, system_prompt, ...)
+    checks = verify_release_gguf("me/run", GGUF.default_repo_id("me/run"), merged_dir, questions, system_prompt, ...)
     for check, recorded in checks: ...   # recorded: the figures the GGUF card gave that file (None: none)
 """
 
@@ -21,8 +21,6 @@ from hubkit.hub.failures import hub_errors
 from hubkit.release.read import Release, download_release_files
 from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck, check_gguf, gguf_reference
-
-GGUF_SUFFIX = "-GGUF"
 
 
 def verify_release_gguf(

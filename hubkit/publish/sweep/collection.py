@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING
 from hubkit.errors import PublishError
 from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.repo_types import RepoType
 from hubkit.publish.plan import CollectionItemPlan
 from hubkit.publish.push_record import load_sweep_record, save_sweep_record
 from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushReport, PushRequest
-from hubkit.publish.sweep.page import KIND_ORDER, note_point
+from hubkit.publish.sweep.page import note_point
 from hubkit.publish.sweep.siblings import find_collection, value_key
-from hubkit.release.layout import sweep_page_repo_id, sweep_space_repo_id
+from hubkit.release.companions import LABELS, SPACE, SWEEP_PAGE
 from hubkit.runs import Run
 from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
@@ -51,8 +52,8 @@ class SweepItem:
     """One repo of a run for the sweep's Collection."""
 
     repo_id: str
-    repo_type: str  # "model", "dataset" or "space"
-    kind: str  # one of KIND_ORDER
+    repo_type: RepoType
+    kind: str  # its companion's label (`hubkit.release.companions`)
 
 
 def sweep_description(sweep: SweepInfo) -> str:
@@ -167,9 +168,9 @@ def _order_by_value(api: HfApi, collection: Collection) -> None:
         if note in (PAGE_NOTE, SPACE_NOTE):
             return (-1, 0.0, "", int(note == SPACE_NOTE))
         point = note_point(note)
-        if point is None or point[1] not in KIND_ORDER or item.item_id.split("/")[0] != owner:
+        if point is None or point[1] not in LABELS or item.item_id.split("/")[0] != owner:
             return (2, 0.0, "", 0)
-        return (*value_key(point[0]), KIND_ORDER.index(point[1]))
+        return (*value_key(point[0]), LABELS.index(point[1]))
 
     current = list(collection.items)
     wanted = sorted(current, key=key)
@@ -220,10 +221,10 @@ def planned_sweep(
     sweep = run.manifest.sweep
     if sweep is None:
         return []
-    page = sweep_page_repo_id(adapter_repo.split("/")[0], sweep.name)
+    page = SWEEP_PAGE.sweep_repo_id(adapter_repo.split("/")[0], sweep.name)
     recorded = load_sweep_record(run_dir, endpoint, sweep.name)
     namespace = adapter_repo.split("/")[0]
-    cards = [r for r in recorded or () if r not in (page, space, sweep_space_repo_id(namespace, sweep.name))]
+    cards = [r for r in recorded or () if r not in (page, space, SPACE.sweep_repo_id(namespace, sweep.name))]
     if recorded is None:
         known, commits = "the other runs' cards, as its Collection lists them", "one commit each"
     else:
@@ -240,10 +241,10 @@ def planned_sweep(
 def release_items(repos: ReleaseRepos, written: set[str]) -> tuple[list[SweepItem], list[SweepItem]]:
     """The release's repos for its sweep's Collection: those the push writes (`written`), and those it
     leaves as they are (their notes are still brought up to date)."""
-    space = None if repos.sweep_space else repos.space or repos.linked_space  # the sweep's: one item
-    kinds = zip(KIND_ORDER, (repos.adapter, repos.merged, repos.gguf, space, repos.samples), strict=True)
-    types = {"Space": "space", "samples": "dataset"}
-    release = [SweepItem(repo_id, types.get(kind, "model"), kind) for kind, repo_id in kinds if repo_id]
+    named = repos.named()
+    if repos.sweep_space:
+        named[SPACE] = None  # the sweep's: one item, listed with its page
+    release = [SweepItem(repo_id, c.repo_type, c.label) for c, repo_id in named.items() if repo_id]
     return [i for i in release if i.repo_id in written], [i for i in release if i.repo_id not in written]
 
 

@@ -32,6 +32,7 @@ from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.samples_repo import EVAL_COLUMNS
 from hubkit.publish.vetted import Vetter
+from hubkit.release.companions import ADAPTER, LABELS, RELEASE
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release_files, read_release
 from hubkit.safety import kinds
@@ -44,12 +45,10 @@ ANSWERS_TABLE = "eval/answers.parquet"
 SHOWN_PROBLEMS = 2
 _TAGS = ["hubkit", "grpo", "sweep"]
 MAX_RUNS = 100  # the runs a page compares: each is downloaded, and a Collection read back is untrusted
-# Each repo of a release, in the order its items are listed within one run.
-KIND_ORDER = ("adapter", "merged", "GGUF", "Space", "samples")
 # The items a sweep of MAX_RUNS runs puts in its Collection (every repo of each, and the page): no item
 # after them is looked at, however many a Collection holds.
-MAX_ITEMS = 1 + MAX_RUNS * len(KIND_ORDER)
-_REPO_TYPES = ("model", "dataset", "space")
+MAX_ITEMS = 1 + MAX_RUNS * len(RELEASE)
+_REPO_TYPES = {c.repo_type for c in RELEASE}
 _ANSWER_START = 80
 # Every evaluated answer, as the samples dataset holds one run's, with the run it is from.
 _ANSWER_COLUMNS = {
@@ -98,7 +97,7 @@ def release_items(collection: Collection | None) -> list[tuple[CollectionItem, s
     found = []
     for item in collection.items[:MAX_ITEMS]:
         point = note_point(item.note)
-        if point is None or point[1] not in KIND_ORDER or item.item_type not in _REPO_TYPES:
+        if point is None or point[1] not in LABELS or item.item_type not in _REPO_TYPES:
             continue
         if is_repo_id(item.item_id) and item.item_id.split("/")[0] == owner:
             found.append((item, *point))
@@ -117,7 +116,9 @@ def read_sweep_runs(
     read: list[PublishedRun] = []
     items = release_items(collection)
     adapters = [
-        (item, value) for item, value, kind in items if kind == "adapter" and item.item_type == "model"
+        (item, value)
+        for item, value, kind in items
+        if kind == ADAPTER.label and item.item_type == ADAPTER.repo_type
     ]
     for item, value in adapters:
         if item.item_id == skip:

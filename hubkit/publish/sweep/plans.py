@@ -29,6 +29,7 @@ from hubkit.publish.sweep.page import PublishedRun, compared_runs, page_files, p
 from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.sweep.siblings import plan_card, siblings_of, sweep_runs, value_key
 from hubkit.publish.vetted import Vetter
+from hubkit.release.companions import ADAPTER
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -97,7 +98,7 @@ def plan_sweep(
     files = page_files(sweep.name, sweep.setting, url, compared, left_out)
     sweep_repos: list[RepoPlan] = [plan_page(reads.page_id, files, vetter, FileHashCache(), private=private)]
     sweep_repos += [space] if space is not None else []
-    values = {r.repo_id: run.value for run in after for r in run.repos if r.kind == "adapter"}
+    values = {r.repo_id: run.value for run in after for r in run.repos if r.kind == ADAPTER.label}
     for repo_id, card in reads.cards.items():
         if repo_id not in values:
             continue

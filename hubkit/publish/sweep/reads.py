@@ -19,7 +19,7 @@ from hubkit.publish.sweep.siblings import (
     siblings_of,
     sweep_runs,
 )
-from hubkit.release.layout import sweep_page_repo_id
+from hubkit.release.companions import SWEEP_PAGE
 
 if TYPE_CHECKING:
     from huggingface_hub import Collection, HfApi
@@ -69,7 +69,7 @@ def read_sweep(api: HfApi, run: Run, adapter_repo: str) -> SweepReads | None:
     with hub_errors(f"collection {sweep.name}", api.endpoint):
         collection = find_collection(api, namespace, sweep.name)
         published = read_sweep_runs(collection, adapter_repo, endpoint=api.endpoint, token=api.token)
-    page_id = sweep_page_repo_id(namespace, sweep.name)
+    page_id = SWEEP_PAGE.sweep_repo_id(namespace, sweep.name)
     with hub_errors(page_id, api.endpoint):
         page = read_remote(api, page_id, "dataset")
     cards, notes = {}, []

@@ -19,8 +19,9 @@ from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import hash_bytes
 from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.sweep.page import KIND_ORDER, MAX_RUNS, note_point, release_items
+from hubkit.publish.sweep.page import MAX_RUNS, note_point, release_items
 from hubkit.publish.vetted import Vetter
+from hubkit.release.companions import ADAPTER, LABELS
 from hubkit.safety import kinds
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def sweep_runs(
     collection: Collection | None, joined: Sequence[tuple[str, str, str]] = ()
 ) -> list[SweepSibling]:
     """Every run the Collection holds (the first `MAX_RUNS`, as the comparison page), one per value of the
-    varied setting (its repos in `KIND_ORDER`), ordered by value; with `joined`, (repo id, type, note) of
+    varied setting (its repos in the order of `RELEASE`), ordered by value; with `joined`, (repo id, type, note) of
     the repos a push puts in it, as the Collection will hold them after the push."""
     own = {repo_id for repo_id, _, _ in joined}
     entries = [
@@ -84,8 +85,8 @@ def sweep_runs(
         runs.setdefault(value, []).append((SiblingRepo(kind, repo_id, repo_type), result))
     siblings = []
     for value in sorted(runs, key=value_key):
-        repos = sorted(runs[value], key=lambda r: (KIND_ORDER.index(r[0].kind), r[0].repo_id))
-        result = next((note for repo, note in repos if repo.kind == "adapter"), "")
+        repos = sorted(runs[value], key=lambda r: (LABELS.index(r[0].kind), r[0].repo_id))
+        result = next((note for repo, note in repos if repo.kind == ADAPTER.label), "")
         siblings.append(SweepSibling(value, tuple(repo for repo, _ in repos), result))
     return siblings
 
@@ -97,7 +98,7 @@ def siblings_of(value: str, runs: Sequence[SweepSibling]) -> tuple[SweepSibling,
 
 def sibling_adapters(runs: Sequence[SweepSibling], value: str) -> list[str]:
     """The adapter repo of every run other than the one at `value`: the cards a push rewrites."""
-    return [r.repo_id for run in siblings_of(value, runs) for r in run.repos if r.kind == "adapter"]
+    return [r.repo_id for run in siblings_of(value, runs) for r in run.repos if r.kind == ADAPTER.label]
 
 
 @dataclass(frozen=True)

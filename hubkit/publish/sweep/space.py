@@ -26,6 +26,7 @@ from hubkit.publish.repos import plan_space_files
 from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.sweep.siblings import value_key
 from hubkit.publish.vetted import Vetter
+from hubkit.release.companions import ADAPTER, MERGED
 from hubkit.release.layout import checkpoint_dir, steps_in_paths
 from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig, app_config_module, examples_of
 from hubkit.space.files import space_repo_files
@@ -100,7 +101,7 @@ def sweep_space_config(
     evaluations = {r.repo_id: r.evaluation for r in reads.published if r.repo_id}
     for sibling in reads.siblings[: module.MAX_RUNS - 1]:
         repos = {repo.kind: repo.repo_id for repo in sibling.repos}
-        adapter = repos.get("adapter")
+        adapter = repos.get(ADAPTER.label)
         if adapter is None:
             continue
         read = reads.cards.get(adapter)
@@ -109,7 +110,7 @@ def sweep_space_config(
         run = module.RunConfig(
             name=f"{sweep.setting}={sibling.value}",
             adapter_repo=adapter,
-            merged_repo=repos.get("merged"),
+            merged_repo=repos.get(MERGED.label),
             checkpoints=listed,
         )
         runs.append((sibling.value, run, TOKENIZER_CONFIG in files, evaluations.get(adapter)))
