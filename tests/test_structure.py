@@ -212,3 +212,26 @@ def test_no_fault_injector_ships() -> None:
     )
     assert "--root" in result.stdout and "--no-limits" in result.stdout  # the real help, whole
     assert not re.search(r"\bfault", result.stdout, re.IGNORECASE), result.stdout
+
+
+def test_each_companion_repo_is_named_in_its_table_alone() -> None:
+    """A release's repos are one table (`hubkit.release.companions`): no other module spells a suffix in a
+    string (``"-merged"``, ``repo_id + "-GGUF"``), and no template writes a repo type's URL prefix."""
+    from hubkit.release.companions import COMPANIONS, SWEEP_PAGE
+
+    suffixes = tuple(c.suffix for c in (*COMPANIONS, SWEEP_PAGE))
+    table = PACKAGE / "release" / "companions.py"
+    found = sorted(
+        f"{p.relative_to(PACKAGE.parent)}:{node.lineno}: {node.value[-40:]!r}"
+        for p in PACKAGE.rglob("*.py")
+        if p != table
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        # an option (--sweep, --no-merged) is not a repo's name
+        and any(re.search(rf"(?<![-o]){re.escape(s)}$", node.value) for s in suffixes)
+    )
+    assert found == [], f"name these repos through hubkit.release.companions: {found}"
+    templates = PACKAGE.parent / "model_cards"
+    prefixed = [t.name for t in templates.glob("*.j2") if re.search(r"/(datasets|spaces)/\{", t.read_text())]
+    assert prefixed == [], f"link these repos with their Companion's url: {prefixed}"
