@@ -84,11 +84,6 @@ def choose_types(asked: Sequence[str]) -> tuple[GGUFType, ...]:
     return tuple(chosen.values())
 
 
-def needs_quantizer(types: Sequence[GGUFType]) -> bool:
-    """Whether any of `types` is made by llama.cpp's quantizer."""
-    return any(t.quantized_by_llama_cpp for t in types)
-
-
 def made_by_llama_cpp(name: str) -> bool:
     """Whether the type named (``Q4_K_M``) is made by llama.cpp's quantizer (False when unknown)."""
     found = _BY_KEY.get(name.lower())

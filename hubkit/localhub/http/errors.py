@@ -112,10 +112,6 @@ def insufficient_storage() -> HubHTTPError:
     )
 
 
-def not_implemented(message: str) -> HubHTTPError:
-    return HubHTTPError(501, message)
-
-
 def from_storage(error: storage.StorageError) -> HubHTTPError:
     """The Hub's answer to a refusal by the repository store."""
     message = str(error)
