@@ -12,7 +12,7 @@ import pytest
 
 from hubkit.errors import SecretInFileError
 from hubkit.runs.state import VETTED_DIR
-from hubkit.safety import KnownVerdicts, VetContext, kinds, vet_file
+from hubkit.safety import KnownVerdicts, VetContext, kinds, verdicts, vet_file
 from hubkit.safety.validators import VALIDATORS
 from tests.planted import HF_TOKEN
 
@@ -95,3 +95,17 @@ def test_a_remembered_rewrite_that_is_not_what_vetting_wrote_is_vetted_again(con
     validated = _validated(monkeypatch)
     again = _vet(config_file, run_dir)
     assert validated == ["tokenizer config"] and again.data == first.data
+
+
+def test_the_folder_keeps_the_newest_verdicts(tmp_path, monkeypatch):
+    monkeypatch.setattr(verdicts, "KEPT_VERDICTS", 2)
+    folder = tmp_path / "vetted"
+    for number in range(4):  # each a session that vets something new, a second older than the next
+        seen = set(folder.glob("*.json"))
+        KnownVerdicts(folder, "context").put(kinds.CARD, f"sha-{number}", b"x" if number == 0 else None, ())
+        (entry,) = set(folder.glob("*.json")) - seen
+        os.utime(entry, ns=(number * 10**9, number * 10**9))
+    known = KnownVerdicts(folder, "context")
+    known.put(kinds.CARD, "sha-4", None, ())
+    kept = [number for number in range(5) if known.get(kinds.CARD, f"sha-{number}") is not None]
+    assert kept == [3, 4] and not list(folder.glob("*.bin"))

@@ -9,7 +9,9 @@ and the vetting's own code (hubkit's safety and formats sources, and the install
 The bytes are always read, within their kind's bound, and hashed: a file changed since it was vetted
 has another digest and is vetted again. Only a file that passed is remembered, with its notes and, when
 vetting wrote other bytes than it read, those bytes (checked against their sha256 when taken back).
-Losing an entry costs a vetting, never a wrong push (`hubkit.runs.state`).
+Losing an entry costs a vetting, never a wrong push (`hubkit.runs.state`): the folder keeps the newest
+`KEPT_VERDICTS` (files whose content changes at every push, the metrics of a run still training, add one
+each time).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from hubkit.runs.state import VETTED_DIR, keep
 from hubkit.safety.kinds import Kind
 
 _FORMAT = 1
+KEPT_VERDICTS = 4096
 # What a validator may call besides hubkit: an upgrade of one of them may change what it accepts or writes.
-_PARSERS = ("tokenizers", "jinja2", "yaml", "pyarrow", "huggingface_hub", "google_crc32c")
+_PARSERS = ("tokenizers", "jinja2", "yaml", "pyarrow", "huggingface_hub", "google_crc32c", "tensorboard")
 
 
 @functools.cache
@@ -70,6 +73,7 @@ class KnownVerdicts:
     def __init__(self, folder: Path, context_key: str) -> None:
         self.folder = folder
         self._context_key = context_key
+        self._pruned = False
 
     @classmethod
     def in_run(cls, run_dir: Path, context_key: str) -> KnownVerdicts:
@@ -105,3 +109,16 @@ class KnownVerdicts:
             "notes": list(notes),
         }
         keep(self.folder / f"{key}.json", json.dumps(entry) + "\n", "a vetting's verdict")
+        if not self._pruned:  # once per session: a push that vets anything new looks at the folder once
+            self._pruned = True
+            self._prune()
+
+    def _prune(self) -> None:
+        """Drop the oldest entries beyond `KEPT_VERDICTS` (a kept rewrite with its entry)."""
+        try:
+            entries = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+            for entry in entries[: max(len(entries) - KEPT_VERDICTS, 0)]:
+                entry.with_suffix(".bin").unlink(missing_ok=True)
+                entry.unlink(missing_ok=True)
+        except OSError:  # another push pruning at once, or a folder that cannot be written
+            pass
