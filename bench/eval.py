@@ -114,7 +114,7 @@ def answers_job(base_dir: Path, prompts: Any, adapters: dict[str, Path], args: a
     """The `GenerationJob` of the base and `adapters` answering `prompts` with the benchmark's settings."""
     from hubkit.evaluate.chat import load_tokenizer, stop_token_ids
     from hubkit.evaluate.generation import GenerationJob, GenerationSettings
-    from hubkit.evaluate.results import BASE_NAME
+    from hubkit.runs.eval_results import BASE_NAME
 
     tokenizer = load_tokenizer(base_dir)
     return GenerationJob(
@@ -156,7 +156,7 @@ def main() -> None:
 
     from hubkit.evaluate import backend_transformers
     from hubkit.evaluate.chat import render_prompts
-    from hubkit.evaluate.results import BASE_NAME
+    from hubkit.runs.eval_results import BASE_NAME
 
     questions = [
         json.loads(line)["question"] for path in PROBLEM_FILES for line in path.read_text().splitlines()

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hubkit.evaluate.results import (
+from hubkit.runs.eval_results import (
     Contamination,
     EvalSummary,
     GenerationInfo,

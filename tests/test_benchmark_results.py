@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import push_adapters, run_cli
 
-from hubkit.evaluate import load_eval
+from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
 
 HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"

@@ -33,15 +33,15 @@ from hubkit.cards import (
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metrics import key_metric_series
 from hubkit.errors import ReleaseError, RepoNotFoundError
-from hubkit.evaluate.results import (
-    Contamination,
-    Sample,
-    load_eval,
-)
 from hubkit.release.read import read_release_reward
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty, gsm8k_seed
 from hubkit.runs import load_run
+from hubkit.runs.eval_results import (
+    Contamination,
+    Sample,
+    load_eval,
+)
 from hubkit.runs.manifest import DatasetInfo, Manifest, Tracker
 from hubkit.runs.model import Metrics, Run
 
@@ -431,7 +431,7 @@ def _png_chunk_types(data: bytes) -> list[bytes]:
 
 
 def test_nothing_covers_the_data_and_no_label_leaves_the_image(trl_card) -> None:
-    from hubkit.evaluate.results import EvalSummary
+    from hubkit.runs.eval_results import EvalSummary
 
     inputs, _ = trl_card
     chart = plots.training_charts(key_metric_series(inputs.run), inputs.steps)[0]

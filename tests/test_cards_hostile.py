@@ -18,10 +18,10 @@ from markdown_it import MarkdownIt
 from hubkit.cards import text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START
 from hubkit.errors import UnsafeFileError
-from hubkit.evaluate.results import Sample, model_name
 from hubkit.localhub.storage.collections import CollectionStore
 from hubkit.publish import PushRequest, push_run
 from hubkit.release.companions import SWEEP_PAGE
+from hubkit.runs.eval_results import Sample, model_name
 from hubkit.runs.manifest import Manifest, SweepInfo
 from tests.support.runs import TINY_SHAPES, make_run
 

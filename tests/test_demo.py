@@ -19,9 +19,9 @@ from huggingface_hub import HfApi
 
 from hubkit.demo import problems
 from hubkit.demo.steps import BASE_REPO_ID, GRPO_STEPS, RUN_REPO_ID, SAVE_STEPS
-from hubkit.evaluate.problems import problem_hash
 from hubkit.localhub import LocalHub
 from hubkit.rewards import gsm8k
+from hubkit.runs.problem_hashes import problem_hash
 
 MERGED_REPO_ID = RUN_REPO_ID + "-merged"
 SPACE_REPO_ID = RUN_REPO_ID + "-demo"

@@ -17,27 +17,27 @@ from fixtures_runs import copy_verl_run
 from helpers import run_cli
 
 from hubkit.errors import ContaminationError, EvalError
-from hubkit.evaluate import load_eval, save_eval
 from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, render_prompts, stop_token_ids
 from hubkit.evaluate.generation import GenerationJob, GenerationSettings
 from hubkit.evaluate.metric import metric_for
-from hubkit.evaluate.problems import (
+from hubkit.evaluate.problems import check_contamination, load_local_problems
+from hubkit.rewards import gsm8k
+from hubkit.rewards.spec import deepscaler_length_penalty, gsm8k_seed
+from hubkit.runs.eval_results import (
+    SCHEMA_VERSION,
+    Contamination,
+    Sample,
+    load_eval,
+    save_eval,
+    wilson_interval,
+)
+from hubkit.runs.manifest import Manifest
+from hubkit.runs.problem_hashes import (
     TRAIN_PROBLEM_HASHES_NAME,
-    check_contamination,
-    load_local_problems,
     problem_hash,
     read_train_problem_hashes,
     write_train_problem_hashes,
 )
-from hubkit.evaluate.results import (
-    SCHEMA_VERSION,
-    Contamination,
-    Sample,
-    wilson_interval,
-)
-from hubkit.rewards import gsm8k
-from hubkit.rewards.spec import deepscaler_length_penalty, gsm8k_seed
-from hubkit.runs.manifest import Manifest
 
 DATA = Path(__file__).resolve().parent / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"

@@ -15,11 +15,10 @@ from eval_results import eval_summary
 from helpers import run_cli
 
 from hubkit.errors import EvalError
-from hubkit.evaluate import load_eval
 from hubkit.evaluate.generation import DTYPES, GenerationJob, GenerationSettings
-from hubkit.evaluate.length import answer_length
-from hubkit.evaluate.results import Sample
 from hubkit.runs import load_run
+from hubkit.runs.answer_length import answer_length
+from hubkit.runs.eval_results import Sample, load_eval
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 
 HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"

@@ -12,15 +12,15 @@ import pytest
 from helpers import push_argv, run_cli
 
 from hubkit.errors import PublishError
-from hubkit.evaluate import load_eval
-from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.evaluate.release import open_release
 from hubkit.hub.auth import hub_client
 from hubkit.hub.remote import read_remote
 from hubkit.publish.release_eval import linked_repos, push_release_eval
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
+from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
+from hubkit.runs.problem_hashes import write_train_problem_hashes
 
 DATA = Path(__file__).resolve().parent / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"

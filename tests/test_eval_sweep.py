@@ -11,9 +11,9 @@ import pytest
 from helpers import run_cli
 from safetensors.torch import load_file, save_file
 
-from hubkit.evaluate import load_eval
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import gsm8k_seed
+from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest, SweepInfo
 
 HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"

@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 
 from hubkit.errors import HubkitError
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 from hubkit.runs.manifest import Manifest
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "trl_gsm8k" / "train.py"
@@ -381,8 +381,8 @@ def test_a_sweep_trained_with_the_recipe_is_evaluated_in_one_pass_and_published_
 ) -> None:
     from helpers import run_cli
 
-    from hubkit.evaluate import load_eval
     from hubkit.release.companions import SWEEP_PAGE
+    from hubkit.runs.eval_results import load_eval
 
     runs, weights = tmp_path / "runs", (0.0, 0.5, 1.0)
     name = "tiny sweep " + make_repo_id("").rsplit("-", 1)[1]

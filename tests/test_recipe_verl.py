@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from hubkit.errors import HubkitError, ManifestError
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 from hubkit.runs.manifest import DatasetInfo, Manifest
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"

@@ -180,7 +180,7 @@ def test_hostile_eval_files_are_one_line_of_error(
 ) -> None:
     from eval_results import write_eval
 
-    from hubkit.evaluate.results import load_eval
+    from hubkit.runs.eval_results import load_eval
 
     write_eval(tmp_path, [])  # a valid results.json (an evaluation of nothing), then the hostile files
     eval_dir = tmp_path / "eval"

@@ -11,8 +11,8 @@ import pandas as pd
 from helpers import push_adapters, push_argv, run_cli
 from planted import HF_TOKEN
 
-from hubkit.evaluate import load_eval
 from hubkit.runs.completions import MAX_ROWS_PER_STEP, read_completions
+from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
 
 HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"

@@ -30,14 +30,14 @@ from helpers import push_argv, run_cli
 from packaging.requirements import Requirement
 
 from hubkit.errors import ReleaseError, RepoNotFoundError
-from hubkit.evaluate.results import (
+from hubkit.release.companions import SPACE
+from hubkit.resources import space_dir
+from hubkit.runs import load_run
+from hubkit.runs.eval_results import (
     Contamination,
     MetricInfo,
     Sample,
 )
-from hubkit.release.companions import SPACE
-from hubkit.resources import space_dir
-from hubkit.runs import load_run
 from hubkit.runs.manifest import Manifest
 from hubkit.space.config import SpaceConfig, app_config_module, space_config_from_hub
 from hubkit.space.files import APP_MODULES, SHORT_DESCRIPTION, ZEROGPU_TORCH, space_repo_files

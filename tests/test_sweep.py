@@ -14,9 +14,9 @@ from helpers import push_adapters, run_cli, write_requests
 
 from hubkit.cards import BaseModelCard, CardInputs, adapter_card_files, text
 from hubkit.cards.sweep_siblings import SIBLINGS_END, SIBLINGS_START, SiblingRepo, SweepSibling, with_siblings
-from hubkit.evaluate.results import Sample, model_name
 from hubkit.publish import PushRequest, push_run
 from hubkit.release.companions import SWEEP_PAGE
+from hubkit.runs.eval_results import Sample, model_name
 from hubkit.runs.manifest import Manifest, SweepInfo
 from hubkit.runs.model import Metrics, Run
 from tests.support.runs import TINY_SHAPES, make_run
@@ -223,8 +223,8 @@ def test_a_push_without_the_merged_model_still_brings_its_note_up_to_date(
 ):
     """`--no-merged` after an evaluation: the merged repo (pushed before, while training) keeps its place in
     the Collection and gets the run's new note; a repo of the release never pushed is not added."""
-    from hubkit.evaluate import load_eval
     from hubkit.publish.sweep.collection import SweepItem, join_sweep
+    from hubkit.runs.eval_results import load_eval
 
     sweep = SweepInfo(sweep_name, "length_penalty_weight", 0.5)
     adapter = make_repo_id("lp")

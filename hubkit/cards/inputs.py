@@ -10,8 +10,8 @@ from hubkit.errors import PublishError
 
 if TYPE_CHECKING:
     from hubkit.cards.sweep_siblings import SweepSibling
-    from hubkit.evaluate.results import EvalResults
     from hubkit.runs import Run
+    from hubkit.runs.eval_results import EvalResults
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class CardInputs:
         samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
         sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.siblings.read_siblings`).
         base: the base model's licence (`hubkit.cards.read_base_model_card`).
-        eval: the run's evaluation (`hubkit.evaluate.results.load_eval`), or None.
+        eval: the run's evaluation (`hubkit.runs.eval_results.load_eval`), or None.
 
     Raises:
         PublishError: no steps, or a merged repo without its step.

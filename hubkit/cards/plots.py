@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from hubkit.evaluate.results import EvalSummary, ModelResult
+    from hubkit.runs.eval_results import EvalSummary, ModelResult
 
 ASSETS_DIR = "assets"
 # Distinct, colour-blind-safe line colours (Okabe-Ito), one per curve of a chart, in order.

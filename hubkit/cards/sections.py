@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 
 from hubkit.cards import text
 from hubkit.cards.metrics import logged_components
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
 from hubkit.hub.repo_types import HUB_ENDPOINT, repo_url
 from hubkit.rewards import gsm8k
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.algorithm import run_algorithm
 from hubkit.runs.manifest import DatasetInfo, Manifest
 from hubkit.runs.model import Run
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME, read_train_problem_hashes
 
 if TYPE_CHECKING:
-    from hubkit.evaluate.results import EvalResults
+    from hubkit.runs.eval_results import EvalResults
 
 AGGREGATION_MEANINGS = {
     "sum_then_normalize": (

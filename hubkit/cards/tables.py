@@ -14,7 +14,7 @@ from hubkit.release.layout import checkpoint_dir, revision_name
 from hubkit.safety.local_paths import mask_homes
 
 if TYPE_CHECKING:
-    from hubkit.evaluate.results import EvalResults, ModelResult, Sample
+    from hubkit.runs.eval_results import EvalResults, ModelResult, Sample
 
 # The metrics the checkpoint table shows at each step, when logged (components: every `component:*`).
 _CHECKPOINT_COLUMNS = ("reward", "component:*", "length_mean", "kl")

@@ -10,9 +10,9 @@ from hubkit.cards.inputs import CardInputs
 from hubkit.cards.tables import example_step
 from hubkit.cards.vocabulary import resized_vocabulary
 from hubkit.evaluate.backend_vllm import VLLM_LORA_RANKS, vllm_misapplies
-from hubkit.evaluate.length import answer_length
 from hubkit.formats.peft import read_saved_adapter_config
 from hubkit.release.layout import checkpoint_dir, revision_name
+from hubkit.runs.answer_length import answer_length
 from hubkit.runs.manifest import Manifest
 
 DEFAULT_PROBLEM = "What is the sum of the first 20 positive integers?"

@@ -16,9 +16,9 @@ from hubkit.cli.output import TerminalConsole, visible
 
 if TYPE_CHECKING:
     from hubkit.evaluate.evaluation import EvalPlan, EvalRequest
-    from hubkit.evaluate.results import EvalResults, EvalSummary
     from hubkit.release.read import Release
     from hubkit.runs import Run
+    from hubkit.runs.eval_results import EvalResults, EvalSummary
 
 
 @click.command(name="eval")
@@ -260,7 +260,7 @@ def _evaluate_sweep(
 
 
 def _save(results: EvalResults, run: Run, eval_parent: Path | None, console: Console) -> None:
-    from hubkit.evaluate.results import EVAL_DIR, save_eval
+    from hubkit.runs.eval_results import EVAL_DIR, save_eval
 
     if eval_parent is None:
         save_eval(run.run_dir, results.summary, results.samples)
@@ -310,7 +310,7 @@ def _plan_line(plan: EvalPlan) -> str:
 
 
 def _contamination_line(plan: EvalPlan) -> str:
-    from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
+    from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
 
     report = plan.contamination
     if not report.checked:

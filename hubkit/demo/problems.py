@@ -6,7 +6,7 @@
 
 Each row is ``{"question": ..., "answer": "4 * 3 = 12\\n#### 12"}``, GSM8K's shape, so the run's
 GSM8K rewards read the gold number after ``####``. No question appears in two parts (compared as
-`hubkit.evaluate.problems` normalizes them). The files are written once by this module and shipped;
+`hubkit.runs.problem_hashes` normalizes them). The files are written once by this module and shipped;
 regenerating gives the same bytes:
 
     python -m hubkit.demo.problems

@@ -28,8 +28,8 @@ from hubkit.localhub.client_env import use_local_hub
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from hubkit.evaluate.results import EvalResults, Sample
     from hubkit.runs import Run
+    from hubkit.runs.eval_results import EvalResults, Sample
 
 BASE_REPO_ID = "demo/tiny-qwen3"
 RUN_REPO_ID = "demo/tiny-qwen3-grpo-arithmetic"
@@ -223,7 +223,7 @@ def heldout_rewards(results: EvalResults, run: Run) -> dict[str, float]:
 def evaluate_run(ctx: DemoContext) -> None:
     """`hubkit eval` on the held-out problems: the base and every checkpoint, greedy, in one batched pass."""
     from hubkit.evaluate.evaluation import EvalRequest, execute_eval, plan_eval
-    from hubkit.evaluate.results import save_eval
+    from hubkit.runs.eval_results import save_eval
 
     run = _run(ctx)
     heldout = problems.path("heldout")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.evaluate.generation import DEFAULT_DTYPE, Dtype, GeneratedIds, GenerationJob, Progress
-from hubkit.evaluate.results import BASE_NAME
+from hubkit.runs.eval_results import BASE_NAME
 
 PEFT_BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 

@@ -22,7 +22,6 @@ from hubkit.errors import EvalError
 from hubkit.evaluate import backend_transformers, backend_vllm
 from hubkit.evaluate.chat import completion_from_ids, load_tokenizer, render_prompts, stop_token_ids
 from hubkit.evaluate.generation import DEFAULT_DTYPE, Dtype, GenerationJob, GenerationSettings, Progress
-from hubkit.evaluate.length import AnswerLength, answer_length
 from hubkit.evaluate.metric import Metric, metric_for
 from hubkit.evaluate.models import adapter_dirs, tokenizer_dir
 from hubkit.evaluate.problems import (
@@ -32,9 +31,10 @@ from hubkit.evaluate.problems import (
     load_hub_problems,
     load_local_problems,
     problem_source,
-    read_train_problem_hashes,
 )
-from hubkit.evaluate.results import (
+from hubkit.runs import Checkpoint, Run, select_checkpoints
+from hubkit.runs.answer_length import AnswerLength, answer_length
+from hubkit.runs.eval_results import (
     BASE_NAME,
     Contamination,
     EvalResults,
@@ -45,8 +45,8 @@ from hubkit.evaluate.results import (
     Sample,
     model_name,
 )
-from hubkit.runs import Checkpoint, Run, select_checkpoints
 from hubkit.runs.locate import base_differences
+from hubkit.runs.problem_hashes import read_train_problem_hashes
 
 DEFAULT_PROBLEMS = 200
 
@@ -64,7 +64,7 @@ class EvalRequest:
         revision: the dataset revision.
         n: evaluate the first `n` problems.
         max_new_tokens: the answer token limit; default the length the run trained with
-            (`hubkit.evaluate.length.answer_length`).
+            (`hubkit.runs.answer_length.answer_length`).
         temperature, top_p, seed, batch_size: see `GenerationSettings`.
         backend: ``transformers`` or ``vllm``.
         dtype: the dtype the base model is loaded in (`hubkit.evaluate.generation.DTYPES`).
@@ -211,7 +211,7 @@ def execute_eval(
         device: the transformers backend's device; default CUDA when available.
 
     Returns:
-        The summary and every sample (not yet saved: see `hubkit.evaluate.results.save_eval`).
+        The summary and every sample (not yet saved: see `hubkit.runs.eval_results.save_eval`).
 
     Raises:
         MergeError: the base model cannot be fetched.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from hubkit.errors import EvalError
-from hubkit.evaluate.results import BASE_NAME
+from hubkit.runs.eval_results import BASE_NAME
 
 # Called with the number of (model, problem) answers just finished.
 Progress = Callable[[int], None]

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from hubkit.errors import EvalError
 from hubkit.evaluate.problems import GSM8K_TEST, HubSource
-from hubkit.evaluate.results import METRICS, MetricInfo, MetricName
 from hubkit.rewards.build import RewardInputs, build
 from hubkit.rewards.gsm8k import extract_gold_answer
 from hubkit.rewards.spec import RewardComponent, RewardSpec
+from hubkit.runs.eval_results import METRICS, MetricInfo, MetricName
 
 _RULES: dict[str, str] = {
     "gsm8k_correctness": "The last number in the last <answer>...</answer> block equals the reference number",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.read import Release, download_release, read_release
 from hubkit.runs import Run, select_checkpoints
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.safety import kinds
 
 

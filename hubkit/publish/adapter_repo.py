@@ -21,8 +21,6 @@ from pathlib import Path, PurePosixPath
 
 from hubkit.adapters.base_check import BaseConfig, check_against_base
 from hubkit.adapters.prepare import PreparedAdapter, PublishedForm
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
 from hubkit.formats import tokenizer
 from hubkit.formats.peft import ADAPTER_CONFIG, ADAPTER_FILES, ADAPTER_WEIGHTS
 from hubkit.formats.tensorboard import write_scalars
@@ -38,7 +36,9 @@ from hubkit.release.layout import (
     steps_in_paths,
 )
 from hubkit.runs import Checkpoint, Run, refuse_no_checkpoint
+from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME
 from hubkit.runs.manifest import MANIFEST_NAME
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.safety import (
     CheckpointsTree,
     Kind,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hubkit.errors import RepoNotFoundError
-from hubkit.evaluate.results import EvalResults, EvalSummary
 from hubkit.formats.yaml_file import YAMLError, dump_yaml, load_yaml
 from hubkit.hub.download import download_repo_file
 from hubkit.publish.plan import is_repo_id
+from hubkit.runs.eval_results import EvalResults, EvalSummary
 
 EVAL_YAML = "eval.yaml"
 RESULTS_DIR = ".eval_results"

@@ -31,7 +31,6 @@ from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import StorageQuotaError, UnsafeFileError
-from hubkit.evaluate.results import load_eval
 from hubkit.hub.auth import hub_client, resolve_token
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
@@ -67,6 +66,7 @@ from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import revision_name, steps_in_paths
 from hubkit.runs import Checkpoint, Run, load_run, refuse_no_checkpoint, select_checkpoints
 from hubkit.runs.completions import Completions, read_completions
+from hubkit.runs.eval_results import load_eval
 from hubkit.safety import VetContext
 
 if TYPE_CHECKING:

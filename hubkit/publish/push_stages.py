@@ -23,7 +23,6 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.errors import VerificationError
-from hubkit.evaluate.results import EvalResults
 from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.benchmark_results import BenchmarkTask
@@ -37,6 +36,7 @@ from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.runs.completions import Completions
+from hubkit.runs.eval_results import EvalResults
 from hubkit.safety import CheckpointsTree
 
 if TYPE_CHECKING:

@@ -23,8 +23,6 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.cards.metadata import RELEASE_KEY
 from hubkit.errors import PublishError
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.evaluate.results import EvalResults, eval_file_bytes
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.remote import RemoteRepo, read_remote
@@ -39,6 +37,8 @@ from hubkit.publish.vetted import Vetter
 from hubkit.release.companions import COMPANIONS, GGUF, MERGED, SAMPLES, SPACE
 from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, release_of
+from hubkit.runs.eval_results import EvalResults, eval_file_bytes
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.safety import VetContext, kinds
 
 

@@ -30,7 +30,7 @@ from hubkit.space.config import DEFAULT_HARDWARE
 if TYPE_CHECKING:
     from hubkit.adapters.prepare import PreparedAdapter
     from hubkit.cards.sweep_siblings import SweepSibling
-    from hubkit.evaluate.results import EvalResults
+    from hubkit.runs.eval_results import EvalResults
     from hubkit.runs.manifest import SweepInfo
 
 logger = logging.getLogger(__name__)

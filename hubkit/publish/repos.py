@@ -23,7 +23,6 @@ from hubkit.cards import (
 )
 from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
-from hubkit.evaluate.results import EvalResults
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.adapter_repo import RunFiles, plan_adapter_repo
@@ -36,6 +35,7 @@ from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, release_car
 from hubkit.publish.vetted import Vetter
 from hubkit.release.layout import steps_in_paths
 from hubkit.runs import Run
+from hubkit.runs.eval_results import EvalResults
 from hubkit.safety import kinds
 from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig
 from hubkit.space.files import space_repo_files

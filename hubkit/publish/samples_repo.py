@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 
 from hubkit.errors import UnsafeFileError
-from hubkit.evaluate.results import EvalResults
 from hubkit.formats import parquet
 from hubkit.formats.yaml_file import with_front_matter
 from hubkit.hub.hashing import FileHashCache
@@ -24,6 +23,7 @@ from hubkit.publish.plan import PlannedFile
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.runs.completions import MAX_ROWS_PER_STEP, MAX_TEXT_CHARS, Completions
+from hubkit.runs.eval_results import EvalResults
 
 EVAL_TABLE = "eval/samples.parquet"
 

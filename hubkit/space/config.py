@@ -17,12 +17,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import SpaceError
-from hubkit.evaluate.length import answer_length, manifest_length
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, load_eval
 from hubkit.hub.download import download_repo_file
 from hubkit.release.companions import SPACE
 from hubkit.release.read import read_release
 from hubkit.resources import space_dir
+from hubkit.runs.answer_length import answer_length, manifest_length
+from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, load_eval
 from hubkit.runs.manifest import Manifest
 
 if TYPE_CHECKING:

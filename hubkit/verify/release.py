@@ -20,11 +20,11 @@ from typing import Any
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import ReleaseError
 from hubkit.evaluate.release import open_release
-from hubkit.evaluate.results import RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.hub.failures import hub_errors
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.companions import GGUF, MERGED
 from hubkit.release.read import Release, download_release_files
+from hubkit.runs.eval_results import RESULTS_NAME, SAMPLES_NAME, load_eval
 from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck
 from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, questions_of

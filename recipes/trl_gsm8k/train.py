@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import HubkitError
-from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.rewards.gsm8k import SYSTEM_PROMPT  # the seed run's, verbatim
 from hubkit.rewards.spec import RewardComponent, RewardSpec, gsm8k_seed
 from hubkit.runs.manifest import DatasetInfo, Hardware, LoraSettings, Manifest, SweepInfo
+from hubkit.runs.problem_hashes import write_train_problem_hashes
 
 logger = logging.getLogger("trl_gsm8k")
 

@@ -37,8 +37,8 @@ from pathlib import Path
 import pandas as pd
 
 from hubkit.errors import HubkitError
-from hubkit.evaluate.problems import write_train_problem_hashes
 from hubkit.runs.manifest import DatasetInfo
+from hubkit.runs.problem_hashes import write_train_problem_hashes
 
 logger = logging.getLogger("prepare_data")
 

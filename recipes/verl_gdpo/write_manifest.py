@@ -24,9 +24,9 @@ from pathlib import Path
 from prepare_data import SYSTEM_PROMPT
 
 from hubkit.errors import HubkitError, ManifestError
-from hubkit.evaluate.problems import TRAIN_PROBLEM_HASHES_NAME
 from hubkit.rewards.spec import deepscaler_length_penalty
 from hubkit.runs.manifest import DatasetInfo, Hardware, JSONScalar, LoraSettings, Manifest, SweepInfo
+from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
 
 METRICS_FILE = "metrics.jsonl"
 # Manifest hyperparameter name -> the Hydra key it is read from.

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hubkit.errors import PublishError
-from hubkit.evaluate.results import EvalSummary
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.repo_types import RepoType
 from hubkit.publish.plan import CollectionItemPlan
@@ -36,6 +35,7 @@ from hubkit.publish.sweep.page import note_point
 from hubkit.publish.sweep.siblings import find_collection, value_key
 from hubkit.release.companions import LABELS, SPACE, SWEEP_PAGE
 from hubkit.runs import Run
+from hubkit.runs.eval_results import EvalSummary
 from hubkit.runs.locate import base_differences
 from hubkit.runs.manifest import SweepInfo
 

@@ -25,7 +25,6 @@ from hubkit.cards import text
 from hubkit.cards.plots import png, sweep_figure
 from hubkit.cards.tables import Table
 from hubkit.errors import ReleaseError
-from hubkit.evaluate.results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
 from hubkit.formats import parquet
 from hubkit.formats.yaml_file import with_front_matter
 from hubkit.hub.hashing import FileHashCache
@@ -35,6 +34,7 @@ from hubkit.publish.vetted import Vetter
 from hubkit.release.companions import ADAPTER, LABELS, RELEASE
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release_files, read_release
+from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
 from hubkit.safety import kinds
 from hubkit.safety.local_paths import mask_homes
 

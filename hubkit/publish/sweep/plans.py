@@ -34,8 +34,8 @@ from hubkit.release.companions import ADAPTER
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from hubkit.evaluate.results import EvalResults
     from hubkit.publish.push_stages import Prepared, Remote
+    from hubkit.runs.eval_results import EvalResults
 
 
 def with_sweep_plan(

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hubkit.evaluate.results import load_eval
 from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import PlannedFile
 from hubkit.publish.release_repos import ReleaseRepos
@@ -28,13 +27,14 @@ from hubkit.publish.sweep.siblings import value_key
 from hubkit.publish.vetted import Vetter
 from hubkit.release.companions import ADAPTER, MERGED
 from hubkit.release.layout import checkpoint_dir, steps_in_paths
+from hubkit.runs.eval_results import load_eval
 from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig, app_config_module, examples_of
 from hubkit.space.files import space_repo_files
 
 if TYPE_CHECKING:
-    from hubkit.evaluate.results import EvalResults
     from hubkit.publish.request import PushRequest
     from hubkit.runs import Run
+    from hubkit.runs.eval_results import EvalResults
 
 TOKENIZER_CONFIG = "tokenizer_config.json"  # the app takes a repo's root tokenizer when it has this
 

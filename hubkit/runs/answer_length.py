@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hubkit.runs import Run
 from hubkit.runs.manifest import Manifest
+from hubkit.runs.model import Run
 
 # Without a recorded answer length, answers get this many tokens (the GSM8K seed run's 768, rounded up).
 FALLBACK_MAX_NEW_TOKENS = 1024
