@@ -4,35 +4,31 @@ preview: the push's own dry run, whose plan holds them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
 from hubkit.cli.output import echo
+
+if TYPE_CHECKING:
+    from hubkit.publish import PushReport, PushRequest
 
 # The owner a preview names when there is no token to ask the Hub for one (before `hf auth login`).
 PREVIEW_OWNER = "your-username"
 
 
-@click.command()
-@run_options
-@click.option(
-    "--repo-id",
-    metavar="OWNER/NAME",
-    help="The adapter repo the card is written for.  [default: as `hubkit push` chooses it: the recorded "
+def _options() -> list[click.Option]:
+    from hubkit.publish.request import PushRequest
+
+    return options_of(PushRequest, "merged", "merged_repo_id", "space")
+
+
+@command(
+    target=(*RUN, "repo_id"),
+    repo_id="The adapter repo the card is written for.  [default: as `hubkit push` chooses it: the recorded "
     f"push_to, else <token owner>/<run id>; without a token, {PREVIEW_OWNER}/<run id>]",
-)
-@click.option(
-    "--merged-repo-id", metavar="OWNER/NAME", help="The merged model's repo.  [default: <repo-id>-merged]"
-)
-@click.option(
-    "--merged/--no-merged", default=True, show_default=True, help="Render the merged model's card too."
-)
-@click.option(
-    "--space/--no-space",
-    default=True,
-    show_default=True,
-    help="Link the Space <repo-id>-demo from the cards, as `hubkit push` publishes it.",
+    options=_options,
 )
 @click.option(
     "--out",
@@ -42,20 +38,9 @@ PREVIEW_OWNER = "your-username"
 )
 @endpoint_option
 @quiet_option
-def card(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
-    repo_id: str | None,
-    merged_repo_id: str | None,
-    merged: bool,
-    space: bool,
-    out: Path,
-    endpoint: str,
-    quiet: bool,
-) -> None:
-    """Render the cards a push would publish for a run (the base model's licence is read from --endpoint).
+def card(target: Target, out: Path, endpoint: str, quiet: bool, **options: Any) -> None:
+    """Render the cards a push with these options would publish for a run: its dry run, the planned cards
+    and images written to --out (the base model's licence is read from --endpoint).
 
     \b
     $ hubkit card --run-id RUN --repo-id me/qwen3-4b-gdpo --out card-preview/
@@ -65,12 +50,11 @@ def card(
     from hubkit.hub.auth import hub_client, resolve_token, token_owner
     from hubkit.publish import PushRequest
     from hubkit.publish.push import PushSession
-    from hubkit.publish.release_repos import ReleaseRepos
     from hubkit.publish.request import repo_name_for_run
-    from hubkit.runs import find_run_dir, load_run
 
-    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+    run = target.load()
     token = resolve_token(endpoint, required=False)
+    repo_id = target.repo_id
     if repo_id is None and run.manifest.push_to is None:
         owner = token_owner(hub_client(endpoint, token)) if token else PREVIEW_OWNER
         repo_id = f"{owner}/{repo_name_for_run(run.manifest.run_id)}"
@@ -80,18 +64,19 @@ def card(
     read_base_model_card(manifest.base_model, revision, endpoint=endpoint, token=token)
     BaseConfig.download(manifest.base_model, revision, endpoint=endpoint, token=token)
     request = PushRequest(
-        run_dir=run.run_dir,
-        repo_id=repo_id,
-        base_model=base_model,
-        merged=merged,
-        merged_repo_id=merged_repo_id,
-        space=space,
-        endpoint=endpoint,
-        token=token,
-        dry_run=True,
+        run.run_dir, repo_id, target.base_model, endpoint=endpoint, token=token, dry_run=True, **options
     )
     with PushSession(request) as session:
         report = session.push(run=run)
+    for path in _write_cards(request, report, out):
+        if not quiet:
+            echo(str(path))
+
+
+def _write_cards(request: PushRequest, report: PushReport, out: Path) -> list[Path]:
+    """The planned cards and images of the adapter, merged and GGUF repos, written under `out`."""
+    from hubkit.publish.release_repos import ReleaseRepos
+
     repos = ReleaseRepos.of(request, report.repo_id)
     folders = {repos.adapter: "", repos.merged: "merged", repos.gguf: "gguf"}
     written = []
@@ -103,6 +88,4 @@ def card(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(planned.read_bytes())
                 written.append(path)
-    if not quiet:
-        for path in written:
-            echo(str(path))
+    return written

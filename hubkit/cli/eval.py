@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
+from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
 from hubkit.cli.output import TerminalConsole, visible
 
 if TYPE_CHECKING:
@@ -21,12 +21,20 @@ if TYPE_CHECKING:
     from hubkit.runs.eval_results import EvalResults, EvalSummary
 
 
-@click.command(name="eval")
-@run_options
-@click.option(
-    "--repo-id",
-    metavar="OWNER/NAME",
-    help="Evaluate a release `hubkit push` published instead of a run directory (downloads what it needs).",
+def _options() -> list[click.Option]:
+    from hubkit.evaluate.evaluation import EvalRequest
+
+    return options_of(EvalRequest)
+
+
+@command(
+    "eval",
+    target=(*RUN, "repo_id", "sweep"),
+    repo_id="Evaluate a release `hubkit push` published instead of a run directory (downloads what it needs).",
+    sweep="Evaluate every run of the sweep NAME under --runs-dir in one pass: the base model loaded and "
+    "answering once, each run's chosen checkpoints named adapters of it; each run's results are written "
+    "into it.",
+    options=_options,
 )
 @click.option(
     "--push",
@@ -34,64 +42,10 @@ if TYPE_CHECKING:
     help="With --repo-id: commit the results to the repo's eval/ and update its card.",
 )
 @click.option(
-    "--sweep",
-    "sweep_name",
-    metavar="NAME",
-    help="Evaluate every run of the sweep NAME under --runs-dir in one pass: the base model loaded and "
-    "answering once, each run's chosen checkpoints named adapters of it; each run's results are written "
-    "into it.",
-)
-@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="With --repo-id: the folder the results are written to.  [default: ./<repo name>-eval]",
 )
-@step_options("Evaluate")
-@click.option(
-    "--problems",
-    metavar="FILE|DATASET",
-    help="A .jsonl/.json/.parquet file or a Hub dataset (ID or ID:CONFIG).  "
-    "[default: GSM8K's test split for GSM8K runs]",
-)
-@click.option("--split", help="The dataset's split.  [default: test]")
-@click.option("--revision", help="The dataset's revision.  [default: main]")
-@click.option(
-    "--n", "n", type=click.IntRange(min=1), default=200, show_default=True, help="Problems (the first N)."
-)
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(min=1),
-    help="Answer token limit.  [default: the run's max_completion_length (TRL) or max_response_length "
-    "(verl); when it records neither, hubkit's default, said as such]",
-)
-@click.option(
-    "--backend", type=click.Choice(["transformers", "vllm"]), default="transformers", show_default=True
-)
-@click.option(
-    "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32", "auto"]),  # hubkit.evaluate.generation.DTYPES
-    default="bfloat16",
-    show_default=True,
-    help="The dtype the base model is loaded in (auto: the one its config names).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (sampling).")
-@click.option(
-    "--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True, help="0 decodes greedily."
-)
-@click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Problems per generation call (each answered by every model at once).",
-)
-@click.option(
-    "--metric",
-    type=click.Choice(["gsm8k_correctness", "math_correctness"]),
-    help="Override the run's reward spec (needed when the run records none).",
-)
-@click.option("--no-base", is_flag=True, help="Skip the base model.")
 @click.option(
     "--vllm-python",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -101,32 +55,13 @@ if TYPE_CHECKING:
 @endpoint_option
 @quiet_option
 def eval_command(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
-    repo_id: str | None,
-    sweep_name: str | None,
+    target: Target,
     push: bool,
     out: Path | None,
-    steps: tuple[int, ...] | None,
-    every: int | None,
-    problems: str | None,
-    split: str | None,
-    revision: str | None,
-    n: int,
-    max_new_tokens: int | None,
-    backend: str,
-    dtype: str,
-    seed: int,
-    temperature: float,
-    top_p: float,
-    batch_size: int,
-    metric: str | None,
-    no_base: bool,
     vllm_python: Path | None,
     endpoint: str,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Evaluate the base model and the run's checkpoints on held-out problems.
 
@@ -147,74 +82,36 @@ def eval_command(
 
     from hubkit.evaluate.evaluation import EvalRequest, plan_eval
 
-    console = TerminalConsole(quiet=quiet, soft_wrap=True)
-    disable_progress_bars()
-    if repo_id:
-        run_flags = (("--run-id", run_id), ("--run-dir", run_dir), ("--base-model", base_model))
-        conflicting = [flag for flag, value in run_flags if value]
-        if conflicting:
-            raise click.UsageError(
-                f"{' and '.join(conflicting)} cannot go with --repo-id: a release names its own base model "
-                "and checkpoints (drop --repo-id to evaluate a run directory)"
-            )
-    if sweep_name and (run_id or run_dir or repo_id):
-        raise click.UsageError(
-            "--sweep evaluates the runs of a sweep under --runs-dir: drop --run-id, --run-dir, --repo-id"
-        )
-    if (push or out) and not repo_id:
+    target.check(reads=("repo_id", "sweep"))
+    if (push or out) and not target.repo_id:
         raise click.UsageError(
             "--push and --out go with --repo-id; a run directory's results are published by `hubkit push`"
         )
-    request = EvalRequest(
-        steps=steps,
-        every=every,
-        problems=problems,
-        split=split,
-        revision=revision,
-        n=n,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
-        batch_size=batch_size,
-        backend=backend,  # type: ignore[arg-type]
-        dtype=dtype,  # type: ignore[arg-type]
-        metric=metric,
-        include_base=not no_base,
-    )
-    if sweep_name:
-        _evaluate_sweep(sweep_name, runs_dir, request, console, quiet, endpoint, vllm_python)
-        return
-    if repo_id:
-        release, run = _open_release(repo_id, steps, every, endpoint, push)
-        plan = plan_eval(run, request, endpoint=endpoint, published=True)
-        eval_parent = out or Path(f"{repo_id.rsplit('/', 1)[-1]}-eval")
+    console = TerminalConsole(quiet=quiet, soft_wrap=True)
+    disable_progress_bars()
+    request = EvalRequest(**options)
+    release = None
+    if target.sweep:
+        plans = [plan_eval(run, request, endpoint=endpoint) for run in _sweep_runs(target)]
+    elif target.repo_id:
+        release, run = _open_release(target.repo_id, request, endpoint, push)
+        plans = [plan_eval(run, request, endpoint=endpoint, published=True)]
     else:
-        from hubkit.runs import find_run_dir, load_run
-
-        release, run = (
-            None,
-            load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model, steps=steps),
-        )
-        plan = plan_eval(run, request, endpoint=endpoint)
-        eval_parent = None
-    (results,) = _evaluate([plan], console, quiet, endpoint, vllm_python)
-    console.print(_table(results.summary))
-    console.print(_best_line(results.summary), highlight=False)
-    _save(results, run, eval_parent, console)
+        plans = [plan_eval(target.load(steps=request.steps), request, endpoint=endpoint)]
+    eval_parent = (out or Path(f"{target.repo_id.rsplit('/', 1)[-1]}-eval")) if target.repo_id else None
+    for plan, results in zip(plans, _evaluate(plans, console, quiet, endpoint, vllm_python), strict=True):
+        _show(results, plan.run, eval_parent, console)
     if release is not None and push:
         _push(release, results, endpoint, console)
 
 
-def _open_release(
-    repo_id: str, steps: tuple[int, ...] | None, every: int | None, endpoint: str, push: bool
-) -> tuple[Release, Run]:
+def _open_release(repo_id: str, request: EvalRequest, endpoint: str, push: bool) -> tuple[Release, Run]:
     from hubkit.evaluate.release import open_release
     from hubkit.hub.auth import resolve_token
 
     # A push needs a token before any work is done; reading a public release needs none.
     token = resolve_token(endpoint, required=push)
-    return open_release(repo_id, steps, every, endpoint=endpoint, token=token)
+    return open_release(repo_id, request.steps, request.every, endpoint=endpoint, token=token)
 
 
 def _evaluate(
@@ -238,30 +135,19 @@ def _evaluate(
         )
 
 
-def _evaluate_sweep(
-    name: str,
-    runs_dir: Path | None,
-    request: EvalRequest,
-    console: Console,
-    quiet: bool,
-    endpoint: str,
-    vllm_python: Path | None,
-) -> None:
-    from hubkit.evaluate.evaluation import plan_eval
+def _sweep_runs(target: Target) -> list[Run]:
     from hubkit.runs import load_run
     from hubkit.runs.locate import sweep_run_dirs
 
-    folders = sweep_run_dirs(name, runs_dir)
-    plans = [plan_eval(load_run(folder), request, endpoint=endpoint) for folder in folders]
-    for plan, results in zip(plans, _evaluate(plans, console, quiet, endpoint, vllm_python), strict=True):
-        console.print(_table(results.summary))
-        console.print(_best_line(results.summary), highlight=False)
-        _save(results, plan.run, None, console)
+    return [load_run(folder) for folder in sweep_run_dirs(target.sweep, target.runs_dir)]
 
 
-def _save(results: EvalResults, run: Run, eval_parent: Path | None, console: Console) -> None:
+def _show(results: EvalResults, run: Run, eval_parent: Path | None, console: Console) -> None:
+    """The results' table and best checkpoint, then saved: into the run, or under `eval_parent`."""
     from hubkit.runs.eval_results import EVAL_DIR, save_eval
 
+    console.print(_table(results.summary))
+    console.print(_best_line(results.summary), highlight=False)
     if eval_parent is None:
         save_eval(run.run_dir, results.summary, results.samples)
         console.print(f"Results written to {EVAL_DIR}/ in run {run.manifest.run_id}", highlight=False)

@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.options import Target, command, endpoint_option, quiet_option
 from hubkit.cli.output import TerminalConsole
 
 if TYPE_CHECKING:
     from hubkit.runs import Run
 
 
-@click.command()
-@run_options
+@command()
 @click.option(
     "--model-dir",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -41,10 +40,7 @@ if TYPE_CHECKING:
 @endpoint_option
 @quiet_option
 def gguf(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
+    target: Target,
     model_dir: Path | None,
     step: int | None,
     types: str,
@@ -68,12 +64,11 @@ def gguf(
 
     from hubkit.publish.gguf_repo import require_gguf_py
 
+    if model_dir is not None and target.run_given:
+        raise click.UsageError("give --model-dir or a run (--run-id/--run-dir), not both")
     require_gguf_py()
     from hubkit.export import GGUFMetadata, export_gguf
-    from hubkit.runs import find_run_dir, load_run
 
-    if model_dir is not None and (run_id or run_dir):
-        raise click.UsageError("give --model-dir or a run (--run-id/--run-dir), not both")
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
     type_names = [part for part in types.split(",") if part.strip()]
@@ -87,8 +82,9 @@ def gguf(
             task = progress.add_task(description, total=None)
             return lambda done, total: progress.update(task, completed=done, total=total)
 
+        base_model = target.base_model
         if model_dir is None:
-            run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
+            run = target.load()
             name, base_model = name or run.manifest.run_id, run.manifest.base_model
             model_dir = _merge_checkpoint(run, step, type_names, out, name, Path(staging), endpoint, bar)
         metadata = GGUFMetadata(name=name or model_dir.resolve().name, base_model=_hub_id(base_model))

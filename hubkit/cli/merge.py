@@ -8,12 +8,11 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options
+from hubkit.cli.options import Target, command, endpoint_option, quiet_option
 from hubkit.cli.output import TerminalConsole
 
 
-@click.command()
-@run_options
+@command()
 @click.option("--step", type=click.IntRange(min=0), help="The checkpoint to merge.  [default: the last]")
 @click.option(
     "--out",
@@ -23,16 +22,7 @@ from hubkit.cli.output import TerminalConsole
 )
 @endpoint_option
 @quiet_option
-def merge(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
-    step: int | None,
-    out: Path,
-    endpoint: str,
-    quiet: bool,
-) -> None:
+def merge(target: Target, step: int | None, out: Path, endpoint: str, quiet: bool) -> None:
     """Merge a checkpoint's LoRA adapter into the base model's weights.
 
     The base's safetensors shards are fetched through the Hub cache and merged one tensor at a
@@ -47,12 +37,10 @@ def merge(
 
     from hubkit.hub.auth import resolve_token
     from hubkit.merge.checkpoint import merge_checkpoint
-    from hubkit.runs import find_run_dir, load_run
 
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()
-    steps = None if step is None else [step]
-    run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model, steps=steps)
+    run = target.load(steps=None if step is None else [step])
     token = resolve_token(endpoint, required=False)
     with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:
         columns = (TextColumn("merging"), BarColumn(), DownloadColumn(), TimeRemainingColumn())

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -20,11 +21,11 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from hubkit.cli.options import endpoint_option, quiet_option, run_options, step_options
+from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
 from hubkit.cli.output import TerminalConsole
 
 if TYPE_CHECKING:
-    from hubkit.publish import PushProgress
+    from hubkit.publish import PushProgress, PushReport, PushRequest
     from hubkit.runs.manifest import SweepInfo
 
 
@@ -64,19 +65,6 @@ def progress_display(console: Console) -> Iterator[PushProgress]:
         )
 
 
-def _also_to_its_repo(name: str, help: str, repo: str, suffix: str | None = None) -> Callable:
-    """``--NAME/--no-NAME`` (on by default) and ``--NAME-repo-id``: one more repo of the release."""
-
-    def decorate(command: Callable) -> Callable:
-        default = f"<repo-id>-{suffix or name}"
-        command = click.option(
-            f"--{name}-repo-id", metavar="OWNER/NAME", help=f"{repo}.  [default: {default}]"
-        )(command)
-        return click.option(f"--{name}/--no-{name}", default=True, show_default=True, help=help)(command)
-
-    return decorate
-
-
 def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | None:
     """The sweep `--sweep` and `--sweep-value` name; the varied value from hubkit.json when not given."""
     from hubkit.runs.manifest import MANIFEST_NAME, Manifest, SweepInfo
@@ -102,16 +90,27 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     return SweepInfo(name, setting.strip(), number)
 
 
-@click.command()
-@run_options
-@click.option(
-    "--repo-id",
-    metavar="OWNER/NAME",
-    help="The adapter repo.  [default: the repo the recipe recorded (--push-to), else <token owner>/<run id>]",
+def _options() -> list[click.Option]:
+    from hubkit.publish.request import PushRequest
+
+    return options_of(PushRequest)
+
+
+@command(
+    target=(*RUN, "repo_id", "sweep"),
+    repo_id="The adapter repo.  [default: the repo the recipe recorded (--push-to), else <token owner>/<run id>]",
+    sweep="The run is one point of the sweep NAME: its repos join the Hub Collection NAME, each noted with "
+    "the varied value, final accuracy and mean answer length. Without --run-id or --run-dir: every run "
+    "under --runs-dir whose hubkit.json names the sweep, one after another.  "
+    "[default: the sweep hubkit.json records]",
+    options=_options,
 )
-@step_options("Publish")
-@click.option("--private", is_flag=True, help="Create the repos private (if the push creates them).")
-@click.option("--dry-run", is_flag=True, help="Print the plan (repos, files, sizes); send nothing.")
+@click.option(
+    "--sweep-value",
+    metavar="SETTING=VALUE",
+    help="What this run varies in the sweep, e.g. length_penalty_weight=0.25 (with --sweep, for a run "
+    "whose hubkit.json records no sweep).",
+)
 @click.option(
     "--watch",
     is_flag=True,
@@ -132,121 +131,17 @@ def _sweep(name: str | None, value: str | None, run_dir: Path) -> SweepInfo | No
     help="With --watch: give up (exit 1) after SECONDS without a new checkpoint, the first one included.  "
     "[default: wait as long as the run takes]",
 )
-@_also_to_its_repo(
-    "merged",
-    "Also merge the newest pushed checkpoint into the base model and push it to its own repo "
-    "(with --watch: once the run has finished).",
-    "The merged model's repo",
-)
-@click.option(
-    "--gguf",
-    metavar="TYPES",
-    help="Also write the merged model as GGUF files of these comma-separated types (q8_0, bf16, f16; "
-    "the k-quants q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s/m/l, q4_k_s, q5_k_s with hubkit[gguf-quant]) "
-    "and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
-)
-@click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF files' repo.  [default: <repo-id>-GGUF]")
-@click.option(
-    "--gguf-lora",
-    is_flag=True,
-    help="Also write every pushed checkpoint as a GGUF LoRA (lora/) beside the base model's GGUF files of the "
-    "--gguf types (base/), for llama.cpp's --lora and Ollama's ADAPTER.",
-)
-@_also_to_its_repo(
-    "space",
-    "Also create or update the Gradio Space comparing the base model with every checkpoint.",
-    "The Space's repo",
-    suffix="demo",
-)
-@click.option(
-    "--space-hardware",
-    metavar="FLAVOR",
-    help="The Space's suggested hardware (e.g. cpu-basic, t4-small).  [default: zero-a10g (ZeroGPU)]",
-)
-@_also_to_its_repo(
-    "samples",
-    "Also publish the samples dataset: every evaluated answer and the training completions the "
-    "framework saved (when the run has any).",
-    "The samples dataset",
-)
-@click.option(
-    "--checkpoints-dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Publish checkpoints from outside the run directory: the folder the run's checkpoints_dir "
-    "links to (a scratch disk). Without it such a run is refused.",
-)
-@click.option(
-    "--sweep",
-    "sweep_name",
-    metavar="NAME",
-    help="The run is one point of the sweep NAME: its repos join the Hub Collection NAME, each noted with "
-    "the varied value, final accuracy and mean answer length. Without --run-id or --run-dir: every run "
-    "under --runs-dir whose hubkit.json names the sweep, one after another.  "
-    "[default: the sweep hubkit.json records]",
-)
-@click.option(
-    "--sweep-value",
-    metavar="SETTING=VALUE",
-    help="What this run varies in the sweep, e.g. length_penalty_weight=0.25 (with --sweep, for a run "
-    "whose hubkit.json records no sweep).",
-)
-@click.option(
-    "--max-wait",
-    type=click.FloatRange(min=0),
-    default=15 * 60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="The longest the push waits for the Hub's rate limit to reset (it says until when); a later "
-    "reset stops it in one line saying how many commits are left and when to run it again.",
-)
-@click.option(
-    "--max-files-per-commit",
-    type=click.IntRange(min=1),
-    default=100,  # hubkit.publish.split.MAX_FILES_PER_COMMIT
-    show_default=True,
-    metavar="N",
-    help="The most files one commit holds (the Hub recommends at most 100): a first push of many "
-    "checkpoints is split into several commits, the checkpoint folders first, the card and hubkit.json last.",
-)
-@click.option(
-    "--verify/--no-verify",
-    default=True,
-    help="Before committing the merged model, load it and the adapter as users do and compare their prompt "
-    "ids, end tokens and logits on a few held-out prompts; a mismatch refuses the push.  [default: verify]",
-)
 @endpoint_option
 @quiet_option
 def push(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
-    repo_id: str | None,
-    steps: tuple[int, ...] | None,
-    every: int | None,
-    private: bool,
-    dry_run: bool,
+    target: Target,
+    sweep_value: str | None,
     watch: bool,
     watch_interval: float,
     watch_timeout: float | None,
-    merged: bool,
-    merged_repo_id: str | None,
-    gguf: str | None,
-    gguf_repo_id: str | None,
-    gguf_lora: bool,
-    space: bool,
-    space_repo_id: str | None,
-    space_hardware: str | None,
-    samples: bool,
-    samples_repo_id: str | None,
-    checkpoints_dir: Path | None,
-    sweep_name: str | None,
-    sweep_value: str | None,
-    max_wait: float,
-    max_files_per_commit: int,
-    verify: bool,
     endpoint: str,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Publish a run: every chosen checkpoint as an adapter repo, the merged model, and a Space.
 
@@ -264,66 +159,20 @@ def push(
     from huggingface_hub.utils import disable_progress_bars
 
     from hubkit.publish import PushRequest, push_run, watch_run
-    from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
-    from hubkit.publish.sweep.collection import check_sweep_runs
-    from hubkit.runs import find_run_dir
-    from hubkit.runs.locate import sweep_run_dirs
 
-    if dry_run and watch:
-        raise click.UsageError("--dry-run and --watch cannot be combined")
-    if watch_timeout is not None and not watch:
-        raise click.UsageError("--watch-timeout needs --watch")
-    whole_sweep = sweep_name is not None and run_id is None and run_dir is None
-    if whole_sweep:
-        _check_sweep_options(watch, sweep_value, repo_id, merged_repo_id, gguf_repo_id, space_repo_id)
+    _check(target, sweep_value, watch, watch_timeout, options)
     console = TerminalConsole(quiet=quiet, soft_wrap=True)
     disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
-    if whole_sweep:
-        folders = sweep_run_dirs(sweep_name, runs_dir)
-        check_sweep_runs(sweep_name, folders)
-    else:
-        folders = [find_run_dir(run_id, runs_dir, run_dir, must_exist=not watch)]
-    found = folders[0]
+    folders = _folders(target, watch)
     request = PushRequest(
-        run_dir=found,
-        repo_id=repo_id,
-        base_model=base_model,
-        steps=steps,
-        every=every,
-        private=private,
-        merged=merged,
-        merged_repo_id=merged_repo_id,
-        gguf=tuple(part for part in (gguf or "").split(",") if part.strip()),
-        gguf_repo_id=gguf_repo_id,
-        gguf_lora=gguf_lora,
-        space=space,
-        space_repo_id=space_repo_id,
-        space_hardware=space_hardware,
-        samples=samples,
-        samples_repo_id=samples_repo_id,
+        run_dir=folders[0],
+        repo_id=target.repo_id,
+        base_model=target.base_model,
         endpoint=endpoint,
-        dry_run=dry_run,
-        checkpoints_dir=checkpoints_dir,
-        sweep=None if whole_sweep else _sweep(sweep_name, sweep_value, found),
-        max_wait=max_wait,
-        verify=verify,
-        max_files_per_commit=max_files_per_commit,
+        sweep=None if target.whole_sweep else _sweep(target.sweep, sweep_value, folders[0]),
+        **options,
     )
-
-    def show(report) -> None:
-        if report.dry_run:
-            console.print(describe_dry_run(report, request.max_files_per_commit), highlight=False)
-            return
-        if report.repo_id != repo_id:
-            console.print(f"Publishing to {report.repo_id}", highlight=False)
-        for note in report.notes:
-            console.print(note, highlight=False)
-        for repo in report.repos:
-            console.print(describe_repo(repo), highlight=False)
-        branches = describe_revisions(report.revisions)
-        if branches:
-            console.print(branches, highlight=False)
-
+    show = functools.partial(_show, console, request)
     with progress_display(console) as progress:
         if watch:
             # A watcher started beside a trainer (recipes/verl_gdpo/launch.sh) is stopped with SIGTERM:
@@ -332,21 +181,59 @@ def push(
             watch_run(
                 request, interval=watch_interval, timeout=watch_timeout, progress=progress, on_report=show
             )
-        elif whole_sweep:
+        elif target.whole_sweep:
             for folder in folders:
-                console.print(f"Run {folder.name} of the sweep {sweep_name!r}", highlight=False)
+                console.print(f"Run {folder.name} of the sweep {target.sweep!r}", highlight=False)
                 show(push_run(replace(request, run_dir=folder), progress))
         else:
             show(push_run(request, progress))
 
 
-def _check_sweep_options(watch: bool, sweep_value: str | None, *repo_ids: str | None) -> None:
-    """`--sweep NAME` alone pushes every run of the sweep: each to its own repos, each with its own value."""
+def _show(console: Console, request: PushRequest, report: PushReport) -> None:
+    from hubkit.publish.describe import describe_dry_run, describe_repo, describe_revisions
+
+    if report.dry_run:
+        console.print(describe_dry_run(report, request.max_files_per_commit), highlight=False)
+        return
+    if report.repo_id != request.repo_id:
+        console.print(f"Publishing to {report.repo_id}", highlight=False)
+    for note in report.notes:
+        console.print(note, highlight=False)
+    for repo in report.repos:
+        console.print(describe_repo(repo), highlight=False)
+    branches = describe_revisions(report.revisions)
+    if branches:
+        console.print(branches, highlight=False)
+
+
+def _folders(target: Target, watch: bool) -> list[Path]:
+    """The run directory, or every run directory of the sweep --sweep names alone."""
+    if not target.whole_sweep:
+        return [target.find(must_exist=not watch)]
+    from hubkit.publish.sweep.collection import check_sweep_runs
+    from hubkit.runs.locate import sweep_run_dirs
+
+    folders = sweep_run_dirs(target.sweep, target.runs_dir)
+    check_sweep_runs(target.sweep, folders)
+    return folders
+
+
+def _check(
+    target: Target, sweep_value: str | None, watch: bool, watch_timeout: float | None, options: dict
+) -> None:
+    """One line for a combination a push cannot do. `--sweep NAME` alone pushes every run of the sweep:
+    each to its own repos, each with its own value."""
+    if options["dry_run"] and watch:
+        raise click.UsageError("--dry-run and --watch cannot be combined")
+    if watch_timeout is not None and not watch:
+        raise click.UsageError("--watch-timeout needs --watch")
+    if not target.whole_sweep:
+        return
     if watch:
         raise click.UsageError("--watch follows one run: give --run-id or --run-dir with --sweep")
     if sweep_value is not None:
         raise click.UsageError("--sweep-value is one run's value: give --run-id or --run-dir with it")
-    if any(repo_ids):
+    if target.repo_id or any(options[f"{repo}_repo_id"] for repo in ("merged", "gguf", "space", "samples")):
         raise click.UsageError(
             "every run of a sweep is pushed to repos named for it: drop the --*repo-id options, "
             "or push one run with --run-id"

@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from hubkit.cli.options import endpoint_option, run_options
+from hubkit.cli.options import RUN, Target, command, endpoint_option
 from hubkit.cli.output import echo
 
 
-@click.command()
-@run_options
-@click.option(
-    "--repo-id",
-    metavar="OWNER/NAME",
-    help="The adapter repo.  [default: the run's recorded push_to; without a run: required]",
+@command(
+    target=(*RUN, "repo_id"),
+    repo_id="The adapter repo.  [default: the run's recorded push_to; without a run: required]",
 )
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=7860, show_default=True, help="Port on 127.0.0.1."
 )
 @endpoint_option
-def space(
-    run_id: str | None,
-    runs_dir: Path | None,
-    run_dir: Path | None,
-    base_model: str | None,
-    repo_id: str | None,
-    port: int,
-    endpoint: str,
-) -> None:
+def space(target: Target, port: int, endpoint: str) -> None:
     """Run the comparison Space on 127.0.0.1 against the published repos.
 
     The same app `hubkit push` publishes as <repo-id>-demo: the base model and any checkpoint answer
@@ -41,22 +28,23 @@ def space(
         $ hubkit space --repo-id me/qwen3-4b-grpo --port 7861
     """
     from hubkit.hub.auth import hub_client, resolve_token
-    from hubkit.runs import find_run_dir, load_run
     from hubkit.space.config import SpaceConfig, space_config_from_hub
     from hubkit.space.serve import serve_locally
     from hubkit.space.template_check import check_chat_template
 
-    if run_id or run_dir:
-        run = load_run(find_run_dir(run_id, runs_dir, run_dir), base_model=base_model)
-        repo_id = repo_id or run.manifest.push_to
+    if target.run_given:
+        run = target.load()
+        repo_id = target.repo_id or run.manifest.push_to
         if not repo_id:
             raise click.UsageError(f"run {run.manifest.run_id} records no push_to: pass --repo-id OWNER/NAME")
         config = SpaceConfig.from_run(run, repo_id)
-    elif repo_id:
+    elif target.repo_id:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()  # the release's adapters are downloaded to be checked: errors stay one line
-        config = space_config_from_hub(hub_client(endpoint, resolve_token(endpoint, required=False)), repo_id)
+        config = space_config_from_hub(
+            hub_client(endpoint, resolve_token(endpoint, required=False)), target.repo_id
+        )
     else:
         raise click.UsageError("pass --run-id RUN (or --run-dir PATH), or --repo-id OWNER/NAME")
     check_chat_template(hub_client(endpoint, resolve_token(endpoint, required=False)), config)

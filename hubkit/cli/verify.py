@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from hubkit.cli.options import endpoint_option
+from hubkit.cli.options import Target, command, endpoint_option, options_of
 from hubkit.cli.output import echo
 
 FIGURES = (
@@ -42,14 +42,19 @@ def _table(rows: list[tuple[str, ...]]) -> None:
         )
 
 
-@click.command()
-@click.option(
-    "--repo-id", required=True, metavar="OWNER/NAME", help="The adapter repo `hubkit push` published."
+def _options() -> list[click.Option]:
+    from hubkit.publish.request import PushRequest
+
+    return options_of(PushRequest, "merged_repo_id", "gguf_repo_id")
+
+
+@command(
+    target=("repo_id",),
+    repo_id={"help": "The adapter repo `hubkit push` published.", "required": True},
+    options=_options,
 )
-@click.option("--merged-repo-id", metavar="OWNER/NAME", help="The merged repo.  [default: <repo-id>-merged]")
-@click.option("--gguf-repo-id", metavar="OWNER/NAME", help="The GGUF repo.  [default: <repo-id>-GGUF]")
 @endpoint_option
-def verify(repo_id: str, merged_repo_id: str | None, gguf_repo_id: str | None, endpoint: str) -> None:
+def verify(target: Target, merged_repo_id: str | None, gguf_repo_id: str | None, endpoint: str) -> None:
     """Check a release's merged model against the adapter it was merged from, loaded as users load them:
     the same prompt token ids and end tokens, next-token logits within the dtype's bound, top-1 agreement,
     and the adapter against the base; then each GGUF file against the merged model: its prompt token ids
@@ -62,6 +67,7 @@ def verify(repo_id: str, merged_repo_id: str | None, gguf_repo_id: str | None, e
     from hubkit.errors import VerificationError
     from hubkit.verify.release import verify_release
 
+    repo_id = target.repo_id
     check, recorded, gguf = verify_release(repo_id, merged_repo_id, gguf_repo_id, endpoint=endpoint)
     measured = check.to_dict()
     rows = [("", *(title for _, title in FIGURES)), ("measured now", *(str(measured[k]) for k, _ in FIGURES))]

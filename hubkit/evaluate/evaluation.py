@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -53,40 +53,72 @@ DEFAULT_PROBLEMS = 200
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """What to evaluate and how (the options of `hubkit eval`).
-
-    Args:
-        steps: checkpoints to evaluate; default all complete ones.
-        every: only steps that are multiples of this.
-        problems: a local problem file or a Hub dataset id (``ID`` or ``ID:CONFIG``); default the metric's
-            held-out set (GSM8K's test split for GSM8K runs).
-        split: the dataset split (default ``test``); not used for a file.
-        revision: the dataset revision.
-        n: evaluate the first `n` problems.
-        max_new_tokens: the answer token limit; default the length the run trained with
-            (`hubkit.runs.answer_length.answer_length`).
-        temperature, top_p, seed, batch_size: see `GenerationSettings`.
-        backend: ``transformers`` or ``vllm``.
-        dtype: the dtype the base model is loaded in (`hubkit.evaluate.generation.DTYPES`).
-        metric: a metric name overriding the run's reward spec (required when the run records none).
-        include_base: evaluate the base model too.
+    """What to evaluate and how: the options of `hubkit eval` (`hubkit.cli.options`), each field's "help".
+    `problems` defaults to the metric's held-out set, `max_new_tokens` to the length the run trained with
+    (`hubkit.runs.answer_length.answer_length`); the sampling fields are `GenerationSettings`'.
     """
 
-    steps: tuple[int, ...] | None = None
-    every: int | None = None
-    problems: str | None = None
-    split: str | None = None
-    revision: str | None = None
-    n: int = DEFAULT_PROBLEMS
-    max_new_tokens: int | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    batch_size: int = 8
-    backend: Literal["transformers", "vllm"] = "transformers"
-    dtype: Dtype = DEFAULT_DTYPE
-    metric: str | None = None
-    include_base: bool = True
+    steps: tuple[int, ...] | None = field(
+        default=None,
+        metadata={"help": "Evaluate only these steps.", "metavar": "N,M,...", "range": {"min": 0}},
+    )
+    every: int | None = field(
+        default=None, metadata={"help": "Evaluate only steps that are multiples of N.", "range": {"min": 1}}
+    )
+    problems: str | None = field(
+        default=None,
+        metadata={
+            "help": "A .jsonl/.json/.parquet file or a Hub dataset (ID or ID:CONFIG).  "
+            "[default: GSM8K's test split for GSM8K runs]",
+            "metavar": "FILE|DATASET",
+        },
+    )
+    split: str | None = field(default=None, metadata={"help": "The dataset's split.  [default: test]"})
+    revision: str | None = field(default=None, metadata={"help": "The dataset's revision.  [default: main]"})
+    n: int = field(
+        default=DEFAULT_PROBLEMS, metadata={"help": "Problems (the first N).", "range": {"min": 1}}
+    )
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Answer token limit.  [default: the run's max_completion_length (TRL) or "
+            "max_response_length (verl); when it records neither, hubkit's default, said as such]",
+            "range": {"min": 1},
+        },
+    )
+    backend: Literal["transformers", "vllm"] = field(
+        default="transformers", metadata={"help": "What generates the answers."}
+    )
+    dtype: Dtype = field(
+        default=DEFAULT_DTYPE,
+        metadata={"help": "The dtype the base model is loaded in (auto: the one its config names)."},
+    )
+    seed: int = field(default=0, metadata={"help": "Random seed (sampling)."})
+    temperature: float = field(default=0.0, metadata={"help": "0 decodes greedily.", "range": {"min": 0}})
+    top_p: float = field(
+        default=1.0,
+        metadata={
+            "help": "Sample only from the likeliest tokens, up to this total probability.",
+            "range": {"min": 0, "max": 1, "min_open": True},
+        },
+    )
+    batch_size: int = field(
+        default=8,
+        metadata={
+            "help": "Problems per generation call (each answered by every model at once).",
+            "range": {"min": 1},
+        },
+    )
+    metric: str | None = field(
+        default=None,
+        metadata={
+            "help": "Override the run's reward spec (needed when the run records none).",
+            "choices": ("gsm8k_correctness", "math_correctness"),
+        },
+    )
+    include_base: bool = field(
+        default=True, metadata={"help": "Evaluate the base model too.", "flag": "--base"}
+    )
 
 
 @dataclass(frozen=True)

@@ -38,69 +38,138 @@ def gguf_type_names(types: Sequence[str]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class PushRequest:
-    """Everything a push is told: the command line's options, as data.
+    """Everything a push is told: the command line's options, as data. A field with a "help" is an option of
+    `hubkit push` (`hubkit.cli.options`); the others:
 
     Args:
         run_dir: the run directory.
         repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
             else `<token owner>/<run id>`.
         base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
-        steps: publish only these steps (each must be a complete checkpoint).
-        every: publish only steps that are multiples of this.
-        private: create new repos private.
-        merged: also merge the newest pushed checkpoint and push it to its own repo.
-        merged_repo_id: the merged repo; default `<repo_id>-merged`.
-        gguf: also write the merged model as GGUF files of these types (``q8_0``, ``bf16``, ``f16``, any
-            case; kept as llama.cpp names them, ``Q8_0``) and push them to their own repo; needs `merged`.
-        gguf_repo_id: the GGUF repo; default `<repo_id>-GGUF`.
-        gguf_lora: also write each pushed checkpoint's adapter as a GGUF LoRA (``lora/``), beside the base
-            model's GGUF files of the `gguf` types (``base/``) it applies over; needs `gguf`.
-        space: also create or update the Gradio Space that compares base and checkpoints.
-        space_repo_id: the Space repo; default `<repo_id>-demo`.
-        space_hardware: the Space's suggested hardware; default ZeroGPU (`zero-a10g`).
-        samples: also publish the samples dataset (every evaluated answer, the training completions the
-            framework saved), when the run has any.
-        samples_repo_id: the samples dataset; default `<repo_id>-samples`.
         endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
-        dry_run: build the plan and compare it with the last recorded push; send nothing.
-        checkpoints_dir: where the run's ``checkpoints_dir`` leads when that is outside the run directory
-            (a symlink to a scratch disk): naming it says those checkpoints are this run's. Without it
-            such a run is refused (another run's checkpoints would be published under this one's name).
         sweep: the sweep the run is one point of, when its manifest records none or another
             (`hubkit.publish.sweep`): its repos join the Hub Collection named for it.
-        max_wait: the longest one step of the push waits for the Hub's rate limit to reset (seconds); a
-            later reset stops the push in one line saying when to run it again.
-        verify: check the merged model against its adapter, as users load them, before committing it
-            (`hubkit.verify`); a mismatch refuses the push.
-        max_files_per_commit: the most files one commit holds; a repo's changes take as many commits as
-            they need (`hubkit.publish.split`; the Hub recommends at most 100).
+
+    `gguf` is kept as llama.cpp names the types (``Q8_0``); `gguf_lora`'s GGUF LoRAs apply over the base's
+    GGUF files; `checkpoints_dir` says the checkpoints outside the run directory are this run's (without
+    it, another run's could be published under this one's name); `max_files_per_commit` splits a repo's
+    changes (`hubkit.publish.split`); `verify` is `hubkit.verify`.
     """
 
     run_dir: Path
     repo_id: str | None = None
     base_model: str | None = None
-    steps: tuple[int, ...] | None = None
-    every: int | None = None
-    private: bool = False
-    merged: bool = True
-    merged_repo_id: str | None = None
-    gguf: tuple[str, ...] = ()
-    gguf_repo_id: str | None = None
-    gguf_lora: bool = False
-    space: bool = True
-    space_repo_id: str | None = None
-    space_hardware: str | None = None
-    samples: bool = True
-    samples_repo_id: str | None = None
+    steps: tuple[int, ...] | None = field(
+        default=None,
+        metadata={"help": "Publish only these steps.", "metavar": "N,M,...", "range": {"min": 0}},
+    )
+    every: int | None = field(
+        default=None, metadata={"help": "Publish only steps that are multiples of N.", "range": {"min": 1}}
+    )
+    private: bool = field(
+        default=False, metadata={"help": "Create the repos private (if the push creates them)."}
+    )
+    dry_run: bool = field(
+        default=False, metadata={"help": "Print the plan (repos, files, sizes); send nothing."}
+    )
+    merged: bool = field(
+        default=True,
+        metadata={
+            "help": "Also merge the newest pushed checkpoint into the base model and push it to its own "
+            "repo (with --watch: once the run has finished)."
+        },
+    )
+    merged_repo_id: str | None = field(
+        default=None,
+        metadata={"help": "The merged model's repo.  [default: <repo-id>-merged]", "metavar": "OWNER/NAME"},
+    )
+    gguf: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "Also write the merged model as GGUF files of these comma-separated types (q8_0, bf16, "
+            "f16; the k-quants q4_k_m, q5_k_m, q6_k, q2_k, q3_k_s/m/l, q4_k_s, q5_k_s with "
+            "hubkit[gguf-quant]) and push them to their own repo, for llama.cpp, Ollama and LM Studio.",
+            "metavar": "TYPES",
+        },
+    )
+    gguf_repo_id: str | None = field(
+        default=None,
+        metadata={"help": "The GGUF files' repo.  [default: <repo-id>-GGUF]", "metavar": "OWNER/NAME"},
+    )
+    gguf_lora: bool = field(
+        default=False,
+        metadata={
+            "help": "Also write every pushed checkpoint as a GGUF LoRA (lora/) beside the base model's GGUF "
+            "files of the --gguf types (base/), for llama.cpp's --lora and Ollama's ADAPTER."
+        },
+    )
+    space: bool = field(
+        default=True,
+        metadata={
+            "help": "Also create or update the Gradio Space comparing the base model with every checkpoint."
+        },
+    )
+    space_repo_id: str | None = field(
+        default=None,
+        metadata={"help": "The Space's repo.  [default: <repo-id>-demo]", "metavar": "OWNER/NAME"},
+    )
+    space_hardware: str | None = field(
+        default=None,
+        metadata={
+            "help": "The Space's suggested hardware (e.g. cpu-basic, t4-small).  "
+            "[default: zero-a10g (ZeroGPU)]",
+            "metavar": "FLAVOR",
+        },
+    )
+    samples: bool = field(
+        default=True,
+        metadata={
+            "help": "Also publish the samples dataset: every evaluated answer and the training completions "
+            "the framework saved (when the run has any)."
+        },
+    )
+    samples_repo_id: str | None = field(
+        default=None,
+        metadata={"help": "The samples dataset.  [default: <repo-id>-samples]", "metavar": "OWNER/NAME"},
+    )
     endpoint: str = HUB_ENDPOINT
     token: str | None = field(default=None, repr=False)
-    dry_run: bool = False
-    checkpoints_dir: Path | None = None
+    checkpoints_dir: Path | None = field(
+        default=None,
+        metadata={
+            "help": "Publish checkpoints from outside the run directory: the folder the run's "
+            "checkpoints_dir links to (a scratch disk). Without it such a run is refused.",
+            "path": {"exists": True, "file_okay": False},
+        },
+    )
     sweep: SweepInfo | None = None
-    max_wait: float = DEFAULT_RETRY.max_wait
-    verify: bool = True
-    max_files_per_commit: int = MAX_FILES_PER_COMMIT
+    max_wait: float = field(
+        default=DEFAULT_RETRY.max_wait,
+        metadata={
+            "help": "The longest the push waits for the Hub's rate limit to reset (it says until when); a "
+            "later reset stops it in one line saying how many commits are left and when to run it again.",
+            "metavar": "SECONDS",
+            "range": {"min": 0},
+        },
+    )
+    max_files_per_commit: int = field(
+        default=MAX_FILES_PER_COMMIT,
+        metadata={
+            "help": "The most files one commit holds (the Hub recommends at most 100): a first push of many "
+            "checkpoints is split into several commits, the checkpoint folders first, the card and "
+            "hubkit.json last.",
+            "metavar": "N",
+            "range": {"min": 1},
+        },
+    )
+    verify: bool = field(
+        default=True,
+        metadata={
+            "help": "Before committing the merged model, load it and the adapter as users do and compare "
+            "their prompt ids, end tokens and logits on a few held-out prompts; a mismatch refuses the push."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.gguf and not self.merged:
