@@ -2,8 +2,6 @@
 
 from typing import Literal
 
-from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
-
 RepoType = Literal["model", "dataset", "space"]
 
 # The public Hub, the default endpoint (`HF_ENDPOINT` or --endpoint say another).
@@ -12,4 +10,7 @@ HUB_ENDPOINT = "https://huggingface.co"
 
 def repo_url(repo_id: str, repo_type: RepoType = "model", endpoint: str = HUB_ENDPOINT) -> str:
     """A repo's page on a Hub, as the client prefixes it (``datasets/``, ``spaces/``)."""
+    # Imported here: reading a run (which names repo types) imports no Hub client (tests/test_runs.py).
+    from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
+
     return f"{endpoint.rstrip('/')}/{REPO_TYPES_URL_PREFIXES.get(repo_type, '')}{repo_id}"
