@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import push_argv, run_cli
 
-from hubkit.cli.output import VisibleFormatter, visible
+from hubkit.cli.output import VisibleFormatter
 from hubkit.runs.manifest import Manifest
+from hubkit.visible import visible
 from tests.support.runs import TINY_SHAPES, make_run
 
 CLIPBOARD_WRITE = "\x1b]52;c;aGVsbG8=\x07"

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
-from hubkit.cli.output import TerminalConsole, visible
+from hubkit.cli.output import TerminalConsole
+from hubkit.visible import visible
 
 if TYPE_CHECKING:
     from hubkit.evaluate.evaluation import EvalPlan, EvalRequest

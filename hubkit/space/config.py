@@ -24,6 +24,7 @@ from hubkit.resources import space_dir
 from hubkit.runs.answer_length import answer_length, manifest_length
 from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, load_eval
 from hubkit.runs.manifest import Manifest
+from hubkit.visible import visible
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -161,14 +162,15 @@ class SpaceConfig:
         if trained_length is not None:
             # On a GPU the app answers as long as the run trained (a CPU keeps its own shorter default).
             defaults["max_new_tokens"] = min(trained_length, module.AppConfig.max_new_tokens_limit)
+        # The run id is the manifest's (untrusted): shown, its control characters written out.
         run = module.RunConfig(
-            name=manifest.run_id,
+            name=visible(manifest.run_id),
             adapter_repo=repo_id,
             adapter_revision=adapter_revision,
             merged_repo=merged_repo_id,
         )
         app = module.AppConfig(
-            title=manifest.run_id,
+            title=visible(manifest.run_id),
             base_model=manifest.base_model,
             base_revision=manifest.base_model_revision,
             runs=(run,),

@@ -30,6 +30,7 @@ from hubkit.release.layout import checkpoint_dir, steps_in_paths
 from hubkit.runs.eval_results import load_eval
 from hubkit.space.config import DEFAULT_HARDWARE, SpaceConfig, app_config_module, examples_of
 from hubkit.space.files import space_repo_files
+from hubkit.visible import visible
 
 if TYPE_CHECKING:
     from hubkit.publish.request import PushRequest
@@ -96,7 +97,12 @@ def sweep_space_config(
     this = own.app.runs[0]
     # (value, run, whether its repo's root holds a tokenizer, its evaluation)
     runs = [
-        (value, replace(this, name=f"{sweep.setting}={value}", checkpoints=checkpoints), None, evaluation)
+        (
+            value,
+            replace(this, name=visible(f"{sweep.setting}={value}"), checkpoints=checkpoints),
+            None,
+            evaluation,
+        )
     ]
     evaluations = {r.repo_id: r.evaluation for r in reads.published if r.repo_id}
     for sibling in reads.siblings[: module.MAX_RUNS - 1]:
@@ -108,7 +114,7 @@ def sweep_space_config(
         files = read.remote.files if read is not None else {}
         listed = checkpoint_values(steps_in_paths(files), "adapter_config.json" in files)
         run = module.RunConfig(
-            name=f"{sweep.setting}={sibling.value}",
+            name=visible(f"{sweep.setting}={sibling.value}"),
             adapter_repo=adapter,
             merged_repo=repos.get(MERGED.label),
             checkpoints=listed,
