@@ -72,7 +72,8 @@ def build(workdir: Path, count: int = CHECKPOINTS) -> tuple[Path, dict[str, Path
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from hubkit.demo.tiny import build_tiny_qwen3
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+    from tests.support.tiny import build_tiny_qwen3
 
     base_dir = build_tiny_qwen3(workdir / "tiny-qwen3")
     adapters = {}

