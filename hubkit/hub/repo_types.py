@@ -10,7 +10,7 @@ HUB_ENDPOINT = "https://huggingface.co"
 
 def repo_url(repo_id: str, repo_type: RepoType = "model", endpoint: str = HUB_ENDPOINT) -> str:
     """A repo's page on a Hub, as the client prefixes it (``datasets/``, ``spaces/``)."""
-    # Imported here: reading a run (which names repo types) imports no Hub client (tests/test_runs.py).
+    # Imported here: reading a run (which names repo types) imports no Hub client (tests/runs/test_runs.py).
     from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
 
     return f"{endpoint.rstrip('/')}/{REPO_TYPES_URL_PREFIXES.get(repo_type, '')}{repo_id}"

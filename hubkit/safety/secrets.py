@@ -37,7 +37,7 @@ Hugging Face, Anthropic or W&B keys (they were found only by its generic high-en
 0.13 s for the same tokenizer, which they pass clean (0.4 s since the formats without a literal prefix,
 Telegram's and Mailchimp's, joined).
 
-detect-secrets' detectors are the list these formats are measured against (tests/test_secret_formats.py):
+detect-secrets' detectors are the list these formats are measured against (tests/safety/test_secret_formats.py):
 every token its format detectors flag, generated from their own patterns, is found here.
 """
 

@@ -21,7 +21,7 @@ from hubkit.runs.answer_length import answer_length
 from hubkit.runs.eval_results import Sample, load_eval
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 
-HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"
+HELDOUT = Path(__file__).resolve().parents[1] / "data" / "gsm8k_heldout.jsonl"
 
 
 def _plain_trl_run(trl_run_dir: Path, dest: Path) -> Path:

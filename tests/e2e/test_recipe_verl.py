@@ -22,9 +22,9 @@ from hubkit.errors import HubkitError, ManifestError
 from hubkit.runs.manifest import DatasetInfo, Manifest
 from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE = REPO_ROOT / "recipes" / "verl_gdpo"
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"
 SEED_SYSTEM_PROMPT = (
     "Please reason through this problem for yourself, and then when giving your answer ONLY provide your final "

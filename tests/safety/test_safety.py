@@ -350,7 +350,7 @@ def test_a_sparse_2_gb_tokenizer_is_refused_from_its_size_unread(tmp_path):
         print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     message, grown_mb = out.stdout.strip().splitlines()
     assert (

@@ -29,7 +29,7 @@ from hubkit.export import GGUFFile, GGUFMetadata, TensorSpec, TensorStream, expo
 from hubkit.formats.gguf_vocab import PRE_TOKENIZER_CHECK_TEXT
 from tests.support.tiny import build_tiny_qwen2_tied, build_tiny_qwen3
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LLAMA_ENV = REPO_ROOT / ".venv-llama"
 LLAMA_PYTHON = LLAMA_ENV / "bin" / "python"
 CONVERTERS = sorted(LLAMA_ENV.glob("src/*/vendor/llama.cpp/convert_hf_to_gguf.py"))

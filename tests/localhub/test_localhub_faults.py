@@ -263,7 +263,7 @@ def test_a_server_killed_mid_upload_and_restarted_on_its_port_lets_the_client_re
 ):
     """The server dies halfway through the PUT; a restart on the same port (and root, hence the same
     URL signing key) is in time for the client's backoff, and the upload completes. (Through Xet, whose
-    retries the session shortens, hubkit's own retries carry a push through: tests/test_push_faults.py.)"""
+    retries the session shortens, hubkit's own retries carry a push through: tests/publish/test_push_faults.py.)"""
     root, data = tmp_path / "hub", os.urandom(3_000_000)
     process, endpoint = serve_faulty(root, "--port", "0", "--faults", "crash_mid_upload=1:1")
     port = endpoint.rsplit(":", 1)[1]

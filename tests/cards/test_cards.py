@@ -45,7 +45,7 @@ from hubkit.runs.eval_results import (
 from hubkit.runs.manifest import DatasetInfo, Manifest, Tracker
 from hubkit.runs.model import Metrics, Run
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LICENSED_REVISION = "card-licence"  # a branch of the tiny base whose README states a custom licence
 BASE_README = """---
 license: other

@@ -22,7 +22,7 @@ from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.problem_hashes import write_train_problem_hashes
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"
 TRAIN = DATA / "gsm8k_mini.jsonl"
 

@@ -5,7 +5,7 @@ The first tests each fail on the recipe before its three fixes: a list-valued TA
 worker at start-up; the file logger died after step 1 on the batch balancer's tensor metrics; and the file
 logger never flushed, so a finished run could end with an empty `metrics.jsonl`. The run is shared by the
 session (`verl_run_dir`) and published while verl trained (`PUSH_TO`). GDPO's aggregation is checked in
-verl's own reward manager and estimator (tests/test_rewards_verl.py), not by a second run: a verl run is
+verl's own reward manager and estimator (tests/rewards/test_rewards_verl.py), not by a second run: a verl run is
 minutes of the suite's time on two cores.
 """
 

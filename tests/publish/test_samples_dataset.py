@@ -15,7 +15,7 @@ from hubkit.runs.completions import MAX_ROWS_PER_STEP, read_completions
 from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
 
-HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"
+HELDOUT = Path(__file__).resolve().parents[1] / "data" / "gsm8k_heldout.jsonl"
 
 
 def _run_copy(trl_run_dir: Path, dest: Path) -> Path:

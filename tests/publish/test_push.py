@@ -37,7 +37,7 @@ from hubkit.publish import PushProgress, PushRequest, push_run
 from hubkit.runs import load_run
 from tests.support.runs import TINY_SHAPES, make_run, qwen3_shapes, write_checkpoint
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -561,7 +561,7 @@ def test_an_evaluated_run_publishes_its_eval_and_the_card_shows_it(
 ):
     from huggingface_hub import ModelCard
 
-    problems = Path(__file__).parent / "data" / "gsm8k_heldout.jsonl"
+    problems = Path(__file__).parents[1] / "data" / "gsm8k_heldout.jsonl"
     evaluate = ["eval", "--run-dir", str(synthetic_run), "--problems", str(problems), "--n", "3"]
     options = [
         "--max-new-tokens",

@@ -3,7 +3,7 @@
 
 The base is a tiny Qwen3 wide enough for k-quants (rows of 256 and 512 values: llama.cpp's k-quant blocks
 hold 256; hubkit.demo.tiny's 64-wide models would get llama.cpp's 32-block fallbacks everywhere), four
-layers, so that llama.cpp's per-layer rule shows, taught three texts (as tests/test_gguf.py's models are)
+layers, so that llama.cpp's per-layer rule shows, taught three texts (as tests/export/test_gguf.py's models are)
 so that its next-token choices are not near ties, then trained for two GRPO steps with TRL."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def wide_run(tmp_path_factory: pytest.TempPathFactory, hub_api) -> Path:
     )
     # Two tiny steps move this bfloat16 model's logits by less than merging into bfloat16 weights rounds away
     # (1.78 against 2.17): the push's check rightly refuses such a merged model as the base's
-    # (tests/test_verify.py). Step 2's update scaled up stands for a longer run's.
+    # (tests/verify/test_verify.py). Step 2's update scaled up stands for a longer run's.
     [adapter] = run_dir.rglob("checkpoint-2/adapter_model.safetensors")
     tensors = load_file(adapter)
     save_file(

@@ -358,7 +358,7 @@ with LocalHub({str(tmp_path / "hub")!r}) as hub:
     assert "patching its constants" in result.stderr
 
 
-VERL_PYTHON = Path(__file__).resolve().parents[1] / ".venv-verl" / "bin" / "python"
+VERL_PYTHON = Path(__file__).resolve().parents[2] / ".venv-verl" / "bin" / "python"
 OLD_CLIENT_ROUND_TRIP = """
 import os, sys, tempfile
 from pathlib import Path

@@ -1,7 +1,7 @@
 """`hubkit push --gguf`: a real TRL run on the tiny Qwen3 published with its merged model as GGUF files in
 `<repo>-GGUF`, read back with huggingface_hub and gguf-py, the card's llama-cpp-python usage run as written
 in .venv-llama against the local Hub, an unchanged re-push that exports and uploads nothing, and refusals
-that create no repo. (tests/test_gguf.py checks the files themselves against llama.cpp and transformers.)"""
+that create no repo. (tests/export/test_gguf.py checks the files themselves against llama.cpp and transformers.)"""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from hubkit.export import GGUFMetadata, export_gguf
 from hubkit.safety import VetContext, kinds, vet_file
 from tests.support.tiny import build_tiny_qwen3
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LLAMA_PYTHON = REPO_ROOT / ".venv-llama" / "bin" / "python"
 
 

@@ -16,7 +16,7 @@ from hubkit.rewards.spec import gsm8k_seed
 from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest, SweepInfo
 
-HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"
+HELDOUT = Path(__file__).resolve().parents[1] / "data" / "gsm8k_heldout.jsonl"
 COMMON = [
     "--problems",
     str(HELDOUT),

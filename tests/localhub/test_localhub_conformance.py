@@ -20,7 +20,7 @@ from pathlib import Path
 
 import huggingface_hub
 
-HERE = Path(__file__).parent / "conformance"
+HERE = Path(__file__).parents[1] / "conformance"
 REQUIRED = 0.97
 
 

@@ -16,9 +16,9 @@ from hubkit.errors import HubkitError
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME, problem_hash
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = REPO_ROOT / "recipes" / "trl_gsm8k" / "train.py"
-PROBLEMS = Path(__file__).resolve().parent / "data" / "gsm8k_mini.jsonl"
+PROBLEMS = Path(__file__).resolve().parents[1] / "data" / "gsm8k_mini.jsonl"
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 

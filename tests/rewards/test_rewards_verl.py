@@ -11,9 +11,9 @@ import pytest
 from hubkit.rewards.build import aggregate_with_spec
 from hubkit.rewards.spec import RewardSpec, deepscaler_length_penalty
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = REPO_ROOT / ".venv-verl" / "bin" / "python"
-SCRIPT = Path(__file__).resolve().parent / "verl_scripts" / "rewards_check.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "verl_scripts" / "rewards_check.py"
 MAX_LEN = 64
 
 pytestmark = [

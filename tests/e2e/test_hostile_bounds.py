@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import Bounded, push_adapters, run_bounded, tfrecord
 
-HELDOUT = Path(__file__).parent / "data" / "gsm8k_heldout.jsonl"
+HELDOUT = Path(__file__).parents[1] / "data" / "gsm8k_heldout.jsonl"
 SECONDS = 30.0
 PEAK_BYTES = 1024**3
 LOOPING_TEMPLATE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"

@@ -28,7 +28,7 @@ from hubkit.localhub.accounts.access import load_users
 from hubkit.localhub.http.context import HubSettings
 from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "hf_hubkit_refusing_hub_admin"
 TOKEN = "hf_hubkit_refusing_hub_user"
 

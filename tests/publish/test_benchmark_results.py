@@ -13,7 +13,7 @@ from helpers import push_adapters, run_cli
 from hubkit.runs.eval_results import load_eval
 from hubkit.runs.manifest import Manifest
 
-HELDOUT = Path(__file__).resolve().parent / "data" / "gsm8k_heldout.jsonl"
+HELDOUT = Path(__file__).resolve().parents[1] / "data" / "gsm8k_heldout.jsonl"
 BENCHMARK = "hubkit-test/gsm8k-benchmark"
 # Its own task id, as its eval.yaml names it: hubkit must read it, not assume one.
 TASK_ID = "gsm8k_main_test_standin"

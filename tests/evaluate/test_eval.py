@@ -39,10 +39,10 @@ from hubkit.runs.problem_hashes import (
     write_train_problem_hashes,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HELDOUT = DATA / "gsm8k_heldout.jsonl"
 TRAIN = DATA / "gsm8k_mini.jsonl"
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

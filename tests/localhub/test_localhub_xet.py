@@ -311,7 +311,7 @@ def test_a_reconstruction_never_serves_another_repos_private_file(tmp_path):
 
 def test_what_hf_xet_raises_when_it_gives_up_is_a_hub_failure_by_its_status():
     """hf_xet raises a builtin ConnectionError in its own words; hubkit reads the status from them (a real
-    one comes from tests/test_push_faults.py's 503s)."""
+    one comes from tests/publish/test_push_faults.py's 503s)."""
     from hubkit.errors import AuthError, HubRefusedError, HubUnreachableError
     from hubkit.hub.failures import hub_errors
     from hubkit.hub.retry import transient_cause
