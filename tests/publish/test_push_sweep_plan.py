@@ -120,6 +120,9 @@ def test_a_sweep_of_three_runs_has_one_space_listing_every_run(
     for value, repo_id in repos.items():
         card = Path(hub_api.hf_hub_download(repo_id, "README.md")).read_text()
         assert f"spaces/{space}" in card and f"{repo_id}-demo" not in card, value
+    # So does the comparison page.
+    page_card = Path(hub_api.hf_hub_download(page, "README.md", repo_type="dataset")).read_text()
+    assert f"[{space}](https://huggingface.co/spaces/{space})" in page_card
     # The Collection lists it once, beside the page, before the runs.
     (found,) = [c for c in hub_api.list_collections(owner=owner) if c.title == sweep_name]
     items = [(i.item_id, i.item_type) for i in hub_api.get_collection(found.slug).items]

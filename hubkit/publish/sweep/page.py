@@ -31,7 +31,7 @@ from hubkit.hub.hashing import FileHashCache
 from hubkit.publish.plan import RepoPlan, is_repo_id
 from hubkit.publish.samples_repo import EVAL_COLUMNS
 from hubkit.publish.vetted import Vetter
-from hubkit.release.companions import ADAPTER, LABELS, RELEASE
+from hubkit.release.companions import ADAPTER, LABELS, RELEASE, SPACE
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release_files, read_release
 from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
@@ -224,12 +224,17 @@ def _answers(runs: Sequence[SweepRun], problem_index: int) -> tuple[str, Table]:
 
 
 def page_files(
-    sweep_name: str, setting: str, collection_url: str, runs: Sequence[SweepRun], left_out: Sequence[str]
+    sweep_name: str,
+    setting: str,
+    collection_url: str,
+    runs: Sequence[SweepRun],
+    left_out: Sequence[str],
+    space: str | None = None,
 ) -> dict[str, bytes]:
-    """The page's files (unvetted). Before any run is evaluated, the page says so: every run's card links
-    it and shows its chart from the run's first push."""
+    """The page's files (unvetted), linking the sweep's Space when it has one. Before any run is evaluated,
+    the page says so: every run's card links it and shows its chart from the run's first push."""
     if not runs:
-        return _waiting_page(sweep_name, setting, collection_url, left_out)
+        return _waiting_page(sweep_name, setting, collection_url, left_out, space)
     base = runs[0].evaluation.summary.base
     models = [("base", base)] if base else []
     models += [(run.value, m) for run in runs for m in run.evaluation.summary.checkpoints]
@@ -256,7 +261,7 @@ def page_files(
         "",
         f"{len(runs)} runs of one recipe varying `{setting}`, each evaluated on {problems.n} problems of "
         f"{text.code(problems.source)} ({text.code(runs[0].evaluation.summary.metric.name)}); every repo of every "
-        f"run is in the Hub Collection [{text.prose(sweep_name)}]({collection_url}).",
+        f"run is in the Hub Collection [{text.prose(sweep_name)}]({collection_url}).{_space_line(space)}",
         "",
         f"![accuracy against mean answer length]({SWEEP_CHART})",
         "",
@@ -287,14 +292,21 @@ def page_files(
     }
 
 
+def _space_line(space: str | None) -> str:
+    """The sentence linking the sweep's Space (a repo id of a checked form), or nothing."""
+    if space is None:
+        return ""
+    return f" Any run's checkpoint answers beside the base model in the Space [{space}]({SPACE.url(space)})."
+
+
 def _waiting_page(
-    sweep_name: str, setting: str, collection_url: str, left_out: Sequence[str]
+    sweep_name: str, setting: str, collection_url: str, left_out: Sequence[str], space: str | None
 ) -> dict[str, bytes]:
     lines = [
         f"# {text.prose(sweep_name)}",
         "",
         f"Runs of one recipe varying `{setting}`; every repo of every run is in the Hub Collection "
-        f"[{text.prose(sweep_name)}]({collection_url}).",
+        f"[{text.prose(sweep_name)}]({collection_url}).{_space_line(space)}",
         "",
         f"![accuracy against mean answer length]({SWEEP_CHART})",
         "",

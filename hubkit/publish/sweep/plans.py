@@ -95,7 +95,8 @@ def plan_sweep(
     )
     compared, left_out = compared_runs([*runs, *(r for r in reads.published if not r.repo_id)])
     url = f"{HUB_ENDPOINT}/collections/{collection.slug}"
-    files = page_files(sweep.name, sweep.setting, url, compared, left_out)
+    space_id = repos.space if repos.sweep_space else None  # None: refused, or --no-space
+    files = page_files(sweep.name, sweep.setting, url, compared, left_out, space_id)
     sweep_repos: list[RepoPlan] = [plan_page(reads.page_id, files, vetter, FileHashCache(), private=private)]
     sweep_repos += [space] if space is not None else []
     values = {r.repo_id: run.value for run in after for r in run.repos if r.kind == ADAPTER.label}
