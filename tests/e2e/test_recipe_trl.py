@@ -276,6 +276,10 @@ CPU_SETTINGS = {
 
 
 @pytest.mark.slow
+# It trains the seed configuration and pushes it: beside the other worker's heaviest module (the k-quants)
+# its fixtures and training took past the suite's 600 s, and pytest-timeout's thread method then ends the
+# whole worker.
+@pytest.mark.timeout(1800)
 def test_the_seed_configuration_trains_on_cpu_and_push_publishes_it(
     recipe: ModuleType,
     tmp_path: Path,

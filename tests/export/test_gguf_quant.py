@@ -125,6 +125,7 @@ def _expected_q4_k_m(names: list[str]) -> dict[str, str]:
 
 @needs_quantizer
 @needs_llama_cpp
+@pytest.mark.timeout(1800)  # its fixtures train, merge and quantize: 307 s of setup on two loaded cores
 def test_q4_k_m_has_llama_cpps_mixture_and_agrees_with_the_merged_model(
     quantized_release: str, wide_run: Path, hub_api, tmp_path: Path
 ) -> None:
