@@ -108,7 +108,7 @@ def plan_merge(
         _check_index(index, shards)
 
     tied = config.tied or f"{LM_HEAD}.weight" not in weights
-    vocabulary = _vocabulary(base_dir, weights, modules, tokenizer)
+    vocabulary = _vocabulary(weights, modules, tokenizer)
     whole = {m.module.split(".")[-1]: m for m in modules if isinstance(m, FullWeight)}
     targets = {}
     for module in modules:
@@ -182,7 +182,6 @@ def _is_embedding_weight(name: str) -> bool:
 
 
 def _vocabulary(
-    base_dir: Path,
     weights: dict[str, TensorInfo],
     modules: list[LoraModule | FullWeight],
     tokenizer: Callable[[], TokenizerFiles],
@@ -193,7 +192,7 @@ def _vocabulary(
         return None
     whole = {m.module: m.weight for m in modules if isinstance(m, FullWeight)}
     whole |= {m.module: m.base_copy for m in modules if isinstance(m, LoraModule) and m.base_copy is not None}
-    return resized_vocabulary(base_dir, whole, tokenizer, embedding.shape[0], embedding.shape[1])
+    return resized_vocabulary(whole, tokenizer, embedding.shape[0], embedding.shape[1])
 
 
 def _read_index(base_dir: Path) -> dict | None:

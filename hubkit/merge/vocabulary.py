@@ -7,7 +7,7 @@ The merged model then takes the adapter's rows (its config's ``vocab_size``, its
 tokenizer saved with the checkpoint, read and written back through hubkit's vetting; the base's tokenizer
 would lack the added tokens.
 
-    vocabulary = resized_vocabulary(base_dir, modules, lambda: checkpoint_tokenizer(folder, context), rows, hidden)
+    vocabulary = resized_vocabulary(modules, lambda: checkpoint_tokenizer(folder, context), rows, hidden)
 """
 
 from __future__ import annotations
@@ -31,15 +31,7 @@ class Vocabulary:
     """The merged model's vocabulary when the adapter resized the base's."""
 
     rows: int  # of the merged embedding and head: the merged config's vocab_size
-    base_rows: int
-    tokens: int  # of the checkpoint's tokenizer
-    base_tokens: int | None  # of the base's tokenizer.json, None when it has none
     tokenizer: TokenizerFiles  # the checkpoint's, in place of the base's
-
-    @property
-    def added_tokens(self) -> int | None:
-        """How many tokens the run's tokenizer has beyond the base's."""
-        return None if self.base_tokens is None else self.tokens - self.base_tokens
 
 
 def checkpoint_tokenizer(folder: Path | None, context: VetContext) -> TokenizerFiles:
@@ -56,7 +48,6 @@ def checkpoint_tokenizer(folder: Path | None, context: VetContext) -> TokenizerF
 
 
 def resized_vocabulary(
-    base_dir: Path,
     weights: dict[str, object],
     tokenizer: Callable[[], TokenizerFiles],
     base_rows: int,
@@ -65,7 +56,6 @@ def resized_vocabulary(
     """The vocabulary the adapter's whole embeddings give the merged model, or None when they keep the base's.
 
     Args:
-        base_dir: the base model folder (its tokenizer.json counts the base's tokens).
         weights: the whole weights the adapter carries, by module (anything with a ``shape``).
         tokenizer: gives the checkpoint's tokenizer (`checkpoint_tokenizer`), vetted only when it is needed.
         base_rows: the base embedding's rows; hidden: its columns.
@@ -89,6 +79,4 @@ def resized_vocabulary(
             f"the checkpoint's tokenizer has {tokens} tokens but the adapter's embeddings {rows} rows: it is not "
             "the tokenizer the embeddings were resized for; save that one with the adapter"
         )
-    base_json = base_dir / TOKENIZER_JSON
-    base_tokens = token_count(base_json.read_bytes(), TOKENIZER_JSON) if base_json.is_file() else None
-    return Vocabulary(rows, base_rows, tokens, base_tokens, tuple(sorted(files.items())))
+    return Vocabulary(rows, tuple(sorted(files.items())))
