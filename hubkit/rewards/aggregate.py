@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-Aggregation = Literal["sum_then_normalize", "normalize_then_sum"]
-StdKind = Literal["unbiased", "biased"]
+from hubkit.rewards.spec import AGGREGATIONS, Aggregation, StdKind
 
 
 @dataclass(frozen=True)
@@ -75,17 +73,9 @@ def group_normalize(
     std: StdKind = "unbiased",
     epsilon: float = 1e-6,
 ) -> np.ndarray:
-    """Z-normalize `values` within each group.
-
-    Args:
-        values: one value per rollout.
-        group_ids: the prompt (group) each rollout belongs to, same length as `values`.
-        std: ``unbiased`` (N−1, as TRL's ``nanstd`` and verl's ``torch.std``) or ``biased`` (N).
-        epsilon: added to the group std before dividing.
-
-    Returns:
-        float64 array, same length: ``(x − group mean) / (group std + epsilon)``, 0 for groups whose
-        values are all equal and for groups of one rollout.
+    """Z-normalize `values` (one per rollout) within each group of `group_ids`: ``(x − group mean) /
+    (group std + epsilon)`` as float64, 0 for groups whose values are all equal and for groups of one
+    rollout. `std`: ``unbiased`` (N−1, as TRL's ``nanstd`` and verl's ``torch.std``) or ``biased`` (N).
 
     Raises:
         ValueError: `values` and `group_ids` differ in length, or a value is not finite.
@@ -129,26 +119,17 @@ def aggregate(
     epsilon: float = 1e-6,
     batch_whiten: bool = False,
 ) -> AggregationResult:
-    """Turn per-component rewards into one advantage per rollout.
+    """Turn per-component rewards (name → one raw reward per rollout) into one advantage per rollout.
 
-    Args:
-        scores: component name → one raw reward per rollout (all the same length).
-        weights: component name → weight wᵢ; must name exactly the components in `scores`.
-        group_ids: the prompt (group) of each rollout; rollouts of one prompt share an id.
-        mode: ``sum_then_normalize`` or ``normalize_then_sum`` (see the module docstring).
-        std: ``unbiased`` (N−1) or ``biased`` (N) standard deviation, for every z-score here.
-        epsilon: added to every std before dividing.
-        batch_whiten: ``normalize_then_sum`` only: z-normalize the weighted sum over the whole batch
-            (GDPO's last step). Ignored for ``sum_then_normalize``, where the group z-score is final.
-
-    Returns:
-        An `AggregationResult`.
+    `weights` must name exactly the components of `scores`; `std` and `epsilon` apply to every z-score.
+    `batch_whiten` (``normalize_then_sum`` only) z-normalizes the weighted sum over the whole batch (GDPO's
+    last step); it is ignored for ``sum_then_normalize``, where the group z-score is final.
 
     Raises:
         ValueError: unknown mode, weights that do not match the components, lengths that differ, or
             non-finite rewards.
     """
-    if mode not in ("sum_then_normalize", "normalize_then_sum"):
+    if mode not in AGGREGATIONS:
         raise ValueError(f"unknown aggregation mode {mode!r}")
     if set(scores) != set(weights) or not scores:
         raise ValueError(f"weights {sorted(weights)} must name exactly the components {sorted(scores)}")

@@ -63,11 +63,7 @@ class BuiltReward:
         self._owned_verifier = verifier
 
     def score(self, inputs: RewardInputs) -> dict[str, list[float]]:
-        """Each component's raw reward for each completion.
-
-        Returns:
-            component name → one reward per completion, in spec order.
-        """
+        """Each component's raw reward for each completion: name → one reward per completion, in spec order."""
         return {c.name: c.score(inputs) for c in self.components}
 
     def aggregate(
@@ -91,16 +87,7 @@ class BuiltReward:
 def aggregate_with_spec(
     spec: RewardSpec, scores: Mapping[str, Sequence[float]], group_ids: Sequence[Hashable]
 ) -> AggregationResult:
-    """`hubkit.rewards.aggregate.aggregate` with the spec's weights, aggregation, std, epsilon and whitening.
-
-    Args:
-        spec: the reward spec.
-        scores: component name → one raw reward per rollout (every component of the spec).
-        group_ids: one group id per rollout (rollouts of one prompt share it).
-
-    Returns:
-        The advantages and the statistics logged beside them.
-    """
+    """`hubkit.rewards.aggregate.aggregate` with the spec's weights, aggregation, std, epsilon and whitening."""
     return aggregate(
         scores,
         spec.weights,
@@ -135,14 +122,8 @@ def _component_fn(component: RewardComponent, verifier: MathVerifier | None) -> 
 def build(spec: RewardSpec, *, verifier: MathVerifier | None = None, num_workers: int = 2) -> BuiltReward:
     """Turn a spec into hubkit's reward callables.
 
-    Args:
-        spec: the reward as data.
-        verifier: a math-verify pool to share; when None and the spec checks math answers, one is
-            started (``num_workers`` processes, the component's ``timeout_s`` or 2 s) and owned by the result.
-        num_workers: worker processes for a pool started here.
-
-    Returns:
-        A `BuiltReward`.
+    `verifier`: a math-verify pool to share; when None and the spec checks math answers, one is started
+    (`num_workers` processes, the component's ``timeout_s`` or 2 s) and owned by the result.
 
     Raises:
         RewardSpecError: math-verify is needed but not installed.

@@ -14,15 +14,8 @@ _BOXED = "\\boxed"
 
 
 def last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` in `text` (braces balanced), or None when there is none.
-
-    Args:
-        text: a completion.
-
-    Returns:
-        The text between the braces of the last complete ``\\boxed{...}``; None if `text` has no
-        ``\\boxed{`` or the last one is never closed.
-    """
+    """The content of the last ``\\boxed{...}`` in `text` (braces balanced), or None when there is none
+    or the last one is never closed."""
     start = text.rfind(_BOXED + "{")
     if start == -1:
         return None
@@ -55,15 +48,8 @@ def math_correctness(
 
     Equivalence is math-verify's (numbers, fractions, intervals, sets, expressions), run in `verifier`'s
     worker processes with its per-answer timeout; the gold answer is wrapped in ``\\boxed{}`` so that
-    bare LaTeX such as ``\\frac{\\sqrt2}{2}``, ``(1,2]`` or ``\\pi`` parses.
-
-    Args:
-        completions: completion texts.
-        ground_truths: gold answers (bare, boxed or in ``$...$``), same length.
-        verifier: the process pool that checks answers.
-
-    Returns:
-        1.0 or 0.0 per completion; no box, an unparsable answer or a timeout give 0.0.
+    bare LaTeX such as ``\\frac{\\sqrt2}{2}``, ``(1,2]`` or ``\\pi`` parses. Gold answers may be bare,
+    boxed or in ``$...$``; no box, an unparsable answer or a timeout give 0.0.
 
     Raises:
         ValueError: the lengths differ.
@@ -80,13 +66,6 @@ def length_penalty(num_tokens: Sequence[int], max_completion_length: int) -> lis
 
     Counted in the completion's tokens (the ids the model produced, EOS included when it stopped),
     never in characters: characters per token vary by language and content.
-
-    Args:
-        num_tokens: number of completion tokens per completion.
-        max_completion_length: the generation limit, in tokens.
-
-    Returns:
-        One penalty per completion, in [−1, 0] for counts within the limit.
 
     Raises:
         ValueError: `max_completion_length` is not positive or a count is negative.

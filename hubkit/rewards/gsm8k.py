@@ -61,14 +61,9 @@ def extract_answer_block(completion: str) -> str | None:
 
 
 def correctness(completions: Sequence[str], answers: Sequence[str | float | int]) -> list[float]:
-    """2.0 when the last number in the last ``<answer>`` block equals the gold number, else 0.0.
-
-    Args:
-        completions: completion texts.
-        answers: GSM8K gold answers (the full solution ending ``#### 72``, or just the number).
-
-    Returns:
-        One score per completion; no ``<answer>`` block or no number in it gives 0.0.
+    """2.0 when the last number in the last ``<answer>`` block equals the gold number, else 0.0 (also without
+    an ``<answer>`` block or a number in it). `answers`: GSM8K gold answers (the full solution ending
+    ``#### 72``, or just the number).
 
     Raises:
         ValueError: the lengths differ.

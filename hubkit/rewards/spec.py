@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from hubkit.errors import RewardSpecError
 
 Aggregation = Literal["sum_then_normalize", "normalize_then_sum"]
-AGGREGATIONS: tuple[str, ...] = ("sum_then_normalize", "normalize_then_sum")
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+StdKind = Literal["unbiased", "biased"]
 SCHEMA_VERSION = 1
 # Bounds a spec read from a release must keep: a few components, integer parameters a model can have
 # (an answer length in tokens).
@@ -119,7 +120,7 @@ class RewardSpec:
 
     components: tuple[RewardComponent, ...]
     aggregation: Aggregation = "sum_then_normalize"
-    std: Literal["unbiased", "biased"] = "unbiased"
+    std: StdKind = "unbiased"
     epsilon: float = 1e-6
     batch_whiten: bool = False
     schema_version: int = SCHEMA_VERSION
@@ -132,7 +133,7 @@ class RewardSpec:
             raise RewardSpecError(f"reward component names must be unique, got {names}")
         if self.aggregation not in AGGREGATIONS:
             raise RewardSpecError(f"aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
-        if self.std not in ("unbiased", "biased"):
+        if self.std not in get_args(StdKind):
             raise RewardSpecError(f"std must be 'unbiased' or 'biased', got {self.std!r}")
         if not isinstance(self.epsilon, int | float) or not (0 <= self.epsilon < math.inf):
             raise RewardSpecError(f"epsilon must be a non-negative number, got {self.epsilon!r}")
@@ -153,12 +154,9 @@ class RewardSpec:
         return next((c for c in self.components if c.name == name), None)
 
     def formula(self) -> str:
-        """The reward and its aggregation in one human-readable line (printed by model cards).
-
-        Returns:
-            e.g. ``correctness + 0.5·(−tokens/15000), z-normalized within each group (sum_then_normalize;
-            unbiased std, ε = 1e-06)``.
-        """
+        """The reward and its aggregation in one human-readable line (printed by model cards), e.g.
+        ``correctness + 0.5·(−tokens/15000), z-normalized within each group (sum_then_normalize; unbiased
+        std, ε = 1e-06)``."""
 
         def wrap(symbol: str) -> str:
             if self.aggregation == "sum_then_normalize":
@@ -189,11 +187,7 @@ class RewardSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RewardSpec:
-        """Rebuild a spec from `to_dict`'s form.
-
-        Raises:
-            RewardSpecError: the data is not a valid spec.
-        """
+        """Rebuild a spec from `to_dict`'s form (RewardSpecError when the data is not a valid spec)."""
         if not isinstance(data, dict):
             raise RewardSpecError(f"reward spec must be a JSON object, got {type(data).__name__}")
         listed = data.get("components")
@@ -220,19 +214,9 @@ def deepscaler_length_penalty(
     batch_whiten: bool | None = None,
     epsilon: float = 1e-6,
 ) -> RewardSpec:
-    """The verl DeepScaleR run: math correctness (0/1) plus λ·(−tokens/max_len).
-
-    Args:
-        lam: λ, the weight of the length penalty.
-        max_len: the maximum completion length in tokens.
-        aggregation: ``sum_then_normalize`` (the seed run) or ``normalize_then_sum`` (GDPO).
-        batch_whiten: whiten over the batch after ``normalize_then_sum``; defaults to True there (GDPO)
-            and must stay False for ``sum_then_normalize``.
-        epsilon: verl's GRPO epsilon by default.
-
-    Returns:
-        The spec.
-    """
+    """The verl DeepScaleR run: math correctness (0/1) plus λ·(−tokens/max_len), aggregated as the seed run
+    (``sum_then_normalize``) or as GDPO (``normalize_then_sum``, then whitened over the batch unless
+    `batch_whiten` says otherwise); `epsilon` is verl's GRPO one."""
     if batch_whiten is None:
         batch_whiten = aggregation == "normalize_then_sum"
     return RewardSpec(

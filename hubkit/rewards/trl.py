@@ -42,24 +42,16 @@ TRL_EPSILON = 1e-4  # TRL adds this to every std it divides by; not configurable
 
 
 def trl_matches(spec: RewardSpec) -> bool:
-    """True when TRL's own ``multi_objective_aggregation`` computes the spec's advantages.
-
-    Returns:
-        True for ``sum_then_normalize`` and for ``normalize_then_sum`` with ``batch_whiten``, each with
-        an unbiased std and ``epsilon == 1e-4``; False when `HubkitGRPOTrainer` is needed.
-    """
+    """True when TRL's own ``multi_objective_aggregation`` computes the spec's advantages (the module
+    docstring says when); False when `HubkitGRPOTrainer` is needed."""
     if spec.std != "unbiased" or spec.epsilon != TRL_EPSILON:
         return False
     return spec.aggregation == "sum_then_normalize" or spec.batch_whiten
 
 
 def grpo_config_kwargs(spec: RewardSpec) -> dict[str, Any]:
-    """The ``GRPOConfig`` fields that carry the spec's weights and aggregation.
-
-    Returns:
-        ``reward_weights`` (in spec order, matching `reward_funcs`), ``multi_objective_aggregation`` and
-        ``scale_rewards="group"``.
-    """
+    """The ``GRPOConfig`` fields that carry the spec's weights (in spec order, matching `reward_funcs`) and
+    aggregation."""
     return {
         "reward_weights": [float(c.weight) for c in spec.components],
         "multi_objective_aggregation": spec.aggregation,
@@ -100,17 +92,11 @@ def _reward_func(component: BuiltComponent, ground_truth_column: str) -> Callabl
 def reward_funcs(
     reward: BuiltReward, ground_truth_column: str = "answer"
 ) -> list[Callable[..., list[float]]]:
-    """One TRL reward function per component, in spec order, each named after its component.
+    """One TRL reward function of `reward` (`build(spec)`) per component, in spec order, each named after its
+    component, for ``GRPOTrainer(reward_funcs=...)`` with `grpo_config_kwargs(spec)`.
 
     Token counts come from TRL's ``completion_ids`` (the generated ids, EOS included when the model
     stopped); ground truths from the dataset column `ground_truth_column`.
-
-    Args:
-        reward: `hubkit.rewards.build.build(spec)`.
-        ground_truth_column: the dataset column with each prompt's gold answer.
-
-    Returns:
-        Functions for ``GRPOTrainer(reward_funcs=...)``; pair them with `grpo_config_kwargs(spec)`.
     """
     return [_reward_func(c, ground_truth_column) for c in reward.components]
 
@@ -124,10 +110,8 @@ class HubkitGRPOTrainer(GRPOTrainer):
     prompt, gathered across processes), and this process's slice replaces TRL's. The completions table
     TRL logs (``log_completions``) still shows TRL's own advantages.
 
-    Args:
-        reward_spec: the spec `reward_funcs` were built from; the trainer's reward function names and
-            ``reward_weights`` must match it.
-        *args, **kwargs: as for ``GRPOTrainer``.
+    `reward_spec` is the spec `reward_funcs` were built from; the trainer's reward function names and
+    ``reward_weights`` must match it.
 
     Raises:
         RewardSpecError: the reward functions or weights do not match `reward_spec`.

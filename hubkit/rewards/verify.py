@@ -134,16 +134,9 @@ class MathVerifier:
         self.restarts += 1
 
     def check(self, predictions: Sequence[str | None], golds: Sequence[str]) -> list[float]:
-        """Score each prediction against its gold answer.
-
-        Args:
-            predictions: answer bodies (e.g. the content of the last ``\\boxed{}``); None means the
-                completion gave no answer and scores 0 without a worker.
-            golds: gold answer bodies, same length.
-
-        Returns:
-            1.0 or 0.0 per prediction, in order. An answer that times out, crashes its worker or
-            cannot be parsed scores 0.0.
+        """1.0 or 0.0 per prediction (an answer body, e.g. the content of the last ``\\boxed{}``) against its
+        gold answer body, in order. A None prediction (no answer) scores 0 without a worker; an answer that
+        times out, crashes its worker or cannot be parsed scores 0.0.
 
         Raises:
             ValueError: the lengths differ, or the verifier is closed.
