@@ -14,7 +14,6 @@ that rebuilds no adapter never pays.
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 from collections.abc import Iterator
@@ -22,22 +21,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hubkit.errors import CheckpointError
+from hubkit.errors import CheckpointError, FileFormatError
+from hubkit.formats.json_fields import is_count
+from hubkit.formats.json_file import read_json
 
 if TYPE_CHECKING:
     import torch
 
 FSDP_CONFIG = "fsdp_config.json"
+# {"FSDP_version": 2, "world_size": W}: a larger file is no fsdp_config.json.
+MAX_CONFIG_BYTES = 1_000_000
 
 
 def world_size(actor_dir: Path) -> int | None:
     """The number of FSDP ranks that saved `actor_dir`, from its ``fsdp_config.json`` (None: not readable)."""
     try:
-        config = json.loads((actor_dir / FSDP_CONFIG).read_text())
-    except (OSError, ValueError):
+        config = read_json(actor_dir / FSDP_CONFIG, max_bytes=MAX_CONFIG_BYTES)
+    except (OSError, FileFormatError):
         return None
     size = config.get("world_size") if isinstance(config, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+    return size if is_count(size) else None
 
 
 def model_shard_paths(actor_dir: Path, size: int) -> list[Path]:

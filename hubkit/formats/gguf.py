@@ -12,7 +12,6 @@ read, so that the tensors can then be streamed in one at a time.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -29,6 +28,7 @@ from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
 
 from hubkit.errors import FileFormatError, GGUFExportError
 from hubkit.formats.gguf_types import GGUF_TYPES, GGUFType, choose_types
+from hubkit.formats.json_file import parse_json_object, read_bounded
 
 # --- file types ---------------------------------------------------------------------------------
 
@@ -358,30 +358,27 @@ class GGUFFileWriter:
             self._partial.unlink(missing_ok=True)
 
 
+# The largest JSON file of a model folder: its tokenizer.json (Gemma's 262k tokens write ~33 MB).
+MAX_JSON_BYTES = 64_000_000
+
+
 def read_json(path: Path, *, required: bool) -> dict[str, Any]:
-    """A JSON object from a model folder ({} for a missing optional file).
+    """A JSON object from a model folder ({} for a missing optional file), read bounded.
 
     Raises:
-        GGUFExportError: a required file is missing, or the file is not a JSON object.
+        GGUFExportError: a required file is missing, or the file is not a JSON object within the bounds.
     """
     if not path.is_file():
         if required:
             raise GGUFExportError(f"{path.name} is missing from the model folder")
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise GGUFExportError(f"{path.name} is not readable JSON: {e}") from e
-    if not isinstance(data, dict):
-        raise GGUFExportError(f"{path.name} is not a JSON object")
-    return data
+        return parse_json_object(read_bounded(path, MAX_JSON_BYTES), path.name)
+    except FileFormatError as e:
+        raise GGUFExportError(str(e)) from e
 
 
 # --- reading a header back ------------------------------------------------------------------------
-
-
-class GGUFFormatError(FileFormatError):
-    """A file is not a GGUF file gguf-py can read."""
 
 
 def header_strings(path: Path, label: str) -> tuple[str, ...]:
@@ -393,7 +390,7 @@ def header_strings(path: Path, label: str) -> tuple[str, ...]:
         label: how messages name it.
 
     Raises:
-        GGUFFormatError: not a readable GGUF file.
+        FileFormatError: not a readable GGUF file.
     """
     try:
         reader = gguf.GGUFReader(path, "r")
@@ -405,5 +402,5 @@ def header_strings(path: Path, label: str) -> tuple[str, ...]:
                 strings.extend(value if isinstance(value, list) else [value])
         strings.extend(tensor.name for tensor in reader.tensors)
     except (ValueError, IndexError, UnicodeDecodeError, OSError) as e:
-        raise GGUFFormatError(f"{label} is not a readable GGUF file ({type(e).__name__})") from e
+        raise FileFormatError(f"{label} is not a readable GGUF file ({type(e).__name__})") from e
     return tuple(strings)

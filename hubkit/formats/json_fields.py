@@ -11,12 +11,17 @@ import dataclasses
 import math
 import types
 import typing
-from typing import Any
+from typing import Any, TypeGuard
 
 from hubkit.errors import FileFormatError
 
 # JSON integers beyond this are not counts a run or a model can hold (and are not exact as floats).
 MAX_JSON_INT = 2**53
+
+
+def is_count(value: object, largest: int = MAX_JSON_INT) -> TypeGuard[int]:
+    """Whether a parsed JSON value is an integer from 1 to `largest` (a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= largest
 
 
 def _describe(value: Any) -> str:

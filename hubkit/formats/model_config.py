@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import FileFormatError
+from hubkit.formats.json_fields import is_count
 from hubkit.formats.json_file import parse_json_object, read_bounded
 
 CONFIG = "config.json"
@@ -59,13 +60,13 @@ class ModelConfig:
     def vocab_size(self) -> int | None:
         """The vocabulary's size (the top level's, else ``text_config``'s), or None when neither names one."""
         vocab = self.values.get("vocab_size", self.text.get("vocab_size"))
-        return vocab if _is_count(vocab) else None
+        return vocab if is_count(vocab) else None
 
     @property
     def num_hidden_layers(self) -> int | None:
         """The decoder's layers, or None when the config names none."""
         layers = self.text.get("num_hidden_layers")
-        return layers if _is_count(layers) else None
+        return layers if is_count(layers) else None
 
     @property
     def dtype(self) -> str:
@@ -85,10 +86,6 @@ class ModelConfig:
         return isinstance(self.values.get("quantization_config"), dict)
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def parse_model_config(data: bytes, label: str) -> ModelConfig:
     """A config.json's bytes, parsed and checked.
 
@@ -103,7 +100,7 @@ def parse_model_config(data: bytes, label: str) -> ModelConfig:
     for where, part in (("", values), ("text_config.", nested if isinstance(nested, dict) else {})):
         for key, bound in MAX_SIZES.items():
             value = part.get(key)
-            if value is not None and not (_is_count(value) and 1 <= value <= bound):
+            if value is not None and not is_count(value, bound):
                 raise FileFormatError(
                     f"{label}: {where}{key} is {str(value)[:40]}, not an integer from 1 to {bound}: {_WHAT_TO_DO}"
                 )

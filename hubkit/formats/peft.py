@@ -11,7 +11,6 @@ hubkit parses ``adapter_config.json``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hubkit.errors import AdapterError, FileFormatError
-from hubkit.formats.json_file import read_bounded
+from hubkit.formats.json_fields import is_count
+from hubkit.formats.json_file import read_json
 from hubkit.formats.safetensors import SafetensorsFormatError, SafetensorsHeader, TensorInfo, read_header
 
 if TYPE_CHECKING:
@@ -103,11 +103,6 @@ def normalize_key(key: str) -> str:
     return key if key.startswith(PEFT_PREFIX) else PEFT_PREFIX + key
 
 
-def _parse_config(path: Path) -> object:
-    """The parsed config, read bounded (a 2 GB file named adapter_config.json is refused from its size)."""
-    return json.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
-
-
 def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     """The adapter's ``adapter_config.json`` as a dict.
 
@@ -118,19 +113,13 @@ def read_adapter_config(adapter_dir: Path, label: str) -> dict[str, Any]:
     if not path.exists():
         raise AdapterError(f"{label}: no {ADAPTER_CONFIG} in the adapter: it cannot be loaded")
     try:
-        config = _parse_config(path)
+        config = read_json(path, max_bytes=MAX_CONFIG_BYTES)
     except FileFormatError as e:
         raise AdapterError(f"{label}: {e}: re-save the adapter") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AdapterError(f"{label}: {ADAPTER_CONFIG} is not valid JSON ({e}): re-save the adapter") from e
     if not isinstance(config, dict):
         raise AdapterError(f"{label}: {ADAPTER_CONFIG} must hold a JSON object: re-save the adapter")
     _check_lora_config(config, label)
     return config
-
-
-def _is_count(value: object, largest: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= largest
 
 
 def _check_lora_config(config: dict[str, Any], label: str) -> None:
@@ -143,7 +132,7 @@ def _check_lora_config(config: dict[str, Any], label: str) -> None:
             f"{label}: peft_type {str(peft_type)[:40]!r} is not LoRA: only LoRA adapters are supported"
         )
     ranks = [config.get("r"), *_pattern_values(config, "rank_pattern", where)]
-    if not all(_is_count(r, MAX_RANK) for r in ranks):
+    if not all(is_count(r, MAX_RANK) for r in ranks):
         raise AdapterError(f"{where}: every rank must be an integer from 1 to {MAX_RANK}")
     for alpha in (config.get("lora_alpha"), *_pattern_values(config, "alpha_pattern", where)):
         if is_valid_alpha(alpha) and alpha > MAX_ALPHA:
@@ -196,8 +185,8 @@ def read_saved_adapter_config(adapter_dir: Path) -> dict[str, Any] | None:
     For readers that only look (which base, which rank); publishing reads with `read_adapter_config`.
     """
     try:
-        config = _parse_config(adapter_dir / ADAPTER_CONFIG)
-    except (OSError, FileFormatError, json.JSONDecodeError, UnicodeDecodeError):
+        config = read_json(adapter_dir / ADAPTER_CONFIG, max_bytes=MAX_CONFIG_BYTES)
+    except (OSError, FileFormatError):
         return None
     return config if isinstance(config, dict) else None
 
@@ -223,7 +212,7 @@ def checked_alpha(alpha: object, label: str) -> int | float:
 def rank_and_alpha(config: dict[str, Any]) -> tuple[int, int | float] | None:
     """The adapter's default ``r`` and ``lora_alpha`` (as saved), or None when either is missing or unusable."""
     r, alpha = config.get("r"), config.get("lora_alpha")
-    if not isinstance(r, int) or isinstance(r, bool) or r <= 0 or not is_valid_alpha(alpha):
+    if not is_count(r) or not is_valid_alpha(alpha):
         return None
     return r, alpha  # type: ignore[return-value]
 
@@ -231,7 +220,7 @@ def rank_and_alpha(config: dict[str, Any]) -> tuple[int, int | float] | None:
 def max_rank(config: dict[str, Any]) -> int | None:
     """The largest rank any module of the adapter has: ``r`` and every ``rank_pattern`` value."""
     ranks = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
-    ranks = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r > 0]
+    ranks = [r for r in ranks if is_count(r)]
     return max(ranks, default=None)
 
 

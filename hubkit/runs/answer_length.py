@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hubkit.formats.json_fields import is_count
 from hubkit.runs.manifest import Manifest
 from hubkit.runs.model import Run
 
@@ -35,16 +36,12 @@ class AnswerLength:
     recorded: bool = True
 
 
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def manifest_length(manifest: Manifest) -> AnswerLength | None:
     """The answer length a manifest records (TRL's or verl's name), or None: what a published release's
     `hubkit.json` says, where the trainer's own files are not at hand."""
     for key in _LENGTH_KEYS:
-        recorded = _positive_int(manifest.hyperparameters.get(key))
-        if recorded is not None:
+        recorded = manifest.hyperparameters.get(key)
+        if is_count(recorded):
             return AnswerLength(recorded, f"the run's {key}")
     return None
 
@@ -66,8 +63,8 @@ def answer_length(run: Run, requested: int | None) -> AnswerLength:
         return in_manifest
     settings = run.trainer_settings
     if settings is not None:
-        recorded = _positive_int(settings.values.get("max_completion_length"))
-        if recorded is not None:
+        recorded = settings.values.get("max_completion_length")
+        if is_count(recorded):
             where = f"{run.latest.path.name}/{settings.source}" if run.latest is not None else settings.source
             return AnswerLength(recorded, f"the run's max_completion_length (from {where})")
     return AnswerLength(
