@@ -58,7 +58,7 @@ def timed(name, method):
         finally:
             times[name] = time.perf_counter() - start
     return wrapper
-for name, attribute in (("prepare locally", "_prepare_locally"), ("read the remote", "_read_remote"),
+for name, attribute in (("prepare locally", "_prepare_locally"), ("read the Hub", "_read_hub"),
                         ("decide", "_decide"), ("execute", "_execute")):
     setattr(push.PushSession, attribute, timed(name, getattr(push.PushSession, attribute)))
 sys.argv = ["hubkit", "push", *sys.argv[1:]]

@@ -370,21 +370,10 @@ def plan_adapter_repo(
     *,
     private: bool = False,
     published_steps: Collection[int] = (),
-    card: Sequence[PlannedFile] = (),
 ) -> RepoPlan:
-    """The adapter repo's desired files: the run's and the card's, all vetted when they were planned.
-
-    Args:
-        run: the run the adapters come from.
-        repo_id: "owner/name".
-        run_files: from `plan_run_files`.
-        private: create the repo private (applies only when the push creates it).
-        published_steps: steps already in the repo (a push never removes them): the root keeps the
-            newest of them.
-        card: the card and its images (`hubkit.cards.adapter_card_files`, vetted by `Vetter.generated`).
-
-    Returns:
-        The plan; nothing is read from or sent to the network.
+    """The adapter repo's desired files but its card (added once the release's other repos are known:
+    `hubkit.publish.repos.build_adapter_repo`), vetted when they were planned. `published_steps`: the
+    steps already in the repo (a push never removes them): the root keeps the newest of them.
 
     Raises:
         PublishError: an invalid repo id.
@@ -392,7 +381,7 @@ def plan_adapter_repo(
     check_repo_id(repo_id)
     return RepoPlan(
         repo_id=repo_id,
-        files=(*run_files.for_repo(published_steps), *card),
+        files=run_files.for_repo(published_steps),
         private=private,
         title=f"hubkit push {run.manifest.run_id}",
     )

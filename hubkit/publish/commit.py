@@ -161,6 +161,7 @@ class UploadsAhead:
         if not diff.remote.exists:
             raise ValueError(f"{diff.plan.repo_id} does not exist yet: nothing can be uploaded ahead")
         self.repo_id = diff.plan.repo_id
+        self.diff = diff
         self._pool = ThreadPoolExecutor(max_workers=_UPLOAD_THREADS, thread_name_prefix="hubkit-upload")
         # In groups of up to `_AHEAD_GROUP` files, one preupload call and one Xet session each: the Hub
         # counts every call against the account's window (a file a call: 2 calls per checkpoint).

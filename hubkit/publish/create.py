@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from huggingface_hub import HfApi
 
+from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
 
@@ -76,3 +78,13 @@ def create_branch(
     # The branch starts at `first`: no read after it (one created meanwhile by another push moved on, and
     # the commit on top of `first` is then refused as on any moved head).
     return first
+
+
+def created_if_new(api: HfApi, remote: RemoteRepo, *, private: bool) -> RemoteRepo:
+    """A model repo (the adapter repo), created when it does not exist yet and then read again (its first
+    commit); only once every check of the push has passed, so that a refused push leaves no repo behind."""
+    if remote.exists:
+        return remote
+    with hub_errors(remote.repo_id, api.endpoint):
+        create_repo(api, remote.repo_id, "model", private=private)
+        return read_remote(api, remote.repo_id, "model")

@@ -50,19 +50,17 @@ def is_same_content(planned: PlannedFile, remote: RemoteFile | None) -> bool:
     return remote.git_sha1 == git_sha1
 
 
-def diff_repo(plan: RepoPlan, remote: RemoteRepo) -> RepoDiff:
-    """Split the plan's files into changed and unchanged against `remote`.
-
-    Args:
-        plan: the desired files.
-        remote: the repo's state, as read by `hubkit.hub.remote.read_remote`.
-
-    Returns:
-        The diff; `is_empty` means the push has nothing to do for this repo.
-    """
+def diff_repo(plan: RepoPlan, remote: RemoteRepo, known: RepoDiff | None = None) -> RepoDiff:
+    """Split the plan's files into changed and unchanged against `remote` (as `read_remote` read it);
+    `is_empty` means the push has nothing to do for this repo. `known`: a diff of part of this plan against
+    the same remote (the adapter repo's weights, sent ahead), whose files are not compared again."""
+    seen = {f.path_in_repo: False for f in known.changed} if known is not None else {}
+    seen |= {f.path_in_repo: True for f in known.unchanged} if known is not None else {}
     changed: list[PlannedFile] = []
     unchanged: list[PlannedFile] = []
     for planned in plan.files:
-        bucket = unchanged if is_same_content(planned, remote.files.get(planned.path_in_repo)) else changed
-        bucket.append(planned)
+        same = seen.get(planned.path_in_repo)
+        if same is None:
+            same = is_same_content(planned, remote.files.get(planned.path_in_repo))
+        (unchanged if same else changed).append(planned)
     return RepoDiff(plan=plan, remote=remote, changed=tuple(changed), unchanged=tuple(unchanged))

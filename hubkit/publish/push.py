@@ -1,16 +1,17 @@
 """The push, as one library call: `push_run(PushRequest(...)) -> PushReport`, in four named stages, each
-handing plain data to the next:
+handing a plain record to the next:
 
-    prepare locally   load the run, choose checkpoints, vet and prepare the adapters and every other file
-                      the run gives (every refusal that needs no network)
-    read the remote   every repo and checkpoint branch of the release at once, the base's config and card,
-                      the run's sweep (its Collection once, its page, the other runs and their cards)
-    decide            the adapters against the base, the merge and GGUF decisions, the Space's files, the
-                      merge's plan (the base fetched and its files vetted), the checkpoint branches: every
-                      check passes before any repo exists
-    execute           create the adapter repo if new and upload its weights while merging and exporting,
-                      plan each repo's files (a sweep's page and sibling cards too: `hubkit.publish.sweep`),
-                      commit each repo, then each checkpoint branch; then the sweep's Collection changes
+    prepare locally   `Prepared`: the run loaded, its checkpoints chosen, the adapters and every other file
+                      the run gives vetted and prepared (every refusal that needs no network)
+    read the Hub      `HubState`: every repo and checkpoint branch of the release at once, the base's config
+                      and card, the run's sweep (its Collection once, its page, the other runs and their cards)
+    decide            `Decided`: the adapters against the base, the merge and GGUF decisions, the Space's
+                      files, the merge's plan (the base fetched and its files vetted), the checkpoint
+                      branches, the adapter repo's plan but its card: every check passes before any repo exists
+    execute           `PushReport`: the adapter repo created if new and its weights sent while merging and
+                      exporting, each repo's plan (a sweep's page and sibling cards too:
+                      `hubkit.publish.sweep`), one commit per repo, then per checkpoint branch; then the
+                      sweep's Collection changes
 
 A dry run is the same prepare and decide, against the last recorded push instead of the Hub (it opens no
 connection, so what needs the Hub, the base's checks and the merge, is left to the push), and the plan
@@ -20,7 +21,6 @@ without execute. `PushSession` keeps what one push (or a watch, or a training ca
 from __future__ import annotations
 
 import tempfile
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,9 +32,7 @@ from hubkit.adapters.prepare import PreparedAdapter, prepare_adapters
 from hubkit.cards import BaseModelCard, read_base_model_card
 from hubkit.errors import StorageQuotaError, UnsafeFileError
 from hubkit.hub.auth import hub_client, resolve_token
-from hubkit.hub.failures import hub_errors
 from hubkit.hub.hashing import FileHashCache
-from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.hub.retry import DEFAULT_RETRY
 from hubkit.publish.adapter_repo import (
     check_adapters_against_base,
@@ -43,16 +41,16 @@ from hubkit.publish.adapter_repo import (
     plan_run_files,
     published_forms,
 )
-from hubkit.publish.create import create_repo
+from hubkit.publish.create import created_if_new
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.gguf_repo import SessionExports, decide_gguf
-from hubkit.publish.hub_reads import read_hub
+from hubkit.publish.hub_reads import HubState, read_hub
 from hubkit.publish.merge_decision import base_revision, decide_merge
 from hubkit.publish.merged_repo import vet_base_files
 from hubkit.publish.plan import PlannedFile, PushPlan
 from hubkit.publish.push_commits import UploadsAhead, commit_plan
 from hubkit.publish.push_record import load_record, records_of_plan, remote_from_record
-from hubkit.publish.push_stages import Decided, Prepared, Remote, verified_gguf, verified_record
+from hubkit.publish.push_stages import Decided, Prepared, verified_gguf, verified_record
 from hubkit.publish.quantized_base import check_quantized_base
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, open_space, remove_if_empty
 from hubkit.publish.repos import BuildContext, build_repos, vet_base_card
@@ -120,34 +118,32 @@ class PushSession:
         may_merge: bool = True,
         allow_missing_steps: bool = False,
     ) -> PushReport:
-        """Publish the run's chosen checkpoints as the request says; see the module docstring for the order.
+        """Publish the run's chosen checkpoints as the request says (the stages: the module docstring); the
+        report has one entry per repo and branch with its commit (or none when unchanged).
 
         Args:
-            progress: callbacks for stages, merge and upload progress.
             run: the run, when the caller has loaded it already (a watch); else it is loaded.
             may_merge: whether this push may merge when the request asks for a merged model (a watching
                 push merges only once the run has finished).
             allow_missing_steps: listed `steps` the run has not saved yet are skipped, not refused
                 (a watching push waits for them).
 
-        Returns:
-            The report: one entry per repo and branch with its commit (or none when unchanged).
-
         Raises:
             HubkitError: every refusal (run, checkpoint, adapter, base model, token, Hub) as its subclass.
         """
         progress = progress or PushProgress()
-        local = self._prepare_locally(run, progress, allow_missing_steps)
-        remote = self._recorded_remote(local) if self.request.dry_run else self._read_remote(local)
-        decided = self._decide(local, remote, progress, may_merge=may_merge)
-        if remote.api is None:
-            return self._dry_run_report(local, remote, decided)
-        api = remote.api
-        new = [(r, kind) for r, kind in remote.repos.kinds().items() if not remote.remotes[r].exists]
+        prepared = self._prepare_locally(run, progress, allow_missing_steps)
+        hub = self._recorded_hub(prepared) if self.request.dry_run else self._read_hub(prepared)
+        decided = self._decide(prepared, hub, progress, may_merge=may_merge)
+        if hub.api is None:
+            return self._dry_run_report(prepared, hub, decided)
+        api = hub.api
+        new = [(r, kind) for r, kind in hub.repos.kinds().items() if not hub.remotes[r].exists]
         try:
-            repos = open_space(api, remote.repos, remote.remotes, self.request, decided.notes)
-            remote = replace(remote, repos=repos)
-            report = self._execute(local, remote, decided, progress)
+            repos, refused_space = open_space(api, hub.repos, hub.remotes, self.request)
+            if refused_space is not None:
+                decided = replace(decided, notes=(*decided.notes, refused_space))
+            report = self._execute(prepared, replace(hub, repos=repos), decided, progress)
         except (StorageQuotaError, UnsafeFileError) as refused:
             # Refused for what it holds: no repo left behind (a failure a rerun gets past keeps its uploads).
             removed = ", ".join(remove_if_empty(api, new))
@@ -180,145 +176,166 @@ class PushSession:
             completions = read_completions(run.run_dir, run.manifest.framework, run.manifest.checkpoints_dir)
         return Prepared(run, tree, token, vetter, adapters, run_files, evaluation, completions)
 
-    def _read_remote(self, local: Prepared) -> Remote:
+    def _read_hub(self, prepared: Prepared) -> HubState:
         """Every repo and branch of the release read at once (and those this push does not write, which the
         cards link while they exist), the base model's config and card, the run's sweep (`read_hub`)."""
-        api = self._client(local.token)
-        repos = ReleaseRepos.of(self.request, self._adapter_repo_id(local.run, api), local.run.manifest.sweep)
-        reads = [(repos.adapter, "model"), (repos.merged, "model"), (repos.gguf, "model")]
-        reads += [(repos.linked_space, "space")] + ([(repos.samples, "dataset")] if repos.samples else [])
-        branches = [revision_name(a.step) for a in local.adapters]
-        problems = local.evaluation.summary.problems if local.evaluation is not None else None
+        api = self._client(prepared.token)
+        repo_id = self._adapter_repo_id(prepared.run, api)
+        repos = ReleaseRepos.of(self.request, repo_id, prepared.run.manifest.sweep)
+        branches = [revision_name(a.step) for a in prepared.adapters]
+        problems = prepared.evaluation.summary.problems if prepared.evaluation is not None else None
         benchmark = problems.source if problems is not None and problems.whole else None
-        hub = read_hub(api, local.run, reads, branches, self._base, benchmark)
-        self._base = hub.base_card.result() if self._base is None and hub.base_card.done() else self._base
-        config, tasks = hub.base_config.result(), hub.benchmark_tasks
-        return Remote(api, repos, hub.remotes, hub.branches, config, hub.base_card, tasks, hub.sweep)
+        hub = read_hub(api, prepared.run, repos, branches, self._base, benchmark)
+        self._base = hub.base_card
+        return hub
 
-    def _recorded_remote(self, local: Prepared) -> Remote:
-        """The release as this run directory's records say the last push left it (a dry run's remote), and
+    def _recorded_hub(self, prepared: Prepared) -> HubState:
+        """The release as this run directory's records say the last push left it (a dry run's hub), and
         the base model's config and card as the client's cache holds them: no connection (a base never
         downloaded here has no config to check against and a card without a licence)."""
-        request, endpoint, manifest = self.request, self.request.endpoint, local.run.manifest
-        repos = ReleaseRepos.of(request, self._adapter_repo_id(local.run, None), manifest.sweep)
+        request, endpoint, manifest = self.request, self.request.endpoint, prepared.run.manifest
+        repos = ReleaseRepos.of(request, self._adapter_repo_id(prepared.run, None), manifest.sweep)
         ids = [repos.adapter, repos.merged, repos.gguf, repos.linked_space]
         ids += [repos.samples] if repos.samples is not None else []
         remotes = {r: remote_from_record(load_record(request.run_dir, endpoint, r), r) for r in ids}
         branches = {}
-        for adapter in local.adapters:
+        for adapter in prepared.adapters:
             name = revision_name(adapter.step)
             record = load_record(request.run_dir, endpoint, repos.adapter, name)
             branches[name] = remote_from_record(record, repos.adapter)
-        base_card: Future[BaseModelCard] = Future()
-        base_card.set_result(
-            read_base_model_card(manifest.base_model, manifest.base_model_revision, cached_only=True)
-        )
+        base_card = read_base_model_card(manifest.base_model, manifest.base_model_revision, cached_only=True)
         config = BaseConfig.cached(manifest.base_model, manifest.base_model_revision)
-        return Remote(None, repos, remotes, branches, config, base_card)
+        return HubState(None, repos, remotes, branches, config, base_card)
 
-    def _decide(self, local: Prepared, remote: Remote, progress: PushProgress, *, may_merge: bool) -> Decided:
+    def _decide(
+        self, prepared: Prepared, hub: HubState, progress: PushProgress, *, may_merge: bool
+    ) -> Decided:
         """Every decision and every remaining check, before any repo is created: the adapters against the
         base, the merge and GGUF decisions, the Space's files, the merge's plan, the base files and card,
         the checkpoint branches. Against a recorded remote (a dry run) the check against the base and the
         merge's plan are left to the push."""
-        request, run, vetter, repos = self.request, local.run, local.vetter, remote.repos
-        config = remote.base_config
+        request, run, vetter, repos = self.request, prepared.run, prepared.vetter, hub.repos
+        config = hub.base_config
         notes = [*repos.notes]
         notes += check_quantized_base(
             run, config.config if config else None, merging=request.merged, space=repos.space is not None
         )
-        if config is not None and remote.api is not None:  # a cached config may be stale: the push checks
-            self._check_against_base(run, local.adapters, config)
+        if config is not None and hub.api is not None:  # a cached config may be stale: the push checks
+            self._check_against_base(run, prepared.adapters, config)
         revision = base_revision(config.path) if config else None
         merging = decide_merge(
-            local.adapters,
-            remote.remotes[repos.adapter],
-            remote.remotes[repos.merged],
+            prepared.adapters,
+            hub.remotes[repos.adapter],
+            hub.remotes[repos.merged],
             run,
             merging=request.merged,
             may_merge=may_merge,
             revision=revision,
         )
-        gguf = decide_gguf(request, merging, local.adapters, remote.remotes[repos.gguf])
+        gguf = decide_gguf(request, merging, prepared.adapters, hub.remotes[repos.gguf])
         notes += [n for n in (merging.note, gguf.note) if n]
         # The merged repo the Space names: the one the release has after this push.
         space_merged = repos.merged if request.merged or merging.adapter or merging.kept else None
         # Vetted now: everything the Space's files say is known before any repo exists (a sweep's: its runs).
-        steps = (*steps_in_paths(remote.remotes[repos.adapter].files), *(a.step for a in local.adapters))
-        space_files = plan_space(run, repos, remote.sweep, steps, space_merged, request, vetter, self.hashes)
+        steps = (*steps_in_paths(hub.remotes[repos.adapter].files), *(a.step for a in prepared.adapters))
+        space_files = plan_space(run, repos, hub.sweep, steps, space_merged, request, vetter, self.hashes)
         # The GGUF files are written from the newest merge: this push's, or one made for them when the
         # merged repo holds it already.
         to_merge = merging.adapter or gguf.export
         merge_plan = None
-        if remote.api is not None:
-            merge_plan = self._plan_merge(run, to_merge, local.token, progress)
+        if hub.api is not None:
+            merge_plan = self._plan_merge(run, to_merge, prepared.token, progress)
         if merge_plan is not None:
-            notes += vet_base_files(merge_plan, run.manifest.base_model, local.run_files, vetter)
-        base_card = vet_base_card(remote.base_card.result(), vetter)  # the cards' one input not from the run
-        if gguf.export is not None and remote.api is not None:
+            notes += vet_base_files(merge_plan, run.manifest.base_model, prepared.run_files, vetter)
+        base_card = vet_base_card(hub.base_card, vetter)  # the cards' one input not from the run
+        if gguf.export is not None and hub.api is not None:
             source = merge_plan.base_dir if merge_plan is not None else self._merges[gguf.export.step].out_dir
             self.gguf_exports.check(gguf, source, repos, base_card)
-        branches = plan_revisions(run, repos.adapter, local.run_files, vetter=vetter, hashes=self.hashes)
+        branches = plan_revisions(run, repos.adapter, prepared.run_files, vetter=vetter, hashes=self.hashes)
+        adapter_files = plan_adapter_repo(
+            run,
+            repos.adapter,
+            prepared.run_files,
+            private=request.private,
+            published_steps=steps_in_paths(hub.remotes[repos.adapter].files),
+        )
         samples = ()
         if repos.samples is not None:
             samples = plan_samples_files(
-                repos.samples, repos.adapter, run, local.evaluation, local.completions, vetter, self.hashes
+                repos.samples,
+                repos.adapter,
+                run,
+                prepared.evaluation,
+                prepared.completions,
+                vetter,
+                self.hashes,
             )
         return Decided(
-            notes, revision, merging, gguf, space_files, to_merge, merge_plan, base_card, branches, samples
+            tuple(notes),
+            revision,
+            merging,
+            gguf,
+            space_files,
+            to_merge,
+            merge_plan,
+            base_card,
+            branches,
+            adapter_files,
+            samples,
         )
 
     def _execute(
-        self, local: Prepared, remote: Remote, decided: Decided, progress: PushProgress
+        self, prepared: Prepared, hub: HubState, decided: Decided, progress: PushProgress
     ) -> PushReport:
         """Create the adapter repo if it is new and start its weights uploading, merge and export meanwhile,
         then one commit per repo, and one per checkpoint branch."""
-        run, repos, remotes, api = local.run, remote.repos, remote.remotes, remote.api
+        run, repos, remotes, api = prepared.run, hub.repos, hub.remotes, hub.api
         assert api is not None  # a recorded remote is a dry run's, which executes nothing
-        remotes[repos.adapter] = self._create_if_new(api, remotes[repos.adapter])
-        published = steps_in_paths(remotes[repos.adapter].files)
-        adapter_plan = plan_adapter_repo(run, repos.adapter, local.run_files, published_steps=published)
+        remotes[repos.adapter] = created_if_new(api, remotes[repos.adapter], private=self.request.private)
         retry = replace(DEFAULT_RETRY, max_wait=self.request.max_wait)
-        ahead = UploadsAhead(api, diff_repo(adapter_plan, remotes[repos.adapter]), retry)
+        uploads_ahead = UploadsAhead(api, diff_repo(decided.adapter_files, remotes[repos.adapter]), retry)
         try:
-            made = self._merge(decided.to_merge, decided.merge_plan, progress)
-            merged = made if decided.merging.adapter is not None else None
-            record = verified_record(self.request, local, decided, merged, repos.merged, progress)
+            newest_merge = self._merge(decided.to_merge, decided.merge_plan, progress)
+            merged = newest_merge if decided.merging.adapter is not None else None
+            merge_record = verified_record(self.request, prepared, decided, merged, repos.merged, progress)
             exported = self.gguf_exports.publish(
                 decided.gguf,
-                made,
-                record,
+                newest_merge,
+                merge_record,
                 repos=repos,
                 base=decided.base_card,
-                run_files=local.run_files,
-                vetter=local.vetter,
+                run_files=prepared.run_files,
+                vetter=prepared.vetter,
                 hashes=self.hashes,
                 progress=progress.gguf,
             )
-            gguf_written, gguf_after = verified_gguf(self.request, local, decided, made, exported, repos.gguf)
-            notes = list(decided.notes)
-            plan = self._plan(local, remote, decided, merged, record, gguf_written, gguf_after)
-            plan = with_sweep_plan(plan, remote, local, decided.space_files, self.request.private, notes)
-            repo_reports, branch_reports = commit_plan(
-                api, plan, remotes, remote.branches, self.request, notes, progress, ahead, retry
+            gguf_files, gguf_record = verified_gguf(
+                self.request, prepared, decided, newest_merge, exported, repos.gguf
+            )
+            plan = self._plan(prepared, hub, decided, merged, merge_record, gguf_files, gguf_record)
+            plan, sweep_notes = with_sweep_plan(
+                plan, hub, prepared, decided.space_files, self.request.private
+            )
+            committed = commit_plan(
+                api, plan, remotes, hub.branches, self.request, progress, uploads_ahead, retry
             )
         finally:
-            ahead.close()
+            uploads_ahead.close()
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repos.adapter,
-            steps=tuple(a.step for a in local.adapters),
-            repos=repo_reports,
-            revisions=branch_reports,
+            steps=tuple(a.step for a in prepared.adapters),
+            repos=committed.repos,
+            revisions=committed.branches,
             plan=plan,
-            notes=tuple(notes),
+            notes=(*decided.notes, *sweep_notes, *committed.notes),
             finished=run.finished and not run.pending,
         )
 
-    def _dry_run_report(self, local: Prepared, remote: Remote, decided: Decided) -> PushReport:
+    def _dry_run_report(self, prepared: Prepared, hub: HubState, decided: Decided) -> PushReport:
         """The plan as far as it is known without the Hub, compared with the last recorded push, with what is
         left out and what vetting changed."""
-        run, adapters, repos, request = local.run, local.adapters, remote.repos, self.request
+        run, adapters, repos, request = prepared.run, prepared.adapters, hub.repos, self.request
         sweep = planned_sweep(run, repos.adapter, request.run_dir, request.endpoint, repos.space)
         notes = [*decided.notes, *sweep]
         if decided.to_merge is not None:
@@ -330,11 +347,11 @@ class PushSession:
                 f"{', verified' * request.verify} and pushed{gguf} (a dry run does not merge)"
             )
         merge_record = decided.merging.kept
-        if decided.merging.adapter is not None and remote.base_config is not None:
+        if decided.merging.adapter is not None and hub.base_config is not None:
             # The merged card as the merge would make it (its weights are not planned: nothing is merged).
-            dtype = remote.base_config.config.dtype
+            dtype = hub.base_config.config.dtype
             merge_record = decided.merging.record_after(None, run, decided.base_revision, dtype=dtype)
-        plan = self._plan(local, remote, decided, merge_record=merge_record)
+        plan = self._plan(prepared, hub, decided, merge_record=merge_record)
         return PushReport(
             run_id=run.manifest.run_id,
             repo_id=repos.adapter,
@@ -345,9 +362,9 @@ class PushSession:
             notes=tuple(notes),
             finished=run.finished and not run.pending,
             dry_run=True,
-            checkpoints_from=local.tree.describe(),
-            left_out=local.run_files.left_out,
-            changes=local.run_files.changes,
+            checkpoints_from=prepared.tree.describe(),
+            left_out=prepared.run_files.left_out,
+            changes=prepared.run_files.changes,
         )
 
     # --- the steps, in order ---------------------------------------------------------------------
@@ -398,17 +415,6 @@ class PushSession:
 
         return plan_checkpoint_merge(run, adapter, endpoint=self.request.endpoint, token=token)
 
-    def _create_if_new(self, api: HfApi, remote: RemoteRepo) -> RemoteRepo:
-        """The adapter repo, created when it does not exist yet (then read again: its first commit).
-
-        Only once every check of the push has passed, so that a refused push leaves no repo behind.
-        """
-        if remote.exists:
-            return remote
-        with hub_errors(remote.repo_id, api.endpoint):
-            create_repo(api, remote.repo_id, "model", private=self.request.private)
-            return read_remote(api, remote.repo_id, "model")
-
     def _merge(
         self, adapter: PreparedAdapter | None, plan: MergePlan | None, progress: PushProgress
     ) -> MergeResult | None:
@@ -425,8 +431,8 @@ class PushSession:
 
     def _plan(
         self,
-        local: Prepared,
-        remote: Remote,
+        prepared: Prepared,
+        hub: HubState,
         decided: Decided,
         merged: MergeResult | None = None,
         merge_record: MergeRecord | None = None,
@@ -436,8 +442,8 @@ class PushSession:
         """Every repo's and branch's planned files, from the decisions and what executing them made (a dry
         run: nothing made). `gguf_files` is None when this push does not write the GGUF repo, empty when it
         refreshes only its card."""
-        repos = remote.repos
-        linked_space = remote.remotes.get(repos.linked_space)
+        repos = hub.repos
+        linked_space = hub.remotes.get(repos.linked_space)
         links = ReleaseLinks(
             merged=repos.merged if merge_record is not None else None,
             merged_step=merge_record.step if merge_record is not None else None,
@@ -445,20 +451,21 @@ class PushSession:
             gguf_step=gguf_record.merge.step if gguf_record is not None else None,
             space=repos.space or (repos.linked_space if linked_space and linked_space.exists else None),
             samples=repos.samples if decided.samples_files else None,
-            sweep_siblings=remote.sweep_siblings,
+            sweep_siblings=hub.sweep_siblings,
         )
         context = BuildContext(
-            run=local.run,
+            run=prepared.run,
             repos=repos,
-            adapters=tuple(local.adapters),
-            run_files=local.run_files,
-            remotes=remote.remotes,
+            adapters=tuple(prepared.adapters),
+            run_files=prepared.run_files,
+            adapter_files=decided.adapter_files,
+            remotes=hub.remotes,
             base_card=decided.base_card,
             hashes=self.hashes,
-            vetter=local.vetter,
+            vetter=prepared.vetter,
             links=links,
-            eval=local.evaluation,
-            benchmark_tasks=remote.benchmark_tasks,
+            eval=prepared.evaluation,
+            benchmark_tasks=hub.benchmark_tasks,
             # The merged repo is written when this push merges, or to refresh the card of the merge it holds.
             writes_merged=decided.merging.card_only
             or (decided.merging.adapter is not None and merge_record is not None),
@@ -475,20 +482,11 @@ class PushSession:
 
 
 def push_run(request: PushRequest, progress: PushProgress | None = None) -> PushReport:
-    """Publish a run: adapters, merged model, and what the run's repos hold, in one commit per repo.
+    """Publish a run: adapters, merged model, and what the run's repos hold, in one commit per repo; every
+    refusal is a `HubkitError`, raised before anything is sent when the cause is local.
 
         from hubkit.publish import PushRequest, push_run
         report = push_run(PushRequest(run_dir=Path("runs/RUN"), repo_id="me/qwen3-4b-grpo"))
-
-    Args:
-        request: what to push, and where.
-        progress: callbacks for progress display.
-
-    Returns:
-        What was pushed, per repo.
-
-    Raises:
-        HubkitError: every refusal as its subclass, before anything is sent when the cause is local.
     """
     with PushSession(request) as session:
         return session.push(progress)

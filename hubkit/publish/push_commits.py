@@ -10,7 +10,7 @@ is left as it was; a repo is either unchanged or fully committed.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from huggingface_hub import HfApi
@@ -30,17 +30,26 @@ from hubkit.publish.split import after, split_diff
 from hubkit.publish.storage import held_objects, storage_by_repo
 
 
+@dataclass(frozen=True)
+class Committed:
+    """What `commit_plan` made: one report per repo (its last commit; files and bytes of all of them), one
+    per branch (a branch's `steps` are its step, whatever of it changed), and its notes."""
+
+    repos: tuple[RepoReport, ...]
+    branches: tuple[RepoReport, ...]
+    notes: tuple[str, ...]
+
+
 def commit_plan(
     api: HfApi,
     plan: PushPlan,
     remotes: dict[str, RemoteRepo],
     branches: dict[str, RemoteRepo],
     request: PushRequest,
-    notes: list[str],
     progress: PushProgress,
     ahead: UploadsAhead | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
-) -> tuple[tuple[RepoReport, ...], tuple[RepoReport, ...]]:
+) -> Committed:
     """Each repo of the plan, in its order, in commits of at most `request.max_files_per_commit` files,
     then one commit per checkpoint branch, newest first, each recorded in the run directory. The branches
     come last: their weights are the main branch's LFS objects, on the Hub by then, so a branch's commit
@@ -48,33 +57,26 @@ def commit_plan(
     made.
 
     Args:
-        api: the push's client.
-        plan: every repo's and branch's desired files.
-        remotes: each repo's state before the push.
-        branches: each checkpoint branch's state before the push, by name.
+        remotes: each repo's state before the push; `branches`: each checkpoint branch's, by name.
         request: the push's (its run directory records the push; its commits' size).
-        notes: gets a note for a repo that is public though the push asked for private ones.
         progress: told what the Hub does not hold yet and the bytes to upload, then each file uploaded.
-        ahead: uploads started before the plan was whole (the adapter repo's new weights).
+        ahead: uploads started before the plan was whole (the adapter repo's new weights, diffed then).
         retry: how transient failures and the Hub's rate limits are met (its `max_wait`).
-
-    Returns:
-        One report per repo (its last commit; files and bytes of all of them), and one per branch (a
-        branch's `steps` are its step, whatever of it changed).
 
     Raises:
         RateLimitedError: the Hub's rate limit resets later than the push may wait; the line names the
             commits left and when to run the push again (it makes only those).
         HubkitError: as `commit_repo`.
     """
-    diffs = [diff_repo(repo, remotes[repo.repo_id]) for repo in plan.repos]
+    known = {ahead.repo_id: ahead.diff} if ahead is not None else {}
+    diffs = [diff_repo(repo, remotes[repo.repo_id], known.get(repo.repo_id)) for repo in plan.repos]
     branch_diffs = [diff_repo(branch, branches[branch.revision]) for branch in plan.branches]
-    for diff in diffs:
-        if diff.plan.private and diff.remote.private is False:
-            notes.append(
-                f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
-                "(change the visibility in the repo's settings)"
-            )
+    notes = tuple(
+        f"{diff.plan.repo_id} already exists and is public: --private only applies to new repos "
+        "(change the visibility in the repo's settings)"
+        for diff in diffs
+        if diff.plan.private and diff.remote.private is False
+    )
     held = {r: held_objects([remote]) for r, remote in remotes.items()}
     for branch in branches.values():
         held.setdefault(branch.repo_id, set()).update(held_objects([branch]))
@@ -114,7 +116,9 @@ def commit_plan(
             report = replace(report, steps=diff.plan.steps)
         reports.append(report)
     by_branch = {r.revision: r for r in reports[len(diffs) :]}
-    return tuple(reports[: len(diffs)]), tuple(by_branch[b.plan.revision] for b in branch_diffs)
+    return Committed(
+        tuple(reports[: len(diffs)]), tuple(by_branch[b.plan.revision] for b in branch_diffs), notes
+    )
 
 
 def _before_parts(

@@ -1,6 +1,6 @@
-"""What each stage of a push hands to the next (`hubkit.publish.push.PushSession`): what was prepared on
-this machine, the release as the Hub holds it, and every decision taken before any repo is created; and the
-last check before the commit, the merged model a push is about to publish against its adapter
+"""What two stages of a push hand to the next (`hubkit.publish.push.PushSession`): what was prepared on
+this machine, and every decision taken before any repo is created (the read stage's: `hub_reads.HubState`);
+and the last check before the commit, the merged model a push is about to publish against its adapter
 (`verified_record`, `hubkit.verify.merged`): the merged repo's files as they will be published (the merged
 folder's weights and configs, the run's tokenizer over the base's) against the prepared adapter on the base.
 A mismatch refuses the push in one line; a pass is recorded in the merge record (the merged card's
@@ -9,30 +9,21 @@ A mismatch refuses the push in one line; a pass is recorded in the merge record 
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from huggingface_hub import HfApi
-
-from hubkit.adapters.base_check import BaseConfig
 from hubkit.adapters.prepare import PreparedAdapter
 from hubkit.cards import BaseModelCard
 from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
-from hubkit.cards.sweep_siblings import SweepSibling
 from hubkit.errors import VerificationError
-from hubkit.hub.remote import RemoteRepo
 from hubkit.publish.adapter_repo import RunFiles
-from hubkit.publish.benchmark_results import BenchmarkTask
 from hubkit.publish.gguf_repo import GGUFDecision
 from hubkit.publish.merge_decision import MergeDecision
 from hubkit.publish.merged_repo import published_names
 from hubkit.publish.plan import PlannedFile, RepoPlan
-from hubkit.publish.release_repos import ReleaseRepos
 from hubkit.publish.request import PushProgress, PushRequest
-from hubkit.publish.sweep.reads import SweepReads
 from hubkit.publish.vetted import Vetter
 from hubkit.runs import Run
 from hubkit.runs.completions import Completions
@@ -58,27 +49,6 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class Remote:
-    """The release's repos and checkpoint branches as the Hub holds them, and the base model's config and
-    card (`_read_remote`); or, for a dry run, as the run directory's push records say (`_recorded_remote`:
-    no client, no base config, a base card without a licence)."""
-
-    api: HfApi | None
-    repos: ReleaseRepos
-    remotes: dict[str, RemoteRepo]
-    branches: dict[str, RemoteRepo]  # by branch name
-    base_config: BaseConfig | None
-    base_card: Future[BaseModelCard]
-    benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # the evaluation's benchmark, read from the Hub
-    sweep: SweepReads | None = None  # the run's sweep as the Hub holds it (none for a dry run)
-
-    @property
-    def sweep_siblings(self) -> tuple[SweepSibling, ...]:
-        """The other runs of the run's sweep, as its Collection lists them (its card lists them)."""
-        return self.sweep.siblings if self.sweep is not None else ()
-
-
-@dataclass(frozen=True)
 class Decided:
     """Every decision of the push, taken before any repo is created (`_decide`)."""
 
@@ -91,25 +61,26 @@ class Decided:
     merge_plan: MergePlan | None
     base_card: BaseModelCard
     branches: tuple[RepoPlan, ...]
+    adapter_files: RepoPlan  # the adapter repo's plan but its card (planned once: its weights go ahead)
     samples_files: tuple[PlannedFile, ...] = ()  # the samples dataset's, vetted
 
 
-def published_folder(merged: MergeResult, local: Prepared, folder: Path) -> Path:
+def published_folder(merged: MergeResult, prepared: Prepared, folder: Path) -> Path:
     """`folder` holding what the merged repo will publish, but its card: links to the merged folder's files
     of a published kind, and the run's tokenizer files as vetting wrote them in place of the base's."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     names = sorted(p.name for p in merged.out_dir.iterdir() if p.is_file())
-    for name, _kind in published_names(names, local.run_files)[0]:
+    for name, _kind in published_names(names, prepared.run_files)[0]:
         (folder / name).symlink_to(merged.out_dir / name)
-    for planned in local.run_files.tokenizer:
+    for planned in prepared.run_files.tokenizer:
         (folder / planned.path_in_repo).write_bytes(planned.read_bytes())
     return folder
 
 
 def verified_record(
     request: PushRequest,
-    local: Prepared,
+    prepared: Prepared,
     decided: Decided,
     merged: MergeResult | None,
     merged_repo_id: str,
@@ -121,7 +92,7 @@ def verified_record(
     Raises:
         VerificationError: the merged model is not the adapter's, in one line naming it and by how much.
     """
-    run = local.run
+    run = prepared.run
     record = decided.merging.record_after(merged, run, decided.base_revision)
     adapter, plan = decided.merging.adapter, decided.merge_plan
     if not request.verify or merged is None or record is None or adapter is None or plan is None:
@@ -131,7 +102,7 @@ def verified_record(
     progress.stage(f"Verifying {merged_repo_id} against step {adapter.step}")
     checkpoint = next((c for c in run.checkpoints if c.step == adapter.step), None)
     tokenizer = run.tokenizer_dir(checkpoint) if checkpoint is not None else None
-    folder = published_folder(merged, local, merged.out_dir.with_name(f"verify-step-{adapter.step}"))
+    folder = published_folder(merged, prepared, merged.out_dir.with_name(f"verify-step-{adapter.step}"))
     try:
         check = check_merged(
             MergedCheckInput(
@@ -139,7 +110,7 @@ def verified_record(
                 adapter_dir=adapter.dir,
                 adapter_tokenizer_dir=tokenizer or plan.base_dir,
                 merged_dir=folder,
-                questions=questions_of(local.evaluation.samples if local.evaluation else ()),
+                questions=questions_of(prepared.evaluation.samples if prepared.evaluation else ()),
                 system_prompt=run.manifest.system_prompt,
                 artifact=merged_repo_id,
                 adapter=f"step {adapter.step}",
@@ -156,7 +127,7 @@ def verified_record(
 
 def verified_gguf(
     request: PushRequest,
-    local: Prepared,
+    prepared: Prepared,
     decided: Decided,
     merged: MergeResult | None,
     exported: tuple[tuple[PlannedFile, ...], GGUFRecord | None],
@@ -179,8 +150,8 @@ def verified_gguf(
     from hubkit.verify.gguf import check_gguf, gguf_reference
     from hubkit.verify.merged import questions_of
 
-    questions = questions_of(local.evaluation.samples if local.evaluation else ())
-    system_prompt = local.run.manifest.system_prompt
+    questions = questions_of(prepared.evaluation.samples if prepared.evaluation else ())
+    system_prompt = prepared.run.manifest.system_prompt
     reference = gguf_reference(merged.out_dir, questions, system_prompt)
     verified = {}
     for planned in files:

@@ -189,24 +189,19 @@ def create_space(api: HfApi, space: str, *, hardware: str, private: bool) -> str
 
 
 def open_space(
-    api: HfApi, repos: ReleaseRepos, remotes: dict[str, RemoteRepo], request: PushRequest, notes: list[str]
-) -> ReleaseRepos:
-    """The release's Space created before any card is committed (`remotes` gets it as created): one the
-    Hub refuses for the account's plan is left out, a warning in `notes`, and no card links it.
-
-    Returns:
-        The repos, without the Space when the Hub refused it.
-    """
+    api: HfApi, repos: ReleaseRepos, remotes: dict[str, RemoteRepo], request: PushRequest
+) -> tuple[ReleaseRepos, str | None]:
+    """The release's Space created before any card is committed (`remotes` gets it as created). One the Hub
+    refuses for the account's plan is left out, and no card links it: the repos without it, and the warning."""
     space = repos.space
     if space is None or remotes[space].exists:
-        return repos
+        return repos, None
     hardware = request.space_hardware or DEFAULT_HARDWARE
     refusal = create_space(api, space, hardware=hardware, private=request.private)
     if refusal is not None:
-        notes.append(refusal)
-        return replace(repos, space=None)
+        return replace(repos, space=None), refusal
     remotes[space] = read_remote(api, space, "space")
-    return repos
+    return repos, None
 
 
 def remove_if_empty(api: HfApi, repos: list[tuple[str, RepoType]]) -> list[str]:

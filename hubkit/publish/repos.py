@@ -25,7 +25,7 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.cards.merge_record import MergeRecord
 from hubkit.hub.hashing import FileHashCache
 from hubkit.hub.remote import RemoteRepo
-from hubkit.publish.adapter_repo import RunFiles, plan_adapter_repo
+from hubkit.publish.adapter_repo import RunFiles
 from hubkit.publish.benchmark_results import BenchmarkTask, eval_results_files
 from hubkit.publish.gguf_repo import plan_gguf_repo
 from hubkit.publish.merge_decision import plan_merged_card
@@ -33,7 +33,6 @@ from hubkit.publish.merged_repo import plan_merged_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.release_repos import ReleaseLinks, ReleaseRepos, release_card_inputs
 from hubkit.publish.vetted import Vetter
-from hubkit.release.layout import steps_in_paths
 from hubkit.runs import Run
 from hubkit.runs.eval_results import EvalResults
 from hubkit.safety import kinds
@@ -53,6 +52,7 @@ class BuildContext:
         repos: the release's repo ids.
         adapters: the prepared adapters this push publishes, by step.
         run_files: the files the adapter repo takes from the run, planned and vetted.
+        adapter_files: the adapter repo's plan but its card (`plan_adapter_repo`).
         remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
         base_card: the base model's licence, from its card on the push's Hub.
         hashes: the push's hash cache.
@@ -78,6 +78,7 @@ class BuildContext:
     repos: ReleaseRepos
     adapters: tuple[PreparedAdapter, ...]
     run_files: RunFiles
+    adapter_files: RepoPlan
     remotes: dict[str, RemoteRepo]
     base_card: BaseModelCard
     hashes: FileHashCache
@@ -94,11 +95,6 @@ class BuildContext:
     gguf_record: GGUFRecord | None = None
     samples_files: tuple[PlannedFile, ...] = ()
     private: bool = False
-
-    def published_steps(self) -> tuple[int, ...]:
-        """The checkpoint steps the adapter repo held before this push."""
-        remote = self.remotes.get(self.repos.adapter)
-        return steps_in_paths(remote.files) if remote is not None else ()
 
     def card_inputs(self) -> CardInputs:
         """What the cards say about this push: every step in the repo afterwards, with its size."""
@@ -138,14 +134,8 @@ def build_adapter_repo(context: BuildContext) -> RepoPlan:
     card |= eval_results_files(
         context.eval, context.benchmark_tasks, step_on_main=inputs.root_step, repo_id=context.repos.adapter
     )
-    return plan_adapter_repo(
-        context.run,
-        context.repos.adapter,
-        context.run_files,
-        private=context.private,
-        published_steps=context.published_steps(),
-        card=context.vetter.generated(card, "model", context.hashes),
-    )
+    plan = context.adapter_files
+    return replace(plan, files=(*plan.files, *context.vetter.generated(card, "model", context.hashes)))
 
 
 def build_merged_repo(context: BuildContext) -> RepoPlan | None:

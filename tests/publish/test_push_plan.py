@@ -18,7 +18,7 @@ from hubkit.cards import BaseModelCard
 from hubkit.errors import CheckpointError, LocalPathInFileError, PublishError, SecretInFileError
 from hubkit.hub.hashing import FileHashCache, hash_bytes, hash_file
 from hubkit.hub.remote import RemoteFile, RemoteRepo
-from hubkit.publish.adapter_repo import plan_run_files, published_forms
+from hubkit.publish.adapter_repo import plan_adapter_repo, plan_run_files, published_forms
 from hubkit.publish.commit import commit_message
 from hubkit.publish.diff import diff_repo
 from hubkit.publish.plan import PlannedFile, RepoPlan
@@ -75,11 +75,13 @@ def _plan(run_dir: Path, tmp_path: Path, steps=None, repo_id: str = "me/tiny-run
     chosen = select_checkpoints(run, steps)
     adapters = prepare_adapters(run, chosen, tmp_path / "staging", forms=published_forms(chosen, vetter))
     hashes = FileHashCache()
+    run_files = plan_run_files(run, adapters, vetter=vetter, hashes=hashes)
     context = BuildContext(
         run=run,
         repos=ReleaseRepos.of(PushRequest(run_dir, space=False), repo_id),
         adapters=tuple(adapters),
-        run_files=plan_run_files(run, adapters, vetter=vetter, hashes=hashes),
+        run_files=run_files,
+        adapter_files=plan_adapter_repo(run, repo_id, run_files),
         remotes={repo_id: RemoteRepo(repo_id, head_sha=None)},
         base_card=BaseModelCard(repo_id=BASE, license="apache-2.0"),
         hashes=hashes,

@@ -34,32 +34,30 @@ from hubkit.release.companions import ADAPTER
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
-    from hubkit.publish.push_stages import Prepared, Remote
+    from hubkit.publish.hub_reads import HubState
+    from hubkit.publish.push_stages import Prepared
     from hubkit.runs.eval_results import EvalResults
 
 
 def with_sweep_plan(
     plan: PushPlan,
-    remote: Remote,
-    local: Prepared,
+    hub: HubState,
+    prepared: Prepared,
     space_files: tuple[PlannedFile, ...],
     private: bool,
-    notes: list[str],
-) -> PushPlan:
-    """`plan_sweep` for a push whose run belongs to a sweep (its notes added to `notes`), with the sweep's
-    Space's files planned in the decide stage; `plan` as it is for a run of no sweep."""
-    if remote.sweep is None or remote.api is None:
-        return plan
-    repos, reads = remote.repos, remote.sweep
+) -> tuple[PushPlan, list[str]]:
+    """`plan_sweep` for a push whose run belongs to a sweep, with the sweep's Space's files planned in the
+    decide stage; `plan` as it is (and no notes) for a run of no sweep."""
+    if hub.sweep is None or hub.api is None:
+        return plan, []
+    repos, reads = hub.repos, hub.sweep
     space = None
     if repos.space is not None and repos.sweep_space and space_files:  # None: refused, or --no-space
         title = f"hubkit sweep {reads.sweep.name} (Space)"
         space = space_repo_plan(repos.space, space_files, private=private, title=title)
-    planned, said = plan_sweep(
-        remote.api, plan, reads, repos, local.evaluation, local.vetter, private=private, space=space
+    return plan_sweep(
+        hub.api, plan, reads, repos, prepared.evaluation, prepared.vetter, private=private, space=space
     )
-    notes.extend(said)
-    return planned
 
 
 def plan_sweep(
