@@ -126,7 +126,6 @@ class SpaceConfig:
         *,
         merged_repo_id: str | None = None,
         space_repo_id: str | None = None,
-        adapter_revision: str | None = None,
         tokenizer_published: bool = True,
         examples: Sequence[tuple[str, str | None]] = (),
         hardware: str = DEFAULT_HARDWARE,
@@ -135,21 +134,15 @@ class SpaceConfig:
         """The Space of a run described by its manifest (what the adapter repo's `hubkit.json` holds).
 
         Args:
-            manifest: the run's manifest.
             repo_id: the adapter repo.
             merged_repo_id: the merged model's repo, if one is published.
             space_repo_id: the Space repo; default `<repo_id>-demo`.
-            adapter_revision: pin the adapters to this revision (default: the repo's main branch, so that
-                the checkpoint list follows later pushes).
             tokenizer_published: whether the adapter repo's root holds the run's tokenizer and chat
                 template (else the base model's are used).
             examples: (problem, reference answer or None) pairs; default a few general math problems.
             hardware: the README's `suggested_hardware`.
             trained_length: the answer length the run trained with; default: what the manifest records
-                (`hubkit.evaluate.length.manifest_length`).
-
-        Returns:
-            The configuration.
+                (`manifest_length`).
 
         Raises:
             SpaceError: `hardware` is not one of the Hub's flavors.
@@ -166,7 +159,6 @@ class SpaceConfig:
         run = module.RunConfig(
             name=visible(manifest.run_id),
             adapter_repo=repo_id,
-            adapter_revision=adapter_revision,
             merged_repo=merged_repo_id,
         )
         app = module.AppConfig(
@@ -189,7 +181,6 @@ class SpaceConfig:
         *,
         merged_repo_id: str | None = None,
         space_repo_id: str | None = None,
-        adapter_revision: str | None = None,
         hardware: str = DEFAULT_HARDWARE,
     ) -> SpaceConfig:
         """The Space of a run about to be (or already) published to `repo_id`.
@@ -197,16 +188,7 @@ class SpaceConfig:
         Examples are held-out problems from the run's evaluation (`hubkit eval`) when it has one, those
         that the best checkpoint answers better than the base first; else a few general math problems.
 
-        Args:
-            run: the run.
-            repo_id: the adapter repo.
-            merged_repo_id: the merged model's repo, if the push publishes one.
-            space_repo_id: the Space repo; default `<repo_id>-demo`.
-            adapter_revision: see `from_manifest`.
-            hardware: the README's `suggested_hardware`.
-
-        Returns:
-            The configuration.
+        Arguments as `from_manifest`.
 
         Raises:
             EvalError: the run's evaluation files are corrupt.
@@ -221,7 +203,6 @@ class SpaceConfig:
             repo_id,
             merged_repo_id=merged_repo_id,
             space_repo_id=space_repo_id,
-            adapter_revision=adapter_revision,
             tokenizer_published=run.tokenizer_dir() is not None,
             examples=eval_examples(run.run_dir),
             hardware=hardware,
@@ -236,12 +217,8 @@ class SpaceConfig:
 def eval_examples(run_dir: Path, limit: int = EXAMPLES_FROM_EVAL) -> tuple[tuple[str, str], ...]:
     """Held-out problems from the run's evaluation, the telling ones first (none without an evaluation).
 
-    Args:
-        run_dir: the run directory.
-        limit: at most this many.
-
     Returns:
-        (problem, reference answer) pairs; empty when the run has no `eval/`.
+        At most `limit` (problem, reference answer) pairs; empty when the run has no `eval/`.
 
     Raises:
         EvalError: the evaluation files are corrupt.
@@ -273,14 +250,6 @@ def space_config_from_hub(api: HfApi, repo_id: str, *, space_repo_id: str | None
 
     Every adapter the repo publishes is checked against the base model first, from the files' headers
     (`hubkit.release.adapters`): the app loads them all as it starts.
-
-    Args:
-        api: a client bound to the Hub the repo is on.
-        repo_id: the adapter repo.
-        space_repo_id: the Space repo; default `<repo_id>-demo`.
-
-    Returns:
-        The configuration.
 
     Raises:
         HubError: no such repo, or the Hub failed (`hubkit.hub.failures`).

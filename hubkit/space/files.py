@@ -50,15 +50,8 @@ def _version(package: str) -> str:
 
 
 def zerogpu_torch(installed: str) -> str:
-    """The torch release a Space pins: the newest one ZeroGPU runs that is not newer than `installed`
-    (the tested one), else ZeroGPU's oldest.
-
-    Args:
-        installed: the torch version installed here, without a local tag ("2.13.0").
-
-    Returns:
-        One of `ZEROGPU_TORCH`.
-    """
+    """The torch release a Space pins (one of `ZEROGPU_TORCH`): the newest one ZeroGPU runs that is not newer
+    than `installed` (the tested one, without a local tag: "2.13.0"), else ZeroGPU's oldest."""
     from packaging.version import Version
 
     older = [v for v in ZEROGPU_TORCH if Version(v) <= Version(installed)]
@@ -148,12 +141,6 @@ def space_readme(config: SpaceConfig) -> str:
 def space_repo_files(config: SpaceConfig) -> dict[str, bytes]:
     """Every file of the Space repo, by path: the app's modules, `space_config.json`, pinned
     `requirements.txt` and `README.md`.
-
-    Args:
-        config: the Space's configuration.
-
-    Returns:
-        Path in the repo -> content.
 
     Raises:
         SpaceError: gradio or a package the app needs is not installed (their versions are pinned).

@@ -9,15 +9,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hubkit.errors import SpaceError
 from hubkit.resources import space_dir
 from hubkit.space.config import APP_NAME, SpaceConfig, app_config_module
 from hubkit.space.files import APP_FILE
-
-if TYPE_CHECKING:
-    pass
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
@@ -27,10 +23,7 @@ def _interrupt(_signum: int, _frame: object) -> None:
 def serve_locally(config: SpaceConfig, *, port: int, endpoint: str | None = None) -> None:
     """Run the Space's app (the copy shipped with hubkit) on 127.0.0.1 until it exits or Ctrl-C stops it.
 
-    Args:
-        config: the configuration (as the push would write it).
-        port: the port to serve on.
-        endpoint: the Hub the app loads the models from (default: `HF_ENDPOINT`, else huggingface.co).
+    `endpoint`: the Hub the app loads the models from (default: `HF_ENDPOINT`, else huggingface.co).
 
     Raises:
         SpaceError: the app exited with an error (its output says why).
