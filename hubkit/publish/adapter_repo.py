@@ -59,15 +59,8 @@ def checked_checkpoints_tree(
     run: Run, chosen: Iterable[Checkpoint], named: Path | None = None
 ) -> CheckpointsTree:
     """Where the run's checkpoints are, refused (before anything is read, sent or created) when two folders
-    claim one step, or a chosen checkpoint's folders lead outside the run unasked.
-
-    Args:
-        run: the run.
-        chosen: the checkpoints the push publishes.
-        named: the checkpoints folder the user named (``--checkpoints-dir``), if any.
-
-    Returns:
-        Where the checkpoints are (the dry run says it).
+    claim one step, or a chosen checkpoint's folders lead outside the run unasked (`named`: the folder
+    ``--checkpoints-dir`` named). The dry run says where they are.
 
     Raises:
         AmbiguousCheckpointError, ForeignCheckpointsError: as `hubkit.safety.checkpoints`.
@@ -84,15 +77,8 @@ def checked_checkpoints_tree(
 def check_adapters_against_base(
     run: Run, adapters: Sequence[PreparedAdapter], base: BaseConfig
 ) -> tuple[int, ...]:
-    """Check every adapted module and shape against the base model's config.
-
-    Args:
-        run: the run (the adapters' run directory remembers passing checks).
-        adapters: prepared adapters.
-        base: the base model's config, as the push downloaded it.
-
-    Returns:
-        The steps checked.
+    """Check every adapted module and shape against the base model's config, as the push downloaded it
+    (the run directory remembers passing checks); the steps checked.
 
     Raises:
         BaseModelMismatchError: an adapter does not fit the base model.
@@ -145,14 +131,8 @@ def _vetted_if_there(path: Path, kind: Kind, vetter: Vetter) -> VettedFile | Non
 
 def published_forms(checkpoints: Iterable[Checkpoint], vetter: Vetter) -> dict[int, PublishedForm]:
     """Each saved adapter's config and weights' header vetted, before the adapter is prepared: how its
-    files are to be published (the vetted config, and whether the weights need a new header).
-
-    Args:
-        checkpoints: the checkpoints to prepare.
-        vetter: the push's vetting.
-
-    Returns:
-        By step, for each checkpoint with a saved adapter folder.
+    files are to be published (the vetted config, and whether the weights need a new header), by step, for
+    each checkpoint with a saved adapter folder.
 
     Raises:
         UnsafeFileError: a file that must not be published (`hubkit.safety.vet_file`).
@@ -212,25 +192,15 @@ def _adapter_files(adapter: PreparedAdapter, vetter: Vetter, hashes: FileHashCac
 
 @dataclass(frozen=True)
 class RunFiles:
-    """The files the adapter repo takes from the run, vetted once, before any connection.
+    """The files the adapter repo takes from the run, vetted once, before any connection."""
 
-    Args:
-        checkpoints: every adapter under `checkpoints/global_step_N/`.
-        root: the newest adapter (`root_step`) again at the root.
-        tokenizer: the run's tokenizer for `root_step`, at the root too (and in the merged repo).
-        run: the manifest, the metrics, the evaluation and the training-problem hashes.
-        root_step: the step the root files are of.
-        left_out: what the chosen checkpoints' folders hold that is not published, and why.
-        changes: what vetting changed on the way, one line per file ("hubkit.json: ...").
-    """
-
-    checkpoints: tuple[PlannedFile, ...]
-    root: tuple[PlannedFile, ...]
-    tokenizer: tuple[PlannedFile, ...]
-    run: tuple[PlannedFile, ...]
+    checkpoints: tuple[PlannedFile, ...]  # every adapter under `checkpoints/global_step_N/`
+    root: tuple[PlannedFile, ...]  # the newest adapter (`root_step`) again at the root
+    tokenizer: tuple[PlannedFile, ...]  # the run's for `root_step`, at the root too (and in the merged repo)
+    run: tuple[PlannedFile, ...]  # the manifest, the metrics, the evaluation, the training-problem hashes
     root_step: int
-    left_out: tuple[LeftOutOf, ...] = ()
-    changes: tuple[str, ...] = ()
+    left_out: tuple[LeftOutOf, ...] = ()  # what the chosen checkpoints' folders hold unpublished, and why
+    changes: tuple[str, ...] = ()  # what vetting changed on the way, one line per file ("hubkit.json: ...")
 
     def for_repo(self, published_steps: Collection[int]) -> tuple[PlannedFile, ...]:
         """The files as the repo gets them: without the root ones when it already holds a newer step (a
@@ -316,17 +286,9 @@ def _run_files(run: Run, planning: _Planning) -> list[PlannedFile]:
 def plan_run_files(
     run: Run, adapters: Sequence[PreparedAdapter], *, vetter: Vetter, hashes: FileHashCache
 ) -> RunFiles:
-    """The run's files for the adapter repo, each vetted (`hubkit.safety`): the one check of them a push
-    makes, before any connection.
-
-    Args:
-        run: the run.
-        adapters: its prepared (and vetted) adapters, at least one.
-        vetter: the push's vetting.
-        hashes: the push's hash cache.
-
-    Returns:
-        The files, what was left out of the checkpoints' folders, and what vetting changed.
+    """The run's files for the adapter repo (from its prepared adapters, at least one), each vetted
+    (`hubkit.safety`): the one check of them a push makes, before any connection; with what was left out of
+    the checkpoints' folders, and what vetting changed.
 
     Raises:
         CheckpointError: no adapters (the run has no complete checkpoint yet).

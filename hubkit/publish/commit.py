@@ -46,7 +46,7 @@ from hubkit.hub.retry import (
     wait_out_rate_limit,
     with_retries,
 )
-from hubkit.publish.create import create_branch, create_repo
+from hubkit.publish.create import head_to_commit_on
 from hubkit.publish.diff import RepoDiff, is_same_content
 from hubkit.publish.plan import PlannedFile, RepoPlan
 from hubkit.publish.request import RepoReport
@@ -151,10 +151,7 @@ class UploadsAhead:
     Ctrl-C), the repo is as it was and the next push finds the object on the Hub. `commit_repo` waits
     for these uploads and sends only what they did not.
 
-    Args:
-        api: a client bound to the endpoint and token.
-        diff: the repo's files so far (weights are what matters) against its remote, which must exist.
-        retry: how transient failures are retried.
+    `diff`: the repo's files so far (weights are what matters) against its remote, which must exist.
     """
 
     def __init__(self, api: HfApi, diff: RepoDiff, retry: RetryPolicy = DEFAULT_RETRY) -> None:
@@ -222,20 +219,15 @@ def commit_repo(
     first_commits: dict[str, str] | None = None,
     uploaded: frozenset[str] = frozenset(),
 ) -> RepoReport:
-    """Upload the diff's changed files and make one commit on top of the head that was diffed.
+    """Upload the diff's changed files and make one commit on top of the head that was diffed: the commit
+    made (or found applied), `commit_sha` None when the diff was empty.
 
     Args:
-        api: a client bound to the endpoint and token.
-        diff: from `hubkit.publish.diff.diff_repo`.
         on_uploaded: called once per file when its bytes are on the Hub (for progress bars).
-        retry: how transient failures are retried (see the module docstring).
         ahead: this repo's weights already being uploaded; their objects are not sent again.
         first_commits: as `create_branch`'s, shared by a push's commits.
         uploaded: the sha256 of objects already sent for this commit (a split push's, sent before its first
             commit); they are not uploaded again.
-
-    Returns:
-        The commit made (or found applied), or a result with `commit_sha` None when the diff was empty.
 
     Raises:
         AuthError: the Hub wants a (better) token.
@@ -246,19 +238,7 @@ def commit_repo(
         return _report(api.endpoint, plan, None, 0, 0, ())
     endpoint = api.endpoint
     with hub_errors(plan.repo_id, endpoint):
-        parent = diff.remote.head_sha
-        if parent is None and plan.revision != "main":
-            parent = create_branch(api, plan.repo_id, plan.revision, retry=retry, first_commits=first_commits)
-        elif parent is None:
-            create_repo(
-                api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
-            )
-            parent = with_retries(
-                lambda: api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha,
-                retry,
-                f"reading {plan.repo_id}",
-                endpoint,
-            )
+        parent = head_to_commit_on(api, diff, retry=retry, first_commits=first_commits)
         operations = {f.path_in_repo: _operation(f) for f in diff.changed}
         separate = _separate_uploads(diff.changed)
         sent_ahead = ahead.sent() if ahead is not None and ahead.repo_id == plan.repo_id else frozenset()

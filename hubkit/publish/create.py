@@ -9,6 +9,7 @@ from hubkit.hub.failures import hub_errors
 from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
+from hubkit.publish.diff import RepoDiff
 
 
 def create_repo(
@@ -88,3 +89,28 @@ def created_if_new(api: HfApi, remote: RemoteRepo, *, private: bool) -> RemoteRe
     with hub_errors(remote.repo_id, api.endpoint):
         create_repo(api, remote.repo_id, "model", private=private)
         return read_remote(api, remote.repo_id, "model")
+
+
+def head_to_commit_on(
+    api: HfApi,
+    diff: RepoDiff,
+    *,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    first_commits: dict[str, str] | None = None,
+) -> str:
+    """The head the diff's commit goes on top of: the one diffed, or the new branch's (`create_branch`), or
+    the new repo's first commit (the repo made now, with the plan's visibility and SDK)."""
+    plan = diff.plan
+    if diff.remote.head_sha is not None:
+        return diff.remote.head_sha
+    if plan.revision != "main":
+        return create_branch(api, plan.repo_id, plan.revision, retry=retry, first_commits=first_commits)
+    create_repo(
+        api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
+    )
+    return with_retries(
+        lambda: api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha,
+        retry,
+        f"reading {plan.repo_id}",
+        api.endpoint,
+    )

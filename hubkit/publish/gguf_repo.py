@@ -95,14 +95,8 @@ def decide_gguf(
     newest adapter, or the merged repo already holds that merge. They are not written again when the
     merged repo keeps its merge and the GGUF repo's record says it holds that very merge in every asked
     type. (A push that merges again writes them again; a merge and an export of the same inputs give the
-    same bytes, so nothing is uploaded when nothing changed.)
-
-    Args:
-        request: the push's request: its asked types (`gguf_type_names`; empty when not asked) and
-            whether each adapter is also written as a GGUF LoRA over the base's GGUF files (``--gguf-lora``).
-        merging: the push's merge decision.
-        adapters: the push's adapters, oldest first.
-        gguf_remote: the GGUF repo as read (None when not read).
+    same bytes, so nothing is uploaded when nothing changed.) With ``--gguf-lora`` each of `adapters`
+    (oldest first) is also written as a GGUF LoRA over the base's GGUF files.
     """
     types, newest = request.gguf, adapters[-1]
     lora_adapters = tuple(adapters) if request.gguf_lora else ()
@@ -281,19 +275,10 @@ class SessionExports:
         hashes: FileHashCache,
         progress: ProgressCallback | None,
     ) -> tuple[tuple[PlannedFile, ...], GGUFRecord | None]:
-        """The GGUF files of `merged` (written now, or earlier in the session) planned for the GGUF repo,
-        with the repo's record after this push; no files and the kept record when nothing is exported.
-
-        Args:
-            decision: from `decide_gguf`.
-            merged: the newest merge (made by this push, or for the export).
-            merge: its record.
-            repos: the push's repos (the files' name is the adapter repo's, their base the merged repo).
-            base: the base model's card (its licence).
-            run_files: the run's files (its tokenizer goes into the files).
-            vetter: the push's vetting.
-            hashes: the push's hash cache.
-            progress: called with (input bytes done, total) while writing.
+        """The GGUF files of `merged`, the newest merge (written now, or earlier in the session), planned
+        for the GGUF repo, with the repo's record after this push; no files and the kept record when nothing
+        is exported. The files are named for the adapter repo, their base is the merged repo, the run's
+        tokenizer goes into them; `progress` gets (input bytes done, total) while writing.
 
         Raises:
             GGUFExportError: as `hubkit.export.write_gguf`.

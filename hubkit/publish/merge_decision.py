@@ -119,19 +119,8 @@ def decide_merge(
 
     The newest adapter is merged unless the request wants no merge (``--no-merged``), this push may not
     merge yet (a watch before the run finished), the adapter repo already holds a newer step (the merged
-    model follows the adapter at the root), or the merged repo already holds this very merge.
-
-    Args:
-        adapters: this push's prepared adapters, by step.
-        adapter_remote: the adapter repo as read.
-        merged_remote: the merged repo as read (None when the push did not read one).
-        run: the run (its base model).
-        merging: the request asks for a merged model.
-        may_merge: this push may merge now.
-        revision: the commit of the base model this push reads (`base_revision`).
-
-    Returns:
-        The decision.
+    model follows the adapter at the root), or the merged repo already holds this very merge (of
+    `revision`, the base's commit this push reads: `base_revision`).
     """
     repo_id = adapter_remote.repo_id
     published = (

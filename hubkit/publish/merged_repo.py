@@ -65,16 +65,8 @@ def use_release_tokenizer(out_dir: Path, run_files: RunFiles) -> None:
 
 def vet_base_files(plan: MergePlan, base_model: str, run_files: RunFiles, vetter: Vetter) -> tuple[str, ...]:
     """Vet what the merged repo will take from the base, as the base holds it: every refusal of the merged
-    repo happens here, before any repo is created.
-
-    Args:
-        plan: the merge's plan (the base's shard headers, index and carried files).
-        base_model: the base's Hub id (for messages).
-        run_files: the run's files (its tokenizer replaces the base's).
-        vetter: the push's vetting.
-
-    Returns:
-        Notes for the push's report: base files left out of the merged repo.
+    repo happens here, before any repo is created (the plan's shard headers, index and carried files; the
+    run's tokenizer replaces the base's). Returns the report's notes: base files left out of the merged repo.
 
     Raises:
         UnsafeFileError: a base file that must not be published (`hubkit.safety.vet_file`).
@@ -106,21 +98,9 @@ def plan_merged_repo(
     hashes: FileHashCache,
     private: bool = False,
 ) -> RepoPlan:
-    """The merged repo's desired files: the merged folder, the run's tokenizer over the base's, a card.
-
-    Args:
-        run: the run the merged checkpoint comes from.
-        repo_id: the merged repo, "owner/name".
-        step: the merged checkpoint's step.
-        result: the merge, from `hubkit.merge.execute_plan` (its folder must live until the push ends).
-        card: the card (`hubkit.cards.merged_card_files`, vetted by `Vetter.generated`).
-        run_files: the run's files, vetted (its tokenizer is the merged repo's when it has one).
-        vetter: the push's vetting (each file of the merged folder is vetted as what it is).
-        hashes: the push's hash cache (a merged folder is hashed once per push session).
-        private: create the repo private (applies only when the push creates it).
-
-    Returns:
-        The plan; nothing is read from or sent to the network.
+    """The merged repo's desired files: the merged folder of `result` (`hubkit.merge.execute_plan`: it must
+    live until the push ends), each file vetted as what it is, the run's tokenizer over the base's, the card
+    (vetted by `Vetter.generated`). Nothing is read from or sent to the network.
 
     Raises:
         PublishError: an invalid repo id.

@@ -18,9 +18,9 @@ from huggingface_hub import HfApi
 from hubkit.errors import RateLimitedError
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.remote import RemoteRepo
-from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, clock, with_retries
+from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, clock
 from hubkit.publish.commit import UploadsAhead, commit_repo, upload_all
-from hubkit.publish.create import create_branch, create_repo
+from hubkit.publish.create import head_to_commit_on
 from hubkit.publish.describe import describe_storage
 from hubkit.publish.diff import RepoDiff, diff_repo
 from hubkit.publish.plan import PushPlan
@@ -126,23 +126,9 @@ def _before_parts(
 ) -> tuple[frozenset[str], str]:
     """Before the first of a split repo's commits: the repo (or branch) made if it is new, and every object
     of the diff sent (`upload_all`). Returns the objects sent and the head to commit on top of."""
-    plan = diff.plan
-    with hub_errors(plan.repo_id, api.endpoint):
-        head = diff.remote.head_sha
-        if head is None and plan.revision != "main":
-            head = create_branch(api, plan.repo_id, plan.revision, retry=retry, first_commits=first_commits)
-        elif head is None:
-            create_repo(
-                api, plan.repo_id, plan.repo_type, private=plan.private, space_sdk=plan.space_sdk, retry=retry
-            )
-            head = with_retries(
-                lambda: api.repo_info(plan.repo_id, repo_type=plan.repo_type).sha,
-                retry,
-                f"reading {plan.repo_id}",
-                api.endpoint,
-            )
-        sent = upload_all(api, after(diff, head), retry)
-    return sent, head  # type: ignore[return-value]
+    with hub_errors(diff.plan.repo_id, api.endpoint):
+        head = head_to_commit_on(api, diff, retry=retry, first_commits=first_commits)
+        return upload_all(api, after(diff, head), retry), head
 
 
 def _joined(made: list[RepoReport]) -> RepoReport:

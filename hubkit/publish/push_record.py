@@ -93,18 +93,9 @@ def remote_from_record(record: PushRecord | None, repo_id: str) -> RemoteRepo:
 
 
 def save_record(run_dir: Path, endpoint: str, plan: RepoPlan, commit_sha: str) -> Path | None:
-    """Record that `plan`'s files are on the Hub at `commit_sha` (after a push or an up-to-date check).
-
-    Args:
-        run_dir: the run directory.
-        endpoint: the Hub URL.
-        plan: the plan that was pushed; its files are all on the remote now.
-        commit_sha: the repo's head after the push.
-
-    Returns:
-        The record's path, or None when the run directory is not writable (the push itself
-        succeeded; only a later dry run knows less).
-    """
+    """Record that `plan`'s files are on the Hub at `commit_sha`, the repo's head after a push or an
+    up-to-date check; the record's path, or None when the run directory is not writable (the push itself
+    succeeded; only a later dry run knows less)."""
     previous = load_record(run_dir, endpoint, plan.repo_id, plan.revision)
     # A push only adds and updates: files recorded earlier and not in this plan are still there.
     files = dict(previous.files) if previous else {}

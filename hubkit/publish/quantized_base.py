@@ -24,16 +24,9 @@ def requirements_have_bitsandbytes(requirements: str) -> bool:
 
 
 def check_quantized_base(run: Run, config: ModelConfig | None, *, merging: bool, space: bool) -> list[str]:
-    """Refuse a release that would name a quantized base where it cannot serve; say when it was swapped.
-
-    Args:
-        run: the run (`Run.quantized_base` when its adapters name a quantized base).
-        config: the base model's config.json as the push read it (None for a dry run never downloaded it).
-        merging: the push merges into the base.
-        space: the push publishes the Space (whose pinned requirements must then load the base).
-
-    Returns:
-        The push's note about the base (empty when it is not quantized).
+    """Refuse a release that would name a quantized base (`Run.quantized_base`) where it cannot serve: the
+    merge, or the Space (whose pinned requirements must load it); the note when it was swapped. `config` is
+    None for a dry run that never downloaded it.
 
     Raises:
         QuantizedBaseError: the release would merge into, or a Space without bitsandbytes would load, a

@@ -85,16 +85,9 @@ def _check_same_adapters(evaluated: Release, now: Release, steps: tuple[int, ...
 def push_release_eval(
     api: HfApi, evaluated: Release, results: EvalResults, *, token: str | None
 ) -> RepoReport:
-    """Commit `results` and the card rendered again with them to the release's adapter repo.
-
-    Args:
-        api: a client bound to the release's Hub, with a token that can write to the repo.
-        evaluated: the release as it was read for the evaluation.
-        results: the evaluation of (some of) its steps.
-        token: the token in use, so that a file holding it is refused.
-
-    Returns:
-        The commit (`commit_sha` None when the repo already held exactly these files).
+    """Commit `results` (of some of its steps) and the card rendered again with them to the release's adapter
+    repo, as it was read for the evaluation (`commit_sha` None: it already held exactly these files). A file
+    holding `token` is refused.
 
     Raises:
         PublishError: the evaluated steps changed on the Hub since, the repo moved while pushing, or the

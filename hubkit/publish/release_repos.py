@@ -38,28 +38,17 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ReleaseRepos:
-    """The repo ids of one push.
-
-    Args:
-        adapter: the adapter repo.
-        merged: the merged repo, whether or not this push merges (the cards link it while it exists).
-        gguf: the GGUF repo, whether or not this push exports (likewise).
-        space: the Space this push publishes; None without one (``--no-space``, gradio not installed).
-        linked_space: the Space the cards may link: this push's, else the release's default one (linked
-            only when it exists).
-        notes: why there is no Space, when the user should know.
-        samples: the samples dataset this push may write; None with ``--no-samples``.
-        sweep_space: the Space is the run's sweep's (every run of it), planned with the sweep's repos
-            (`hubkit.publish.sweep.space`), not the run's own.
-    """
+    """The repo ids of one push. The merged and GGUF repos are named whether or not this push writes them:
+    the cards link them while they exist."""
 
     adapter: str
     merged: str
     gguf: str
-    space: str | None
-    linked_space: str
-    notes: tuple[str, ...] = ()
-    samples: str | None = None
+    space: str | None  # the Space this push publishes; None: ``--no-space``, or gradio not installed
+    linked_space: str  # the Space the cards may link (while it exists): this push's, else the default one
+    notes: tuple[str, ...] = ()  # why there is no Space, when the user should know
+    samples: str | None = None  # the samples dataset this push may write; None with ``--no-samples``
+    # The Space is the run's sweep's (every run of it), planned with the sweep's repos, not the run's own.
     sweep_space: bool = False
 
     @classmethod
@@ -128,17 +117,8 @@ def release_card_inputs(
     adapters: Sequence[PreparedAdapter] = (),
 ) -> CardInputs:
     """What the cards say of a release (the one builder: a push, an evaluation pushed back, `hubkit card`):
-    every step the adapter repo holds afterwards, with its size.
-
-    Args:
-        run: the run (or a release read back as one).
-        repo_id: the adapter repo.
-        published: the adapter repo's files on the Hub before this commit.
-        base: the base model's licence.
-        has_tokenizer: whether the adapter repo's root holds the run's tokenizer.
-        links: the release's other repos the cards link.
-        eval: the evaluation the cards show, if any.
-        adapters: the adapters this commit adds or replaces.
+    every step the adapter repo holds afterwards (`published`: its files before this commit; `adapters`:
+    those this commit adds or replaces), with its size. `run` may be a release read back as one.
     """
     sizes = adapter_bytes_in_repo(published)
     sizes.update({a.step: a.size for a in adapters})

@@ -45,56 +45,31 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What the builders of one push read.
-
-    Args:
-        run: the run.
-        repos: the release's repo ids.
-        adapters: the prepared adapters this push publishes, by step.
-        run_files: the files the adapter repo takes from the run, planned and vetted.
-        adapter_files: the adapter repo's plan but its card (`plan_adapter_repo`).
-        remotes: each repo's state before the push, by repo id (for a dry run: the last recorded push).
-        base_card: the base model's licence, from its card on the push's Hub.
-        hashes: the push's hash cache.
-        vetter: the push's vetting (the cards are vetted as they are planned).
-        links: what the cards link of the release's other repos after this push.
-        eval: the run's evaluation (`hubkit eval`), if any.
-        benchmark_tasks: the tasks of the benchmark it was evaluated on (`hubkit.publish.benchmark_results`).
-        writes_merged: this push writes the merged repo (a new merge, or the card of the merge it holds).
-        merged: the merge this push made, if it made one.
-        merge_record: what the merged repo holds after this push (this push's merge, or the one it kept),
-            None when the release has no merged repo.
-        space_files: the Space's files, vetted before any repo was created (`plan_space_files`); the Space
-            is written when the push publishes one (`repos.space`), with the sweep's repos when it is the
-            sweep's.
-        writes_gguf: this push writes the GGUF repo (new files, or the card of those it holds).
-        gguf_files: the GGUF files this push exported, vetted (`plan_gguf_files`).
-        gguf_record: what the GGUF repo holds after this push, None when the release has no GGUF repo.
-        samples_files: the samples dataset's files, vetted (none: the push does not write it).
-        private: create new repos private.
-    """
+    """What the builders of one push read: the run, its prepared adapters and files (planned and vetted),
+    each repo's state before the push (a dry run: as the last recorded push left it), what executing the
+    decisions made, and what the cards link of the release's other repos after this push."""
 
     run: Run
     repos: ReleaseRepos
-    adapters: tuple[PreparedAdapter, ...]
+    adapters: tuple[PreparedAdapter, ...]  # this push's, by step
     run_files: RunFiles
-    adapter_files: RepoPlan
-    remotes: dict[str, RemoteRepo]
-    base_card: BaseModelCard
+    adapter_files: RepoPlan  # the adapter repo's plan but its card (`plan_adapter_repo`)
+    remotes: dict[str, RemoteRepo]  # by repo id
+    base_card: BaseModelCard  # its licence: the cards' one input not from the run, vetted
     hashes: FileHashCache
-    vetter: Vetter
+    vetter: Vetter  # the cards are vetted as they are planned
     links: ReleaseLinks
     eval: EvalResults | None = None
-    benchmark_tasks: tuple[BenchmarkTask, ...] = ()
-    writes_merged: bool = False
-    merged: MergeResult | None = None
-    merge_record: MergeRecord | None = None
-    space_files: tuple[PlannedFile, ...] = ()
-    writes_gguf: bool = False
-    gguf_files: tuple[PlannedFile, ...] = ()
-    gguf_record: GGUFRecord | None = None
-    samples_files: tuple[PlannedFile, ...] = ()
-    private: bool = False
+    benchmark_tasks: tuple[BenchmarkTask, ...] = ()  # of the benchmark it was evaluated on
+    writes_merged: bool = False  # a new merge, or the card of the merge the merged repo holds
+    merged: MergeResult | None = None  # the merge this push made
+    merge_record: MergeRecord | None = None  # what the merged repo holds after this push
+    space_files: tuple[PlannedFile, ...] = ()  # vetted before any repo existed; a sweep's: with its repos
+    writes_gguf: bool = False  # new files, or the card of those it holds
+    gguf_files: tuple[PlannedFile, ...] = ()  # exported by this push, vetted
+    gguf_record: GGUFRecord | None = None  # what the GGUF repo holds after this push
+    samples_files: tuple[PlannedFile, ...] = ()  # vetted (none: the push does not write the dataset)
+    private: bool = False  # create new repos private
 
     def card_inputs(self) -> CardInputs:
         """What the cards say about this push: every step in the repo afterwards, with its size."""
@@ -184,17 +159,9 @@ def plan_space_files(
     vetter: Vetter,
     hashes: FileHashCache,
 ) -> tuple[PlannedFile, ...]:
-    """The Space's files (`spaces/compare`, configured for the run), vetted: made before any repo is
-    created, since everything they say is known by then.
-
-    Args:
-        run: the run.
-        repo_id: the adapter repo.
-        merged_repo_id: the merged repo the release has (or gets), if any.
-        space_repo_id: the Space repo.
-        hardware: the Space's suggested hardware (None: ZeroGPU).
-        vetter: the push's vetting.
-        hashes: the push's hash cache.
+    """The Space's files (`spaces/compare`, configured for the run: the adapter repo, the merged repo it
+    has or gets, the Space's suggested hardware, None: ZeroGPU), vetted: made before any repo is created,
+    since everything they say is known by then.
 
     Raises:
         SpaceError: a package the Space pins is not installed.

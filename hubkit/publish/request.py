@@ -42,11 +42,9 @@ class PushRequest:
     `hubkit push` (`hubkit.cli.options`); the others:
 
     Args:
-        run_dir: the run directory.
         repo_id: the adapter repo; None means the repo the recipe recorded (`push_to` in hubkit.json),
             else `<token owner>/<run id>`.
         base_model: the base model's Hub id, for runs without hubkit.json whose adapters name none.
-        endpoint: the Hub URL.
         token: the Hub token; None looks it up (`HF_TOKEN`, then `hf auth login`'s). Never printed.
         sweep: the sweep the run is one point of, when its manifest records none or another
             (`hubkit.publish.sweep`): its repos join the Hub Collection named for it.
@@ -202,57 +200,33 @@ class RepoReport:
 
 @dataclass(frozen=True)
 class PushReport:
-    """What a push did (or, for a dry run, would do).
-
-    Args:
-        run_id: the run.
-        repo_id: the adapter repo the push chose (from the request, the manifest or the token owner).
-        steps: the checkpoint steps this push published.
-        repos: one report per repo that was pushed (empty for a dry run).
-        plan: the desired files of every repo.
-        revisions: one report per checkpoint branch (`step-N`) this push brought up to date.
-        records: for a dry run, the last recorded push to each repo (by repo id) and branch
-            (`REPO@BRANCH`) from this run directory.
-        notes: things the user should know that are not errors (a repo already public, a merge skipped).
-        finished: whether the run had finished training when it was read.
-        dry_run: whether this was a dry run (the rest is filled by dry runs only).
-        checkpoints_from: where the checkpoints were read from, in words.
-        left_out: what the chosen checkpoints' folders hold that is not published, and why.
-        changes: what vetting changed in the files on their way to the plan, one line per file.
-    """
+    """What a push did (or, for a dry run, would do)."""
 
     run_id: str
-    repo_id: str
-    steps: tuple[int, ...]
-    repos: tuple[RepoReport, ...]
+    repo_id: str  # the adapter repo the push chose (from the request, the manifest or the token owner)
+    steps: tuple[int, ...]  # the checkpoint steps this push published
+    repos: tuple[RepoReport, ...]  # one per repo pushed (none for a dry run)
     plan: PushPlan
-    revisions: tuple[RepoReport, ...] = ()
+    revisions: tuple[RepoReport, ...] = ()  # one per checkpoint branch (`step-N`) brought up to date
+    # A dry run's: the last recorded push to each repo (by repo id) and branch (`REPO@BRANCH`).
     records: dict[str, PushRecord | None] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    finished: bool = True
-    dry_run: bool = False
-    checkpoints_from: str | None = None
-    left_out: tuple[LeftOutOf, ...] = ()
-    changes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the user should know that is no error (a repo already public, ...)
+    finished: bool = True  # the run had finished training when it was read
+    dry_run: bool = False  # the rest is filled by dry runs only
+    checkpoints_from: str | None = None  # where the checkpoints were read from, in words
+    left_out: tuple[LeftOutOf, ...] = ()  # what the chosen checkpoints' folders hold unpublished, and why
+    changes: tuple[str, ...] = ()  # what vetting changed on the way to the plan, one line per file
 
 
 @dataclass(frozen=True)
 class PushProgress:
-    """Callbacks a caller can give to show progress; the library never prints.
+    """Callbacks a caller can give to show progress; the library never prints."""
 
-    Args:
-        stage: a one-line description of the step starting now ("Merging step 40 into ...").
-        merge: (bytes done, total bytes) while merging.
-        gguf: (input bytes done, total) while writing GGUF files.
-        upload_started: the total bytes the push will upload.
-        uploaded: bytes just uploaded.
-    """
-
-    stage: Callable[[str], None] = lambda _message: None
-    merge: Callable[[int, int], None] | None = None
-    gguf: Callable[[int, int], None] | None = None
-    upload_started: Callable[[int], None] = lambda _total: None
-    uploaded: Callable[[int], None] = lambda _bytes: None
+    stage: Callable[[str], None] = lambda _message: None  # the step starting now ("Merging step 40 into ...")
+    merge: Callable[[int, int], None] | None = None  # (bytes done, total bytes) while merging
+    gguf: Callable[[int, int], None] | None = None  # (input bytes done, total) while writing GGUF files
+    upload_started: Callable[[int], None] = lambda _total: None  # the bytes the push will upload
+    uploaded: Callable[[int], None] = lambda _bytes: None  # bytes just uploaded
 
 
 def adapter_repo_id(chosen: str | None, run: Run, api: HfApi | None) -> str:

@@ -31,17 +31,8 @@ def plan_revisions(
 ) -> tuple[RepoPlan, ...]:
     """The branch of each checkpoint this push publishes: its adapter files at the root, and its card.
 
-    Everything they hold is known before any repo is created, and so the push plans them then.
-
-    Args:
-        run: the run.
-        repo_id: the adapter repo.
-        run_files: the adapter repo's run files (their checkpoint files are placed again, not read again).
-        vetter: the push's vetting (each branch's card is vetted as it is planned).
-        hashes: the push's hash cache.
-
-    Returns:
-        One plan per step, in step order.
+    Everything they hold is known before any repo is created, and so the push plans them then: one plan per
+    step, in step order, the run files' checkpoint files placed again (not read again), each card vetted.
 
     Raises:
         UnsafeFileError: a branch's card holds a secret or a local path.

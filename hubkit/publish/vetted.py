@@ -40,13 +40,9 @@ class Vetter:
     def file(
         self, path: Path, kind: Kind, *, path_in_repo: str | None = None, label: str | None = None
     ) -> VettedFile:
-        """`hubkit.safety.vet_file` of `path` as `kind`, unless this version of it was vetted already.
-
-        Args:
-            path: the file.
-            kind: what it must be.
-            path_in_repo: where it goes (default: its name).
-            label: how a refusal names it (default: its path in the run directory, else its name).
+        """`hubkit.safety.vet_file` of `path` as `kind`, unless this version of it was vetted already;
+        `path_in_repo` defaults to its name, `label` (how a refusal names it) to its path in the run
+        directory, else its name.
 
         Raises:
             UnsafeFileError: as `vet_file` (a secret, a local path, a bad link, too large, not of its kind).

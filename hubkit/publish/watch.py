@@ -44,11 +44,9 @@ def watch_run(
     Args:
         request: as for `push_run` (not a dry run); listed `steps` not saved yet are waited for. The run
             folder need not exist yet.
-        interval: seconds between looks at the run.
         timeout: give up after this many seconds without a new complete checkpoint (the first one
             included); None waits as long as the run takes.
-        progress: callbacks for progress display (the wait for a first checkpoint is one stage line).
-        on_report: called with each push's report.
+        progress: the wait for a first checkpoint is one stage line.
 
     Returns:
         The last push's report, or None when the run finished without any checkpoint to push.
