@@ -1,6 +1,6 @@
 """Benchmark: a push with nothing to do. An unchanged re-push of a small run (3 tiny checkpoints), as a user
 runs it (`hubkit push` in a new process, with its default companions), against `hf upload` of the same
-files of the run folder in a new process, and where hubkit's time goes.
+files of the run folder in a new process, and where hubkit's time goes; and `hubkit --help`'s start-up.
 
     .venv/bin/python bench/repush_small.py [--rounds 10] [--link-rate MB/s]
 
@@ -38,6 +38,7 @@ from hubkit.demo.tiny import TOKENIZER_FILES, publish_model, qwen3_tokenizer_dir
 from tests.support.runs import TINY_SHAPES, make_run
 from tests.support.tiny import build_tiny_qwen3
 
+HELP_TARGET_S = 0.5  # the command line starts without importing the libraries it drives
 TARGET = 2.0
 BASE_REPO = "bench/tiny-qwen3"
 PUSH_OPTIONS = ["--quiet"]  # the default companions: the merged model and the Space
@@ -142,6 +143,7 @@ def main() -> None:
                 f"round {i + 1}: hubkit {hubkit_times[-1]:.2f} s, hf upload {hf_times[-1]:.2f} s", flush=True
             )
         stages = [stage_times(push_args) for _ in range(args.rounds)]
+        help_times = [run_command([bin_dir / "hubkit", "--help"]) for _ in range(args.rounds)]
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -154,6 +156,8 @@ def main() -> None:
     for name in stages[0]:
         print(f"  {name:<56} {statistics.median(s[name] for s in stages):.3f} s")
     print(f"ratio unchanged re-push / hf upload: {hubkit_median / hf_median:.2f}x (target <= {TARGET}x)")
+    help_median = statistics.median(help_times)
+    print(f"hubkit --help (median): {help_median:.2f} s (target < {HELP_TARGET_S} s)")
 
 
 if __name__ == "__main__":
