@@ -10,6 +10,7 @@ from typing import Any
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
+from hubkit.errors import RepoNotFoundError
 from hubkit.hub.repo_types import RepoType
 from hubkit.hub.retry import DEFAULT_RETRY, RetryPolicy, with_retries
 
@@ -41,6 +42,15 @@ class RemoteRepo:
     def exists(self) -> bool:
         return self.head_sha is not None
 
+    def head(self, endpoint: str | None) -> str:
+        """The head commit of a repo that exists; RepoNotFoundError for one that does not."""
+        if self.head_sha is None:
+            raise RepoNotFoundError(
+                f"{self.repo_id} is not on {endpoint or 'the Hub'} (or is private): check the repo id, "
+                "--endpoint and the token"
+            )
+        return self.head_sha
+
     @property
     def content_ids(self) -> dict[str, str]:
         """Every file's content id, by path: its LFS sha256, else its git blob id."""
@@ -63,17 +73,8 @@ def read_remote(
 
     The repo's info with each file's metadata (`files_metadata=True`: size, blob id, LFS sha256) names
     the head and its files in the same answer, so the files and the `parent_commit` of the next
-    commit describe the same state.
-
-    Args:
-        api: a client bound to the target endpoint and token.
-        repo_id: "owner/name".
-        repo_type: "model", "dataset" or "space".
-        revision: the branch to read.
-        retry: how transient failures (429, 5xx, dropped connections) are retried.
-
-    Returns:
-        The remote state; an empty `RemoteRepo` (head_sha None) if the repo does not exist yet.
+    commit describe the same state. A repo (or branch) that does not exist yet reads as an empty
+    `RemoteRepo` (head_sha None).
 
     Raises:
         PublishError: the Hub kept failing transiently.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hubkit.errors import ManifestError, ReleaseError, RepoNotFoundError, RewardSpecError
+from hubkit.errors import ManifestError, ReleaseError, RewardSpecError
 from hubkit.hub.download import download_repo_file
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.remote import RemoteRepo, read_remote
@@ -53,6 +53,16 @@ class Release:
     manifest: Manifest
     files: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def listed(cls, listing: RemoteRepo, manifest: Manifest, endpoint: str | None) -> Release:
+        """The repo `listing` read (`hubkit.hub.remote.read_remote`), with `manifest`.
+
+        Raises:
+            RepoNotFoundError: the repo does not exist.
+        """
+        head = listing.head(endpoint)
+        return cls(listing.repo_id, head, manifest, files=listing.content_ids, sizes=listing.sizes)
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -94,17 +104,11 @@ def release_of(listing: RemoteRepo, *, endpoint: str | None = None, token: str |
         HubError: the manifest cannot be read.
         ReleaseError: it has no ``hubkit.json`` or no checkpoint.
     """
-    repo_id = listing.repo_id
-    if listing.head_sha is None:
-        raise RepoNotFoundError(
-            f"{repo_id} is not on {endpoint or 'the Hub'} (or is private): check the repo id, --endpoint and "
-            "the token"
-        )
-    manifest = read_release_manifest(repo_id, listing.head_sha, endpoint=endpoint, token=token)
-    release = Release(repo_id, listing.head_sha, manifest, files=listing.content_ids, sizes=listing.sizes)
+    manifest = read_release_manifest(listing.repo_id, listing.head(endpoint), endpoint=endpoint, token=token)
+    release = Release.listed(listing, manifest, endpoint)
     if not release.steps:
         raise ReleaseError(
-            f"{repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"
+            f"{listing.repo_id} holds no checkpoints/global_step_N/ adapter: push the run's checkpoints first"
         )
     return release
 

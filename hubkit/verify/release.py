@@ -21,6 +21,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import ReleaseError
 from hubkit.evaluate.release import open_release
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import RemoteRepo, read_remote
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.companions import GGUF, MERGED
 from hubkit.release.read import Release, download_release_files
@@ -31,27 +32,20 @@ from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, qu
 from hubkit.verify.release_gguf import verify_release_gguf
 
 
-def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tuple[Any, MergeRecord]:
+def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tuple[RemoteRepo, MergeRecord]:
     """The merged repo at its head (its listing) and the merge its card records."""
     from huggingface_hub import HfApi
 
     with hub_errors(repo_id, endpoint):
-        info = HfApi(endpoint=endpoint, token=token).repo_info(repo_id, files_metadata=True)
-    record = MergeRecord.from_card_data(info.card_data.to_dict() if info.card_data is not None else None)
+        listing = read_remote(HfApi(endpoint=endpoint, token=token), repo_id)
+    listing.head(endpoint)  # a repo that is not there is refused as one, not as a card without a record
+    record = MergeRecord.from_card_data(listing.card_data)
     if record is None:
         raise ReleaseError(
             f"{repo_id} records no merge in its card (hubkit_merge): it is not a merged model `hubkit push` "
             f"published; name the merged repo with {MERGED.flag}"
         )
-    return info, record
-
-
-def _as_release(info: Any, adapter: Release) -> Release:
-    """The merged repo's listing as a `Release`, to download it through the bounded reader."""
-    siblings = info.siblings or ()
-    files = {s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings}
-    sizes = {s.rfilename: int(s.size or 0) for s in siblings}
-    return Release(info.id, str(info.sha), adapter.manifest, files=files, sizes=sizes)
+    return listing, record
 
 
 def verify_release(
@@ -78,14 +72,14 @@ def verify_release(
     from hubkit.merge.base_files import fetch_base_snapshot
 
     merged_repo_id = merged_repo_id or MERGED.default_repo_id(repo_id)
-    info, record = _merged_listing(merged_repo_id, endpoint, token)
+    listing, record = _merged_listing(merged_repo_id, endpoint, token)
     if record.adapter_repo != repo_id:
         raise ReleaseError(
             f"{merged_repo_id} records a merge of {record.adapter_repo}, not {repo_id}: name the adapter repo "
             "it was merged from"
         )
     release, run = open_release(repo_id, steps=(record.step,), endpoint=endpoint, token=token)
-    merged = _as_release(info, release)
+    merged = Release.listed(listing, release.manifest, endpoint)
     manifest = release.manifest
     base_dir = fetch_base_snapshot(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token

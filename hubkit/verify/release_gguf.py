@@ -18,6 +18,7 @@ from hubkit.cards.gguf_record import GGUFRecord
 from hubkit.errors import ReleaseError
 from hubkit.formats.gguf_types import FILE_NAME_RE
 from hubkit.hub.failures import hub_errors
+from hubkit.hub.remote import read_remote
 from hubkit.release.read import Release, download_release_files
 from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck, check_gguf, gguf_reference
@@ -44,12 +45,10 @@ def verify_release_gguf(
     """
     from huggingface_hub import HfApi
 
-    api = HfApi(endpoint=endpoint, token=token)
     with hub_errors(gguf_repo_id, endpoint):
-        if not api.repo_exists(gguf_repo_id):
-            return ()
-        info = api.repo_info(gguf_repo_id, files_metadata=True)
-    record = GGUFRecord.from_card_data(info.card_data.to_dict() if info.card_data is not None else None)
+        listing = read_remote(HfApi(endpoint=endpoint, token=token), gguf_repo_id)
+    # A repo that is not there has no card, so no record.
+    record = GGUFRecord.from_card_data(listing.card_data)
     if record is None:
         return ()
     if record.merge.adapter_repo != repo_id:
@@ -57,20 +56,13 @@ def verify_release_gguf(
             f"{gguf_repo_id} records GGUF files of {record.merge.adapter_repo}, not {repo_id}: it is not "
             "this release's"
         )
-    siblings = info.siblings or ()
-    listing = Release(
-        info.id,
-        str(info.sha),
-        adapter.manifest,
-        files={s.rfilename: (s.lfs.sha256 if s.lfs is not None else s.blob_id or "") for s in siblings},
-        sizes={s.rfilename: int(s.size or 0) for s in siblings},
-    )
+    gguf = Release.listed(listing, adapter.manifest, endpoint)
     names = {t: f.name for t, f in record.files.items() if "/" not in f.name and FILE_NAME_RE.match(f.name)}
-    present = {t: name for t, name in names.items() if name in listing.files}
+    present = {t: name for t, name in names.items() if name in gguf.files}
     if not present:
         return ()
     folder = download_release_files(
-        listing, list(present.values()), endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
+        gguf, list(present.values()), endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
     )
     reference = gguf_reference(merged_dir, questions, system_prompt)
     return tuple(
