@@ -27,7 +27,6 @@ general.name, it must write the same bytes as hubkit: the files' sha256 are comp
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -50,7 +49,8 @@ TYPES = ("bf16", "q8_0")
 
 def build_model(model_dir: Path, layers: int) -> int:
     """The Qwen3-4B-shaped model with the Qwen3 tokenizer; returns its weights' size in bytes."""
-    from hubkit.demo.tiny import copy_tokenizer
+    sys.path.insert(0, str(REPO_ROOT))  # tests.support
+    from tests.support.tiny import copy_tokenizer
 
     # bench/merge.py's build_base takes the layer count; the shape comes from its module constants.
     spec = importlib.util.spec_from_file_location("bench_merge", BENCH_DIR / "merge.py")
@@ -94,6 +94,14 @@ def work_hubkit(model_dir: Path, out_dir: Path, types: list[str]) -> dict[str, o
     return {"wall_s": wall, "rss_before_mib": before, "files": files}
 
 
+def written(out: Path) -> dict[str, object]:
+    """A file's size and sha256, as hubkit's export reports its own."""
+    from hubkit.hub.hashing import hash_file  # after the contender ran: no part of its memory
+
+    hashes = hash_file(out, git_sha1=False)
+    return {"size": hashes.size, "sha256": hashes.sha256}
+
+
 def work_converter(model_dir: Path, out_dir: Path, file_type: str) -> dict[str, object]:
     converter = converter_path()
     sys.path.insert(0, str(converter.parent))  # its `conversion` package, as `python convert_hf_to_gguf.py`
@@ -108,15 +116,7 @@ def work_converter(model_dir: Path, out_dir: Path, file_type: str) -> dict[str, 
     start = time.perf_counter()
     namespace["main"]()
     wall = time.perf_counter() - start
-    digest = hashlib.sha256()
-    with out.open("rb") as f:
-        while chunk := f.read(16 * 1024 * 1024):
-            digest.update(chunk)
-    return {
-        "wall_s": wall,
-        "rss_before_mib": before,
-        "files": {file_type: {"size": out.stat().st_size, "sha256": digest.hexdigest()}},
-    }
+    return {"wall_s": wall, "rss_before_mib": before, "files": {file_type: written(out)}}
 
 
 def work_quantizer(bf16_file: Path, out_dir: Path) -> dict[str, object]:
@@ -133,15 +133,7 @@ def work_quantizer(bf16_file: Path, out_dir: Path) -> dict[str, object]:
     if llama_cpp.llama_model_quantize(str(bf16_file).encode(), str(out).encode(), ctypes.byref(params)):
         raise SystemExit(f"llama.cpp could not quantize {bf16_file}")
     wall = time.perf_counter() - start
-    digest = hashlib.sha256()
-    with out.open("rb") as f:
-        while chunk := f.read(16 * 1024 * 1024):
-            digest.update(chunk)
-    return {
-        "wall_s": wall,
-        "rss_before_mib": before,
-        "files": {"q4_k_m": {"size": out.stat().st_size, "sha256": digest.hexdigest()}},
-    }
+    return {"wall_s": wall, "rss_before_mib": before, "files": {"q4_k_m": written(out)}}
 
 
 def run_worker(name: str, model_dir: Path, out_dir: Path) -> dict[str, object]:

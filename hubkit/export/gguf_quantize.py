@@ -12,15 +12,13 @@ one line before anything is written or created. The quantizer reads the source f
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib.util
 import logging
 from pathlib import Path
 
 from hubkit.errors import GGUFExportError
 from hubkit.formats.gguf_types import QUANTIZER_MISSING, GGUFType
-
-_HASH_BLOCK = 16 * 1024 * 1024
+from hubkit.hub.hashing import hash_file
 
 
 def require_quantizer() -> None:
@@ -59,16 +57,8 @@ def quantize(source: Path, out: Path, gguf_type: GGUFType) -> tuple[int, str]:
         )
         if failed:
             raise GGUFExportError(f"llama.cpp could not quantize {source.name} to {gguf_type.name}")
-        digest = _sha256(partial)
+        hashes = hash_file(partial, git_sha1=False)
         partial.replace(out)
     finally:
         partial.unlink(missing_ok=True)
-    return out.stat().st_size, digest
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+    return hashes.size, hashes.sha256
