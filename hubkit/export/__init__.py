@@ -8,12 +8,10 @@ from __future__ import annotations
 from hubkit.export.gguf import (
     GGUFExport,
     GGUFFile,
-    GGUFPlan,
     TensorSpec,
     TensorStream,
     export_gguf,
     plan_gguf_export,
-    write_gguf,
 )
 from hubkit.formats.gguf import FILE_TYPES, GGUFMetadata
 
@@ -22,10 +20,8 @@ __all__ = [
     "GGUFExport",
     "GGUFFile",
     "GGUFMetadata",
-    "GGUFPlan",
     "TensorSpec",
     "TensorStream",
     "export_gguf",
     "plan_gguf_export",
-    "write_gguf",
 ]

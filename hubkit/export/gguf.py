@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy
@@ -170,17 +171,9 @@ def export_gguf(
 ) -> GGUFExport:
     """Write a model as GGUF files, one per type: `plan_gguf_export`, then `write_gguf`.
 
-    Args:
-        model_dir: the model folder: config.json, tokenizer files, generation_config.json and, unless
-            `stream` is given, its safetensors shards.
-        out_dir: where the files go (created); each is ``<name>-<TYPE>.gguf``, replaced if present.
-        types: ``bf16``, ``f16``, ``q8_0`` or a k-quant (``q4_k_m``, ...; any case).
-        metadata: what ``general.*`` says (name, base model, licence).
-        stream: the tensors, if not from the folder's shards.
-        progress: called with (input bytes done, total) after each tensor.
-
-    Returns:
-        The files written.
+    `model_dir` holds config.json, the tokenizer files, generation_config.json and, unless `stream` is
+    given, the safetensors shards; each file goes to ``<out_dir>/<name>-<TYPE>.gguf``, replaced if present;
+    `types` are ``bf16``, ``f16``, ``q8_0`` or k-quants (``q4_k_m``, ...; any case).
 
     Raises:
         GGUFExportError: the model cannot be written as llama.cpp reads it; nothing is written then.
@@ -291,8 +284,6 @@ def _plan_sources(
     specs: Sequence[TensorSpec], architecture: Architecture, config: dict[str, object]
 ) -> tuple[SourceTensor, ...]:
     name_map = gguf.get_tensor_name_map(architecture.arch, int(config.get("num_hidden_layers") or 0))
-    heads = config.get("num_attention_heads")
-    kv_heads = config.get("num_key_value_heads") or heads
     sources: list[SourceTensor] = []
     seen: set[str] = set()
     for spec in specs:
@@ -302,15 +293,24 @@ def _plan_sources(
         if name in seen:
             raise GGUFExportError(f"two tensors become {name}; the model folder holds duplicate weights")
         seen.add(name)
-        permute = None
-        if architecture.llama_layout and spec.name.endswith(("q_proj.weight", "q_proj.bias")):
-            permute = heads
-        elif architecture.llama_layout and spec.name.endswith(("k_proj.weight", "k_proj.bias")):
-            permute = kv_heads
-        sources.append(
-            SourceTensor(spec.name, name, tuple(spec.shape), permute if isinstance(permute, int) else None)
-        )
+        module, _, part = spec.name.rpartition(".")
+        permute = permuted_heads(architecture, config, module) if part in ("weight", "bias") else None
+        sources.append(SourceTensor(spec.name, name, tuple(spec.shape), permute))
     return tuple(sources)
+
+
+def permuted_heads(architecture: Architecture, config: dict[str, Any], module: str) -> int | None:
+    """The heads a Llama-layout q/k projection's rows are reordered for, as llama.cpp's converter does;
+    None for any other module."""
+    if not architecture.llama_layout:
+        return None
+    if module.endswith("q_proj"):
+        heads = config.get("num_attention_heads")
+    elif module.endswith("k_proj"):
+        heads = config.get("num_key_value_heads") or config.get("num_attention_heads")
+    else:
+        return None
+    return heads if isinstance(heads, int) else None
 
 
 def write_gguf(plan: GGUFPlan, progress: ProgressCallback | None = None) -> GGUFExport:

@@ -29,7 +29,7 @@ from typing import Any
 import gguf
 
 from hubkit.errors import GGUFExportError
-from hubkit.export.gguf import GGUFFile
+from hubkit.export.gguf import GGUFFile, permuted_heads
 from hubkit.formats.gguf import (
     GGUFFileWriter,
     GGUFMetadata,
@@ -77,14 +77,8 @@ class GGUFLoraPlan:
 def plan_gguf_lora(
     adapter_dir: Path, base_config: dict[str, Any], path: Path, metadata: GGUFMetadata, label: str
 ) -> GGUFLoraPlan:
-    """Check a PEFT adapter against what a GGUF LoRA holds and decide the file, reading no tensor.
-
-    Args:
-        adapter_dir: a prepared (vetted) adapter: ``adapter_config.json`` and ``adapter_model.safetensors``.
-        base_config: the base model's config.json (its architecture, layers and heads).
-        path: the file to write.
-        metadata: its ``general.*`` keys (name, base model, licence).
-        label: how refusals name the adapter (``step 200``).
+    """Check a PEFT adapter (prepared: vetted) against what a GGUF LoRA holds and decide the file at `path`,
+    reading no tensor; `base_config` is the base's config.json, `label` names the adapter in refusals.
 
     Raises:
         GGUFExportError: an architecture llama.cpp does not read, or an adapter llama.cpp would apply
@@ -102,8 +96,6 @@ def plan_gguf_lora(
     pairs = lora_pairs(by_key, config, label)
     architecture = architecture_of(base_config)
     name_map = gguf.get_tensor_name_map(architecture.arch, int(base_config.get("num_hidden_layers") or 0))
-    heads = base_config.get("num_attention_heads")
-    kv_heads = base_config.get("num_key_value_heads") or heads
     tied = bool(base_config.get("tie_word_embeddings"))
     names: dict[str, tuple[str, int | None]] = {}
     for module, pair in pairs.items():
@@ -118,12 +110,7 @@ def plan_gguf_lora(
                 f"{label}: the adapter adapts {module}, tied to the embedding in the base, which llama.cpp "
                 "cannot apply: publish without --gguf-lora"
             )
-        permute = None
-        if architecture.llama_layout and module.endswith("q_proj"):
-            permute = heads
-        elif architecture.llama_layout and module.endswith("k_proj"):
-            permute = kv_heads
-        names[module] = (weight, permute if isinstance(permute, int) else None)
+        names[module] = (weight, permuted_heads(architecture, base_config, module))
     tensors = []
     for info in sorted(header.tensors, key=lambda t: t.name):  # the order the converter reads them in
         module = info.name.removeprefix(PEFT_PREFIX).rsplit(".lora_", 1)[0]
