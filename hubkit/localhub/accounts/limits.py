@@ -284,27 +284,21 @@ class Limiter:
 
     def check_commit(self, repo_key: str) -> None:
         """Count a commit to a repository. Raises the Hub's 429 past the limit."""
-        limit = self.limits.commits_per_repo
-        if limit is None:
-            return
-        wait = self._commits.take(repo_key, limit)
-        if wait is not None:
-            raise rate_limited(
-                f"You have exceeded the rate limit for repository commits ({limit} "
-                f"{_per(self.limits.commit_window)}). You can retry this action {_in_about(wait)}.",
-                wait,
-            )
+        self._take(self._commits, repo_key, self.limits.commits_per_repo, "repository commits")
 
     def check_creation(self, account: str, plan: Plan) -> None:
         """Count a repository creation by `account`. Raises 429 past its plan's limit."""
-        limit = plan.repo_creations
+        self._take(self._creations, account, plan.repo_creations, "repository creation")
+
+    @staticmethod
+    def _take(counter: SlidingCounter, key: str, limit: int | None, what: str) -> None:
         if limit is None:
             return
-        wait = self._creations.take(account, limit)
+        wait = counter.take(key, limit)
         if wait is not None:
             raise rate_limited(
-                f"You have exceeded the rate limit for repository creation ({limit} "
-                f"{_per(self.limits.repo_creation_window)}). You can retry this action {_in_about(wait)}.",
+                f"You have exceeded the rate limit for {what} ({limit} "
+                f"{_per(counter.window)}). You can retry this action {_in_about(wait)}.",
                 wait,
             )
 

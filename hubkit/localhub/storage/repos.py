@@ -198,25 +198,21 @@ class Repo:
         return {path: self._entry(path, sha) for path, sha in self.git.list_files(tree).items()}
 
     def _find(self, commit: str, path: str) -> FileEntry | FolderEntry | None:
-        sha, is_tree = self.git.read_commit(commit).tree, True
-        for part in path.split("/") if path else []:
-            if not is_tree:
-                return None
-            entry = next((e for e in self.git.read_tree(sha) if e.name == part), None)
-            if entry is None:
-                return None
-            sha, is_tree = entry.sha, entry.is_tree
+        found = self._walk(self.git.read_commit(commit).tree, path)
+        if found is None:
+            return None
+        sha, is_tree = found
         return FolderEntry(path, sha) if is_tree else self._entry(path, sha)
 
-    def _path_sha(self, tree: str, path: str) -> str | None:
-        """The blob or tree id at `path` under `tree`, or None."""
+    def _walk(self, tree: str, path: str) -> tuple[str, bool] | None:
+        """The id at `path` under `tree`, and whether it is a tree; None if there is nothing there."""
         sha, is_tree = tree, True
         for part in path.split("/") if path else []:
             entry = next((e for e in self.git.read_tree(sha) if e.name == part), None) if is_tree else None
             if entry is None:
                 return None
             sha, is_tree = entry.sha, entry.is_tree
-        return sha
+        return sha, is_tree
 
     def last_commits(self, commit: str, paths: list[str], limit: int = 1000) -> dict[str, Commit]:
         """The newest commit, along first parents from `commit`, that changed each path (its blob or its
@@ -226,7 +222,7 @@ class Repo:
         for _ in range(limit):
             parent = self.git.read_commit(current.parents[0]) if current.parents else None
             for path in sorted(pending):
-                if parent is None or self._path_sha(current.tree, path) != self._path_sha(parent.tree, path):
+                if parent is None or self._walk(current.tree, path) != self._walk(parent.tree, path):
                     found[path] = current
                     pending.discard(path)
             if not pending or parent is None:
