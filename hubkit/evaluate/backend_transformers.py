@@ -24,13 +24,6 @@ from hubkit.runs.eval_results import BASE_NAME
 PEFT_BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
 
 
-def default_device() -> str:
-    """``cuda`` when a GPU is visible, else ``cpu``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _contiguous_input(_module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (args[0].contiguous(), *args[1:])
 
@@ -45,22 +38,16 @@ def torch_dtype(dtype: Dtype) -> Any:
 def load_model(
     base_dir: Path, adapters: Mapping[str, Path], *, device: str | None = None, dtype: Any = DEFAULT_DTYPE
 ) -> Any:
-    """The base model with every adapter loaded under its name, in eval mode.
+    """The base model with every adapter (name → PEFT folder) loaded under its name, in eval mode: a
+    `PeftModel`, or the base model when there is no adapter. `device`: default CUDA when a GPU is visible.
 
-    Args:
-        base_dir: the base model's folder.
-        adapters: adapter name → PEFT adapter folder (may be empty: the plain base model).
-        device: where to load; default `default_device()`.
-        dtype: the base's dtype, a `Dtype` name or a torch dtype; default bfloat16, on a CPU too (adapters
-            keep PEFT's default: float32 under a half-precision base, as `PeftModel.from_pretrained` loads
-            them).
-
-    Returns:
-        A `PeftModel` (or the base model when there is no adapter).
+    `dtype` is the base's, a `Dtype` name or a torch dtype: bfloat16 by default, on a CPU too (adapters keep
+    PEFT's default: float32 under a half-precision base, as `PeftModel.from_pretrained` loads them).
     """
+    import torch
     from transformers import AutoModelForCausalLM
 
-    device = device or default_device()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(dtype, str):
         dtype = torch_dtype(dtype)  # type: ignore[arg-type]
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).to(device)
@@ -125,16 +112,9 @@ def _single_model_context(model: Any, name: str) -> contextlib.AbstractContextMa
 
 
 def generate(model: Any, job: GenerationJob, progress: Progress | None = None) -> GeneratedIds:
-    """Answer every prompt with every model of `job`, one `generate` per batch of problems.
-
-    Args:
-        model: from `load_model`, holding an adapter for every checkpoint name in `job.models`.
-        job: prompts, models and settings (`job.base_dir` and `job.adapters` are not read here).
-        progress: called after each batch with the number of answers it produced.
-
-    Returns:
-        Model name → generated ids per prompt (padding included; `chat.completion_from_ids` cuts it).
-    """
+    """Answer every prompt with every model of `job` (`model`: from `load_model`, holding each checkpoint's
+    adapter), one `generate` per batch of problems: model name → generated ids per prompt (padding
+    included; `chat.completion_from_ids` cuts it). `progress` gets each batch's number of answers."""
     import torch
 
     device = next(model.parameters()).device

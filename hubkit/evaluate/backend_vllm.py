@@ -29,11 +29,8 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 def max_lora_rank(adapter_dirs: list[Path], base_dir: Path | None = None) -> int:
     """The smallest rank vLLM accepts that fits every module of every adapter (``r`` and its
-    ``rank_pattern``; 8 when there is none).
-
-    Args:
-        adapter_dirs: the adapters.
-        base_dir: the base model's folder: an adapter that resized its vocabulary is refused against it.
+    ``rank_pattern``; 8 when there is none). An adapter that resized its vocabulary is refused against
+    `base_dir`.
 
     Raises:
         EvalError: an adapter's rank is above what vLLM supports, its config is unreadable, or vLLM would
@@ -151,15 +148,8 @@ def run(
     *,
     python: str | os.PathLike[str] | None = None,
 ) -> GeneratedIds:
-    """Generate with vLLM in its own environment.
-
-    Args:
-        job: what to generate.
-        progress: called with the number of answers after each chunk of problems.
-        python: the Python of the environment that has vLLM (default ``$HUBKIT_VLLM_PYTHON``).
-
-    Returns:
-        Model name → generated ids per prompt.
+    """Generate with vLLM in its own environment (`python`, default ``$HUBKIT_VLLM_PYTHON``): model name →
+    generated ids per prompt. `progress` gets the number of answers after each chunk of problems.
 
     Raises:
         EvalError: no vLLM environment, or the worker failed (the message ends with its last error line).

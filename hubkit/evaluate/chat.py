@@ -29,17 +29,11 @@ MAX_PROMPT_TOKENS = 65_536
 
 @dataclass(frozen=True)
 class Completion:
-    """One generated answer.
+    """One generated answer."""
 
-    Attributes:
-        text: the answer, decoded without special tokens.
-        tokens: generated tokens up to and including the first stop token (all of them if none came).
-        truncated: True when no stop token came within the token limit.
-    """
-
-    text: str
-    tokens: int
-    truncated: bool
+    text: str  # decoded without special tokens
+    tokens: int  # generated tokens up to and including the first stop token (all of them if none came)
+    truncated: bool  # no stop token came within the token limit
 
 
 def load_tokenizer(tokenizer_dir: Path) -> Any:

@@ -51,6 +51,11 @@ from hubkit.runs.problem_hashes import read_train_problem_hashes
 DEFAULT_PROBLEMS = 200
 
 
+def _option(default: Any, help: str, **metadata: Any) -> Any:
+    """A field that is an option of `hubkit eval` (`hubkit.cli.options` reads its metadata)."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
 @dataclass(frozen=True)
 class EvalRequest:
     """What to evaluate and how: the options of `hubkit eval` (`hubkit.cli.options`), each field's "help".
@@ -58,78 +63,52 @@ class EvalRequest:
     (`hubkit.runs.answer_length.answer_length`); the sampling fields are `GenerationSettings`'.
     """
 
-    steps: tuple[int, ...] | None = field(
-        default=None,
-        metadata={"help": "Evaluate only these steps.", "metavar": "N,M,...", "range": {"min": 0}},
+    steps: tuple[int, ...] | None = _option(
+        None, "Evaluate only these steps.", metavar="N,M,...", range={"min": 0}
     )
-    every: int | None = field(
-        default=None, metadata={"help": "Evaluate only steps that are multiples of N.", "range": {"min": 1}}
+    every: int | None = _option(None, "Evaluate only steps that are multiples of N.", range={"min": 1})
+    problems: str | None = _option(
+        None,
+        "A .jsonl/.json/.parquet file or a Hub dataset (ID or ID:CONFIG).  "
+        "[default: GSM8K's test split for GSM8K runs]",
+        metavar="FILE|DATASET",
     )
-    problems: str | None = field(
-        default=None,
-        metadata={
-            "help": "A .jsonl/.json/.parquet file or a Hub dataset (ID or ID:CONFIG).  "
-            "[default: GSM8K's test split for GSM8K runs]",
-            "metavar": "FILE|DATASET",
-        },
+    split: str | None = _option(None, "The dataset's split.  [default: test]")
+    revision: str | None = _option(None, "The dataset's revision.  [default: main]")
+    n: int = _option(DEFAULT_PROBLEMS, "Problems (the first N).", range={"min": 1})
+    max_new_tokens: int | None = _option(
+        None,
+        "Answer token limit.  [default: the run's max_completion_length (TRL) or max_response_length "
+        "(verl); when it records neither, hubkit's default, said as such]",
+        range={"min": 1},
     )
-    split: str | None = field(default=None, metadata={"help": "The dataset's split.  [default: test]"})
-    revision: str | None = field(default=None, metadata={"help": "The dataset's revision.  [default: main]"})
-    n: int = field(
-        default=DEFAULT_PROBLEMS, metadata={"help": "Problems (the first N).", "range": {"min": 1}}
+    backend: Literal["transformers", "vllm"] = _option("transformers", "What generates the answers.")
+    dtype: Dtype = _option(  # noqa: RUF009 (a Literal: ruff cannot tell across modules)
+        DEFAULT_DTYPE, "The dtype the base model is loaded in (auto: the one its config names)."
     )
-    max_new_tokens: int | None = field(
-        default=None,
-        metadata={
-            "help": "Answer token limit.  [default: the run's max_completion_length (TRL) or "
-            "max_response_length (verl); when it records neither, hubkit's default, said as such]",
-            "range": {"min": 1},
-        },
+    seed: int = _option(0, "Random seed (sampling).")
+    temperature: float = _option(0.0, "0 decodes greedily.", range={"min": 0})
+    top_p: float = _option(
+        1.0,
+        "Sample only from the likeliest tokens, up to this total probability.",
+        range={"min": 0, "max": 1, "min_open": True},
     )
-    backend: Literal["transformers", "vllm"] = field(
-        default="transformers", metadata={"help": "What generates the answers."}
+    batch_size: int = _option(
+        8, "Problems per generation call (each answered by every model at once).", range={"min": 1}
     )
-    dtype: Dtype = field(
-        default=DEFAULT_DTYPE,
-        metadata={"help": "The dtype the base model is loaded in (auto: the one its config names)."},
+    metric: str | None = _option(
+        None,
+        "Override the run's reward spec (needed when the run records none).",
+        choices=("gsm8k_correctness", "math_correctness"),
     )
-    seed: int = field(default=0, metadata={"help": "Random seed (sampling)."})
-    temperature: float = field(default=0.0, metadata={"help": "0 decodes greedily.", "range": {"min": 0}})
-    top_p: float = field(
-        default=1.0,
-        metadata={
-            "help": "Sample only from the likeliest tokens, up to this total probability.",
-            "range": {"min": 0, "max": 1, "min_open": True},
-        },
-    )
-    batch_size: int = field(
-        default=8,
-        metadata={
-            "help": "Problems per generation call (each answered by every model at once).",
-            "range": {"min": 1},
-        },
-    )
-    metric: str | None = field(
-        default=None,
-        metadata={
-            "help": "Override the run's reward spec (needed when the run records none).",
-            "choices": ("gsm8k_correctness", "math_correctness"),
-        },
-    )
-    include_base: bool = field(
-        default=True, metadata={"help": "Evaluate the base model too.", "flag": "--base"}
-    )
+    include_base: bool = _option(True, "Evaluate the base model too.", flag="--base")
 
 
 @dataclass(frozen=True)
 class EvalPlan:
     """A checked evaluation, ready to run: the problems are held out (or the run records no hashes).
-
-    Args:
-        run: the run, or a release read back as one.
-        published: True for a release: its adapters are published ones, in PEFT form as they are.
-        length: the answer token limit and where it came from (`settings.max_new_tokens` is its value).
-    """
+    `published`: `run` is a release read back, its adapters in PEFT form as published; `length`: the answer
+    token limit and where it came from (`settings.max_new_tokens` is its value)."""
 
     run: Run
     metric: Metric
@@ -179,15 +158,8 @@ def plan_eval(
 ) -> EvalPlan:
     """Choose the metric, load the problems, check them against the run's training problems, pick models.
 
-    Args:
-        run: the run (or a release read back as one: `hubkit.evaluate.release.open_release`).
-        request: what to evaluate.
-        endpoint: the Hub for a problem dataset; default the client's.
-        token: for a private dataset; default the client's.
-        published: `run` is a release: its checkpoints' adapters are used as published.
-
-    Returns:
-        The plan.
+    `run` may be a release read back as one (`hubkit.evaluate.release.open_release`, with `published`: its
+    adapters are used as published); `endpoint` and `token` are the problem dataset's Hub.
 
     Raises:
         ContaminationError: problems overlap the run's training problems.
@@ -232,18 +204,12 @@ def execute_eval(
     vllm_python: str | None = None,
     device: str | None = None,
 ) -> EvalResults:
-    """Generate every model's answers and score them.
+    """Generate every model's answers and score them: the summary and every sample, not yet saved
+    (`hubkit.runs.eval_results.save_eval`).
 
-    Args:
-        plan: from `plan_eval`.
-        endpoint: the Hub the base model is fetched from; default the client's.
-        token: for a private or gated base model.
-        progress: called with the number of answers finished, out of problems × models.
-        vllm_python: the vLLM environment's Python (vllm backend; default ``$HUBKIT_VLLM_PYTHON``).
-        device: the transformers backend's device; default CUDA when available.
-
-    Returns:
-        The summary and every sample (not yet saved: see `hubkit.runs.eval_results.save_eval`).
+    `endpoint` and `token` are the base model's Hub; `progress` is called with the number of answers
+    finished, out of problems × models; `vllm_python` is the vLLM environment's Python (default
+    ``$HUBKIT_VLLM_PYTHON``); `device` the transformers backend's (default CUDA when available).
 
     Raises:
         MergeError: the base model cannot be fetched.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from hubkit.errors import EvalError
 from hubkit.runs.eval_results import BASE_NAME
@@ -22,20 +22,14 @@ Progress = Callable[[int], None]
 # The dtype the base model is loaded in. bfloat16 is what the seed's Qwen3 checkpoints are stored in: a 4B
 # model needs 8 GB then, against 16 GB in float32. "auto" takes the dtype the base's config names.
 Dtype = Literal["bfloat16", "float16", "float32", "auto"]
-DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32", "auto")
+DTYPES: tuple[str, ...] = get_args(Dtype)
 DEFAULT_DTYPE: Dtype = "bfloat16"
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """Decoding settings: greedy unless `temperature` > 0.
-
-    Args:
-        max_new_tokens: the token limit of an answer.
-        temperature: 0 for greedy decoding; above 0 samples.
-        top_p: nucleus sampling mass (sampling only).
-        seed: the random seed (sampling only, but always recorded).
-        batch_size: problems per generation call; each call answers them for every model at once.
+    """Decoding settings: greedy unless `temperature` > 0 (`top_p` and `seed` apply to sampling only; the
+    seed is always recorded). Each call of `batch_size` problems answers them for every model at once.
 
     Raises:
         EvalError: a value out of range.
@@ -65,17 +59,8 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class GenerationJob:
-    """Everything a backend needs.
-
-    Args:
-        base_dir: the base model's folder (config, weights, generation config).
-        models: the models to answer with, in order: `BASE_NAME` and/or checkpoint names.
-        adapters: checkpoint name → its PEFT adapter folder, for every non-base name in `models`.
-        prompts: each problem's prompt token ids.
-        settings: decoding settings.
-        stop_ids: token ids that end an answer.
-        pad_id: the padding token id.
-        dtype: the dtype the base model is loaded in (see `DTYPES`).
+    """Everything a backend needs: the base model's folder, the models to answer with in order
+    (`BASE_NAME` and/or checkpoint names), each checkpoint's PEFT adapter folder, the prompts as token ids.
 
     Raises:
         EvalError: no model, a checkpoint without an adapter, or an unknown dtype.

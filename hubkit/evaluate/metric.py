@@ -29,13 +29,8 @@ Scorer = Callable[[Sequence[str], Sequence[str]], list[bool]]
 
 @dataclass(frozen=True)
 class Metric:
-    """Which correctness reward judges the answers, and its parameters from the run's spec.
-
-    Args:
-        component: the reward component that judges.
-        from_run: True when the run's own reward spec has it; False when `--metric` chose one that the run's
-            reward does not have (or for a run that records no reward).
-    """
+    """Which correctness reward judges the answers, and its parameters from the run's spec. `from_run` is
+    False when `--metric` chose one that the run's reward does not have (or the run records no reward)."""
 
     component: RewardComponent
     from_run: bool = True
@@ -92,14 +87,8 @@ class Metric:
 
 
 def metric_for(spec: RewardSpec | None, override: str | None = None) -> Metric:
-    """The metric of a run: its spec's correctness component, or the one named by `override`.
-
-    Args:
-        spec: the run's reward spec (None for runs whose manifest records none).
-        override: a metric name (``gsm8k_correctness`` or ``math_correctness``) that wins over the spec.
-
-    Returns:
-        The metric, with the spec's parameters when the spec has that component.
+    """The metric of a run: its spec's correctness component, or the one named by `override` (with the
+    spec's parameters when the spec has that component).
 
     Raises:
         EvalError: an unknown override, or no override and no correctness component in the spec.

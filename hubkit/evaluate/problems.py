@@ -35,24 +35,15 @@ class Problem:
 
 @dataclass(frozen=True)
 class ProblemSet:
-    """Problems in a fixed order, and where they came from.
+    """Problems in the source's order, and where they came from (a Hub dataset's split, config and the commit
+    read, or a file). `whole`: every row of the source is a problem of the set (none cut by a limit, none
+    skipped): for a Hub dataset, the whole split as the benchmark defines it."""
 
-    Attributes:
-        source: a Hub dataset id (``openai/gsm8k``) or a file name, never a local path.
-        split: the split, for a Hub dataset.
-        revision: the Hub commit the problems were read at.
-        problems: the problems, in the source's order.
-        skipped: rows left out because they have no reference answer.
-        config: the Hub dataset's config (subset), when it names one.
-        whole: every row of the source is a problem of the set (none cut by a limit, none skipped): for a
-            Hub dataset, the whole split as the benchmark defines it.
-    """
-
-    source: str
+    source: str  # a Hub dataset id (``openai/gsm8k``) or a file name, never a local path
     split: str | None
     revision: str | None
     problems: tuple[Problem, ...]
-    skipped: int = 0
+    skipped: int = 0  # rows left out because they have no reference answer
     config: str | None = None
     whole: bool = False
 
@@ -187,17 +178,11 @@ def load_hub_problems(
     token: str | None = None,
     limit: int | None = None,
 ) -> ProblemSet:
-    """A problem set from a Hub dataset, read at one commit (recorded as the set's revision).
+    """A problem set from a Hub dataset, read at one commit of `revision` (default the main branch),
+    recorded as the set's revision; the first `limit` problems.
 
     The dataset repo is fetched through the Hub cache and read with `datasets` (its README's configs
     decide which files hold which split).
-
-    Args:
-        source: dataset id, config and split.
-        revision: branch, tag or commit; default the main branch.
-        endpoint: the Hub URL; default the client's.
-        token: for a private or gated dataset; default the client's.
-        limit: keep the first this many problems.
 
     Raises:
         EvalError: the dataset, revision, config or split does not exist.
@@ -247,26 +232,18 @@ def problem_source(spec: str, split: str | None) -> Path | HubSource:
 
 @dataclass(frozen=True)
 class ContaminationReport:
-    """The check of a problem set against a run's training problems.
+    """The check of a problem set against a run's training problems."""
 
-    Attributes:
-        checked: False when the run records no training-problem hashes.
-        overlapping: indices (in the problem set) of problems that are training problems.
-        train_problems: how many distinct training problems the run records (None if not checked).
-    """
-
-    checked: bool
-    overlapping: tuple[int, ...]
-    train_problems: int | None
+    checked: bool  # False when the run records no training-problem hashes
+    overlapping: tuple[int, ...]  # indices (in the problem set) of problems that are training problems
+    train_problems: int | None  # distinct training problems the run records (None if not checked)
 
 
 def check_contamination(
     problems: ProblemSet, train_hashes: frozenset[str] | None, *, run_id: str
 ) -> ContaminationReport:
-    """Which problems of `problems` are training problems (by normalized-text hash), refusing any.
-
-    Returns:
-        The report (no overlap, or not checked when the run records no hashes).
+    """Which problems of `problems` are training problems (by normalized-text hash), refusing any: the
+    report says no overlap, or not checked when the run records no hashes.
 
     Raises:
         ContaminationError: some problems are training problems; the message says how many and which.

@@ -26,17 +26,9 @@ def open_release(
     endpoint: str | None = None,
     token: str | None = None,
 ) -> tuple[Release, Run]:
-    """Read `repo_id` and download what evaluating the chosen steps needs.
-
-    Args:
-        repo_id: the adapter repo `hubkit push` published.
-        steps: the steps to evaluate; default every published one.
-        every: only steps that are multiples of this.
-        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
-        token: for a private repo.
-
-    Returns:
-        The release (the commit read) and the run read back from it; the chosen steps have their adapters.
+    """Read `repo_id` (an adapter repo `hubkit push` published) and download what evaluating the chosen
+    steps needs (default every published one): the release (the commit read) and the run read back from
+    it, the chosen steps with their adapters. `endpoint`: default ``HF_ENDPOINT``, else huggingface.co.
 
     Raises:
         HubError: the repo cannot be read (`hubkit.hub.failures`).
