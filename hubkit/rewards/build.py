@@ -16,17 +16,11 @@ from hubkit.rewards.verify import MathVerifier
 
 @dataclass(frozen=True)
 class RewardInputs:
-    """Everything a component may need about a batch of completions (one entry per completion).
-
-    Attributes:
-        completions: completion texts.
-        ground_truths: the gold answer of each completion's prompt.
-        num_tokens: completion length in tokens (the ids the model produced, EOS included).
-    """
+    """Everything a component may need about a batch of completions (one entry per completion)."""
 
     completions: Sequence[str]
-    ground_truths: Sequence[str]
-    num_tokens: Sequence[int]
+    ground_truths: Sequence[str]  # the gold answer of each completion's prompt
+    num_tokens: Sequence[int]  # the ids the model produced, EOS included
 
     def __post_init__(self) -> None:
         if not len(self.completions) == len(self.ground_truths) == len(self.num_tokens):

@@ -52,12 +52,8 @@ COMPONENTS: dict[str, ComponentInfo] = {
 
 @dataclass(frozen=True)
 class RewardComponent:
-    """One named reward term and its weight in the combination.
-
-    Args:
-        name: a component hubkit implements (a key of `COMPONENTS`).
-        weight: its weight wᵢ in Σ wᵢ·rᵢ (λ for the length penalty).
-        params: JSON scalars the component takes (e.g. ``{"max_completion_length": 15000}``).
+    """One reward term hubkit implements (a key of `COMPONENTS`), its weight wᵢ in Σ wᵢ·rᵢ (λ for the length
+    penalty) and the JSON scalars it takes (e.g. ``{"max_completion_length": 15000}``).
 
     Raises:
         RewardSpecError: unknown name, unknown or missing parameter, wrong type, non-finite weight.
@@ -107,12 +103,10 @@ class RewardComponent:
 class RewardSpec:
     """Components, weights and how their scores become advantages within each group of rollouts.
 
-    Args:
-        components: the reward terms (names unique).
-        aggregation: ``sum_then_normalize`` (GRPO on Σ wᵢ·rᵢ) or ``normalize_then_sum`` (GDPO).
-        std: ``unbiased`` (N-1, as TRL and verl) or ``biased`` (N).
-        epsilon: added to the group std before dividing (TRL uses 1e-4, verl 1e-6).
-        batch_whiten: for ``normalize_then_sum``: whiten the weighted sum over the batch (GDPO paper, TRL, verl).
+    `aggregation`: ``sum_then_normalize`` (GRPO on Σ wᵢ·rᵢ) or ``normalize_then_sum`` (GDPO, which may
+    `batch_whiten` the weighted sum over the batch, as the GDPO paper, TRL and verl do); `std`:
+    ``unbiased`` (N-1, as TRL and verl) or ``biased`` (N); `epsilon`, added to the group std before
+    dividing: TRL uses 1e-4, verl 1e-6. Component names are unique.
 
     Raises:
         RewardSpecError: any field is invalid (the message says which).
