@@ -38,21 +38,13 @@ def read_base_model_card(
     token: str | None = None,
     cached_only: bool = False,
 ) -> BaseModelCard:
-    """The licence fields of `base_model`'s card (``README.md``).
+    """The licence fields of `base_model`'s card (``README.md``) at the revision the run pinned, on the
+    push's Hub (default ``HF_ENDPOINT``, else huggingface.co); the link made absolute.
 
     A base without a card or without a ``license`` gives a `BaseModelCard` without a licence and a
-    warning (logged): the card then states no licence rather than guess one.
-
-    Args:
-        base_model: the base model's Hub id.
-        revision: the base revision the run pinned, if any.
-        endpoint: the Hub to read from (the push's); default ``HF_ENDPOINT``, else huggingface.co.
-        token: the token for that Hub.
-        cached_only: read the card from the client's cache only, opening no connection (a dry run); a card
-            not in the cache gives a `BaseModelCard` without a licence and no warning.
-
-    Returns:
-        The base card's licence, name and link (the link made absolute).
+    warning (logged): the card then states no licence rather than guess one. `cached_only` reads the card
+    from the client's cache only, opening no connection (a dry run); a card not there gives no licence and
+    no warning.
 
     Raises:
         PublishError: the base model or revision is not on that Hub, or the Hub cannot be reached.

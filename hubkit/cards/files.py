@@ -191,21 +191,16 @@ def _usage(inputs: CardInputs) -> dict[str, str | None]:
 
 
 def adapter_card_files(inputs: CardInputs) -> dict[str, bytes]:
-    """The adapter repo's card and its images (drawn once per content: `plots.cached_png`).
-
-    Args:
-        inputs: the run, the repo's steps and sizes, the base model's licence, the eval.
-
-    Returns:
-        ``README.md`` and one ``assets/*.png`` per training chart (reward and components, response
-        length, KL, entropy, grad norm: those the run logged), plus ``assets/accuracy_vs_length.png``
-        when the run was evaluated; path in repo → bytes.
-    """
+    """The adapter repo's card and its images (drawn once per content: `plots.cached_png`), path in repo →
+    bytes: ``README.md``, one ``assets/*.png`` per training chart the run logged, and
+    ``assets/accuracy_vs_length.png`` when the run was evaluated."""
     series: tuple[MetricSeries, ...] = key_metric_series(inputs.run)
     charts = plots.training_charts(series, inputs.steps)
     cache = inputs.run.run_dir / CHARTS_DIR
     files = {
-        chart.path: plots.cached_png("training", chart, lambda c=chart: plots.draw_chart(c), cache)
+        chart.path: plots.cached_png(
+            "training", chart, lambda c=chart: plots.png(plots.training_figure(c)), cache
+        )
         for chart in charts
     }
     if inputs.eval is not None:
@@ -252,14 +247,7 @@ def _step_metrics(series: tuple[MetricSeries, ...], step: int) -> tables.Table |
 
 
 def merged_card_files(inputs: CardInputs, record: MergeRecord) -> dict[str, bytes]:
-    """The merged repo's card, with what was merged recorded in its metadata (``hubkit_merge``).
-
-    Args:
-        inputs: as for `adapter_card_files`, with `merged_repo_id` and `merged_step` set.
-        record: the merge (its adapter's hashes, the base revision, the dtype, the modules merged).
-
-    Returns:
-        ``{"README.md": bytes}``.
+    """The merged repo's ``README.md``, with the merge `record` in its metadata (``hubkit_merge``).
 
     Raises:
         PublishError: `inputs` names no merged repo.
@@ -303,15 +291,7 @@ def _verified(check: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 def gguf_card_files(inputs: CardInputs, record: GGUFRecord, gguf_repo_id: str) -> dict[str, bytes]:
     """The GGUF repo's card: its files (type, size), usage with llama.cpp, Ollama and llama-cpp-python,
-    and what the files were made from, recorded in its metadata (``hubkit_gguf``).
-
-    Args:
-        inputs: as for `merged_card_files` (`merged_repo_id` set).
-        record: the files and the merge they hold.
-        gguf_repo_id: the GGUF repo.
-
-    Returns:
-        ``{"README.md": bytes}``.
+    and what the files were made from, recorded in its metadata (``hubkit_gguf``): ``{"README.md": bytes}``.
 
     Raises:
         PublishError: `inputs` names no merged repo, or the record no file.

@@ -16,14 +16,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BaseModelCard:
-    """The base model's licence, as its own card on the Hub states it.
-
-    Args:
-        repo_id: the base model's Hub id.
-        license: the card's ``license`` (``apache-2.0``, ``other`` ...); None when it states none.
-        license_name: for a custom licence (``license: other``), its name (``qwen-research``).
-        license_link: for a custom licence, an absolute link to its text.
-    """
+    """The base model's licence, as its own card on the Hub states it: ``license`` (``apache-2.0``,
+    ``other`` ...; None when it states none) and, for a custom one (``other``), its name (``qwen-research``)
+    and an absolute link to its text."""
 
     repo_id: str
     license: str | None = None
@@ -35,25 +30,12 @@ class BaseModelCard:
 class CardInputs:
     """Everything the adapter and merged cards say, gathered by the push (or by `hubkit card`).
 
-    Args:
-        run: the run.
-        repo_id: the adapter repo, "owner/name".
-        steps: every step the adapter repo holds after this push, including steps published earlier; the
-            newest one is the adapter at the root.
-        adapter_bytes: the published adapter's size in bytes (weights + config), by step; steps missing
-            here are shown without a size.
-        has_tokenizer: whether the adapter repo's root holds the run's tokenizer (else the usage loads the base's).
-        merged_repo_id: the merged model's repo, while the release has one (made by this push or an earlier
-            one), else None.
-        merged_step: the step merged into `merged_repo_id`.
-        gguf_repo_id: the release's GGUF repo (``<repo>-GGUF``) while it has one, else None.
-        gguf_step: the step whose merge `gguf_repo_id` holds.
-        merged_verified: the check of `merged_repo_id` against its step (``hubkit_merge.verified``), if run.
-        space_repo_id: the release's Space (``<repo>-demo``), when it has one.
-        samples_repo_id: the release's samples dataset (``<repo>-samples``), when it has one.
-        sweep_siblings: the other runs of the run's sweep on the Hub (`hubkit.publish.sweep.siblings.read_siblings`).
-        base: the base model's licence (`hubkit.cards.read_base_model_card`).
-        eval: the run's evaluation (`hubkit.runs.eval_results.load_eval`), or None.
+    `steps`: every step the adapter repo holds after this push, including steps published earlier (the
+    newest is the adapter at the root); `adapter_bytes`: the published adapters' sizes (weights + config),
+    by step, a step missing shown without one; `has_tokenizer`: the repo's root holds the run's tokenizer
+    (else the usage loads the base's). The release's other repos (merged and GGUF, each with the step it
+    holds; Space; samples) are named while it has them, made by this push or an earlier one; `merged_verified` is
+    ``hubkit_merge.verified``; `sweep_siblings` from `hubkit.publish.sweep.siblings.read_siblings`.
 
     Raises:
         PublishError: no steps, or a merged repo without its step.

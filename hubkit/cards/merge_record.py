@@ -31,19 +31,8 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")  # a sha256 as the Hub names LFS files
 
 @dataclass(frozen=True)
 class MergeRecord:
-    """One merge, as the merged repo's card records it (see the module docstring).
-
-    Args:
-        adapter_repo: the adapter repo the merged checkpoint is in.
-        step: the merged checkpoint's step.
-        adapter_sha256: the sha256 of the adapter weights as published.
-        adapter_config_sha256: the sha256 of the adapter config as published.
-        base_model: the base model's Hub id.
-        base_revision: the commit of the base model the merge read, when known.
-        dtype: the merged weights' dtype.
-        merged_modules: how many modules were merged.
-        verified: the check of the merged model against its adapter (`MergedCheck.to_dict`), when run.
-    """
+    """One merge, as the merged repo's card records it (the module docstring says each field);
+    `verified` is `MergedCheck.to_dict`."""
 
     adapter_repo: str
     step: int

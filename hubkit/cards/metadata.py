@@ -73,17 +73,9 @@ def eval_results(inputs: CardInputs, step: int) -> list[EvalResult] | None:
 def card_data(
     inputs: CardInputs, kind: Literal["adapter", "merged"], record: MergeRecord | None = None
 ) -> ModelCardData:
-    """The metadata of the adapter repo's card or the merged repo's card.
-
-    Args:
-        inputs: what the card is written from.
-        kind: ``adapter`` (``library_name: peft``, ``base_model_relation: adapter``, model-index for the
-            root adapter) or ``merged`` (``transformers``, ``finetune``, model-index for the merged step).
-        record: for the merged card, what was merged (``hubkit_merge``).
-
-    Returns:
-        The card data.
-    """
+    """The metadata of the adapter repo's card (``library_name: peft``, ``base_model_relation: adapter``,
+    model-index for the root adapter) or the merged repo's (``transformers``, ``finetune``, model-index for
+    the merged step, `record` as ``hubkit_merge``)."""
     from huggingface_hub import ModelCardData
 
     manifest = inputs.run.manifest

@@ -53,27 +53,18 @@ KEY_METRICS: tuple[KeyMetric, ...] = (
     KeyMetric("grad_norm", "gradient norm", {"trl": ("grad_norm",), "verl": ("actor/grad_norm",)}),
     KeyMetric("entropy", "entropy", {"trl": ("entropy",), "verl": ("actor/entropy",)}),
 )
-# Where each framework logs a reward component's mean ({} is the component's name).
+# Where each framework logs a reward component's mean ({} is the component's name); the names matching
+# the first pattern are the components the run logged.
 COMPONENT_PATTERNS: dict[str, tuple[str, ...]] = {
     "trl": ("rewards/{}/mean", "rewards/{}"),
     "verl": ("gdpo/{}/mean",),
-}
-_COMPONENT_RES: dict[str, re.Pattern[str]] = {
-    "trl": re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
-    "verl": re.compile(r"^gdpo/(?P<name>[^/]+)/mean$"),
 }
 
 
 @dataclass(frozen=True)
 class MetricSeries:
-    """A logged metric under its card name.
-
-    Args:
-        key: the card's name (``reward``, ``length_mean``, ``component:<name>`` ...).
-        label: how the card labels it.
-        logged_as: the name the framework logged it under.
-        points: (step, value) in step order, only the steps that logged it.
-    """
+    """A logged metric under its card name (``reward``, ``length_mean``, ``component:<name>`` ...): its
+    label, the name the framework logged it under, and (step, value) of the steps that logged it, in order."""
 
     key: str
     label: str
@@ -95,21 +86,18 @@ def _series(metrics: Metrics, key: str, label: str, candidates: tuple[str, ...])
 
 def logged_components(run: Run) -> tuple[str, ...]:
     """The reward components (TRL: reward functions) whose mean the run logged, by name."""
-    pattern = _COMPONENT_RES[run.framework]
+    prefix, suffix = COMPONENT_PATTERNS[run.framework][0].split("{}")
+    pattern = re.compile(f"^{re.escape(prefix)}(?P<name>[^/]+){re.escape(suffix)}$")
     return tuple(match["name"] for logged in run.metrics.names if (match := pattern.match(logged)))
 
 
-def component_names(run: Run) -> tuple[str, ...]:
-    """The reward components to report: the spec's, then any other the framework logged, in that order."""
+def component_series(run: Run) -> tuple[MetricSeries, ...]:
+    """One series per reward component the run logged: the spec's, then any other the framework logged
+    (components never logged are left out)."""
     names = [c.name for c in run.manifest.reward.components] if run.manifest.reward else []
     names += [name for name in logged_components(run) if name not in names]
-    return tuple(names)
-
-
-def component_series(run: Run) -> tuple[MetricSeries, ...]:
-    """One series per reward component the run logged (components never logged are left out)."""
     found = []
-    for name in component_names(run):
+    for name in names:
         candidates = tuple(p.format(name) for p in COMPONENT_PATTERNS[run.framework])
         series = _series(run.metrics, f"component:{name}", f"reward: {name} (mean)", candidates)
         if series is not None:
@@ -140,11 +128,8 @@ def key_metric_series(run: Run) -> tuple[MetricSeries, ...]:
 
 
 def snapshot_steps(series: tuple[MetricSeries, ...]) -> tuple[int, ...]:
-    """The first, middle and last step at which any of `series` was logged (fewer when fewer steps were).
-
-    Returns:
-        Distinct steps in order; empty when nothing was logged.
-    """
+    """The first, middle and last step at which any of `series` was logged (fewer when fewer steps were),
+    distinct and in order."""
     steps = sorted({step for s in series for step, _ in s.points})
     if not steps:
         return ()

@@ -57,15 +57,8 @@ class Curve:
 
 @dataclass(frozen=True)
 class Chart:
-    """One training-curve image.
-
-    Args:
-        path: where it goes in the repo (``assets/reward.png``).
-        title: the chart's title (also the image's alt text in the card).
-        ylabel: the y axis label.
-        curves: one per logged metric, drawn in `CURVE_COLORS` order.
-        marked_steps: published checkpoints, drawn as vertical lines.
-    """
+    """One training-curve image: its path in the repo (``assets/reward.png``), its title (also its alt text in
+    the card), one curve per logged metric in `CURVE_COLORS` order, published checkpoints as vertical lines."""
 
     path: str
     title: str
@@ -76,15 +69,8 @@ class Chart:
 
 def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[int]) -> tuple[Chart, ...]:
     """The training-curve charts for the metrics a run logged: reward (and each component), response
-    length, KL, entropy and gradient norm; a chart none of whose metrics was logged is left out.
-
-    Args:
-        series: the run's key metrics (`hubkit.cards.metrics.key_metric_series`).
-        published_steps: the steps in the repo, marked on every chart.
-
-    Returns:
-        The charts, in card order.
-    """
+    length, KL, entropy and gradient norm, in card order; a chart none of whose metrics was logged is left
+    out. `published_steps` (the steps in the repo) are marked on every chart."""
     charts = []
     for filename, title, ylabel, keys in _TRAINING_CHARTS:
         chosen = select(series, keys)
@@ -102,14 +88,9 @@ def training_charts(series: Sequence[MetricSeries], published_steps: Sequence[in
 
 
 def cached_png(kind: str, shown: object, draw: Callable[[], bytes], cache_dir: Path | None) -> bytes:
-    """The PNG of `shown` from `cache_dir` when drawn before with this matplotlib, else drawn and kept.
-
-    Args:
-        kind: the chart's kind (part of the key).
-        shown: what the image shows (a `Chart`, an `EvalSummary`): its ``repr`` is the key.
-        draw: draws the image.
-        cache_dir: where images are kept (a run's ``.hubkit/charts``); None draws every time.
-    """
+    """The PNG of `shown` from `cache_dir` (a run's ``.hubkit/charts``; None draws every time) when drawn
+    before with this matplotlib, else drawn and kept; the key is `kind` and the ``repr`` of `shown` (a
+    `Chart`, an `EvalSummary`)."""
     if cache_dir is None:
         return draw()
     key = hashlib.sha256(f"{kind}\n{version('matplotlib')}\n{shown!r}".encode()).hexdigest()
@@ -119,11 +100,6 @@ def cached_png(kind: str, shown: object, draw: Callable[[], bytes], cache_dir: P
     data = draw()
     keep(path, data, "a chart")
     return data
-
-
-def draw_chart(chart: Chart) -> bytes:
-    """Draw one training chart as a PNG (`training_figure`)."""
-    return png(training_figure(chart))
 
 
 def training_figure(chart: Chart) -> Figure:
@@ -215,15 +191,9 @@ def sweep_figure(
 ) -> Figure:
     """Accuracy against mean answer length for every run of a sweep: each run's checkpoints joined in step
     order in a colour of its own (its last one larger), the base model, and the Pareto front (no other
-    model both more accurate and shorter) joined by a dashed line and labelled.
-
-    Args:
-        runs: each run's varied value and its evaluated checkpoints, by step.
-        base: the base model's result, when evaluated.
-        front: the (value, step) of each model on the front; the base's is ("base", None).
-        title: the chart's title.
-        setting: the varied setting's name (the legend says `setting=value`; a point, `value, step N`).
-    """
+    model both more accurate and shorter) joined by a dashed line and labelled. `runs`: each run's varied
+    value and its evaluated checkpoints, by step; `front`: the (value, step) of each model on it, the base's
+    ("base", None); the legend says `setting=value`, a point `value, step N`."""
     figure, axes = _figure(title, "mean answer length (tokens)", "accuracy (%)")
     points: dict[tuple[str, int | None], tuple[float, float]] = {}
     legend: list[tuple[str, dict]] = []  # each entry's label and how its proxy line is drawn

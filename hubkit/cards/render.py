@@ -25,39 +25,24 @@ if TYPE_CHECKING:
     from huggingface_hub import CardData
 
 
-def template_text(name: str) -> str:
-    """The text of a template in `model_cards/` (``adapter.md.j2``, ``merged.md.j2``, ``space.md.j2``).
-
-    Raises:
-        FileNotFoundError: no such template (an installation without the shipped templates).
-    """
-    return (model_cards_dir() / name).read_text(encoding="utf-8")
-
-
 @functools.cache
 def _compiled(name: str) -> tuple[jinja2.Template, frozenset[str]]:
-    """A shipped template, compiled, and the variables it uses."""
+    """A shipped template, compiled, and the variables it uses (FileNotFoundError in an installation without
+    the shipped templates)."""
     import jinja2
     from jinja2 import meta
 
-    text = template_text(name)
+    text = (model_cards_dir() / name).read_text(encoding="utf-8")
     environment = jinja2.Environment()  # the settings `jinja2.Template(text)` in from_template gets
     parsed = environment.parse(text)  # parsed once: compiled from this tree, its variables read off it
     return environment.from_string(parsed), frozenset(meta.find_undeclared_variables(parsed))
 
 
 def render_card(card_data: CardData, template: str, context: Mapping[str, Any]) -> str:
-    """Render `template` (a file name in `model_cards/`) with `card_data` as its metadata block.
+    """The README text (ending with a newline) of `template` (a file name in `model_cards/`) with
+    `card_data` (`ModelCardData` or `SpaceCardData`) as its metadata block.
 
     The template starts with ``---\n{{ card_data }}\n---``; every other variable comes from `context`.
-
-    Args:
-        card_data: `ModelCardData` (model repos) or `SpaceCardData` (Spaces).
-        template: the template's file name.
-        context: the template's variables.
-
-    Returns:
-        The README text, ending with a newline.
 
     Raises:
         ValueError: the template uses a variable `context` does not provide (it would render as empty

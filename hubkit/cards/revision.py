@@ -9,17 +9,8 @@ from hubkit.cards.render import render_card
 
 
 def revision_card(repo_id: str, base_model: str, step: int, revision: str) -> str:
-    """The README of the branch holding step `step`'s adapter at its root.
-
-    Args:
-        repo_id: the adapter repo.
-        base_model: the base model's Hub id (the card's `base_model`, as on the main branch).
-        step: the checkpoint's training step.
-        revision: the branch's name.
-
-    Returns:
-        The README text.
-    """
+    """The README of the branch `revision` of `repo_id`, holding step `step`'s adapter at its root (its
+    metadata's `base_model` as on the main branch)."""
     card_data = ModelCardData(
         base_model=base_model, library_name="peft", pipeline_tag="text-generation", tags=["hubkit", "lora"]
     )

@@ -403,13 +403,13 @@ def test_images_are_pngs_with_one_curve_per_logged_metric(trl_card, trl_card_run
 def test_charts_are_drawn_once_per_content_and_carry_no_metadata(trl_card, trl_card_run: Path, monkeypatch):
     inputs, files = trl_card
     drawn_here = []
-    draw = plots.draw_chart
+    draw = plots.training_figure
 
     def counted(chart):
         drawn_here.append(chart.path)
         return draw(chart)
 
-    monkeypatch.setattr(plots, "draw_chart", counted)
+    monkeypatch.setattr(plots, "training_figure", counted)
     assert adapter_card_files(inputs) == files
     assert drawn_here == []  # kept under the hash of what they show: an unchanged push draws nothing
     fewer = replace(inputs, steps=inputs.steps[:-1])  # other checkpoints marked: every chart drawn again
