@@ -45,13 +45,9 @@ def checkpoints_tree(run_dir: Path, checkpoints_dir: str, named: Path | None = N
     """The checkpoints tree a push may read, refused when it leads outside the run unasked.
 
     Args:
-        run_dir: the run directory.
         checkpoints_dir: the manifest's ``checkpoints_dir`` (relative to the run directory).
         named: the checkpoints folder the user named on the command line, if any: it may lie anywhere,
             but must be the folder `checkpoints_dir` leads to.
-
-    Returns:
-        Where the checkpoints are.
 
     Raises:
         ForeignCheckpointsError: the folder resolves outside the run directory (through a symlink) and
@@ -75,11 +71,7 @@ def checkpoints_tree(run_dir: Path, checkpoints_dir: str, named: Path | None = N
 
 
 def check_checkpoint_folder(tree: CheckpointsTree, folder: Path) -> None:
-    """Refuse a checkpoint folder that is a symlink leading out of its checkpoints tree.
-
-    Args:
-        tree: from `checkpoints_tree`.
-        folder: a checkpoint folder found in it (``checkpoint-20``).
+    """Refuse a checkpoint folder found in `tree` (``checkpoint-20``) that is a symlink leading out of it.
 
     Raises:
         ForeignCheckpointsError: the folder resolves outside the tree.
@@ -94,9 +86,8 @@ def check_checkpoint_folder(tree: CheckpointsTree, folder: Path) -> None:
 def refuse_duplicate_steps(folders: Iterable[tuple[int, Path]]) -> None:
     """Refuse two checkpoint folders of the same step, before anything is published or created.
 
-    Args:
-        folders: (step, folder) of every checkpoint folder of the run, complete or not (what the run
-            reader found: ``Run.checkpoints + Run.pending``).
+    `folders`: (step, folder) of every checkpoint folder of the run, complete or not (what the run reader
+    found: ``Run.checkpoints + Run.pending``).
 
     Raises:
         AmbiguousCheckpointError: naming the step and both folders.

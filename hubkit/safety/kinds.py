@@ -223,13 +223,8 @@ def classify_folder(folder: Path) -> Classified:
 
     A symlink of a known name stays published (its target is checked when it is vetted: a link to
     anything but a regular file is refused there); any other symlink to something other than a regular
-    file is left out as such. Sub-folders are left out: a checkpoint publishes its own files only.
-
-    Args:
-        folder: e.g. ``checkpoint-20/``.
-
-    Returns:
-        The classification, each part sorted by name.
+    file is left out as such. Sub-folders are left out: a checkpoint publishes its own files only. Each
+    part is sorted by name.
     """
     published: list[tuple[str, Path, Kind]] = []
     left_out: list[LeftOut] = []

@@ -23,14 +23,8 @@ def pseudo_file_system(path: Path) -> str | None:
 
 
 def follow_to_regular(path: Path, label: str) -> Path:
-    """The file to read for `path`: itself, or the regular file its symlinks end at.
-
-    Args:
-        path: a file that is to be published.
-        label: how the message names it.
-
-    Returns:
-        `path` when it is not a symlink; else the resolved target.
+    """The file to read for `path` (to be published): itself when it is not a symlink, else the regular file
+    its symlinks end at.
 
     Raises:
         UnsafeLinkError: a dangling or looping symlink, or one to anything but a regular file outside

@@ -167,15 +167,8 @@ class LocalPathFinder:
 
 
 def rewrite_local_fields(value: Any, hub_id: str) -> int:
-    """Rewrite, in place, every field naming the model by its path (or null) to `hub_id`; drop local-file fields.
-
-    Args:
-        value: a parsed JSON value (its dicts are changed at any depth).
-        hub_id: what the model-naming fields become.
-
-    Returns:
-        How many fields were rewritten or dropped.
-    """
+    """Rewrite, in place and at any depth of a parsed JSON value, every field naming the model by its path
+    (or null) to `hub_id`; drop local-file fields. Returns how many fields were rewritten or dropped."""
     changed = 0
     stack = [value]
     while stack:

@@ -101,11 +101,8 @@ class Scanner:
         return replace(self, paths=replace(self.paths, generic=False))
 
     def check_value(self, value: Any, label: str) -> None:
-        """Refuse a parsed JSON value holding a secret or a local path in any key or value.
-
-        Args:
-            value: the parsed value (after any fields were rewritten).
-            label: how the message names the file.
+        """Refuse a parsed JSON value (after any fields were rewritten) holding a secret or a local path in
+        any key or value.
 
         Raises:
             SecretInFileError: naming the file, what it holds and the field.
@@ -130,12 +127,8 @@ class Scanner:
             raise LocalPathInFileError(_path_message(label, found.what, where))
 
     def check_text(self, text: str, label: str, *, first_line: int = 1) -> None:
-        """Refuse text holding a secret or a local path, naming the line.
-
-        Args:
-            text: decoded text (a card, a template, a line-based file).
-            label: how the message names the file.
-            first_line: the number of the text's first line in the file.
+        """Refuse decoded text (a card, a template, a line-based file) holding a secret or a local path,
+        naming the line (`first_line`: the number of the text's first line in the file).
 
         Raises:
             SecretInFileError: naming the file, what it holds and the line.

@@ -247,19 +247,14 @@ def vet_file(
     label: str | None = None,
     known: KnownVerdicts | None = None,
 ) -> VettedFile:
-    """Read a file as its kind, check it, and return what to publish.
+    """Read a file as its kind (`hubkit.safety.kinds`), check it, and return what to publish.
 
     Args:
         path: the file (a symlink is followed only to a regular file).
-        kind: what it must be (`hubkit.safety.kinds`).
-        context: the push's context.
         path_in_repo: where it goes (default: its name).
         label: how messages name it (default: its path relative to the run directory, else its name).
         known: verdicts remembered by content: bytes that passed before in this context are read (within
             their bound) but not vetted again, and a pass is remembered.
-
-    Returns:
-        The vetted file.
 
     Raises:
         UnsafeLinkError: a symlink to anything but a regular file.
@@ -305,12 +300,8 @@ def vet_bytes(
 
 
 def vet_checkpoint(folder: Path, context: VetContext) -> tuple[tuple[VettedFile, ...], tuple[LeftOut, ...]]:
-    """Vet every publishable file of a checkpoint folder; say why each other file is left out.
-
-    Args:
-        folder: a checkpoint folder (TRL's ``checkpoint-N/``, verl's ``actor/lora_adapter/`` or
-            ``actor/huggingface/``).
-        context: the push's context.
+    """Vet every publishable file of a checkpoint folder (TRL's ``checkpoint-N/``, verl's
+    ``actor/lora_adapter/`` or ``actor/huggingface/``); say why each other file is left out.
 
     Returns:
         The vetted files (path in repo: their name) and the files left out, each sorted by name. A left-out

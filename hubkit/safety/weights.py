@@ -56,15 +56,8 @@ class VettedHeader:
 
 
 def vet_header(path: Path, max_bytes: int, name: str) -> VettedHeader:
-    """Read and vet a safetensors file's header (no tensor data is read).
-
-    Args:
-        path: the file (a regular file: symlinks are resolved before).
-        max_bytes: the largest file accepted (checked from its size).
-        name: how messages name it.
-
-    Returns:
-        The vetted header.
+    """Read and vet a safetensors file's header (no tensor data is read). `path` is a regular file (symlinks
+    are resolved before); `max_bytes` is checked from its size.
 
     Raises:
         FileTooLargeError: the file or its header is larger than allowed.
