@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hubkit.errors import BaseModelMismatchError
+from hubkit.formats.json_fields import is_count
 from hubkit.formats.model_config import CONFIG, ModelConfig, read_model_config
 from hubkit.formats.peft import (
     ADAPTER_WEIGHTS,
@@ -59,7 +60,7 @@ def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
     """The shapes of a known decoder layout from its config's own numbers; None when it is not one, or
     when a number it needs is left to the config class's default."""
     model_type = config.get("model_type")
-    if model_type not in _HEAD_DIM_FROM_HIDDEN or not all(_is_count(config.get(key)) for key in _REQUIRED):
+    if model_type not in _HEAD_DIM_FROM_HIDDEN or not all(is_count(config.get(key)) for key in _REQUIRED):
         return None
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
     head_dim = config.get("head_dim")
@@ -67,7 +68,7 @@ def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
         if not _HEAD_DIM_FROM_HIDDEN[model_type]:
             return None
         head_dim = hidden // heads
-    elif not _is_count(head_dim):
+    elif not is_count(head_dim):
         return None
     attention, kv, mlp = (
         heads * head_dim,
@@ -90,11 +91,6 @@ def read_off_config(config: dict) -> dict[str, tuple[int, int]] | None:
     }
     shapes["lm_head"] = (hidden, config["vocab_size"])
     return shapes
-
-
-def _is_count(value: object) -> bool:
-    """A size as JSON gives it: a plain integer (JSON's true and false are Python ints too)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def built_on_meta(config_path: Path) -> dict[str, tuple[int, int]]:
@@ -207,7 +203,6 @@ def check_against_base(
 
     Args:
         adapter_dir: a prepared adapter directory (see `hubkit.adapters.prepare.prepare_adapter`).
-        base: the base model's config.
         label: how errors name the checkpoint; default the directory name.
         run_dir: the adapter's run directory: a passing check is remembered there (`.hubkit/base-checks/`,
             by weights file version and base config), and that file is not checked against that config again;

@@ -19,11 +19,7 @@ if TYPE_CHECKING:
 
 
 def refuse_empty(label: str) -> NoReturn:
-    """Refuse an adapter that holds no tensors.
-
-    Raises:
-        AdapterError: always.
-    """
+    """Refuse an adapter that holds no tensors (an `AdapterError`)."""
     raise AdapterError(
         f"{label}: the adapter holds no tensors (verl 0.6.1 with PEFT >= 0.21 saves empty adapters); "
         "it would load as a no-op"
@@ -31,20 +27,12 @@ def refuse_empty(label: str) -> NoReturn:
 
 
 def refuse_untrained(label: str) -> NoReturn:
-    """Refuse an adapter whose every lora_B is zero.
-
-    Raises:
-        AdapterError: always.
-    """
+    """Refuse an adapter whose every lora_B is zero (an `AdapterError`)."""
     raise AdapterError(f"{label}: every lora_B is zero: the adapter is untrained and would load as a no-op")
 
 
 def refuse_non_finite(label: str, key: str) -> NoReturn:
-    """Refuse an adapter with a NaN or Inf value in tensor `key`.
-
-    Raises:
-        AdapterError: always.
-    """
+    """Refuse an adapter with a NaN or Inf value in tensor `key` (an `AdapterError`)."""
     raise AdapterError(f"{label}: {key} contains NaN or Inf: training diverged at or before this step")
 
 

@@ -260,15 +260,10 @@ def prepare_adapter(
     the FSDP shards (LoRA settings from ``lora_train_meta.json`` or the manifest's ``lora``).
 
     Args:
-        run: the run the checkpoint belongs to (base model id and revision, LoRA settings).
-        checkpoint: a complete checkpoint of that run.
         out_dir: where to write ``adapter_config.json`` and ``adapter_model.safetensors`` (created; must
             not hold other files).
         alongside_others: other adapters are prepared at the same time (their reads keep the cores busy).
         form: how the push publishes the saved adapter's files, as it vetted them (None: as they are).
-
-    Returns:
-        The prepared adapter.
 
     Raises:
         CheckpointError: an incomplete, truncated or pickle-only checkpoint, or missing LoRA settings.
@@ -410,16 +405,9 @@ def prepare_adapters(
 
     Each saved adapter is read once, in chunks, so reading a few at once keeps every core busy without
     holding more than a few chunks; each is then hashed on its own reading thread (see `scan_weights`).
-    verl checkpoints go one at a time: rebuilding an adapter reads the actor's FSDP shards.
-
-    Args:
-        run: the run.
-        checkpoints: its complete checkpoints to prepare.
-        staging_dir: where each one's directory is made.
-        forms: how the push publishes each saved adapter's files, by step (see `prepare_adapter`).
-
-    Returns:
-        The prepared adapters, in the order of `checkpoints`.
+    verl checkpoints go one at a time: rebuilding an adapter reads the actor's FSDP shards. `forms`: how the
+    push publishes each saved adapter's files, by step (see `prepare_adapter`). Returns the prepared
+    adapters in the order of `checkpoints`.
 
     Raises:
         CheckpointError, AdapterError: the first refusal in that order (see `prepare_adapter`).

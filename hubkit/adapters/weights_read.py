@@ -71,16 +71,9 @@ def _float_views() -> dict[str, tuple[type | None, type, int, int]]:
 
 
 def rewritten_header(header: SafetensorsHeader, names: Mapping[str, str]) -> bytes:
-    """The 8-byte length and JSON header of `header`'s file with its tensors renamed, data unchanged, and
-    only the metadata libraries read kept (as vetting writes a header: `hubkit.safety.weights`).
-
-    Args:
-        header: the saved file's header (tensors in file order, back to back).
-        names: old tensor name → new name, for every tensor.
-
-    Returns:
-        The bytes to write before the unchanged tensor data.
-    """
+    """The 8-byte length and JSON header to write before the unchanged tensor data of `header`'s file (tensors
+    in file order, back to back): its tensors renamed by `names` (old → new, for every tensor) and only the
+    metadata libraries read kept (as vetting writes a header: `hubkit.safety.weights`)."""
     renamed = [replace(tensor, name=names[tensor.name]) for tensor in header.tensors]
     return encode_header(renamed, known_metadata(header.metadata))
 
@@ -168,10 +161,7 @@ def scan_weights(
     """Check every tensor of a safetensors file and hash the file, reading it once.
 
     Args:
-        path: the saved weights.
-        header: their header (`hubkit.formats.safetensors.read_header`).
         lora_b: the names of the lora_B tensors (at least one must hold a non-zero value).
-        label: how errors name the adapter.
         rewrite_to: also write the file here, with `new_header` instead of the saved one.
         new_header: from `rewritten_header`; required with `rewrite_to`.
         alongside_others: other files are being read at the same time: hash on this thread.
