@@ -45,9 +45,6 @@ def merge_adapter(
         out_dir: where the merged model goes; must not exist or be empty. It appears only complete.
         progress: called with (bytes done, total bytes) after each tensor.
 
-    Returns:
-        The merged folder, its shard names, the number of merged modules and the weights' dtype.
-
     Raises:
         MergeError: missing or corrupt base shards, a tied lm_head LoRA, an unsupported LoRA variant, an
             init that changes the base weights (PiSSA, OLoRA, ...), a non-finite delta, or a non-empty

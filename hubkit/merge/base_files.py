@@ -48,9 +48,6 @@ def fetch_base_snapshot(
         endpoint: the Hub URL; default the client's (`HF_ENDPOINT`, else huggingface.co).
         token: the token for a private or gated base; default the client's.
 
-    Returns:
-        The folder holding the files.
-
     Raises:
         MergeError: the repo or revision does not exist, or cannot be reached.
     """

@@ -15,16 +15,8 @@ BLOCK_ELEMENTS = 1 << 19
 
 
 def lora_scale(lora_alpha: float, rank: int, use_rslora: bool) -> float:
-    """PEFT's scaling factor: alpha / r, or alpha / sqrt(r) for rsLoRA (arXiv 2312.03732).
-
-    Args:
-        lora_alpha: the adapter's `lora_alpha` (after `alpha_pattern`).
-        rank: the module's rank r (after `rank_pattern`).
-        use_rslora: whether the adapter was trained with rank-stabilized scaling.
-
-    Returns:
-        The factor that multiplies B @ A.
-    """
+    """PEFT's scaling factor, which multiplies B @ A: alpha / r, or alpha / sqrt(r) for rsLoRA (arXiv
+    2312.03732); `lora_alpha` and `rank` are the module's, after `alpha_pattern` and `rank_pattern`."""
     return lora_alpha / math.sqrt(rank) if use_rslora else lora_alpha / rank
 
 
@@ -48,7 +40,6 @@ def add_lora_delta_(
         lora_a: A, shape (r, in).
         lora_b: B, shape (out, r).
         scale: from `lora_scale`.
-        module: the module name, for the error message.
         magnitude: DoRA's ``lora_magnitude_vector``, shape (out,); None for plain LoRA.
 
     Raises:

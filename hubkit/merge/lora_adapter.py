@@ -60,13 +60,9 @@ class FullWeight:
 
 
 def load_lora_adapter(adapter_dir: Path) -> list[LoraModule | FullWeight]:
-    """Load every LoRA module of a PEFT adapter folder, with PEFT's per-module rank and scaling.
-
-    Args:
-        adapter_dir: a folder with adapter_config.json and adapter_model.safetensors.
-
-    Returns:
-        One LoraModule per adapted module, sorted by module name, then one FullWeight per whole weight.
+    """Load every LoRA module of a PEFT adapter folder (adapter_config.json, adapter_model.safetensors), with
+    PEFT's per-module rank and scaling: one LoraModule per adapted module, sorted by module name, then one
+    FullWeight per whole weight.
 
     Raises:
         AdapterError: a file is missing, truncated or unreadable, a key is not a PEFT LoRA key, or the

@@ -168,21 +168,17 @@ def _write_shard(
                 # PEFT loads the saved copy over the base's weight (with a resized vocabulary's rows), then
                 # merges the LoRA into it: the base's bytes are not read.
                 weight = module.base_copy.to(TORCH_DTYPES[info.dtype], copy=True)
-                add_lora_delta_(
-                    weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
-                )
-                writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
-                yield plan.written(info), True
-                continue
-            weight = reads.pop(info.name).result()
-            prefetch(k + 1)
+            else:
+                weight = reads.pop(info.name).result()
+                prefetch(k + 1)
             add_lora_delta_(
                 weight, module.lora_a, module.lora_b, module.scale, module.module, module.magnitude
             )
-            buffer_writes[k % len(scratch)] = write_pool.submit(writer.write_tensor, info.name, weight)
-            writes.append(buffer_writes[k % len(scratch)])
-            k += 1
-            yield info, True
+            writes.append(write_pool.submit(writer.write_tensor, info.name, weight))
+            if module.base_copy is None:  # in scratch buffer k % 3 until this write is done
+                buffer_writes[k % len(scratch)] = writes[-1]
+                k += 1
+            yield plan.written(info), True
         for write in writes:
             write.result()  # raises the first write error, before the shard is renamed into place
 
