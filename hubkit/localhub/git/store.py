@@ -64,10 +64,13 @@ def blob_sha(data: bytes) -> str:
     return Blob.from_string(data).id.decode()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename: readers see the old or the new file."""
+def atomic_write(path: Path, data: bytes | memoryview, tmp_dir: Path | None = None) -> None:
+    """Write `data` to `path` through a temporary file (`.tmp-*` beside it, or in `tmp_dir`) and a rename:
+    readers see the old or the new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    if tmp_dir is not None:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir or path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from hubkit.localhub.git.store import atomic_write
 from hubkit.localhub.storage.exceptions import InvalidInputError, TooLargeError
 from hubkit.localhub.storage.lfs import LfsStore
 from hubkit.localhub.xet.hashes import (
@@ -73,16 +72,7 @@ class XetStore:
         self.base = root / "xet"
 
     def _write(self, target: Path, data: bytes | memoryview) -> None:
-        tmp_dir = self.base / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=tmp_dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        atomic_write(target, data, self.base / "tmp")
 
     def _xorb_path(self, xorb: str) -> Path:
         return self.base / "xorbs" / xorb[:2] / xorb
