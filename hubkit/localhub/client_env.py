@@ -33,11 +33,9 @@ def client_environment(endpoint: str, hf_home: str, token: str | None = OPEN_HUB
 def use_local_hub(endpoint: str, hf_home: str, token: str | None = OPEN_HUB_TOKEN) -> None:
     """Set this process's environment for the local Hub, patching an already imported client.
 
-    Args:
-        endpoint: the local Hub's URL.
-        hf_home: a directory for the client's cache and token files (keeps the user's own cache clean).
-        token: exported as HF_TOKEN; the default is a placeholder, which an open Hub (no --token, no
-            --users) accepts. None exports none: the clients then read only, anonymously.
+    `hf_home` holds the client's cache and token files (keeping the user's own cache clean). `token` is
+    exported as HF_TOKEN: the default is a placeholder, which an open Hub (no --token, no --users)
+    accepts; None exports none, and the clients then read only, anonymously.
     """
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *(["HF_TOKEN"] if token is None else [])):
         os.environ.pop(name, None)

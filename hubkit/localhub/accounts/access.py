@@ -123,13 +123,9 @@ OPEN_WRITER = "open"
 class AccessPolicy:
     """Turns a request's Authorization header into a `Caller`, and says what that caller may do.
 
-    Args:
-        admin_name: the administrator's name (on an open Hub, every caller's).
-        admin_token: the administrator's token, or None.
-        accounts: the tokens of a users file.
-        secret: the server's signing key: a caller's `credential` is an HMAC of its token's digest, so that
-            a URL names its signer without revealing anything about the token.
-        admin_plan: the plan of the administrator, of every caller on an open Hub, and of organizations.
+    The administrator's name and plan are every caller's on an open Hub; the plan is also organizations'.
+    `secret` is the server's signing key: a caller's `credential` is an HMAC of its token's digest, so that
+    a URL names its signer without revealing anything about the token.
     """
 
     def __init__(
@@ -138,7 +134,7 @@ class AccessPolicy:
         admin_token: str | None,
         accounts: tuple[Account, ...],
         secret: bytes,
-        admin_plan: str = "unlimited",
+        admin_plan: str,
     ) -> None:
         self.open = admin_token is None and not accounts
         self._secret = secret

@@ -39,20 +39,15 @@ COMMIT = "commit"  # NDJSON: a commit, regular files inside it
 JSON_OR_FORM = "json-or-form"  # paths-info: the client sends a form
 LFS_CONTENT = "lfs"  # an LFS object, or one part of it: raw bytes
 XET_OBJECT = "xet"  # a Xet xorb or shard: raw bytes, 64 MiB by the spec (a xorb a little more, see xet_xorb)
-MAX_XET_OBJECT = MAX_XORB_SIZE
 
 
 @dataclass(frozen=True)
 class HostRule:
-    """Which names a request's Host may give for one listening socket.
+    """Which names a request's Host may give for one listening socket."""
 
-    Attributes:
-        names: host names (lowercase) and IP addresses accepted.
-        any_address: every IP literal is accepted (a socket bound to every interface). An address is no
-            rebinding: a page whose origin is an address reaches that address, not this server.
-    """
-
-    names: frozenset[str]
+    names: frozenset[str]  # host names (lowercase) and IP addresses
+    # Every IP literal is accepted (a socket bound to every interface). An address is no rebinding: a page
+    # whose origin is an address reaches that address, not this server.
     any_address: bool
 
     @classmethod
@@ -112,15 +107,9 @@ def _is_json(media_type: str) -> bool:
 
 
 def check_body(settings: HubSettings, req: Request, kind: str) -> None:
-    """Refuse a body of the wrong type (415) or over its route's limit (413) before any of it is read.
-
-    The limit stays set on the body: a chunked body is cut off (413) as soon as it passes it.
-
-    Raises:
-        HubHTTPError: 400 for a body whose length is unknown, 415 for one that is not JSON where JSON is
-            expected.
-        TooLargeError: a Content-Length over the limit (HTTP 413).
-    """
+    """Refuse a body of unknown length (400), of the wrong type (415) or over its route's limit (413,
+    TooLargeError) before any of it is read. The limit stays set on the body: a chunked body is cut off
+    (413) as soon as it passes it."""
     body = req.body
     if not body.valid_length:
         raise errors.bad_request("Invalid Content-Length or Transfer-Encoding header.")
@@ -136,6 +125,6 @@ def check_body(settings: HubSettings, req: Request, kind: str) -> None:
     limits = {
         COMMIT: settings.max_commit_body,
         LFS_CONTENT: settings.max_lfs_size,
-        XET_OBJECT: MAX_XET_OBJECT,
+        XET_OBJECT: MAX_XORB_SIZE,
     }
     body.limit_to(limits.get(kind, settings.max_json_body))

@@ -115,11 +115,7 @@ class LocalHub:
         settings: HubSettings | None = None,
         hooks: HubHooks | None = None,
     ) -> None:
-        """Args (beyond the attributes): `settings` for everything else.
-
-        Raises:
-            ValueError: the token given twice.
-        """
+        """`settings` for everything beyond the attributes. Raises ValueError for the token given twice."""
         self.root = Path(root)
         self.host, self.port = host, port
         self.settings = settings or HubSettings(token=token)

@@ -30,9 +30,7 @@ class XetGrant:
     """What a valid Xet token allows."""
 
     ref: RepoRef
-    scope: str
     signer: str
-    expires: int
 
 
 class XetTokens:
@@ -79,4 +77,4 @@ class XetTokens:
             raise errors.unauthorized("a Xet token that has not expired: ask the Hub for a new one")
         if scope == WRITE and granted != WRITE:
             raise errors.forbidden("This Xet token is read-only: ask the Hub for a write token.")
-        return XetGrant(RepoRef(repo_type, namespace, name), granted, signer, expires)
+        return XetGrant(RepoRef(repo_type, namespace, name), signer)
