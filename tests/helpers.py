@@ -185,19 +185,19 @@ LLAMA_PYTHON = Path(__file__).resolve().parents[1] / ".venv-llama" / "bin" / "py
 
 
 def run_llama_worker(job: dict, out: Path) -> dict:
-    """What llama.cpp computes for `job` (hubkit's own worker, hubkit/verify/llama_worker.py, run in
-    .venv-llama): its result.json, with the logits of every position of each of the job's ``sequences``
-    under ``logits``."""
+    """What llama.cpp computes for `job` (hubkit's own worker, hubkit/verify/llama_worker.py, with the tests'
+    measures: tests/support/llama_worker.py, run in .venv-llama): its result.json, with the logits of every
+    position of each of the job's ``sequences`` under ``logits``."""
     import numpy
 
     import hubkit.verify
 
     sequences = [[list(ids), 1, len(ids) + 1] for ids in job["sequences"]]
     (out / "job.json").write_text(json.dumps({"threads": 2, **job, "sequences": sequences}))
-    worker = Path(hubkit.verify.__file__).with_name("llama_worker.py")
-    memory = str(64 << 30)  # the tests' models are small: the worker's cap is not what they test
+    worker = Path(__file__).parent / "support" / "llama_worker.py"
+    verify_dir = str(Path(hubkit.verify.__file__).parent)
     process = subprocess.run(
-        [str(LLAMA_PYTHON), "-I", str(worker), str(out / "job.json"), str(out), memory],
+        [str(LLAMA_PYTHON), "-I", str(worker), str(out / "job.json"), str(out), verify_dir],
         capture_output=True,
         text=True,
         timeout=300,
