@@ -12,7 +12,7 @@ must reach its type's floor (`agreement_floor`), and its mean KL divergence is r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,15 +130,11 @@ def check_gguf(
             f"top-1 agreement {measure.agreement:.1%} in llama.cpp on {measure.tokens} tokens, below "
             f"{gguf_type}'s floor {floor:.1%} (mean KL {measure.mean_kl:.3g})"
         )
-    return GGUFCheck(
-        artifact,
-        len(prompts),
-        eos,
-        tuple(failures),
-        gguf_type,
-        check.size,
-        measure.tokens,
-        measure.agreement,
-        measure.mean_kl,
-        floor,
+    return replace(
+        check,
+        failures=tuple(failures),
+        tokens=measure.tokens,
+        agreement=measure.agreement,
+        mean_kl=measure.mean_kl,
+        floor=floor,
     )

@@ -135,11 +135,6 @@ def questions_of(samples: Sequence[Any]) -> tuple[str, ...]:
     return tuple(seen)[:MAX_QUESTIONS] or DEFAULT_QUESTIONS
 
 
-def _dtype_and_layers(folder: Path) -> tuple[str, int]:
-    config = read_model_config(folder / CONFIG)
-    return config.dtype, config.num_hidden_layers or 1
-
-
 def _forced_logits(model: Any, sequences: Sequence[tuple[int, int, list[int]]]) -> list[Any]:
     """Each sequence's next-token logits (float32) at its answer positions: (prompt length, end, ids)."""
     import torch
@@ -194,7 +189,8 @@ def check_merged(given: MergedCheckInput) -> MergedCheck:
     if set(stops) != set(merged_stops):
         failures.append(f"end tokens {sorted(merged_stops)} instead of {sorted(stops)}")
 
-    dtype, layers = _dtype_and_layers(given.merged_dir)
+    config = read_model_config(given.merged_dir / CONFIG)
+    dtype, layers = config.dtype, config.num_hidden_layers or 1
     if failures:  # the two sides are not asked the same: their logits would compare nothing
         return MergedCheck(
             given.artifact, given.adapter, dtype, len(ours), 0, 0.0, 0.0, 0.0, 0.0, tuple(failures)

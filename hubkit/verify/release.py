@@ -21,7 +21,7 @@ from hubkit.cards.merge_record import MergeRecord
 from hubkit.errors import ReleaseError
 from hubkit.evaluate.release import open_release
 from hubkit.hub.failures import hub_errors
-from hubkit.hub.remote import RemoteRepo, read_remote
+from hubkit.hub.remote import read_remote
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.companions import GGUF, MERGED
 from hubkit.release.read import Release, download_release_files
@@ -30,22 +30,6 @@ from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck
 from hubkit.verify.merged import MergedCheck, MergedCheckInput, check_merged, questions_of
 from hubkit.verify.release_gguf import verify_release_gguf
-
-
-def _merged_listing(repo_id: str, endpoint: str | None, token: str | None) -> tuple[RemoteRepo, MergeRecord]:
-    """The merged repo at its head (its listing) and the merge its card records."""
-    from huggingface_hub import HfApi
-
-    with hub_errors(repo_id, endpoint):
-        listing = read_remote(HfApi(endpoint=endpoint, token=token), repo_id)
-    listing.head(endpoint)  # a repo that is not there is refused as one, not as a card without a record
-    record = MergeRecord.from_card_data(listing.card_data)
-    if record is None:
-        raise ReleaseError(
-            f"{repo_id} records no merge in its card (hubkit_merge): it is not a merged model `hubkit push` "
-            f"published; name the merged repo with {MERGED.flag}"
-        )
-    return listing, record
 
 
 def verify_release(
@@ -68,11 +52,21 @@ def verify_release(
             refused as data.
         HubError: the Hub cannot be read.
     """
+    from huggingface_hub import HfApi
+
     from hubkit.evaluate.models import tokenizer_dir
     from hubkit.merge.base_files import fetch_base_snapshot
 
     merged_repo_id = merged_repo_id or MERGED.default_repo_id(repo_id)
-    listing, record = _merged_listing(merged_repo_id, endpoint, token)
+    with hub_errors(merged_repo_id, endpoint):
+        listing = read_remote(HfApi(endpoint=endpoint, token=token), merged_repo_id)
+    listing.head(endpoint)  # a repo that is not there is refused as one, not as a card without a record
+    record = MergeRecord.from_card_data(listing.card_data)
+    if record is None:
+        raise ReleaseError(
+            f"{merged_repo_id} records no merge in its card (hubkit_merge): it is not a merged model "
+            f"`hubkit push` published; name the merged repo with {MERGED.flag}"
+        )
     if record.adapter_repo != repo_id:
         raise ReleaseError(
             f"{merged_repo_id} records a merge of {record.adapter_repo}, not {repo_id}: name the adapter repo "
