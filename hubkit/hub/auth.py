@@ -20,15 +20,9 @@ def is_local_endpoint(endpoint: str) -> bool:
 
 
 def resolve_token(endpoint: str, *, required: bool = True) -> str | None:
-    """The token for `endpoint`: `HF_TOKEN`, else the one stored by `hf auth login`.
-
-    Args:
-        endpoint: the Hub URL the push goes to.
-        required: refuse a missing token for a remote Hub (False for a dry run, which sends nothing).
-
-    Returns:
-        The token, or None for a local Hub without one (it answers 401 if it wants one, which
-        `hubkit.publish.commit` reports as an `AuthError`).
+    """The token for `endpoint`: `HF_TOKEN`, else the one stored by `hf auth login`; None for a local Hub
+    without one (it answers 401 if it wants one, which `hubkit.publish.commit` reports as an `AuthError`).
+    `required=False` (a dry run, which sends nothing) does not refuse a missing token for a remote Hub.
 
     Raises:
         AuthError: no token for a remote Hub.
@@ -46,16 +40,9 @@ def hub_client(endpoint: str, token: str | None, max_wait: float | None = None) 
 
     The HTTP session all huggingface_hub calls share is built meanwhile on a thread of its own: its TLS
     context loads the CA bundle (some 35 ms, without holding the GIL), which then overlaps the adapters'
-    checks instead of delaying the first request.
-
-    Args:
-        endpoint: the Hub URL.
-        token: from `resolve_token`.
-        max_wait: the longest the client waits for the Hub's API window to reset (`hubkit.hub.pacing`),
-            when it says; None keeps what was set (at first the push's default).
-
-    Returns:
-        The client.
+    checks instead of delaying the first request. `max_wait`: the longest the client waits for the Hub's
+    API window to reset (`hubkit.hub.pacing`), when it says; None keeps what was set (at first the push's
+    default).
     """
     from hubkit.hub.pacing import install
 

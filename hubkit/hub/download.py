@@ -18,17 +18,8 @@ def download_repo_file(
     token: str | None,
     repo_type: str = "model",
 ) -> Path | None:
-    """Download `filename` from a repo (a model's unless `repo_type` says otherwise) into the client's cache.
-
-    Args:
-        repo_id: "owner/name".
-        filename: the file's path in the repo.
-        revision: a branch, tag or commit; default the main branch.
-        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
-        token: for private or gated repos.
-
-    Returns:
-        The local path, or None when the repo (at that revision) has no such file.
+    """Download `filename` from a repo (a model's unless `repo_type` says otherwise) into the client's cache;
+    its local path, or None when the repo (at that revision: None, the main branch) has no such file.
 
     Raises:
         HubError: as `hubkit.hub.failures.hub_errors` names the failure.

@@ -35,13 +35,9 @@ _PLAN_REFUSAL = re.compile(r"\bplan\b|upgrade|subscription", re.IGNORECASE)
 def hub_errors(
     repo_id: str, endpoint: str | None, *, revision: str | None = None, what: str | None = None
 ) -> Iterator[None]:
-    """Raise the client's failures inside as the condition they are, in one line that says what to do.
-
-    Args:
-        repo_id: the repo read or written.
-        endpoint: the Hub; None names it "the Hub".
-        revision: the revision read, named in the message.
-        what: the file read, named when the Hub cannot be reached.
+    """Raise the client's failures inside as the condition they are, in one line that says what to do,
+    naming `repo_id` (at `revision`, when given) and `endpoint` ("the Hub" for None), and `what` (a file
+    read) when the Hub cannot be reached.
 
     Raises:
         RepoNotFoundError, AuthError, StorageQuotaError, PlanRequiredError, RateLimitedError,

@@ -26,13 +26,8 @@ _REMEMBERED_VERSIONS = 4096
 
 @dataclass(frozen=True)
 class FileHashes:
-    """Content identity of a file as the Hub sees it.
-
-    Args:
-        size: bytes.
-        sha256: hex sha256 of the content (the LFS oid).
-        git_sha1: hex git blob sha1; None when it was not computed (large files, stored in LFS).
-    """
+    """Content identity of a file as the Hub sees it: `sha256` is the LFS oid; `git_sha1` the git blob id,
+    None when it was not computed (large files, stored in LFS)."""
 
     size: int
     sha256: str
@@ -77,11 +72,8 @@ class FileHashCache:
             return hashes
 
     def remember(self, version: FileVersion, hashes: FileHashes) -> None:
-        """Record the hashes of one file version, computed elsewhere (e.g. while validating it).
-
-        Args:
-            version: the file's version when its bytes were read.
-            hashes: their hashes; `hashes.size` must equal `version.size`.
+        """Record the hashes of one file version (when its bytes were read), computed elsewhere (e.g. while
+        validating it).
 
         Raises:
             ValueError: the sizes differ.
@@ -98,12 +90,8 @@ class FileHashCache:
                 self._hashes.popitem(last=False)
 
     def hash_file(self, path: Path, *, git_sha1: bool | None = None) -> FileHashes:
-        """The hashes of a file on disk, read only if this version's are not known yet.
-
-        Args:
-            path: the file (symlinks followed).
-            git_sha1: compute the git blob sha1 too; None means only for small files (below
-                `EAGER_GIT_SHA1_BYTES`).
+        """The hashes of a file on disk (symlinks followed), read only if this version's are not known yet;
+        the git blob sha1 too when `git_sha1`, None: only for small files (below `EAGER_GIT_SHA1_BYTES`).
 
         Raises:
             OSError: the file cannot be read.

@@ -77,7 +77,6 @@ class PaceStats:
 
     calls: dict[str, int]
     waits: int = 0
-    waited: float = 0.0
 
 
 class Pacer:
@@ -128,7 +127,6 @@ class Pacer:
                 self._waiting_until[key] = window.resets_at
                 if announce:
                     self.stats.waits += 1
-                    self.stats.waited += wait
             self._wait(bucket, host, wait, window.remaining, announce)
 
     def _wait(self, bucket: str, host: str, wait: float, left: int, announce: bool) -> None:

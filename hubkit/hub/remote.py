@@ -77,7 +77,7 @@ def read_remote(
     `RemoteRepo` (head_sha None).
 
     Raises:
-        PublishError: the Hub kept failing transiently.
+        HubUnreachableError, RateLimitedError: the Hub kept failing transiently (`with_retries`).
     """
     return with_retries(
         lambda: _read_remote(api, repo_id, repo_type, revision), retry, f"reading {repo_id}", api.endpoint

@@ -188,16 +188,8 @@ def clock(moment: datetime) -> str:
 def wait_out_rate_limit(
     failure: BaseException, policy: RetryPolicy, waited: float, what: str
 ) -> float | None:
-    """Wait as the Hub's 429 says, when it says (else None: not a rate limit with a wait).
-
-    Args:
-        failure: the step's failure.
-        policy: its `max_wait` bounds `waited` plus this wait.
-        waited: the seconds this step has waited for rate limits so far.
-        what: the step, for the progress line.
-
-    Returns:
-        The seconds waited for rate limits, this wait included.
+    """Wait as the Hub's 429 says, when it says (else None: not a rate limit with a wait); the seconds this
+    step (`what`) has waited for rate limits, `waited` before and this wait, which `policy.max_wait` bounds.
 
     Raises:
         RateLimitedError: the wait would pass `max_wait`.
@@ -239,16 +231,8 @@ def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> Hu
 
 
 def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint: str) -> T:
-    """`call()`, tried again after each transient failure as `policy` says.
-
-    Args:
-        call: the step; it must be safe to repeat.
-        policy: how often and how patiently.
-        what: the step, for the log and the error ("uploading checkpoints/.../adapter_model.safetensors").
-        endpoint: the Hub, for the error.
-
-    Returns:
-        What `call` returned.
+    """`call()` (a step safe to repeat), tried again after each transient failure as `policy` says; `what`
+    names the step in the log and the error ("uploading checkpoints/.../adapter_model.safetensors").
 
     Raises:
         HubUnreachableError: the failures were transient and the tries ran out.
