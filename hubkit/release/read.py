@@ -38,15 +38,9 @@ from hubkit.runs.model import Checkpoint, Metrics, Run
 
 @dataclass(frozen=True)
 class Release:
-    """A release's adapter repo at one commit.
-
-    Args:
-        repo_id: the adapter repo.
-        commit: the commit read (the head of the main branch when it was read).
-        manifest: its ``hubkit.json``.
-        files: every file at that commit: path → content id (the LFS sha256, else the git blob id).
-        sizes: every file's size in bytes, as the listing gives it.
-    """
+    """A release's adapter repo at one commit (the head of the main branch when it was read): its
+    ``hubkit.json``, and every file there, by path: its content id (the LFS sha256, else the git blob id)
+    and its size as the listing gives it."""
 
     repo_id: str
     commit: str
@@ -78,11 +72,6 @@ class Release:
 def read_release(repo_id: str, *, endpoint: str | None = None, token: str | None = None) -> Release:
     """The release at the head of `repo_id`'s main branch: its files (listed in one request, retried:
     `hubkit.hub.remote.read_remote`) and its manifest.
-
-    Args:
-        repo_id: the adapter repo `hubkit push` published, "owner/name".
-        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
-        token: for a private repo.
 
     Raises:
         HubError: the repo cannot be read (`hubkit.hub.failures`).
@@ -126,13 +115,10 @@ def download_release(
     """Download what a command needs of `release` and read it as a `Run`.
 
     Args:
-        release: from `read_release`.
         steps: the steps whose adapters to download (each one the release publishes).
         extra: other paths to download when the release has them (e.g. ``train_problems.sha256``).
         max_bytes: the largest size a file at a path may have (None: not downloaded at all); a file the
             listing says is larger is refused before any byte of the release is downloaded.
-        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
-        token: for a private repo.
         read_metrics: False to leave the metrics unread (`Run.metrics` empty): a listing of the steps.
 
     Returns:
@@ -217,13 +203,8 @@ def read_release_manifest(
     endpoint: str | None = None,
     token: str | None = None,
 ) -> Manifest:
-    """The manifest `hubkit push` published to `repo_id`.
-
-    Args:
-        repo_id: the adapter (or merged) repo, "owner/name".
-        revision: a branch, tag or commit; default the main branch.
-        endpoint: the Hub; default ``HF_ENDPOINT``, else huggingface.co.
-        token: for a private repo.
+    """The manifest `hubkit push` published to `repo_id` (the adapter or merged repo) at `revision` (a
+    branch, tag or commit; None: the main branch).
 
     Raises:
         HubError: the repo or revision is missing, or the Hub failed (`hubkit.hub.failures`).
