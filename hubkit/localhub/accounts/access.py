@@ -73,12 +73,9 @@ def _digest(entry: object, where: str) -> bytes:
 
 
 def load_users(path: Path) -> tuple[Account, ...]:
-    """Read a users file (see the module docstring).
-
-    Raises:
-        ValueError: unreadable TOML, an unknown key, a bad name, a token given twice, or a user and an
-            organization of the same name; the message names the file and the problem.
-    """
+    """Read a users file (see the module docstring). Refuses (ValueError naming the file and the problem)
+    unreadable TOML, an unknown key, a bad name, a token given twice, or a user and an organization of the
+    same name."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:

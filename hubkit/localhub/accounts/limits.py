@@ -101,9 +101,6 @@ class HubLimits:
         commits_per_repo, commit_window: commits to one repository within a sliding window of seconds.
         repo_creation_window: the sliding window of each plan's `repo_creations` by one account.
         commit_files_warning: a commit of more files than this is logged as a warning.
-
-    Raises:
-        ValueError: a window that is not positive, or a count below zero.
     """
 
     free: Plan = PRODUCTION_PLANS["free"]
@@ -142,9 +139,7 @@ class HubLimits:
         """These limits with `NAME=VALUE` settings changed (`,`-separated): a top-level name
         (`commits_per_repo=3`, `commit_window=60`) or `PLAN.NAME` (`free.api_calls=20`,
         `free.paid_spaces=true`); `off` turns a count off; sizes take a unit (`free.private_storage=1GB`).
-
-        Raises:
-            ValueError: an unknown name or a bad value, named in one line.
+        Raises ValueError naming an unknown name or a bad value in one line.
         """
         limits = self
         for item in filter(None, (part.strip() for part in spec.split(","))):
@@ -304,12 +299,8 @@ class Limiter:
 
 
 def check_space_creation(plan: Plan, sdk: str, hardware: str | None, zero_gpu_spaces: int) -> None:
-    """Refuse a Space the namespace's plan may not host, as the Hub does; `zero_gpu_spaces` counts the
-    namespace's ZeroGPU Spaces already there.
-
-    Raises:
-        HubHTTPError: 402 for compute on free hardware without a subscription, 403 past the ZeroGPU cap.
-    """
+    """Refuse a Space the namespace's plan may not host, as the Hub does: 402 for compute on free hardware
+    without a subscription, 403 past the ZeroGPU cap (`zero_gpu_spaces`: the namespace's already there)."""
     if sdk in FREE_SDKS:
         return
     if hardware and hardware.startswith(ZERO_GPU_PREFIX):
@@ -369,11 +360,8 @@ def _human(size: int) -> str:
 
 
 def check_private_storage(plan: Plan, namespace: str, used: int, adding: int) -> None:
-    """Refuse to store `adding` more bytes in `namespace`'s private repos past its plan's quota.
-
-    Raises:
-        HubHTTPError: 403, in the Hub's words (huggingface_hub#3049), with the numbers after them.
-    """
+    """Refuse to store `adding` more bytes in `namespace`'s private repos past its plan's quota: 403, in
+    the Hub's words (huggingface_hub#3049), with the numbers after them."""
     quota = plan.private_storage
     if quota is None or used + adding <= quota:
         return

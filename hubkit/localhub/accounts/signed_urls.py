@@ -58,11 +58,8 @@ class UrlSigner:
         return f"{sized}expires={expires}&signer={signer}&sig={signature}"
 
     def verify(self, path: str, req: Request, sized: bool) -> Grant:
-        """The grant of a signed URL for `path`, the request's query holding the signature.
-
-        Raises:
-            HubHTTPError: 403 for a missing, malformed, wrong or expired signature.
-        """
+        """The grant of a signed URL for `path`, the request's query holding the signature; 403 for a
+        missing, malformed, wrong or expired signature."""
         size = req.param("size") or ""
         expires, signer = req.param("expires") or "", req.param("signer") or ""
         signature = req.param("sig") or ""

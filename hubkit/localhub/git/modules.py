@@ -75,11 +75,8 @@ def _bad_url(url: str) -> bool:
 
 
 def check_gitmodules(path: str, data: bytes) -> None:
-    """Refuse a `.gitmodules` content git's fsck refuses (or that this Hub cannot read as git does).
-
-    Raises:
-        InvalidInputError: naming the file, and the entry or line.
-    """
+    """Refuse (InvalidInputError, naming the file and the entry or line) a `.gitmodules` content git's
+    fsck refuses, or that this Hub cannot read as git does."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

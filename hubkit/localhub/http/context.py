@@ -48,10 +48,6 @@ class HubSettings:
             of a users file have their own (default free).
         limits: production's limits the Hub enforces for each plan (`accounts/limits.py`;
             `HubLimits.off()`: none).
-
-    Raises:
-        ValueError: a limit that is not positive, an unknown plan, or an upload timeout shorter than the
-            URLs' validity.
     """
 
     token: str | None = field(default=None, repr=False)
@@ -134,13 +130,9 @@ class HubContext:
         return f"{req.base_url}/{URL_PREFIXES[ref.repo_type]}{ref.repo_id}"
 
     def repo(self, req: Request, repo_type: str, namespace: str, name: str, write: bool = False) -> Repo:
-        """The repository named by a URL, if the caller may see it (and write to it, for writes).
-
-        Raises:
-            InvalidInputError: a malformed name.
-            HubHTTPError: RepoNotFound (401 to anonymous callers, else 404) when there is no such repo or it
-                is private to a namespace the caller is not in; 401/403 for a write the caller may not make.
-        """
+        """The repository named by a URL, if the caller may see it (and write to it, for writes): else
+        RepoNotFound (401 to anonymous callers, else 404) when there is no such repo or it is private to a
+        namespace the caller is not in, 401/403 for a write the caller may not make."""
         caller = req.caller
         ref = RepoRef(repo_type, namespace, name)
         try:
@@ -156,12 +148,9 @@ class HubContext:
         return repo
 
     def check_download(self, req: Request, repo: Repo) -> None:
-        """Refuse a gated repository's files to a caller outside its namespace, in the Hub's words (there
-        are no access requests here: its namespace's members and the administrator are the authorized list).
-
-        Raises:
-            HubHTTPError: GatedRepo, 401 to an anonymous caller, else 403.
-        """
+        """Refuse a gated repository's files to a caller outside its namespace, in the Hub's words: GatedRepo,
+        401 to an anonymous caller, else 403 (there are no access requests here: its namespace's members
+        and the administrator are the authorized list)."""
         if not repo.meta.gated or req.caller.owns(repo.ref.namespace):
             return
         what = f"Access to {repo.ref.repo_type} {repo.ref.repo_id} is restricted"
@@ -178,12 +167,8 @@ class HubContext:
         self, req: Request, path: str, repo_type: str, namespace: str, name: str, upload: bool
     ) -> tuple[Repo, Grant]:
         """The repository of a signed URL, if its signer may still use it now: see the repo (a download),
-        or write to it (an upload). The request then acts as the signer.
-
-        Raises:
-            HubHTTPError: 403 for a bad or expired signature, or a signer whose token is gone; as `repo`
-                when the signer may no longer see or write to the repository.
-        """
+        or write to it (an upload); the request then acts as the signer. 403 for a bad or expired
+        signature, or a signer whose token is gone; as `repo` when the signer may no longer use it."""
         grant = self.signer.verify(path, req, sized=upload)
         caller = self.access.caller_of(grant.signer)
         if caller is None:

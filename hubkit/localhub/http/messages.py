@@ -26,13 +26,9 @@ class Body:
     """A request body read from the socket, sized by Content-Length or chunked transfer encoding.
 
     Never more than `limit` bytes are read: a larger Content-Length is refused before the first byte,
-    a chunked body as soon as a chunk would pass the limit (TooLargeError, HTTP 413).
-
-    Attributes:
-        chunked: sent with chunked transfer encoding.
-        length: the Content-Length (None when chunked or malformed).
-        valid_length: the Content-Length is a number (or the body is chunked).
-        finished: the body was read to its end (the connection can carry another request).
+    a chunked body as soon as a chunk would pass the limit (TooLargeError, HTTP 413). `length` is None
+    when chunked or malformed; `finished`, once it was read to its end, lets the connection carry another
+    request.
     """
 
     def __init__(self, stream: BinaryIO, headers: Message) -> None:
@@ -53,11 +49,8 @@ class Body:
         return not self.chunked and self.length == 0
 
     def limit_to(self, limit: int, what: str = "This request's body") -> None:
-        """Refuse a body over `limit` bytes: now, from its Content-Length, or while chunks arrive.
-
-        Raises:
-            TooLargeError: the Content-Length says more.
-        """
+        """Refuse a body over `limit` bytes (TooLargeError): now, from its Content-Length, or while chunks
+        arrive."""
         self.limit, self._what = limit, what
         if self.length is not None and self.length > limit:
             raise TooLargeError(self._too_large(self.length))

@@ -157,11 +157,7 @@ def _bucket(segments: list[str]) -> str | None:
 
 
 def _count_call(ctx: HubContext, req: Request) -> dict[str, str]:
-    """Count an API call against its caller's quota: the rate-limit headers of the answer.
-
-    Raises:
-        HubHTTPError: 429 past the quota.
-    """
+    """Count an API call against its caller's quota: the rate-limit headers of the answer; 429 past it."""
     bucket = _bucket(req.segments)
     if bucket is None:
         return {}

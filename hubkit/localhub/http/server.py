@@ -133,12 +133,8 @@ class LocalHub:
         self._stopping = threading.Event()
 
     def start(self) -> LocalHub:
-        """Bind the servers and serve from background threads. Returns self.
-
-        Raises:
-            LocalHubError: a non-loopback address without credentials, or another process serves the root.
-            OSError: the address cannot be bound.
-        """
+        """Bind the servers and serve from background threads. Refuses (LocalHubError) a non-loopback
+        address without credentials, or a root another process serves."""
         if not is_loopback(self.host) and not self.settings.has_credentials:
             raise LocalHubError(
                 f"Refusing to serve {self.host or 'every address'} without credentials (anyone reaching it "

@@ -286,13 +286,10 @@ class Repo:
 
         Every operation is checked before the first object is written. With `create_pr`, the commit
         lands on a new `refs/pr/N` started from the branch head. `before_ref_update` is called once
-        the commit's objects are written and before the branch moves (`HubHooks.ref_update`).
-
-        Raises:
-            InvalidInputError: a bad path, an LFS object never uploaded, or a revision that is no branch.
-            EntryNotFoundError: a deletion of a path that does not exist.
-            ParentCommitMismatchError: `parent_commit` is not the branch head any more.
-            RevisionNotFoundError: the branch does not exist.
+        the commit's objects are written and before the branch moves (`HubHooks.ref_update`). Refuses a bad
+        path, an LFS object never uploaded or a revision that is no branch (InvalidInputError), a deletion
+        of a missing path (EntryNotFoundError), a `parent_commit` that is no longer the branch head
+        (ParentCommitMismatchError), and a branch that does not exist (RevisionNotFoundError).
         """
         with self.lock:
             ref = branch if PR_REF.match(branch) else f"refs/heads/{branch}"

@@ -135,12 +135,9 @@ def _xorbs(reader: _Reader) -> list[ShardXorb]:
 
 
 def read_upload_shard(data: bytes) -> tuple[list[ShardFile], list[ShardXorb]]:
-    """The files and xorbs of an uploaded shard (with or without its footer).
-
-    Raises:
-        InvalidInputError: over MAX_SHARD_SIZE, another magic tag or version, a truncated record, a missing
-            bookend, or bytes after the last section that are not a footer.
-    """
+    """The files and xorbs of an uploaded shard (with or without its footer). Refuses (InvalidInputError)
+    one over MAX_SHARD_SIZE, another magic tag or version, a truncated record, a missing bookend, or bytes
+    after the last section that are not a footer."""
     if len(data) > MAX_SHARD_SIZE:
         raise InvalidInputError(f"A shard may be at most {MAX_SHARD_SIZE} bytes; this one is {len(data)}.")
     if len(data) < RECORD or data[:32] != HEADER_TAG:

@@ -232,12 +232,9 @@ class XetStore:
 
     def register_shard(self, data: bytes, lfs: LfsStore, max_size: int) -> list[XetFile]:
         """Register an uploaded shard's files, each of at most `max_size` bytes, in a repo (`lfs`: its
-        object store) and index its xorbs' chunks for global dedup.
-
-        Raises:
-            InvalidInputError: a malformed shard, a xorb never uploaded, a term, file hash or sha256 that
-                does not match the chunks; TooLargeError, a file over `max_size`. Files before the failing
-                one stay registered: each was checked whole.
+        object store) and index its xorbs' chunks for global dedup. Refuses (InvalidInputError) a malformed
+        shard, a xorb never uploaded, a term, file hash or sha256 that does not match the chunks, and
+        (TooLargeError) a file over `max_size`; files before the failing one stay registered, each checked whole.
         """
         files, xorbs = read_upload_shard(data)
         for listed in xorbs:

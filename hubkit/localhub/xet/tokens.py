@@ -51,12 +51,9 @@ class XetTokens:
         return f"{_PREFIX}{payload.decode()}.{self._signature(payload)}", expires
 
     def verify(self, authorization: str | None, scope: str) -> XetGrant:
-        """The grant of a request's `Authorization: Bearer xet_…` header, for an API needing `scope`.
-
-        Raises:
-            HubHTTPError: 401 for a missing, malformed, forged or expired token (the client then asks the
-                Hub for a new one), 403 for a read token on a write API.
-        """
+        """The grant of a request's `Authorization: Bearer xet_…` header, for an API needing `scope`: 401
+        for a missing, malformed, forged or expired token (the client then asks the Hub for a new one), 403
+        for a read token on a write API."""
         scheme, _, token = (authorization or "").partition(" ")
         payload, _, signature = token.strip().removeprefix(_PREFIX).partition(".")
         if (

@@ -95,11 +95,9 @@ def unpack_chunk(stored_chunk: bytes) -> bytes:
 
 def read_xorb(body: bytes, expected_hash: bytes) -> tuple[memoryview, list[XorbChunk]]:
     """The chunk section of an uploaded xorb and its chunks, once every chunk is unpacked and hashed and the
-    xorb's Merkle hash equals `expected_hash`.
-
-    Raises:
-        InvalidInputError: a malformed chunk, more than MAX_XORB_CHUNKS chunks (refused at the first one
-            over), trailing bytes that are not xet-core's footer, no chunk at all, or another hash (a client cannot store bytes under a hash they do not have).
+    xorb's Merkle hash equals `expected_hash`. Refuses (InvalidInputError) a malformed chunk, more than
+    MAX_XORB_CHUNKS chunks (at the first one over), trailing bytes that are not xet-core's footer, no chunk
+    at all, or another hash (a client cannot store bytes under a hash they do not have).
     """
     if len(body) > MAX_XORB_SIZE:
         raise InvalidInputError(f"A xorb may be at most {MAX_XORB_SIZE} bytes; this one is {len(body)}.")
