@@ -1,4 +1,4 @@
-"""The Hub's error responses, one named builder each.
+"""The Hub's error responses, a named builder for each answered in several places.
 
 huggingface_hub maps the `X-Error-Code` header to its exception classes (`RepoNotFound` →
 RepositoryNotFoundError, `RevisionNotFound` → RevisionNotFoundError, `EntryNotFound` →
@@ -71,16 +71,6 @@ def gated(status: int, message: str) -> HubHTTPError:
     return HubHTTPError(status, message, code="GatedRepo")
 
 
-def revision_not_found(message: str) -> HubHTTPError:
-    return HubHTTPError(404, message, code="RevisionNotFound")
-
-
-def entry_not_found(message: str, commit: str | None) -> HubHTTPError:
-    # With X-Repo-Commit the client caches the miss under `.no_exist/<commit>/`.
-    headers = {"X-Repo-Commit": commit} if commit else {}
-    return HubHTTPError(404, message, code="EntryNotFound", headers=headers)
-
-
 def payload_too_large(message: str) -> HubHTTPError:
     return HubHTTPError(413, message)
 
@@ -89,27 +79,12 @@ def unsupported_media_type(message: str) -> HubHTTPError:
     return HubHTTPError(415, message)
 
 
-def misdirected(message: str) -> HubHTTPError:
-    # RFC 9110 §15.5.20: a server that will not answer for the authority the request names.
-    return HubHTTPError(421, message)
-
-
 def conflict(message: str, **extra: Any) -> HubHTTPError:
     return HubHTTPError(409, message, extra=extra)
 
 
-def precondition_failed(message: str) -> HubHTTPError:
-    return HubHTTPError(412, message)
-
-
 def range_not_satisfiable(size: int) -> HubHTTPError:
     return HubHTTPError(416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{size}"})
-
-
-def insufficient_storage() -> HubHTTPError:
-    return HubHTTPError(
-        507, "The local Hub's disk is full: nothing was stored. Free space on the server, then retry."
-    )
 
 
 def from_storage(error: storage.StorageError) -> HubHTTPError:
@@ -124,13 +99,15 @@ def from_storage(error: storage.StorageError) -> HubHTTPError:
         case storage.RepoNotFoundError():
             return repo_not_found(message)
         case storage.RevisionNotFoundError():
-            return revision_not_found(message)
+            return HubHTTPError(404, message, code="RevisionNotFound")
         case storage.EntryNotFoundError():
-            return entry_not_found(message, error.commit)
+            # With X-Repo-Commit the client caches the miss under `.no_exist/<commit>/`.
+            headers = {"X-Repo-Commit": error.commit} if error.commit else {}
+            return HubHTTPError(404, message, code="EntryNotFound", headers=headers)
         case storage.RepoExistsError() | storage.RefExistsError():
             return conflict(message)
         case storage.ParentCommitMismatchError():
-            return precondition_failed(message)
+            return HubHTTPError(412, message)
         case storage.TooLargeError():
             return payload_too_large(message)
         case storage.PathOutsideRepoError():

@@ -88,9 +88,11 @@ def check_host(rule: HostRule, host: str | None) -> None:
     if host is None:
         raise errors.bad_request("A request needs a Host header naming this local Hub.")
     if not rule.allows(host):
-        raise errors.misdirected(
+        # RFC 9110 §15.5.20: a server that will not answer for the authority the request names.
+        raise errors.HubHTTPError(
+            421,
             f"This local Hub does not answer for the host {host!r}: use its address, or start it with "
-            "--allowed-host NAME for a name that reaches it."
+            "--allowed-host NAME for a name that reaches it.",
         )
 
 

@@ -211,7 +211,9 @@ def dispatch(ctx: HubContext, req: Request, hosts: guards.HostRule) -> Response:
     except OSError as e:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        response = errors.insufficient_storage().to_response()  # every write path cleans up after itself
+        # Every write path cleans up after itself.
+        message = "The local Hub's disk is full: nothing was stored. Free space on the server, then retry."
+        response = HubHTTPError(507, message).to_response()
     response.headers.update(rate_headers)
     # Every answer names its request, as the Hub's do (the client prints it with an error).
     response.headers["X-Request-Id"] = f"Root=1-{uuid.uuid4().hex}"
