@@ -16,7 +16,7 @@ from hubkit.localhub.http import errors
 from hubkit.localhub.http.context import HubContext
 from hubkit.localhub.http.messages import Request, Response, json_response
 from hubkit.localhub.storage.collections import Collection, check_item, slug_id
-from hubkit.localhub.storage.exceptions import CollectionNotFoundError, RepoNotFoundError
+from hubkit.localhub.storage.exceptions import CollectionNotFoundError
 from hubkit.localhub.storage.repos import RepoRef
 
 LIST_ITEMS_SHOWN = 4  # the Hub's listing shows each collection's first items only
@@ -24,18 +24,10 @@ MAX_LISTED = 100
 _PAPER = re.compile(r"^[0-9]{4}\.[0-9]{4,5}$")
 
 
-def _visible_repo(ctx: HubContext, caller: Caller, repo_type: str, repo_id: str) -> bool:
-    namespace, _, name = repo_id.partition("/")
-    try:
-        repo = ctx.store.get(RepoRef(repo_type, namespace, name))
-    except RepoNotFoundError:
-        return False
-    return not repo.meta.private or caller.owns(namespace)
-
-
 def _visible_item(ctx: HubContext, caller: Caller, item_type: str, item_id: str) -> bool:
     if item_type in ("model", "dataset", "space"):
-        return "/" in item_id and _visible_repo(ctx, caller, item_type, item_id)
+        namespace, slash, name = item_id.partition("/")
+        return bool(slash) and ctx.visible(caller, RepoRef(item_type, namespace, name)) is not None
     if item_type == "collection":
         namespace, _, slug = item_id.partition("/")
         try:

@@ -104,7 +104,7 @@ def list_repos(ctx: HubContext, req: Request, repo_type: str) -> Response:
         for r in ctx.store.list(repo_type)
         if (author is None or r.namespace == author)
         and search.lower() in r.repo_id.lower()
-        and (req.caller.owns(r.namespace) or not ctx.store.get(r).meta.private)
+        and ctx.visible(req.caller, r)
     ]
     return json_response([{"id": r.repo_id, "_id": r.repo_id, "author": r.namespace} for r in refs])
 

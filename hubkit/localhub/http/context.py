@@ -133,19 +133,23 @@ class HubContext:
         """The repository named by a URL, if the caller may see it (and write to it, for writes): else
         RepoNotFound (401 to anonymous callers, else 404) when there is no such repo or it is private to a
         namespace the caller is not in, 401/403 for a write the caller may not make."""
-        caller = req.caller
         ref = RepoRef(repo_type, namespace, name)
-        try:
-            repo = self.store.get(ref)  # in any case, as on the Hub: the rules below read its own spelling
-            hidden = repo.meta.private and not caller.owns(repo.ref.namespace)
-        except RepoNotFoundError:
-            hidden = True
-        if hidden:
-            status = 401 if caller.name is None else 404
+        repo = self.visible(req.caller, ref)
+        if repo is None:
+            status = 401 if req.caller.name is None else 404
             raise errors.repo_not_found(f"Repository not found: {repo_type}s/{ref.repo_id}", status)
         if write or req.write:
-            self.access.check_write(caller, repo.ref.namespace)
+            self.access.check_write(req.caller, repo.ref.namespace)
         return repo
+
+    def visible(self, caller: Caller, ref: RepoRef) -> Repo | None:
+        """The repository `ref` (in any case, as on the Hub: the rules read its own spelling), if `caller`
+        may see it."""
+        try:
+            repo = self.store.get(ref)
+        except RepoNotFoundError:
+            return None
+        return None if repo.meta.private and not caller.owns(repo.ref.namespace) else repo
 
     def check_download(self, req: Request, repo: Repo) -> None:
         """Refuse a gated repository's files to a caller outside its namespace, in the Hub's words: GatedRepo,
