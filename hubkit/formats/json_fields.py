@@ -2,7 +2,7 @@
 declares, before the dataclass is built (a string where a number belongs, a list where an object belongs,
 a 5000-digit integer or NaN are one line of error naming the field, never a traceback).
 
-    values = checked_fields(LoraSettings, data["lora"], "hubkit.json lora")   # then LoraSettings(**values)
+    values = checked_fields(SweepInfo, data["sweep"], "hubkit.json sweep")   # then SweepInfo(**values)
 """
 
 from __future__ import annotations
@@ -62,28 +62,38 @@ def _matches(value: Any, hint: Any) -> bool:
     return isinstance(value, hint) if isinstance(hint, type) else True
 
 
-def checked_fields(cls: type, data: Any, label: str) -> dict[str, Any]:
-    """`data`'s known fields, each checked against `cls`'s declared field type.
-
-    Args:
-        cls: a dataclass.
-        data: the parsed JSON value meant to become it.
-        label: how messages name it (``hubkit.json lora``).
-
-    Returns:
-        The fields of `data` that `cls` declares (the caller decides about unknown ones).
+def checked_fields(cls: type, data: Any, label: str, *, strict: bool = True) -> dict[str, Any]:
+    """The fields of `data` (a parsed JSON value) that the dataclass `cls` declares, each checked against its
+    declared type (a JSON array of a tuple field becomes a tuple); `strict` refuses the fields `cls` does
+    not declare, else they are left out.
 
     Raises:
-        FileFormatError: `data` is not an object, or a field is not of its declared type.
+        FileFormatError: `data` is not an object, holds unknown fields (`strict`), or a field is not of its
+            declared type.
     """
     if not isinstance(data, dict):
         raise FileFormatError(f"{label} must be a JSON object, got {type(data).__name__}")
+    declared = dataclasses.fields(cls)
+    unknown = sorted(set(data) - {spec.name for spec in declared})
+    if strict and unknown:
+        raise FileFormatError(f"{label} has unknown fields {unknown[:5]}")
     hints = typing.get_type_hints(cls)
     values = {}
-    for spec in dataclasses.fields(cls):
+    for spec in declared:
         if spec.name in data:
             value = data[spec.name]
             if not _matches(value, hints[spec.name]):
                 raise FileFormatError(f"{label}: {spec.name} cannot be {_describe(value)}")
-            values[spec.name] = value
+            values[spec.name] = tuple(value) if typing.get_origin(hints[spec.name]) is tuple else value
     return values
+
+
+def refuse_newer_schema(version: object, name: str, current: int, error: type[Exception]) -> None:
+    """Refuse a file a newer hubkit wrote (its ``schema_version`` above `current`) with a message, rather
+    than half-read it.
+
+    Raises:
+        error: `version` is newer.
+    """
+    if is_count(version) and version > current:
+        raise error(f"{name} has schema {version}, newer than this hubkit ({current}): upgrade hubkit")

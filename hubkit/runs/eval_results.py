@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hubkit.errors import EvalError, FileFormatError
-from hubkit.formats.json_fields import checked_fields
-from hubkit.formats.json_file import parse_json, read_bounded
+from hubkit.formats.json_fields import checked_fields, refuse_newer_schema
+from hubkit.formats.json_file import decode_text, parse_json, read_bounded
 from hubkit.runs.state import write_atomically
 
 # 2 added generation.dtype and generation.chat_template_from, 3 problems.config and problems.whole. Fields
@@ -231,11 +231,7 @@ class EvalSummary:
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.schema_version > SCHEMA_VERSION:
-            raise EvalError(
-                f"{RESULTS_NAME} has schema {self.schema_version}, newer than this hubkit ({SCHEMA_VERSION}): "
-                "upgrade hubkit"
-            )
+        refuse_newer_schema(self.schema_version, RESULTS_NAME, SCHEMA_VERSION, EvalError)
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise EvalError(f"{RESULTS_NAME} names a model twice: {names}")
@@ -263,10 +259,8 @@ class EvalSummary:
 
     def best(self) -> ModelResult | None:
         """The checkpoint to use: the highest accuracy; on a tie, fewer tokens on average, then the earlier step.
-
-        Returns:
-            That checkpoint's result, or None when no checkpoint was evaluated or none answered a problem
-            right (a checkpoint at 0 % is no recommendation; the base never counts).
+        None when no checkpoint was evaluated or none answered a problem right (a checkpoint at 0 % is no
+        recommendation; the base never counts).
         """
         scored = [m for m in self.checkpoints if m.correct > 0]
         return min(scored, key=lambda m: (-m.accuracy, m.tokens_mean, m.step), default=None)
@@ -331,23 +325,20 @@ def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
     if not isinstance(data, dict):
         raise EvalError(f"{RESULTS_NAME} must hold a JSON object")
     try:
-        problems = _typed(ProblemsInfo, data.get("problems"), "problems")
+        problems = checked_fields(ProblemsInfo, data.get("problems"), "problems")
         problems["contamination"] = Contamination(
-            **_typed(Contamination, problems.get("contamination"), "problems.contamination")
+            **checked_fields(Contamination, problems.get("contamination"), "problems.contamination")
         )
         if not isinstance(data.get("models"), list):
             raise FileFormatError("models must be a list")
-        models = tuple(
-            ModelResult(**{**(typed := _typed(ModelResult, m, "models")), "ci95": tuple(typed["ci95"])})
-            for m in data["models"]
-        )
-        top = _typed(EvalSummary, data, RESULTS_NAME)
+        models = tuple(ModelResult(**checked_fields(ModelResult, m, "models")) for m in data["models"])
+        top = checked_fields(EvalSummary, data, RESULTS_NAME)
         return EvalSummary(
             run_id=top["run_id"],
             created_at=top["created_at"],
-            metric=MetricInfo(**_typed(MetricInfo, data.get("metric"), "metric")),
+            metric=MetricInfo(**checked_fields(MetricInfo, data.get("metric"), "metric")),
             problems=ProblemsInfo(**problems),
-            generation=GenerationInfo(**_typed(GenerationInfo, data.get("generation"), "generation")),
+            generation=GenerationInfo(**checked_fields(GenerationInfo, data.get("generation"), "generation")),
             models=models,
             schema_version=top.get("schema_version", SCHEMA_VERSION),
         )
@@ -355,15 +346,6 @@ def summary_from_dict(data: dict[str, Any]) -> EvalSummary:
         raise EvalError(f"invalid {RESULTS_NAME}: {e}: run `hubkit eval` again") from e
     except (KeyError, TypeError, ValueError) as e:
         raise EvalError(f"invalid {RESULTS_NAME} ({e}): run `hubkit eval` again") from e
-
-
-def _typed(cls: type, data: Any, label: str) -> dict[str, Any]:
-    """`data`'s fields checked against `cls` (`checked_fields`), refusing fields `cls` does not have."""
-    values = checked_fields(cls, data, label)
-    unknown = sorted(set(data) - set(values))
-    if unknown:
-        raise FileFormatError(f"{label} has unknown fields {unknown[:5]}")
-    return values
 
 
 def eval_file_bytes(summary: EvalSummary, samples: Iterable[Sample]) -> dict[str, bytes]:
@@ -400,14 +382,13 @@ def _read_text(path: Path, max_bytes: int) -> str:
         FileNotFoundError: it is not there.
         EvalError: it is too large or not UTF-8.
     """
+    name = f"{EVAL_DIR}/{path.name}"
     try:
-        return read_bounded(path, max_bytes, f"{EVAL_DIR}/{path.name}").decode("utf-8")
+        return decode_text(read_bounded(path, max_bytes, name), name)
     except FileFormatError as e:
         if isinstance(e.__cause__, FileNotFoundError) or not path.exists():
             raise FileNotFoundError(path) from e
         raise EvalError(f"{e}: run `hubkit eval` again") from e
-    except UnicodeDecodeError as e:
-        raise EvalError(f"{EVAL_DIR}/{path.name} is not UTF-8: run `hubkit eval` again") from e
 
 
 def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
@@ -435,7 +416,8 @@ def load_eval(run_dir: str | os.PathLike[str]) -> EvalResults | None:
             continue
         label = f"{EVAL_DIR}/{SAMPLES_NAME} line {number}"
         try:
-            samples.append(Sample(**_typed(Sample, parse_json(line.encode(), label, max_depth=2), label)))
+            value = parse_json(line.encode(), label, max_depth=2)
+            samples.append(Sample(**checked_fields(Sample, value, label)))
         except (FileFormatError, TypeError) as e:
             raise EvalError(f"{label} is not a sample ({e}): run `hubkit eval` again") from e
     return EvalResults(summary=summary, samples=tuple(samples))

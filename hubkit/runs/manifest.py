@@ -35,12 +35,12 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from hubkit.errors import FileFormatError, ManifestError
-from hubkit.formats.json_fields import checked_fields
+from hubkit.formats.json_fields import checked_fields, refuse_newer_schema
 from hubkit.formats.json_file import read_json
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.state import write_atomically
@@ -161,7 +161,11 @@ class SweepInfo:
 
 def _nested(cls: type[Any], data: Any, key: str) -> Any:
     """The manifest's object at `key` as `cls`, every field checked (`checked_fields`)."""
-    return cls(**checked_fields(cls, data, f"{MANIFEST_NAME} {key}"))
+    return cls(**checked_fields(cls, data, f"{MANIFEST_NAME} {key}", strict=False))
+
+
+# The manifest's objects, each built by `_nested`.
+_PARTS = {"dataset": DatasetInfo, "lora": LoraSettings, "hardware": Hardware, "sweep": SweepInfo}
 
 
 @dataclass(frozen=True)
@@ -189,11 +193,7 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.schema_version > SCHEMA_VERSION:
-            raise ManifestError(
-                f"{MANIFEST_NAME} has schema {self.schema_version}, newer than this hubkit ({SCHEMA_VERSION}): "
-                "upgrade hubkit"
-            )
+        refuse_newer_schema(self.schema_version, MANIFEST_NAME, SCHEMA_VERSION, ManifestError)
         if not self.run_id or "/" in self.run_id or self.run_id in (".", ".."):
             raise ManifestError(f"run_id must be a plain name, got {self.run_id!r}")
         if self.framework not in FRAMEWORKS:
@@ -235,25 +235,14 @@ class Manifest:
         """
         if not isinstance(data, dict):
             raise ManifestError(f"{MANIFEST_NAME} must hold a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        version = data.get("schema_version", SCHEMA_VERSION)
-        if unknown and not (isinstance(version, int) and version > SCHEMA_VERSION):
-            raise ManifestError(f"{MANIFEST_NAME} has unknown fields {unknown[:5]}")
+        refuse_newer_schema(data.get("schema_version"), MANIFEST_NAME, SCHEMA_VERSION, ManifestError)
         try:
             values = checked_fields(cls, data, MANIFEST_NAME)
-            if values.get("dataset") is not None:
-                values["dataset"] = _nested(DatasetInfo, values["dataset"], "dataset")
             if values.get("reward") is not None:
                 values["reward"] = RewardSpec.from_dict(values["reward"])
-            if values.get("lora") is not None:
-                lora = checked_fields(LoraSettings, values["lora"], f"{MANIFEST_NAME} lora")
-                lora["target_modules"] = tuple(lora.get("target_modules") or ())
-                values["lora"] = LoraSettings(**lora)
-            if values.get("hardware") is not None:
-                values["hardware"] = _nested(Hardware, values["hardware"], "hardware")
-            if values.get("sweep") is not None:
-                values["sweep"] = _nested(SweepInfo, values["sweep"], "sweep")
+            for key, part in _PARTS.items():
+                if values.get(key) is not None:
+                    values[key] = _nested(part, values[key], key)
             values["trackers"] = tuple(_nested(Tracker, t, "trackers") for t in values.get("trackers") or ())
             return cls(**values)
         except FileFormatError as e:
@@ -284,12 +273,6 @@ class Manifest:
             )
         except FileFormatError as e:
             raise ManifestError(str(e)) from e
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-            raise ManifestError(
-                f"{MANIFEST_NAME} has schema {version}, newer than this hubkit reads ({SCHEMA_VERSION}): "
-                "upgrade hubkit"
-            )
         return cls.from_dict(data)
 
     @classmethod
