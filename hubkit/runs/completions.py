@@ -11,14 +11,13 @@ rewards kept are the numbers the framework logged beside each answer, by its nam
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hubkit.errors import FileFormatError
-from hubkit.formats.json_file import read_bounded
+from hubkit.formats.json_file import parse_jsonl, read_bounded
 from hubkit.runs.model import is_number
 
 MAX_ROWS_PER_STEP = 64
@@ -78,12 +77,8 @@ def _trl_rows(path: Path) -> list[dict[str, Any]]:
 
 def _verl_rows(path: Path) -> list[dict[str, Any]]:
     """The first lines of verl's dump."""
-    rows = []
-    for line in read_bounded(path, MAX_FILE_BYTES).decode("utf-8").splitlines()[:MAX_ROWS_PER_STEP]:
-        value = json.loads(line)
-        if isinstance(value, dict):
-            rows.append(value)
-    return rows
+    lines = read_bounded(path, MAX_FILE_BYTES).split(b"\n")[:MAX_ROWS_PER_STEP]
+    return [row for row in parse_jsonl(b"\n".join(lines), path.name) if isinstance(row, dict)]
 
 
 def completion_files(run_dir: Path, framework: str, checkpoints_dir: str = ".") -> list[tuple[int, Path]]:

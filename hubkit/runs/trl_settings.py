@@ -18,6 +18,7 @@ from typing import Any
 from hubkit.formats.training_args import TRAINING_ARGS, is_torch_archive, read_training_args
 from hubkit.hub.hashing import FileVersion
 from hubkit.hub.repo_types import repo_url
+from hubkit.runs.files import read_json_object
 from hubkit.runs.manifest import JSONScalar, is_hub_id
 from hubkit.runs.model import TrackerRun, TrainerSettings
 from hubkit.runs.state import TRAINING_ARGS_DIR, keep
@@ -89,12 +90,9 @@ def _read_training_args(run_dir: Path, path: Path) -> dict[str, Any] | None:
     version = FileVersion.of(path)
     key = f"{version.device}-{version.inode}-{version.size}-{version.mtime_ns}"
     cache = run_dir / TRAINING_ARGS_DIR / f"{key}.json"
-    try:
-        cached = json.loads(cache.read_text(encoding="utf-8"))
-        if isinstance(cached, dict):
-            return cached
-    except (OSError, ValueError):
-        pass
+    cached = read_json_object(cache)
+    if cached is not None:
+        return cached
     if not is_torch_archive(path):
         return None  # not what torch.save writes: the trainer state is read instead
     label = path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else path.name
@@ -107,15 +105,10 @@ def _read_training_args(run_dir: Path, path: Path) -> dict[str, Any] | None:
 def read_trainer_settings(
     run_dir: Path, checkpoint_dir: Path | None, state: dict[str, Any] | None
 ) -> tuple[TrainerSettings | None, tuple[TrackerRun, ...]]:
-    """The hyperparameters and trackers of a TRL run without recorded hyperparameters.
-
-    Args:
-        run_dir: the run directory (its ``.hubkit/`` keeps what was read).
-        checkpoint_dir: the newest complete checkpoint, whose ``training_args.bin`` is read.
-        state: the newest trainer state, read when there is no training_args.bin.
-
-    Returns:
-        The settings (None when neither file has any) and the trackers ``report_to`` names.
+    """The hyperparameters (None when neither file has any) and the trackers ``report_to`` names, of a TRL
+    run without recorded hyperparameters: from the ``training_args.bin`` of `checkpoint_dir` (the newest
+    complete checkpoint; the run's ``.hubkit/`` keeps what was read), else from `state` (the newest trainer
+    state).
 
     Raises:
         TrainingArgsError: the training_args.bin names a class outside transformers, TRL and accelerate.

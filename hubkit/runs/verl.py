@@ -54,10 +54,11 @@ def looks_like(root: Path) -> bool:
 
 
 def latest_saved_step(root: Path) -> int | None:
-    """The step in ``latest_checkpointed_iteration.txt``, or None when verl has not finished a save yet."""
+    """The step in ``latest_checkpointed_iteration.txt`` (a number: more than 64 bytes is none), or None when
+    verl has not finished a save yet."""
     try:
-        return int((root / LATEST_FILE).read_text().strip())
-    except (FileNotFoundError, ValueError):
+        return int(read_bounded(root / LATEST_FILE, 64).strip())
+    except (FileFormatError, ValueError):
         return None
 
 
@@ -134,14 +135,8 @@ def read(run_dir: Path, manifest: Manifest) -> RunContents:
     """Checkpoints, metrics and whether training ended, from a verl run.
 
     Training counts as ended once the manifest's ``hyperparameters.max_steps`` (verl's
-    ``trainer.total_training_steps``; that name is read too) has been saved.
-
-    Args:
-        run_dir: the run directory.
-        manifest: its manifest (``checkpoints_dir``, ``metrics_file``).
-
-    Returns:
-        The run's contents; checkpoints sorted by step, complete or not.
+    ``trainer.total_training_steps``; that name is read too) has been saved. Checkpoints come sorted by
+    step, complete or not.
     """
     root = run_dir / manifest.checkpoints_dir
     latest = latest_saved_step(root)
