@@ -70,11 +70,6 @@ def _dtensor_globals() -> Iterator[None]:
         mesh_logger.setLevel(level)
 
 
-def is_lora_key(key: str) -> bool:
-    """True for a LoRA A/B weight key in any of PEFT's spellings (with or without the adapter name)."""
-    return ".lora_A." in key or ".lora_B." in key
-
-
 def _local_piece(value: object, key: str, label: str) -> tuple[int | None, torch.Tensor]:
     """(shard dim or None when replicated, this rank's tensor) of one state-dict value."""
     import torch
@@ -96,14 +91,8 @@ def _local_piece(value: object, key: str, label: str) -> tuple[int | None, torch
 
 
 def load_lora_tensors(actor_dir: Path, label: str) -> dict[str, torch.Tensor]:
-    """The full LoRA tensors of a verl checkpoint, keys as saved (``...lora_A.default.weight``).
-
-    Args:
-        actor_dir: the checkpoint's ``global_step_N/actor`` directory.
-        label: how errors name the checkpoint (e.g. ``global_step_20``).
-
-    Returns:
-        One full (unsharded) tensor per LoRA weight, on CPU.
+    """The full (unsharded) LoRA tensors, on CPU, of a verl checkpoint's ``global_step_N/actor`` folder, keys
+    as saved (``...lora_A.default.weight``).
 
     Raises:
         CheckpointError: no ``fsdp_config.json``, a missing shard, a shard that is not a plain DTensor
@@ -132,7 +121,7 @@ def load_lora_tensors(actor_dir: Path, label: str) -> dict[str, torch.Tensor]:
                 f"{label}: {path.name} cannot be read: the shard is truncated or corrupt"
             ) from e
         for key, value in state.items():
-            if is_lora_key(key):
+            if ".lora_A." in key or ".lora_B." in key:  # in any of PEFT's spellings of a key
                 dim, piece = _local_piece(value, key, label)
                 parts.setdefault(key, (dim, []))[1].append(piece)
     if not parts:

@@ -318,11 +318,8 @@ def _is_frozen_original(key: str, config: dict[str, Any]) -> bool:
 
 def full_weights(tensors: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """The whole weights an adapter carries, by module: PEFT loads each in place of the base's weight (a
-    `modules_to_save` module's trained copy when the file holds it twice, under its name and the wrapper's).
-
-    Args:
-        tensors: the adapter's tensors (or header entries) by key, in PEFT's saved form.
-        config: its ``adapter_config.json``.
+    `modules_to_save` module's trained copy when the file holds it twice, under its name and the wrapper's),
+    from its tensors (or header entries) by key in PEFT's saved form.
     """
     modules = {key: _full_weight_module(key, config) for key in tensors}
     ordered = sorted(modules.items(), key=lambda item: _TRAINED_COPY in item[0])  # the wrapper's copy last
@@ -424,11 +421,10 @@ def lora_pairs(
         )  # type: ignore[arg-type]
     # PEFT allocates every target module at the rank the config gives it as it loads the config: a rank no
     # weight has (a target module the file leaves out) would be memory spent before any weight is read.
-    named = [config.get("r"), *(config.get("rank_pattern") or {}).values()]
-    largest = max((pair.rank for pair in pairs.values()), default=0)
-    if pairs and any(isinstance(r, int) and r > largest for r in named):
+    named, largest = max_rank(config), max((pair.rank for pair in pairs.values()), default=0)
+    if pairs and named is not None and named > largest:
         raise AdapterError(
-            f"{label}: {ADAPTER_CONFIG} names rank {max(r for r in named if isinstance(r, int))}, more than any "
-            f"LoRA weight has ({largest}): re-save the adapter"
+            f"{label}: {ADAPTER_CONFIG} names rank {named}, more than any LoRA weight has ({largest}): "
+            "re-save the adapter"
         )
     return pairs

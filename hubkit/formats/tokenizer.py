@@ -45,8 +45,8 @@ class TokenizerJson:
     value: dict[str, Any] = field(repr=False)
 
 
-def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
-    """Load a tokenizer.json with `tokenizers` and write it back (pretty, as `tokenizers` saves it).
+def _load_tokenizer(data: bytes, name: str) -> Any:
+    """The `tokenizers.Tokenizer` a tokenizer.json's bytes hold.
 
     Raises:
         FileFormatError: not UTF-8, or not a tokenizer `tokenizers` loads.
@@ -55,12 +55,20 @@ def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
 
     text = decode_text(data, name)
     try:
-        tokenizer = Tokenizer.from_str(text)
+        return Tokenizer.from_str(text)
     # `tokenizers` raises a bare Exception for every defect (serde's message in it): nothing narrower exists.
     except Exception as e:
         reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise FileFormatError(f"{name}: not a tokenizer the `tokenizers` library loads ({reason})") from e
-    written = tokenizer.to_str(pretty=True).encode("utf-8")
+
+
+def read_tokenizer_json(data: bytes, name: str) -> TokenizerJson:
+    """Load a tokenizer.json with `tokenizers` and write it back (pretty, as `tokenizers` saves it).
+
+    Raises:
+        FileFormatError: as `_load_tokenizer`.
+    """
+    written = _load_tokenizer(data, name).to_str(pretty=True).encode("utf-8")
     return TokenizerJson(data=written, value=parse_json(written, name))
 
 
@@ -68,15 +76,9 @@ def token_count(data: bytes, name: str) -> int:
     """How many tokens a tokenizer.json holds, added tokens included (what ``len(tokenizer)`` gives).
 
     Raises:
-        FileFormatError: as `read_tokenizer_json`.
+        FileFormatError: as `_load_tokenizer`.
     """
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_str(decode_text(data, name))
-    except Exception as e:  # `tokenizers` raises a bare Exception (see `read_tokenizer_json`)
-        raise FileFormatError(f"{name}: not a tokenizer the `tokenizers` library loads") from e
-    return tokenizer.get_vocab_size(with_added_tokens=True)
+    return _load_tokenizer(data, name).get_vocab_size(with_added_tokens=True)
 
 
 def parse_vocab(data: bytes, name: str) -> dict[str, int]:
