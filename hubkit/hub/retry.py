@@ -230,6 +230,32 @@ def gave_up(what: str, endpoint: str, error: BaseException, attempts: int) -> Hu
     )
 
 
+def wait_to_try_again(
+    cause: HubFailure,
+    policy: RetryPolicy,
+    delays: Iterator[float],
+    waited: float,
+    what: str,
+    endpoint: str,
+    doing: str = "retrying",
+) -> float:
+    """Wait before the next try after the transient `cause`: out the Hub's rate limit (`waited`: the seconds
+    waited on it so far, returned with this wait's), else the policy's next delay.
+
+    Raises:
+        RateLimitedError, HubUnreachableError: the wait or the tries ran out (`gave_up`).
+    """
+    rate_waited = wait_out_rate_limit(cause, policy, waited, what)
+    if rate_waited is not None:
+        return rate_waited
+    delay = next(delays, None)
+    if delay is None:
+        raise gave_up(what, endpoint, cause, policy.attempts) from cause
+    logger.warning("%s failed (%s); %s in %g s", what, describe(cause), doing, delay)
+    time.sleep(delay)
+    return waited
+
+
 def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint: str) -> T:
     """`call()` (a step safe to repeat), tried again after each transient failure as `policy` says; `what`
     names the step in the log and the error ("uploading checkpoints/.../adapter_model.safetensors").
@@ -248,11 +274,4 @@ def with_retries(call: Callable[[], T], policy: RetryPolicy, what: str, endpoint
             cause = transient_cause(error)
             if cause is None:
                 raise
-            if (rate_waited := wait_out_rate_limit(cause, policy, waited, what)) is not None:
-                waited = rate_waited
-                continue
-            delay = next(delays, None)
-            if delay is None:
-                raise gave_up(what, endpoint, cause, policy.attempts) from error
-            logger.warning("%s failed (%s); retrying in %g s", what, describe(cause), delay)
-            time.sleep(delay)
+            waited = wait_to_try_again(cause, policy, delays, waited, what, endpoint)

@@ -22,7 +22,6 @@ push, in order and in commits of a bounded size, and records each in the run dir
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,10 +39,8 @@ from hubkit.hub.retry import (
     DEFAULT_RETRY,
     SINGLE_TRY,
     RetryPolicy,
-    describe,
-    gave_up,
     transient_cause,
-    wait_out_rate_limit,
+    wait_to_try_again,
     with_retries,
 )
 from hubkit.publish.create import head_to_commit_on
@@ -329,17 +326,9 @@ def _commit_once(api: HfApi, diff: RepoDiff, parent: str, send: Callable[[], str
                 raise
         # Whether the commit was applied is not known: nothing is sent again before the repo is read.
         while True:
-            rate_waited = wait_out_rate_limit(failure, retry, waited, what)
-            if rate_waited is not None:
-                waited = rate_waited
-            else:
-                delay = next(delays, None)
-                if delay is None:
-                    raise gave_up(what, api.endpoint, failure, retry.attempts) from failure
-                logger.warning(
-                    "%s failed (%s); reading the repo again in %g s", what, describe(failure), delay
-                )
-                time.sleep(delay)
+            waited = wait_to_try_again(
+                failure, retry, delays, waited, what, api.endpoint, doing="reading the repo again"
+            )
             try:
                 head = _applied_head(api, diff, parent)
             except Exception as unreadable:

@@ -281,7 +281,7 @@ class SessionExports:
         tokenizer goes into them; `progress` gets (input bytes done, total) while writing.
 
         Raises:
-            GGUFExportError: as `hubkit.export.write_gguf`.
+            GGUFExportError: as `hubkit.export.gguf.write_gguf`.
             UnsafeFileError: a written file whose metadata must not be published.
         """
         if decision.export is None or merged is None or merge is None:
