@@ -237,12 +237,8 @@ def encode_rows(rows: torch.Tensor, tensor_type: GGMLQuantizationType) -> numpy.
     """Whole rows of a tensor as the bytes of `tensor_type`, rounded as the converter rounds
     (``gguf.quants.quantize`` on float32; Q8_0 blocks run along a row, so rows can be encoded apart).
 
-    Args:
-        rows: a [rows, ...] slice of a tensor, any floating dtype.
-        tensor_type: F32, F16, BF16 or Q8_0.
-
-    Returns:
-        The encoded bytes (any numpy dtype; only its buffer is written).
+    `rows` is a [rows, ...] slice of any floating dtype, `tensor_type` F32, F16, BF16 or Q8_0; the bytes
+    come back as any numpy dtype (only its buffer is written).
     """
     if _SAME_TYPE.get(tensor_type) == rows.dtype:
         return rows.contiguous().reshape(-1).view(torch.uint8).numpy()
@@ -383,11 +379,8 @@ def read_json(path: Path, *, required: bool) -> dict[str, Any]:
 
 def header_strings(path: Path, label: str) -> tuple[str, ...]:
     """Every string a GGUF file's header holds, as gguf-py's reader reads it: metadata keys and string
-    values (string arrays item by item: the vocabulary, the merges) and tensor names.
-
-    Args:
-        path: the file (memory-mapped: only the header's pages are read).
-        label: how messages name it.
+    values (string arrays item by item: the vocabulary, the merges) and tensor names. The file is
+    memory-mapped: only the header's pages are read.
 
     Raises:
         FileFormatError: not a readable GGUF file.

@@ -38,16 +38,12 @@ PRE_TOKENIZERS = {
 def vocab_fields(
     model_dir: Path, architecture: str, vocab_size: int, *, llama_layout: bool = False
 ) -> tuple[MetadataField, ...]:
-    """The tokenizer's key/values for a GGUF file.
+    """The tokenizer's key/values for a GGUF file: ``tokenizer.ggml.*`` and ``tokenizer.chat_template``, in the
+    converter's order, from the model folder's tokenizer files (`architecture`: llama.cpp's name, the
+    writer's prefix).
 
-    Args:
-        model_dir: the model folder (tokenizer.json, tokenizer_config.json, config.json).
-        architecture: llama.cpp's architecture name (the writer's prefix).
-        vocab_size: the model's embedding rows; ids the tokenizer does not use become ``[PAD<id>]`` tokens.
-        llama_layout: Llama's converter also copies tokenizer_config.json's ``add_prefix_space``.
-
-    Returns:
-        ``tokenizer.ggml.*`` and ``tokenizer.chat_template``, in the converter's order.
+    `vocab_size` is the model's embedding rows: ids the tokenizer does not use become ``[PAD<id>]`` tokens.
+    With `llama_layout`, tokenizer_config.json's ``add_prefix_space`` is copied too, as Llama's converter does.
 
     Raises:
         GGUFExportError: no tokenizer.json, a tokenizer that is not byte-level BPE, a pre-tokenizer

@@ -22,15 +22,8 @@ MAX_DEPTH = 64
 
 
 def read_bounded(path: Path, max_bytes: int, name: str | None = None) -> bytes:
-    """The whole content of a regular file of at most `max_bytes`, refused from its size before reading.
-
-    Args:
-        path: the file (a symlink is followed: callers decide beforehand which links they follow).
-        max_bytes: the largest size accepted.
-        name: how messages name the file (default: its name).
-
-    Returns:
-        The file's bytes.
+    """The whole content of a regular file of at most `max_bytes`, refused from its size before reading (a
+    symlink is followed: callers decide beforehand which links they follow).
 
     Raises:
         FileTooLargeError: the file is larger than `max_bytes` (nothing of it was read).
@@ -109,15 +102,8 @@ def _check_depth(value: Any, name: str, max_depth: int) -> None:
 
 
 def parse_json(data: bytes, name: str, *, max_depth: int = MAX_DEPTH) -> Any:
-    """The value of a JSON document.
-
-    Args:
-        data: the document's bytes (UTF-8).
-        name: how messages name the file.
-        max_depth: the deepest nesting of objects and arrays accepted.
-
-    Returns:
-        The parsed value (dicts keep the document's key order; of duplicate keys the last one counts).
+    """The value of a JSON document's UTF-8 bytes, nested at most `max_depth` objects and arrays deep (dicts
+    keep the document's key order; of duplicate keys the last one counts).
 
     Raises:
         FileFormatError: not UTF-8, not JSON, or nested too deep.
@@ -172,16 +158,11 @@ def _encode(text: str, name: str) -> bytes:
 
 
 def dump_json(value: Any, name: str, *, trailing_newline: bool = True, compact: bool = False) -> bytes:
-    """`value` as a JSON document in one fixed layout: the same value always gives the same bytes.
+    """`value` as a JSON document in one fixed layout: the same value always gives the same bytes (UTF-8,
+    non-ASCII characters as themselves, keys in the value's order).
 
-    Args:
-        value: a parsed JSON value.
-        name: how messages name the file.
-        trailing_newline: end with a newline (what transformers writes; `tokenizers` writes none).
-        compact: no whitespace at all (as vocab.json is written), else two-space indentation.
-
-    Returns:
-        UTF-8 bytes; non-ASCII characters written as themselves, keys in the value's order.
+    A trailing newline is what transformers writes (`tokenizers` writes none); `compact` writes no
+    whitespace at all (as vocab.json is written), else two-space indentation.
 
     Raises:
         FileFormatError: a string holds a lone surrogate, which UTF-8 cannot encode.

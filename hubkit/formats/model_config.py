@@ -38,13 +38,8 @@ _WHAT_TO_DO = "re-download the model, or save its config again with transformers
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A model's config.json as read.
-
-    Args:
-        label: how messages name the file.
-        values: the parsed object, its sizes checked.
-        sha256: the hex digest of the file's bytes.
-    """
+    """A model's config.json as read: `values`, the parsed object, its sizes checked; `sha256`, the hex
+    digest of the file's bytes."""
 
     label: str
     values: dict[str, Any] = field(repr=False)
@@ -108,11 +103,8 @@ def parse_model_config(data: bytes, label: str) -> ModelConfig:
 
 
 def read_model_config(path: Path, label: str | None = None) -> ModelConfig:
-    """`parse_model_config` of the file at `path` (a model folder's config.json), read bounded.
-
-    Args:
-        path: the file.
-        label: how messages name it (default: its folder and name, ``Qwen3-4B/config.json``).
+    """`parse_model_config` of the file at `path` (a model folder's config.json), read bounded; `label`
+    defaults to its folder and name (``Qwen3-4B/config.json``).
 
     Raises:
         FileFormatError: missing, over `MAX_BYTES`, or as `parse_model_config`.

@@ -351,8 +351,6 @@ def lora_pairs(
     Args:
         tensors: the adapter's tensors by key (PEFT's saved form: see `normalize_key`), or their header
             entries when only shapes are checked (the pairs then hold those entries).
-        config: its ``adapter_config.json``.
-        label: how errors name the adapter.
 
     Returns:
         The pairs by module name, sorted; with ``use_dora``, each with its magnitude vector; a LoRA on an

@@ -109,10 +109,8 @@ class SafetensorsHeader:
 
 
 def read_header(path: Path) -> SafetensorsHeader:
-    """Parse and check a safetensors header without reading any tensor bytes.
-
-    Returns:
-        The header, with absolute byte offsets, tensors sorted by offset.
+    """A safetensors header, parsed and checked without reading any tensor bytes (absolute byte offsets,
+    tensors sorted by offset).
 
     Raises:
         SafetensorsFormatError: the file is missing, truncated, or its header is not valid safetensors.
@@ -166,17 +164,11 @@ def _tensor_info(path: Path, name: str, entry: object, data_start: int) -> Tenso
 
 
 def encode_header(tensors: Iterable[TensorInfo], metadata: Mapping[str, str] | None = None) -> bytes:
-    """The 8-byte length and the JSON header of a file holding `tensors` back to back, in that order.
+    """The 8-byte length and the JSON header of a file holding `tensors` back to back, in that order, padded
+    so that the data starts 8-byte aligned (as the safetensors library writes it); no ``__metadata__`` when
+    `metadata` is empty.
 
     Only the tensors' names, dtypes, shapes and sizes are used (their offsets are laid out anew).
-
-    Args:
-        tensors: the tensors, in the order their bytes follow the header.
-        metadata: the ``__metadata__`` strings; none when empty.
-
-    Returns:
-        The bytes that precede the tensor data, padded so that the data starts 8-byte aligned (as the
-        safetensors library writes it).
     """
     header: dict[str, object] = {"__metadata__": dict(metadata)} if metadata else {}
     position = 0

@@ -214,14 +214,8 @@ def is_torch_archive(path: Path) -> bool:
 
 def read_training_args(path: Path, label: str | None = None) -> TrainingArgs:
     """A saved `TrainingArguments` (or a subclass of it, whatever its module), as plain data, read without
-    running the pickle's code.
-
-    Args:
-        path: a ``training_args.bin``.
-        label: how messages name it (default: its name).
-
-    Returns:
-        Every field the saved object held (the caller keeps the ones it needs), and its class's name.
+    running the pickle's code: every field the saved object held (the caller keeps the ones it needs), and
+    its class's name.
 
     Raises:
         TrainingArgsError: not a torch.save archive, too large, a global outside transformers / TRL /

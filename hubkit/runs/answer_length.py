@@ -47,15 +47,8 @@ def manifest_length(manifest: Manifest) -> AnswerLength | None:
 
 
 def answer_length(run: Run, requested: int | None) -> AnswerLength:
-    """The answer token limit for evaluating `run`.
-
-    Args:
-        run: the run (a run directory, or a release read back).
-        requested: ``--max-new-tokens``, if given.
-
-    Returns:
-        The limit and its source.
-    """
+    """The answer token limit, and its source, for evaluating `run` (a run directory, or a release read
+    back); `requested` is ``--max-new-tokens``, if given."""
     if requested is not None:
         return AnswerLength(requested, "--max-new-tokens")
     in_manifest = manifest_length(run.manifest)

@@ -26,12 +26,10 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
 def numbered_dirs(
     root: Path, pattern: re.Pattern[str], *, holding: str | None = None
 ) -> list[tuple[int, Path]]:
-    """(step, path) of the folders of `root` whose name matches `pattern` (step in group 1), sorted by step.
+    """(step, path) of the folders of `root` whose name matches `pattern` (step in group 1), sorted by step;
+    with `holding`, only those that contain that sub-folder (verl's ``actor``).
 
-    Args:
-        root: the folder to look in.
-        pattern: e.g. ``^checkpoint-([0-9]{1,9})$`` (ASCII digits: `\\d` also matches other scripts' digits).
-        holding: only folders that contain this sub-folder (verl's ``actor``).
+    `pattern`: e.g. ``^checkpoint-([0-9]{1,9})$`` (ASCII digits: `\\d` also matches other scripts' digits).
     """
     found = []
     if root.is_dir():

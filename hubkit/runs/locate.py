@@ -27,16 +27,8 @@ def find_run_dir(
     *,
     must_exist: bool = True,
 ) -> Path:
-    """The directory of a run, named by id (looked up under `runs_dir`) or given directly.
-
-    Args:
-        run_id: the run's id, a directory name under `runs_dir`.
-        runs_dir: where runs live; default ``$HUBKIT_RUNS_DIR`` or ``runs/``.
-        run_dir: the run directory itself (takes precedence over `run_id`).
-        must_exist: refuse a directory that does not exist (False for a watcher started before training).
-
-    Returns:
-        The run directory, resolved to an absolute path.
+    """The directory of a run, as an absolute path: `run_dir` itself, else `run_id` looked up under `runs_dir`
+    (default ``$HUBKIT_RUNS_DIR`` or ``runs/``); `must_exist` False is for a watcher started before training.
 
     Raises:
         RunNotFoundError: neither argument given, an invalid id, or no such directory (the message says

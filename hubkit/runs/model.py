@@ -31,7 +31,6 @@ class Checkpoint:
     """One saved training step.
 
     Args:
-        step: the global training step it was saved at.
         path: the step's directory (TRL ``checkpoint-N/``, verl ``global_step_N/``).
         incomplete_reason: why the step is not complete yet, in words; None once the framework has marked
             the save as finished. Incomplete steps are still being written (or were interrupted) and must
@@ -81,11 +80,8 @@ class Metrics:
 
     @classmethod
     def from_entries(cls, entries: list[tuple[int, dict[str, float]]]) -> Metrics:
-        """Merge entries logged at the same step (e.g. train and eval logs) and sort by step.
-
-        Args:
-            entries: (step, values) pairs in logging order; later values win on a name clash.
-        """
+        """Merge (step, values) entries logged at the same step (e.g. train and eval logs), later values
+        winning on a name clash, and sort by step."""
         merged: dict[int, dict[str, float]] = {}
         for step, values in entries:
             merged.setdefault(step, {}).update(values)
@@ -179,11 +175,9 @@ class Run:
     """A training run read from its directory.
 
     Args:
-        run_dir: the run directory.
         manifest: the run's manifest (read from ``hubkit.json``, or inferred for runs without one).
         checkpoints: the complete checkpoints, sorted by step.
         pending: checkpoints that exist but are not complete yet (a run still training), sorted by step.
-        metrics: the logged metrics.
         finished: True when the manifest records an end time or the framework says training ended: the
             one answer to "has training finished" (cards, the watcher and the push all read it).
         trainer_settings: hyperparameters the trainer saved, when the manifest records none.
@@ -231,11 +225,8 @@ class Run:
         raise KeyError(step)
 
     def tokenizer_dir(self, checkpoint: Checkpoint | None = None) -> Path | None:
-        """Where the tokenizer and chat template files are for `checkpoint` (default: the latest).
-
-        Returns:
-            A directory holding ``tokenizer_config.json``, or None when the run saved no tokenizer.
-        """
+        """The folder holding ``tokenizer_config.json`` and the chat template for `checkpoint` (default: the
+        latest), or None when the run saved no tokenizer."""
         checkpoint = checkpoint or self.latest
         return checkpoint.tokenizer_dir if checkpoint else None
 

@@ -39,15 +39,9 @@ def problem_hash(text: str) -> str:
 
 
 def write_train_problem_hashes(directory: str | os.PathLike[str], problems: Iterable[str]) -> Path:
-    """Write `TRAIN_PROBLEM_HASHES_NAME` into `directory`: the distinct hashes of `problems`, sorted.
-
-    Args:
-        directory: the run directory (or the data directory a recipe copies it from); created if needed.
-        problems: the training problems' texts (the question, without system prompt or answer).
-
-    Returns:
-        The file written.
-    """
+    """Write `TRAIN_PROBLEM_HASHES_NAME` into `directory` (the run directory, or the data directory a recipe
+    copies it from; created if needed), and return it: the distinct hashes of `problems` (the questions,
+    without system prompt or answer), sorted."""
     path = Path(directory) / TRAIN_PROBLEM_HASHES_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     digests = sorted({problem_hash(text) for text in problems})

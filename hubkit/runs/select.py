@@ -19,16 +19,9 @@ def select_checkpoints(
 ) -> tuple[Checkpoint, ...]:
     """The complete checkpoints chosen: all of them, the listed steps, or the steps that are multiples of `every`.
 
-    Args:
-        run: the run.
-        steps: exact steps; each must be a complete checkpoint.
-        every: keep the steps that are multiples of this (with `steps`: of those).
-        allow_missing: listed steps not complete yet are left out rather than refused (a run still
-            training saves them later).
-        option: the command-line option the steps came from, which the message names.
-
-    Returns:
-        The checkpoints, by step (may be empty for a run still starting, with `every`).
+    By step; may be empty for a run still starting, with `every` (with `steps`: multiples among those).
+    `allow_missing` leaves listed steps not complete yet out rather than refusing them (a run still
+    training saves them later); `option`, the command-line option the steps came from, is named in messages.
 
     Raises:
         CheckpointError: a listed step is missing or still being written, or `every` is not positive.

@@ -53,16 +53,8 @@ def write_atomically(path: Path, data: str | bytes) -> None:
 
 
 def keep(path: Path, data: str | bytes, what: str) -> bool:
-    """`write_atomically`, for a cache: a failure is logged (at debug level) and the caller goes on.
-
-    Args:
-        path: the file under a run's ``.hubkit/``.
-        data: its content.
-        what: what it remembers, for the log line ("an adapter's checks").
-
-    Returns:
-        Whether it was written.
-    """
+    """`write_atomically` of a file under a run's ``.hubkit/``, for a cache: whether it was written; a failure
+    is logged (at debug level, naming `what` it remembers: "an adapter's checks") and the caller goes on."""
     try:
         write_atomically(path, data)
         return True

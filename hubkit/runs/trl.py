@@ -139,15 +139,9 @@ def _training_runs(
 
 
 def read(run_dir: Path, manifest: Manifest) -> RunContents:
-    """Checkpoints, metrics and whether training ended, from a TRL run.
-
-    Args:
-        run_dir: the run directory.
-        manifest: its manifest (``checkpoints_dir`` says where the ``checkpoint-N/`` directories are).
-
-    Returns:
-        The run's contents; checkpoints sorted by step, complete or not. When the folder holds the saves of
-        more than one training run, `RunContents.training_runs` has each one's contents.
+    """Checkpoints (by step, complete or not), metrics and whether training ended, from a TRL run whose
+    manifest's ``checkpoints_dir`` holds the ``checkpoint-N/`` folders. When the folder holds the saves of
+    more than one training run, `RunContents.training_runs` has each one's contents.
     """
     root = run_dir / manifest.checkpoints_dir
     saved_dirs = numbered_dirs(root, _CHECKPOINT_RE)
