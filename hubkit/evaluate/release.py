@@ -15,7 +15,6 @@ from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.read import Release, download_release, read_release
 from hubkit.runs import Run, select_checkpoints
 from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.safety import kinds
 
 
 def open_release(
@@ -45,9 +44,9 @@ def open_release(
     release = read_release(repo_id, endpoint=endpoint, token=token)
     where = {"extra": (TRAIN_PROBLEM_HASHES_NAME,), "endpoint": endpoint, "token": token}
     # The listing alone, to choose the steps as for a run directory (same rules, same messages).
-    listed = download_release(release, (), max_bytes=kinds.max_bytes_of, read_metrics=False, **where)
+    listed = download_release(release, (), read_metrics=False, **where)
     chosen = tuple(c.step for c in select_checkpoints(listed, steps, every))
-    run = download_release(release, chosen, max_bytes=kinds.max_bytes_of, **where)
+    run = download_release(release, chosen, **where)
     manifest = release.manifest
     base_dir = fetch_base_snapshot(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token

@@ -39,7 +39,7 @@ from hubkit.release.layout import checkpoint_files
 from hubkit.release.read import Release, download_release, release_of
 from hubkit.runs.eval_results import EvalResults, eval_file_bytes
 from hubkit.runs.problem_hashes import TRAIN_PROBLEM_HASHES_NAME
-from hubkit.safety import VetContext, kinds
+from hubkit.safety import VetContext
 
 
 def linked_repos(api: HfApi, adapter: RemoteRepo, steps: tuple[int, ...]) -> ReleaseLinks:
@@ -108,7 +108,6 @@ def push_release_eval(
         extra=(TRAIN_PROBLEM_HASHES_NAME,),
         endpoint=endpoint,
         token=token,
-        max_bytes=kinds.max_bytes_of,
     )
     with hub_errors(repo_id, endpoint):
         linked = replace(

@@ -24,7 +24,6 @@ from hubkit.hub.download import download_repo_file
 from hubkit.release.base_files import check_base_files, check_tokenizer_files
 from hubkit.release.layout import TOKENIZER_FILES, checkpoint_dir, checkpoint_files
 from hubkit.release.read import Release, download_release_files
-from hubkit.safety import kinds
 
 # Module names PEFT adapts that are no Linear of the base (a LoRA on the token embedding).
 EMBEDDINGS = frozenset({"embed_tokens"})
@@ -89,9 +88,7 @@ def check_published_adapters(release: Release, *, endpoint: str | None, token: s
     manifest = release.manifest
     paths = [*ADAPTER_FILES, *TOKENIZER_FILES]
     paths += [path for step in release.steps for path in checkpoint_files(step)]
-    folder = download_release_files(
-        release, paths, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-    )
+    folder = download_release_files(release, paths, endpoint=endpoint, token=token)
     base = BaseConfig.download(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
     )

@@ -15,7 +15,7 @@ root, each chosen step's adapter files, and `extra`. Nothing from the repo is ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from hubkit.release.metrics import read_release_metrics
 from hubkit.rewards.spec import RewardSpec
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest
 from hubkit.runs.model import Checkpoint, Metrics, Run
+from hubkit.safety import kinds
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,6 @@ def download_release(
     extra: Sequence[str] = (),
     endpoint: str | None = None,
     token: str | None = None,
-    max_bytes: Callable[[str], int | None],
     read_metrics: bool = True,
 ) -> Run:
     """Download what a command needs of `release` and read it as a `Run`.
@@ -117,8 +117,6 @@ def download_release(
     Args:
         steps: the steps whose adapters to download (each one the release publishes).
         extra: other paths to download when the release has them (e.g. ``train_problems.sha256``).
-        max_bytes: the largest size a file at a path may have (None: not downloaded at all); a file the
-            listing says is larger is refused before any byte of the release is downloaded.
         read_metrics: False to leave the metrics unread (`Run.metrics` empty): a listing of the steps.
 
     Returns:
@@ -134,7 +132,7 @@ def download_release(
         raise ReleaseError(f"{release.repo_id} publishes no step {', '.join(map(str, missing))}")
     wanted = [MANIFEST_NAME, METRICS_NAME, *TOKENIZER_FILES, *extra]
     wanted += [path for step in steps for path in checkpoint_files(step)]
-    folder = download_release_files(release, wanted, endpoint=endpoint, token=token, max_bytes=max_bytes)
+    folder = download_release_files(release, wanted, endpoint=endpoint, token=token)
     root_tokenizer = folder if release.has_tokenizer else None
     checkpoints = tuple(
         Checkpoint(
@@ -164,10 +162,10 @@ def download_release_files(
     *,
     endpoint: str | None,
     token: str | None,
-    max_bytes: Callable[[str], int | None],
 ) -> Path:
-    """Download those of `paths` the release has, each bounded by `max_bytes` on the listing before any
-    byte is downloaded (see `download_release`); the folder they are in, laid out as the repo.
+    """Download those of `paths` the release has, each bounded by its kind's size (`kinds.max_bytes_of`;
+    a path of no kind is not downloaded) on the listing before any byte is downloaded; the folder they are
+    in, laid out as the repo.
 
     Raises:
         ReleaseError: a file larger than its kind.
@@ -177,7 +175,7 @@ def download_release_files(
 
     present = [path for path in dict.fromkeys(paths) if path in release.files]
     for path in present:
-        size, bound = release.sizes.get(path, 0), max_bytes(path)
+        size, bound = release.sizes.get(path, 0), kinds.max_bytes_of(path)
         if bound is None or size > bound:
             raise ReleaseError(
                 f"{release.repo_id}: {path} is {size} bytes, more than such a file may be ({bound or 0} bytes): "

@@ -79,15 +79,11 @@ def verify_release(
         manifest.base_model, manifest.base_model_revision, endpoint=endpoint, token=token
     )
     wanted = [p for p in merged.files if "/" not in p and p != "README.md" and kinds.max_bytes_of(p)]
-    merged_dir = download_release_files(
-        merged, wanted, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-    )
+    merged_dir = download_release_files(merged, wanted, endpoint=endpoint, token=token)
     vocab_size = check_base_files(merged_dir, merged_repo_id)
     check_tokenizer_files(merged_dir, vocab_size, merged_repo_id)
     evaluated = [f"eval/{RESULTS_NAME}", f"eval/{SAMPLES_NAME}"]
-    eval_dir = download_release_files(
-        release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-    )
+    eval_dir = download_release_files(release, evaluated, endpoint=endpoint, token=token)
     evaluation = load_eval(eval_dir)
     checkpoint = next(c for c in run.checkpoints if c.step == record.step)
     if checkpoint.adapter_dir is None:

@@ -20,7 +20,6 @@ from hubkit.formats.gguf_types import FILE_NAME_RE
 from hubkit.hub.failures import hub_errors
 from hubkit.hub.remote import read_remote
 from hubkit.release.read import Release, download_release_files
-from hubkit.safety import kinds
 from hubkit.verify.gguf import GGUFCheck, check_gguf, gguf_reference
 
 
@@ -61,9 +60,7 @@ def verify_release_gguf(
     present = {t: name for t, name in names.items() if name in gguf.files}
     if not present:
         return ()
-    folder = download_release_files(
-        gguf, list(present.values()), endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-    )
+    folder = download_release_files(gguf, list(present.values()), endpoint=endpoint, token=token)
     reference = gguf_reference(merged_dir, questions, system_prompt)
     return tuple(
         (

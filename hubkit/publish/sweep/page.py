@@ -35,7 +35,6 @@ from hubkit.release.companions import ADAPTER, LABELS, RELEASE, SPACE
 from hubkit.release.layout import SWEEP_CHART
 from hubkit.release.read import download_release_files, read_release
 from hubkit.runs.eval_results import EVAL_DIR, RESULTS_NAME, SAMPLES_NAME, EvalResults, ModelResult, load_eval
-from hubkit.safety import kinds
 from hubkit.safety.local_paths import mask_homes
 
 if TYPE_CHECKING:
@@ -137,9 +136,7 @@ def read_sweep_runs(
                 f"{EVAL_DIR}/{RESULTS_NAME}",
                 f"{EVAL_DIR}/{SAMPLES_NAME}",
             )  # no weights, no tokenizer
-            folder = download_release_files(
-                release, evaluated, endpoint=endpoint, token=token, max_bytes=kinds.max_bytes_of
-            )
+            folder = download_release_files(release, evaluated, endpoint=endpoint, token=token)
             evaluation = load_eval(folder)
         read.append(PublishedRun(item.item_id, value, evaluation, f"{item.item_id}: not evaluated"))
     return read
