@@ -17,7 +17,7 @@ from hubkit.localhub.http.context import HubContext
 from hubkit.localhub.http.messages import Request, Response, json_response
 from hubkit.localhub.storage.collections import Collection, check_item, slug_id
 from hubkit.localhub.storage.exceptions import CollectionNotFoundError
-from hubkit.localhub.storage.repos import RepoRef
+from hubkit.localhub.storage.repos import REPO_TYPES, RepoRef
 
 LIST_ITEMS_SHOWN = 4  # the Hub's listing shows each collection's first items only
 MAX_LISTED = 100
@@ -25,7 +25,7 @@ _PAPER = re.compile(r"^[0-9]{4}\.[0-9]{4,5}$")
 
 
 def _visible_item(ctx: HubContext, caller: Caller, item_type: str, item_id: str) -> bool:
-    if item_type in ("model", "dataset", "space"):
+    if item_type in REPO_TYPES:
         namespace, slash, name = item_id.partition("/")
         return bool(slash) and ctx.visible(caller, RepoRef(item_type, namespace, name)) is not None
     if item_type == "collection":

@@ -24,6 +24,7 @@ from hubkit.localhub.storage.exceptions import EntryNotFoundError, InvalidInputE
 from hubkit.localhub.storage.lfs import check_oid
 from hubkit.localhub.storage.names import COMMIT_SHA, check_path
 from hubkit.localhub.storage.repos import (
+    REPO_TYPES,
     AddContent,
     AddLfs,
     DeleteFile,
@@ -79,7 +80,7 @@ def _check_storage(ctx: HubContext, repo: Repo, new_bytes: Callable[[set[str]], 
     if not repo.meta.private or plan.private_storage is None:
         return
     namespace = repo.ref.namespace
-    refs = [r for t in ("model", "dataset", "space") for r in ctx.store.list(t) if r.namespace == namespace]
+    refs = [r for t in REPO_TYPES for r in ctx.store.list(t) if r.namespace == namespace]
     private = (r for r in map(ctx.store.get, refs) if r.meta.private)
     used, stored = private_usage(private, ctx.limiter.commit_sizes)
     check_private_storage(plan, namespace, used, new_bytes(stored))

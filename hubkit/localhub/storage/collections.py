@@ -25,13 +25,14 @@ from hubkit.localhub.storage.exceptions import (
     InvalidInputError,
 )
 from hubkit.localhub.storage.names import check_name
+from hubkit.localhub.storage.repos import REPO_TYPES
 
 MAX_TITLE = 100
 MAX_DESCRIPTION = 150
 MAX_NOTE = 500
 MAX_ITEMS = 1000
 MAX_PER_NAMESPACE = 1000
-ITEM_TYPES = ("model", "dataset", "space", "collection", "paper")
+ITEM_TYPES = (*REPO_TYPES, "collection", "paper")
 THEMES = ("orange", "blue", "green", "purple", "pink", "indigo")
 _ID = re.compile(r"^[0-9a-f]{24}$")
 _SLUG_TAIL = re.compile(r"-([0-9a-f]{24})$")

@@ -17,42 +17,10 @@ from hubkit.localhub.storage.exceptions import InvalidInputError
 
 MAX_SHARD_SIZE = 64 * 1024 * 1024  # the spec's limit: a client splits bigger batches
 RECORD = 48
-HEADER_TAG = bytes(
-    [
-        72,
-        70,
-        82,
-        101,
-        112,
-        111,
-        77,
-        101,
-        116,
-        97,
-        68,
-        97,
-        116,
-        97,
-        0,
-        85,
-        105,
-        103,
-        69,
-        106,
-        123,
-        129,
-        87,
-        131,
-        165,
-        189,
-        217,
-        92,
-        205,
-        209,
-        74,
-        169,
-    ]
-)  # fmt: skip  (b"HFRepoMetaData\0" and 17 fixed bytes)
+# The magic tag: b"HFRepoMetaData\0" and 17 fixed bytes (xet-core MDB_SHARD_HEADER_TAG).
+HEADER_TAG = b"HFRepoMetaData\x00" + bytes(
+    [85, 105, 103, 69, 106, 123, 129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169]
+)
 _BOOKEND = b"\xff" * 32 + b"\x00" * 16
 _WITH_VERIFICATION = 1 << 31
 _WITH_METADATA = 1 << 30
