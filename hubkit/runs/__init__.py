@@ -17,7 +17,7 @@ from pathlib import Path
 from hubkit.errors import CheckpointError, ManifestError, RunNotStartedError
 from hubkit.runs import trl, verl
 from hubkit.runs.base_model import is_quantized_name, known_full_precision
-from hubkit.runs.locate import default_runs_dir, find_run_dir
+from hubkit.runs.locate import find_run_dir
 from hubkit.runs.manifest import MANIFEST_NAME, Manifest, is_hub_id
 from hubkit.runs.model import (
     Checkpoint,
@@ -28,23 +28,16 @@ from hubkit.runs.model import (
     QuantizedBase,
     Run,
     RunContents,
-    TrackerRun,
-    TrainerSettings,
 )
 from hubkit.runs.select import refuse_no_checkpoint, select_checkpoints
 
 READERS: dict[str, FrameworkReader] = {reader.name: reader for reader in (trl.READER, verl.READER)}
 
 __all__ = [
-    "READERS",
     "Checkpoint",
     "Metrics",
     "MetricsRow",
-    "QuantizedBase",
     "Run",
-    "TrackerRun",
-    "TrainerSettings",
-    "default_runs_dir",
     "find_run_dir",
     "load_run",
     "refuse_no_checkpoint",

@@ -33,7 +33,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from hubkit.errors import EvalError, FileFormatError
 from hubkit.formats.json_fields import checked_fields, refuse_newer_schema
@@ -47,13 +47,12 @@ EVAL_DIR = "eval"
 RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
 BASE_NAME = "base"
-METRICS: tuple[str, ...] = ("gsm8k_correctness", "math_correctness")
-BACKENDS: tuple[str, ...] = ("transformers", "vllm")
-# The 97.5th percentile of the standard normal distribution (a two-sided 95 % interval).
-_Z95 = 1.959963984540054
-
 MetricName = Literal["gsm8k_correctness", "math_correctness"]
 Backend = Literal["transformers", "vllm"]
+METRICS: tuple[str, ...] = get_args(MetricName)
+BACKENDS: tuple[str, ...] = get_args(Backend)
+# The 97.5th percentile of the standard normal distribution (a two-sided 95 % interval).
+_Z95 = 1.959963984540054
 
 
 def model_name(step: int | None) -> str:

@@ -37,7 +37,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from hubkit.errors import FileFormatError, ManifestError
 from hubkit.formats.json_fields import checked_fields, refuse_newer_schema
@@ -49,7 +49,7 @@ MANIFEST_NAME = "hubkit.json"
 # 2 added push_to, 3 sweep. Fields are only ever added: older manifests still load.
 SCHEMA_VERSION = 3
 Framework = Literal["trl", "verl"]
-FRAMEWORKS: tuple[str, ...] = ("trl", "verl")
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 # Hub repo ids: "name" or "owner/name", letters, digits, "-", "_", "." (no "--" or ".." runs).
 _HUB_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 JSONScalar = str | int | float | bool | None
