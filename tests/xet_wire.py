@@ -15,15 +15,20 @@ import httpx
 from hubkit.localhub import LocalHub
 from hubkit.localhub.xet.hashes import (
     chunk_hash,
-    file_hash,
+    file_hash_of_root,
     hash_to_hex,
     hex_to_hash,
+    merkle_root,
     verification_hash,
-    xorb_hash,
 )
 from hubkit.localhub.xet.shard import HEADER_TAG
 
 _BOOKEND = b"\xff" * 32 + bytes(16)
+
+
+def file_hash(chunks: list[tuple[bytes, int]]) -> bytes:
+    """A file's Xet hash from its chunks' (hash, length) pairs, as a client computes it."""
+    return file_hash_of_root(merkle_root(chunks))
 
 
 def build_xorb(chunks: list[bytes]) -> tuple[str, bytes]:
@@ -32,7 +37,7 @@ def build_xorb(chunks: list[bytes]) -> tuple[str, bytes]:
         bytes([0]) + len(c).to_bytes(3, "little") + bytes([0]) + len(c).to_bytes(3, "little") + c
         for c in chunks
     )
-    return hash_to_hex(xorb_hash([(chunk_hash(c), len(c)) for c in chunks])), body
+    return hash_to_hex(merkle_root([(chunk_hash(c), len(c)) for c in chunks])), body
 
 
 def shard(file_id: bytes, terms: list[tuple[str, int, int, int, bytes]], sha256: bytes) -> bytes:

@@ -22,10 +22,10 @@ import httpx
 import pytest
 from helpers import team_settings, uploaded
 from huggingface_hub import hf_hub_download, snapshot_download
-from xet_wire import Cas, build_xorb, file_shard
+from xet_wire import Cas, build_xorb, file_hash, file_shard
 
 from hubkit.localhub import HubSettings, LocalHub
-from hubkit.localhub.xet.hashes import chunk_hash, file_hash, hash_to_hex, verification_hash
+from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, verification_hash
 from hubkit.localhub.xet.xorb import MAX_XORB_SIZE
 
 LFS_BATCH = "/info/lfs/objects/batch"

@@ -20,11 +20,11 @@ import pytest
 from fixtures_hub import serve_hub
 from helpers import team_settings
 from test_localhub_hostile import PeakMemory
-from xet_wire import Cas, build_xorb, file_shard, shard
+from xet_wire import Cas, build_xorb, file_hash, file_shard, shard
 
 from hubkit.localhub import LocalHub
 from hubkit.localhub.client_env import client_environment
-from hubkit.localhub.xet.hashes import chunk_hash, file_hash, hash_to_hex, verification_hash, xorb_hash
+from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, merkle_root, verification_hash
 from hubkit.localhub.xet.store import XetStore
 
 MiB = 1024 * 1024
@@ -230,7 +230,7 @@ def test_no_reconstruction_runs_over_more_chunks_than_xet_core_puts_in_a_xorb(se
     four reconstructions at once answer 404 at once; a file of 8,192 one-chunk terms (over a full xorb
     of 8 KiB chunks) is reconstructed, whole or in part, at the cost of its terms, four at once."""
     tiny = [b"y"] * 300_000
-    tiny_id = hash_to_hex(xorb_hash([(chunk_hash(b"y"), 1)] * len(tiny)))
+    tiny_id = hash_to_hex(merkle_root([(chunk_hash(b"y"), 1)] * len(tiny)))
     _, body = build_xorb(tiny)
     _refused(served.bounded(lambda: served.cas.post(f"/v1/xorbs/default/{tiny_id}", body)), "at most 8192")
     _refused(served.cas.post("/v1/shards", file_shard(tiny_id, tiny)), "names 300000 chunks")

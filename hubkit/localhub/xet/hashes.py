@@ -106,25 +106,17 @@ class MerkleTree:
 
 
 def merkle_root(chunks: Iterable[tuple[bytes, int]]) -> bytes:
-    """The root of the protocol's Merkle tree over (chunk hash, chunk length) pairs (zeros when empty)."""
+    """The root of the protocol's Merkle tree over (chunk hash, chunk length) pairs (zeros when empty): a
+    xorb's hash."""
     tree = MerkleTree()
     for chunk in chunks:
         tree.add(chunk)
     return tree.root()
 
 
-def xorb_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
-    return merkle_root(chunks)
-
-
 def file_hash_of_root(root: bytes) -> bytes:
     """A file's hash from its chunks' Merkle root (zeros for an empty file, as the reference gives)."""
     return ZERO_KEY if root == ZERO_KEY else keyed_hash(ZERO_KEY, root)
-
-
-def file_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
-    """A file's hash from its chunks."""
-    return file_hash_of_root(merkle_root(chunks))
 
 
 def verification_hash(chunk_hashes: Sequence[bytes]) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hubkit.localhub.storage.exceptions import InvalidInputError
-from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, xorb_hash
+from hubkit.localhub.xet.hashes import chunk_hash, hash_to_hex, merkle_root
 
 HEADER_SIZE = 8
 # The spec bounds a serialized xorb at 64 MiB, but xet-core cuts a xorb at 64 MiB of *unpacked* chunk
@@ -118,7 +118,7 @@ def read_xorb(body: bytes, expected_hash: bytes) -> tuple[memoryview, list[XorbC
         offset = end
     if not chunks:
         raise InvalidInputError("A xorb must hold at least one chunk.")
-    actual = xorb_hash([(c.hash, c.length) for c in chunks])
+    actual = merkle_root([(c.hash, c.length) for c in chunks])
     if actual != expected_hash:
         raise InvalidInputError(
             f"The xorb's content hashes to {hash_to_hex(actual)}, not {hash_to_hex(expected_hash)}."
