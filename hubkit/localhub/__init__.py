@@ -27,17 +27,9 @@ server, its body have the route's type and fit its limit; writes need a token ev
 signed URLs expire and serve only while their signer keeps access (`accounts/signed_urls.py`). What git
 refuses in a tree is refused in a commit (`git/rules.py`, `git/modules.py`).
 
-Layout, by layer (each package's own docstring says more):
-- `http/`: requests and responses as data (`messages`), the Hub's error answers (`errors`), the checks
-  before a handler (`guards`), URL → handler (`routes`), sockets, threads, start/stop (`handler`,
-  `server`), the settings and what every handler shares (`context`), the embedding program's `hooks`;
-- `api/`: one module per endpoint family, and the README metadata they read (`cards`);
-- `accounts/`: tokens, users, plans and namespace rules (`access`, `identity`), huggingface.co's rate
-  limits and quotas per plan (`limits`), `signed_urls`;
-- `storage/`: the storage root (`root`), repositories, commits and refs (`repos`), LFS objects (`lfs`),
-  `collections`, valid names and paths (`names`), what storage refuses (`exceptions`);
-- `git/`: the bare repositories and git's own rules; `xet/`: the Xet formats, store, tokens and CAS API;
-- `client_env`: the other side, pointing a client at a Hub.
+Layout, by layer, each package's docstring saying what it holds: `http/` (requests, errors, guards, routes,
+the server), `api/` (one module per endpoint family), `accounts/`, `storage/`, `git/`, `xet/`; and
+`client_env`, the other side, pointing a client at a Hub.
 """
 
 from hubkit.localhub.http.context import HubSettings
