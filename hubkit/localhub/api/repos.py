@@ -64,13 +64,13 @@ def update_settings(ctx: HubContext, req: Request, repo_type: str, namespace: st
     repo = ctx.repo(req, repo_type, namespace, name)
     data = req.body.json()
     if "visibility" in data:
-        repo.set_private(data["visibility"] in ("private", "protected"))
+        repo.update_meta(private=data["visibility"] in ("private", "protected"))
     elif "private" in data:  # huggingface_hub <1.10
-        repo.set_private(bool(data["private"]))
+        repo.update_meta(private=bool(data["private"]))
     if "gated" in data:
         if data["gated"] not in ("auto", "manual", False):
             raise errors.bad_request(f'"gated" must be one of [auto, manual, false]; got {data["gated"]!r}.')
-        repo.set_gated(data["gated"])
+        repo.update_meta(gated=data["gated"])
     return json_response({})
 
 

@@ -137,13 +137,7 @@ class Repo:
     def meta(self) -> RepoMeta:
         return RepoMeta(**json.loads(self.meta_path.read_text()))
 
-    def set_private(self, private: bool) -> None:
-        self._update_meta(private=private)
-
-    def set_gated(self, gated: str | bool) -> None:
-        self._update_meta(gated=gated)
-
-    def _update_meta(self, **changes: object) -> None:
+    def update_meta(self, **changes: object) -> None:
         with self.lock:
             meta = replace(self.meta, **changes)
             atomic_write(self.meta_path, json.dumps(asdict(meta)).encode())

@@ -74,13 +74,13 @@ class XetStore:
     def _write(self, target: Path, data: bytes | memoryview) -> None:
         atomic_write(target, data, self.base / "tmp")
 
-    def _xorb_path(self, xorb: str) -> Path:
+    def xorb_file(self, xorb: str) -> Path:
         return self.base / "xorbs" / xorb[:2] / xorb
 
     # --- xorbs ---------------------------------------------------------------------------------
 
     def has_xorb(self, xorb: str) -> bool:
-        return self._xorb_path(xorb).is_file()
+        return self.xorb_file(xorb).is_file()
 
     def put_xorb(self, xorb: str, body: bytes) -> bool:
         """Verify and store an uploaded xorb; False when it was already stored. Raises InvalidInputError
@@ -88,7 +88,7 @@ class XetStore:
         chunks_section, chunks = read_xorb(body, hex_to_hash(xorb))
         if self.has_xorb(xorb):
             return False
-        path = self._xorb_path(xorb)
+        path = self.xorb_file(xorb)
         index = b"".join(_INDEX_ENTRY.pack(c.hash, c.start, c.end, c.length) for c in chunks)
         self._write(path.with_suffix(".idx"), index)
         self._write(path, chunks_section)
@@ -99,7 +99,7 @@ class XetStore:
         stored), read from its index alone."""
         if not self.has_xorb(xorb):
             return []
-        with self._xorb_path(xorb).with_suffix(".idx").open("rb") as f:
+        with self.xorb_file(xorb).with_suffix(".idx").open("rb") as f:
             f.seek(start * _INDEX_ENTRY.size)
             data = f.read(-1 if end is None else max(0, end - start) * _INDEX_ENTRY.size)
         return [XorbChunk(*entry) for entry in _INDEX_ENTRY.iter_unpack(data)]
@@ -107,20 +107,17 @@ class XetStore:
     def xorb_chunk_count(self, xorb: str) -> int:
         if not self.has_xorb(xorb):
             return 0
-        return self._xorb_path(xorb).with_suffix(".idx").stat().st_size // _INDEX_ENTRY.size
+        return self.xorb_file(xorb).with_suffix(".idx").stat().st_size // _INDEX_ENTRY.size
 
     def chunk_span(self, xorb: str, start: int, end: int) -> tuple[int, int]:
         """Where the stored bytes of chunks [start, end) of a xorb begin and end."""
         return self.xorb_chunks(xorb, start, start + 1)[0].start, self.xorb_chunks(xorb, end - 1, end)[0].end
 
-    def xorb_file(self, xorb: str) -> Path:
-        return self._xorb_path(xorb)
-
     def _file_bytes(self, terms: tuple[Term, ...]) -> Iterator[bytes]:
         """The bytes a file's (checked) terms rebuild, chunk by chunk."""
         for term in terms:
             xorb = hash_to_hex(term.xorb)
-            with self._xorb_path(xorb).open("rb") as f:
+            with self.xorb_file(xorb).open("rb") as f:
                 for chunk in self.xorb_chunks(xorb, term.start, term.end):
                     f.seek(chunk.start)
                     yield unpack_chunk(f.read(chunk.end - chunk.start))
