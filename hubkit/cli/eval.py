@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
-from hubkit.cli.output import TerminalConsole
+from hubkit.cli.output import command_console
 from hubkit.visible import visible
 
 if TYPE_CHECKING:
@@ -79,8 +79,6 @@ def eval_command(
         $ hubkit eval --run-dir runs/RUN --problems heldout.jsonl --steps 20,200
         $ hubkit eval --repo-id me/qwen3-4b-grpo --steps 100,200 --push
     """
-    from huggingface_hub.utils import disable_progress_bars
-
     from hubkit.evaluate.evaluation import EvalRequest, plan_eval
 
     target.check(reads=("repo_id", "sweep"))
@@ -88,8 +86,7 @@ def eval_command(
         raise click.UsageError(
             "--push and --out go with --repo-id; a run directory's results are published by `hubkit push`"
         )
-    console = TerminalConsole(quiet=quiet, soft_wrap=True)
-    disable_progress_bars()
+    console = command_console(quiet)
     request = EvalRequest(**options)
     release = None
     if target.sweep:

@@ -11,7 +11,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from hubkit.cli.options import Target, command, endpoint_option, quiet_option
-from hubkit.cli.output import TerminalConsole
+from hubkit.cli.output import command_console
 
 if TYPE_CHECKING:
     from hubkit.runs import Run
@@ -60,8 +60,6 @@ def gguf(
         $ hubkit gguf --model-dir merged/ --base-model Qwen/Qwen3-4B --out gguf/
         $ llama-cli -m gguf/RUN-Q8_0.gguf
     """
-    from huggingface_hub.utils import disable_progress_bars
-
     from hubkit.publish.gguf_repo import require_gguf_py
 
     if model_dir is not None and target.run_given:
@@ -69,8 +67,7 @@ def gguf(
     require_gguf_py()
     from hubkit.export import GGUFMetadata, export_gguf
 
-    console = TerminalConsole(quiet=quiet, soft_wrap=True)
-    disable_progress_bars()
+    console = command_console(quiet)
     type_names = [part for part in types.split(",") if part.strip()]
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
     with (

@@ -9,7 +9,7 @@ import click
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from hubkit.cli.options import Target, command, endpoint_option, quiet_option
-from hubkit.cli.output import TerminalConsole
+from hubkit.cli.output import command_console
 
 
 @command()
@@ -33,13 +33,10 @@ def merge(target: Target, step: int | None, out: Path, endpoint: str, quiet: boo
         $ hubkit merge --run-id RUN --out merged/
         $ hubkit merge --run-dir runs/RUN --step 200 --out merged-200/
     """
-    from huggingface_hub.utils import disable_progress_bars
-
     from hubkit.hub.auth import resolve_token
     from hubkit.merge.checkpoint import merge_checkpoint
 
-    console = TerminalConsole(quiet=quiet, soft_wrap=True)
-    disable_progress_bars()
+    console = command_console(quiet)
     run = target.load(steps=None if step is None else [step])
     token = resolve_token(endpoint, required=False)
     with tempfile.TemporaryDirectory(prefix="hubkit-merge-") as staging:

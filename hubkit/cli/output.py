@@ -28,6 +28,15 @@ class TerminalConsole(Console):
         super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
+def command_console(quiet: bool) -> TerminalConsole:
+    """A command's console; the Hub client's progress bars off, as hubkit shows its own (one bar per push,
+    not one per file)."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    return TerminalConsole(quiet=quiet, soft_wrap=True)
+
+
 class VisibleFormatter(logging.Formatter):
     """Log records (warnings quote repo ids and file names) formatted `visible`, one line each."""
 

@@ -22,7 +22,7 @@ from rich.progress import (
 )
 
 from hubkit.cli.options import RUN, Target, command, endpoint_option, options_of, quiet_option
-from hubkit.cli.output import TerminalConsole
+from hubkit.cli.output import command_console
 
 if TYPE_CHECKING:
     from hubkit.publish import PushProgress, PushReport, PushRequest
@@ -156,13 +156,10 @@ def push(
         $ hubkit push --run-id RUN --gguf q8_0,bf16
         $ hubkit push --sweep deepscaler-length-penalty --no-merged   # every run of the sweep
     """
-    from huggingface_hub.utils import disable_progress_bars
-
     from hubkit.publish import PushRequest, push_run, watch_run
 
     _check(target, sweep_value, watch, watch_timeout, options)
-    console = TerminalConsole(quiet=quiet, soft_wrap=True)
-    disable_progress_bars()  # hubkit shows its own progress (one bar per push, not one per file)
+    console = command_console(quiet)
     folders = _folders(target, watch)
     request = PushRequest(
         run_dir=folders[0],
