@@ -82,9 +82,6 @@ def load_spec(spec: Any = None, spec_file: str | None = None) -> RewardSpec:
         spec: a `RewardSpec.to_dict` mapping, or the same as JSON text.
         spec_file: a JSON file holding a reward spec, or a run manifest (``hubkit.json``) with ``reward``.
 
-    Returns:
-        The spec.
-
     Raises:
         RewardSpecError: neither or both are given, the file is missing or not JSON, or the spec is invalid.
     """
