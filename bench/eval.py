@@ -267,9 +267,9 @@ def build_release(workdir: Path, endpoint: str) -> int:
     from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.demo.tiny import copy_tokenizer
     from hubkit.publish import PushRequest, push_run
     from tests.support.runs import make_run
+    from tests.support.tiny import copy_tokenizer
 
     disable_progress_bars()
     # merge.py's builder reads the model's shape from its module constants (Qwen3-1.7B's): set Qwen3-4B's.

@@ -127,7 +127,7 @@ def main() -> None:
         started = time.perf_counter()
         size = merge_bench.build_base(base_dir, LAYERS)
         if gguf_types:
-            from hubkit.demo.tiny import copy_tokenizer
+            from tests.support.tiny import copy_tokenizer
 
             copy_tokenizer(base_dir)  # a GGUF file holds the tokenizer: the real Qwen3 one
         publish_base(api, base_dir)

@@ -34,9 +34,9 @@ from pathlib import Path
 from push import TOKEN, add_link_rate, start_hub
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
-from hubkit.demo.tiny import TOKENIZER_FILES, publish_model, qwen3_tokenizer_dir
+from hubkit.demo.tiny import qwen3_tokenizer_dir
 from tests.support.runs import TINY_SHAPES, make_run
-from tests.support.tiny import build_tiny_qwen3
+from tests.support.tiny import TOKENIZER_FILES, build_tiny_qwen3, publish_model
 
 HELP_TARGET_S = 0.5  # the command line starts without importing the libraries it drives
 TARGET = 2.0

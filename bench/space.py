@@ -103,7 +103,8 @@ def publish(args: argparse.Namespace, workdir: Path) -> tuple[str, str]:
     from peft import LoraConfig, get_peft_model
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
+    sys.path.insert(0, str(ROOT))  # tests.support
+    from tests.support.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
 
     disable_progress_bars()
     base_dir = workdir / "base"
@@ -256,7 +257,8 @@ def build_seed_size(workdir: Path) -> tuple[Path, str, int]:
     from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars
 
-    from hubkit.demo.tiny import copy_tokenizer
+    sys.path.insert(0, str(ROOT))  # tests.support
+    from tests.support.tiny import copy_tokenizer
 
     disable_progress_bars()
     # merge.py's builders read the model's shape from its module constants (Qwen3-1.7B's): set Qwen3-4B's.

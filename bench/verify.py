@@ -66,7 +66,8 @@ def main() -> None:
         print(json.dumps({"wall_s": wall, "peak_rss_mib": merge_bench.peak_rss_mib()}))
         return
 
-    from hubkit.demo.tiny import copy_tokenizer
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
+    from tests.support.tiny import copy_tokenizer
 
     vars(merge_bench).update(merge_bench.QWEN3_4B)
     with tempfile.TemporaryDirectory(prefix="hubkit-bench-verify-") as tmp:

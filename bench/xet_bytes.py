@@ -32,11 +32,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.support
 import gguf_export as gguf_bench
 import merge as merge_bench
 from push import start_link, start_server
 
-from hubkit.demo.tiny import copy_tokenizer
+from tests.support.tiny import copy_tokenizer
 
 TOKEN = "hubkit-bench-token"
 _UPLOAD = """

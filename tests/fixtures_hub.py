@@ -27,10 +27,16 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.demo.tiny import TinyModel, publish_model, qwen3_tokenizer_dir
+from hubkit.demo.tiny import qwen3_tokenizer_dir
 from hubkit.localhub import LocalHub
 from hubkit.localhub.client_env import use_local_hub
-from tests.support.tiny import build_tiny_qwen2_tied, build_tiny_qwen3, build_tiny_qwen3_tied
+from tests.support.tiny import (
+    TinyModel,
+    build_tiny_qwen2_tied,
+    build_tiny_qwen3,
+    build_tiny_qwen3_tied,
+    publish_model,
+)
 
 TEST_NAMESPACE = "hubkit-test"
 TEST_TOKEN = "hf_hubkit_local_test_token"

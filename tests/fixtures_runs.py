@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from hubkit.demo.tiny import TinyModel
 from hubkit.runs.manifest import Hardware, LoraSettings, Manifest
 from tests.support import verl_cpu
+from tests.support.tiny import TinyModel
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_DATA = Path(__file__).resolve().parent / "data"
@@ -310,8 +310,8 @@ def verl_run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_qwen3_tied) -> P
     from fixtures_hub import TEST_TOKEN
     from huggingface_hub import HfApi
 
-    from hubkit.demo.tiny import publish_model
     from hubkit.localhub import LocalHub
+    from tests.support.tiny import publish_model
 
     def train(root: Path) -> Path:
         data_dir = prepare_verl_data(root / "data")

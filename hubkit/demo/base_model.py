@@ -49,14 +49,8 @@ def chat(question: str) -> list[dict[str, str]]:
 
 
 def build_tokenizer(problems: Sequence[Problem], out_dir: Path) -> Any:
-    """Qwen3's tokenizer retrained on the prompts and answers of `problems` (`VOCAB_SIZE` tokens), saved.
-
-    Args:
-        problems: the text it is trained on.
-        out_dir: where to save it.
-
-    Returns:
-        The tokenizer.
+    """Qwen3's tokenizer retrained on the prompts and answers of `problems` (`VOCAB_SIZE` tokens), saved in
+    `out_dir`.
 
     Raises:
         TinyModelError: the Qwen3 tokenizer files are not installed.
@@ -97,16 +91,10 @@ def warm_up(
     steps: int = WARMUP_STEPS,
     progress: Callable[[int, float], None] | None = None,
 ) -> None:
-    """Supervised training on the answers to `problems` (`FORMAT_SHARE` in the run's format), in place.
-
-    Args:
-        model: the model to train.
-        tokenizer: its tokenizer (with the chat template).
-        problems: the warm-up problems.
-        seed: orders the batches and picks which answers use the format.
-        steps: optimizer steps of `WARMUP_BATCH` examples.
-        progress: called with (step, loss) every `PROGRESS_EVERY` steps and at the last.
-    """
+    """Supervised training on the answers to `problems` (`FORMAT_SHARE` in the run's format), in place:
+    `steps` optimizer steps of `WARMUP_BATCH` examples, `seed` ordering the batches and picking which
+    answers use the format; `progress` is called with (step, loss) every `PROGRESS_EVERY` steps and at the
+    last."""
     import torch
 
     rng = random.Random(seed)
@@ -173,18 +161,9 @@ def build_base_model(
     steps: int = WARMUP_STEPS,
     progress: Callable[[int, float], None] | None = None,
 ) -> Path:
-    """Tokenizer, model and warm-up (see the module docstring), saved as a model folder.
-
-    Args:
-        out_dir: where to save (config.json, generation_config.json, model.safetensors, tokenizer files,
-            README.md).
-        problems: the warm-up problems.
-        seed: the weights' and the warm-up's seed.
-        steps: warm-up steps.
-        progress: see `warm_up`.
-
-    Returns:
-        `out_dir`.
+    """Tokenizer, model and warm-up (see the module docstring; `seed` for the weights and the warm-up), saved
+    in `out_dir` as a model folder (config.json, generation_config.json, model.safetensors, tokenizer files,
+    README.md), which it returns.
 
     Raises:
         TinyModelError: the Qwen3 tokenizer files are not installed.

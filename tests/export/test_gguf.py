@@ -23,11 +23,17 @@ import torch
 from gguf_bounds import rounding_bounds, unit
 from helpers import run_cli, run_llama_worker
 
-from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, TINY_SIZES, copy_tokenizer
+from hubkit.demo.tiny import TINY_SIZES
 from hubkit.errors import GGUFExportError
 from hubkit.export import GGUFFile, GGUFMetadata, TensorSpec, TensorStream, export_gguf, plan_gguf_export
 from hubkit.formats.gguf_vocab import PRE_TOKENIZER_CHECK_TEXT
-from tests.support.tiny import build_tiny_qwen2_tied, build_tiny_qwen3
+from tests.support.tiny import (
+    ENDOFTEXT_ID,
+    IM_END_ID,
+    build_tiny_qwen2_tied,
+    build_tiny_qwen3,
+    copy_tokenizer,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LLAMA_ENV = REPO_ROOT / ".venv-llama"

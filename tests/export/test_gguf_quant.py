@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from test_gguf import LLAMA_PYTHON, PROMPT_TOKENS, TEXTS, _teach
 
 from hubkit.cards.text import size as size_text
-from hubkit.demo.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer, publish_model
+from tests.support.tiny import ENDOFTEXT_ID, IM_END_ID, copy_tokenizer, publish_model
 
 needs_llama_cpp = pytest.mark.skipif(
     not LLAMA_PYTHON.exists(), reason="no llama.cpp environment (.venv-llama): run `make venv-llama`"

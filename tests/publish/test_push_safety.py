@@ -26,7 +26,6 @@ from safetensors.numpy import load_file, save_file
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 
-from hubkit.demo.tiny import TinyModel, publish_model
 from hubkit.errors import (
     AmbiguousCheckpointError,
     ForeignCheckpointsError,
@@ -43,6 +42,7 @@ from hubkit.publish.vetted import Vetter
 from hubkit.runs.manifest import Manifest
 from hubkit.safety import VetContext, kinds
 from tests.support.runs import TINY_SHAPES, make_run
+from tests.support.tiny import TinyModel, publish_model
 
 # Planted secrets, built from parts so that no scanner flags this file itself. The token in use is the
 # session Hub's (`fixtures_hub.TEST_TOKEN`), which every push here sends.

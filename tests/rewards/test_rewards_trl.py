@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from hubkit.demo.tiny import IM_END_ID
 from hubkit.errors import RewardSpecError
 from hubkit.rewards.aggregate import aggregate
 from hubkit.rewards.build import aggregate_with_spec, build
 from hubkit.rewards.spec import RewardComponent, RewardSpec, deepscaler_length_penalty
 from hubkit.rewards.trl import HubkitGRPOTrainer, grpo_config_kwargs, reward_funcs, trl_matches
+from tests.support.tiny import IM_END_ID
 
 MAX_LEN = 8
 NUM_GENERATIONS = 4

@@ -24,7 +24,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from test_space import app_modules  # noqa: F401  (the fixture: the app's config and engine modules)
 
-from hubkit.demo.tiny import publish_model
 from hubkit.errors import SpaceError
 from hubkit.publish import PushRequest, push_run
 from hubkit.resources import space_dir
@@ -39,6 +38,7 @@ from hubkit.space.files import (
     zerogpu_torch,
 )
 from tests.support.runs import TINY_SHAPES, make_run, write_checkpoint
+from tests.support.tiny import publish_model
 
 PYPI = "https://pypi.org/simple/"
 PIP_TIMEOUT_S = 600

@@ -1,19 +1,56 @@
 """The tests' tiny base models, saved as `save_pretrained` writes them: `hubkit.demo.tiny`'s causal LM with
 the real Qwen3 tokenizer (plain, tied and shaped to end its answers, and a Qwen2 one with Qwen2.5's chat
-template)."""
+template), and published as base-model repos."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hubkit.demo.tiny import (
-    ENDOFTEXT_ID,
-    IM_END_ID,
-    TinyModelError,
-    copy_tokenizer,
-    package_dir,
-    tiny_causal_lm,
-)
+from hubkit.demo.tiny import TinyModelError, package_dir, qwen3_tokenizer_dir, tiny_causal_lm
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+# Real Qwen special-token ids (the same in Qwen2.5 and Qwen3).
+ENDOFTEXT_ID = 151643  # <|endoftext|>: pad, and end of a document
+IM_END_ID = 151645  # <|im_end|>: end of a chat turn (eos)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    """A tiny model saved locally (config, weights, tokenizer files) and published as a base-model repo
+    (`repo_id`: what adapters name as their base model)."""
+
+    repo_id: str
+    local_dir: Path
+
+
+def publish_model(api: HfApi, local_dir: Path, repo_id: str) -> TinyModel:
+    """Publish a model folder as a base-model repo (created if needed) in one commit."""
+    api.create_repo(repo_id, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=local_dir, commit_message="Add tiny base model")
+    return TinyModel(repo_id=repo_id, local_dir=local_dir)
+
+
+def copy_tokenizer(out_dir: Path, chat_template: str | None = None) -> int:
+    """Copy the Qwen3 tokenizer files into `out_dir`, as a Qwen repo ships them (template inside
+    tokenizer_config.json), optionally with another chat template. Returns the vocabulary size."""
+    source = qwen3_tokenizer_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(source / name, out_dir / name)
+    config_path = out_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    if chat_template is not None:
+        config["chat_template"] = chat_template
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    # Ids run from 0 to the last added special token (<think> ... </think> end at 151668).
+    return 1 + max(int(token_id) for token_id in config["added_tokens_decoder"])
 
 
 def qwen2_5_chat_template() -> str:
