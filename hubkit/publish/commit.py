@@ -183,9 +183,10 @@ class UploadsAhead:
         """
         return frozenset().union(*(future.result() for future in set(self._futures.values())))
 
-    def close(self) -> None:
-        """Cancel the uploads not started; the ones under way finish in the background."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def close(self, *, wait: bool = False) -> None:
+        """Cancel the uploads not started; the ones under way finish in the background, or before this
+        returns with `wait` (the repo is about to be removed: nothing may still write to it)."""
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def _is_large(planned: PlannedFile) -> bool:

@@ -319,6 +319,9 @@ class PushSession:
             committed = commit_plan(
                 api, plan, remotes, hub.branches, self.request, progress, uploads_ahead, retry
             )
+        except (StorageQuotaError, UnsafeFileError):
+            uploads_ahead.close(wait=True)  # the repos this push created are removed next
+            raise
         finally:
             uploads_ahead.close()
         return PushReport(
