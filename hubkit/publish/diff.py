@@ -54,8 +54,11 @@ def diff_repo(plan: RepoPlan, remote: RemoteRepo, known: RepoDiff | None = None)
     """Split the plan's files into changed and unchanged against `remote` (as `read_remote` read it);
     `is_empty` means the push has nothing to do for this repo. `known`: a diff of part of this plan against
     the same remote (the adapter repo's weights, sent ahead), whose files are not compared again."""
-    seen = {f.path_in_repo: False for f in known.changed} if known is not None else {}
-    seen |= {f.path_in_repo: True for f in known.unchanged} if known is not None else {}
+    seen: dict[str, bool] = {}
+    if known is not None and known.remote is remote:  # compared against this very listing
+        seen = {f.path_in_repo: False for f in known.changed} | {
+            f.path_in_repo: True for f in known.unchanged
+        }
     changed: list[PlannedFile] = []
     unchanged: list[PlannedFile] = []
     for planned in plan.files:
